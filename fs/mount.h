@@ -1,0 +1,49 @@
+// Mounting a store: the one entry point tools/ calls. Everything FUSE lives
+// behind it.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "codec/codec.h"
+
+namespace densefs::fs {
+
+struct mount_options {
+  std::filesystem::path store_dir;
+  std::filesystem::path mountpoint;
+  bool foreground = false;  // -f: stay attached, log to stderr
+  bool debug = false;       // -d: libfuse request tracing (implies foreground)
+  bool single_threaded = false;
+  bool allow_other = false;  // only when asked; default_permissions is always on
+  bool read_only = false;
+  // Kernel caches. Every change made through the mount invalidates what it
+  // changes, so these are safe; 0 turns a cache off.
+  double entry_timeout = 1.0;
+  double attr_timeout = 1.0;
+  double negative_timeout = 0.0;
+  bool writeback_cache = true;  // see docs/design.md for the measurement
+  unsigned encode_threads = 0;  // 0: one per core
+  // Bytes of file data staged in memory (dirty + being encoded) before
+  // writers wait for the encoder: bounds memory on huge sequential writes.
+  std::size_t max_staged_bytes = 256u << 20;
+  // Overrides the store's codec settings when set (-o codec=zstd:level=9).
+  std::string codec_spec;
+  // Other -o options passed to the kernel/libfuse as they are (e.g. "noatime").
+  std::vector<std::string> fuse_options;
+};
+
+// Checks the store, locks it, mounts, daemonizes unless foreground, serves
+// until unmounted or SIGTERM/SIGINT, flushes everything staged, unmounts.
+// Fallible setup happens before daemonizing so errors reach the terminal as
+// one line. Returns the process exit status (0 on clean unmount).
+int mount(const mount_options& options);
+
+// Names of the virtual, read-only xattrs served on every inode. They are not
+// listed by listxattr (rsync -X must not copy them).
+inline constexpr const char* k_xattr_info = "user.densefs.info";    // per-file JSON
+inline constexpr const char* k_xattr_stats = "user.densefs.stats";  // store JSON (any inode)
+
+}  // namespace densefs::fs

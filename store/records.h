@@ -1,0 +1,127 @@
+// The persisted records of a densefs store and their key layouts.
+// Every value starts with a one-byte record version; the byte layouts are
+// specified in docs/format.md and pinned by golden tests in tests/store/.
+// Keys use big-endian integers so that RocksDB's bytewise order is numeric
+// order (directory listings and extent scans are prefix/range scans).
+//
+// Decoders treat bytes as untrusted: a short, over-long or unknown-version
+// value throws store_error(EIO) naming the record kind and key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "codec/codec.h"
+#include "store/hash.h"
+
+namespace densefs::store {
+
+// Column families (names are part of the format).
+inline constexpr const char* k_cf_meta = "default";  // store metadata, orphans
+inline constexpr const char* k_cf_inodes = "inodes";
+inline constexpr const char* k_cf_dirents = "dirents";
+inline constexpr const char* k_cf_extents = "extents";
+inline constexpr const char* k_cf_chunks = "chunks";
+inline constexpr const char* k_cf_payloads = "payloads";  // chunk bytes (blob files)
+inline constexpr const char* k_cf_xattrs = "xattrs";
+
+// The store format this build writes and the newest it can read.
+inline constexpr std::uint32_t k_format_version = 1;
+
+// Largest plain size of one chunk: the fixed grid files are cut into.
+inline constexpr std::uint64_t k_chunk_size = 4 * 1024 * 1024;
+
+inline constexpr std::uint64_t k_root_ino = 1;
+
+struct timestamp {
+  std::int64_t sec = 0;
+  std::uint32_t nsec = 0;
+  auto operator<=>(const timestamp&) const = default;
+};
+
+// One file, directory, symlink or special file.
+struct inode_record {
+  std::uint64_t ino = 0;  // from the key, not stored in the value
+  std::uint32_t mode = 0;  // st_mode: type and permission bits
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::uint32_t nlink = 0;
+  std::uint64_t size = 0;          // logical size in bytes
+  std::uint64_t stored_bytes = 0;  // sum of stored sizes of referenced chunks
+  std::uint64_t rdev = 0;
+  std::uint64_t parent = 0;  // directories only: the parent directory (for "..")
+  timestamp atime, mtime, ctime, btime;
+  std::string symlink_target;  // symlinks only
+
+  bool operator==(const inode_record&) const = default;
+};
+
+struct dirent_record {
+  std::uint64_t ino = 0;
+  std::uint32_t type = 0;  // S_IFMT bits of the child's mode
+  bool operator==(const dirent_record&) const = default;
+};
+
+// A run of file bytes [file_offset, file_offset + length) taken from a chunk's
+// plain content starting at chunk_offset. Missing extents are holes (zeros).
+struct extent_record {
+  chunk_hash hash;
+  std::uint32_t chunk_offset = 0;
+  std::uint32_t length = 0;
+  bool operator==(const extent_record&) const = default;
+};
+
+enum class payload_location : std::uint8_t {
+  rocksdb = 0,  // payloads column family, key = chunk hash
+};
+
+struct chunk_record {
+  codec::codec_id codec = codec::codec_id::raw;
+  std::uint32_t plain_size = 0;
+  std::uint32_t stored_size = 0;
+  std::uint64_t refcount = 0;
+  std::uint64_t checksum = 0;  // stored_checksum() of the payload
+  payload_location location = payload_location::rocksdb;
+  bool operator==(const chunk_record&) const = default;
+};
+
+// Store-wide settings, fixed at mkfs (mount options may override codec ones).
+struct store_settings {
+  std::uint32_t format_version = k_format_version;
+  std::string uuid;  // 36-char RFC 4122 text form
+  std::string codec_spec = "zstd:level=3";
+  timestamp created;
+  bool operator==(const store_settings&) const = default;
+};
+
+// Keys.
+std::string inode_key(std::uint64_t ino);
+std::string dirent_key(std::uint64_t parent, std::string_view name);
+std::string dirent_prefix(std::uint64_t parent);
+std::string extent_key(std::uint64_t ino, std::uint64_t file_offset);
+std::string extent_prefix(std::uint64_t ino);
+std::string xattr_key(std::uint64_t ino, std::string_view name);
+std::string xattr_prefix(std::uint64_t ino);
+std::string orphan_key(std::uint64_t ino);  // in k_cf_meta
+inline constexpr std::string_view k_orphan_prefix = "orphan/";
+inline constexpr std::string_view k_settings_key = "settings";
+inline constexpr std::string_view k_next_ino_key = "next_ino";
+
+std::uint64_t decode_u64_be(std::string_view eight_bytes);
+
+// Values.
+std::string encode_inode(const inode_record& r);
+inode_record decode_inode(std::uint64_t ino, std::string_view value);
+std::string encode_dirent(const dirent_record& r);
+dirent_record decode_dirent(std::string_view value);
+std::string encode_extent(const extent_record& r);
+extent_record decode_extent(std::string_view value);
+std::string encode_chunk(const chunk_record& r);
+chunk_record decode_chunk(std::string_view value);
+std::string encode_settings(const store_settings& s);
+store_settings decode_settings(std::string_view value);
+std::string encode_xattr_value(std::string_view bytes);
+std::string decode_xattr_value(std::string_view value);
+
+}  // namespace densefs::store

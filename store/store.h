@@ -1,0 +1,202 @@
+// A densefs store: a directory holding a RocksDB database with the column
+// families named in records.h, a FORMAT marker file and a lock file.
+//
+// Threading: every read method is safe from any thread. Changes are made by
+// filling a `transaction` and calling commit(); commits are serialised by one
+// mutex because chunk refcounts are read-modify-write (encoding happens
+// before, outside that mutex, so it is held only for the RocksDB write).
+#pragma once
+
+#include <sys/statvfs.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "codec/codec.h"
+#include "store/error.h"
+#include "store/hash.h"
+#include "store/records.h"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace densefs::store {
+
+class payload_store;
+class chunk_cache;
+
+// A chunk ready to be referenced: hashed, and encoded unless the caller knew
+// the chunk already exists.
+struct prepared_chunk {
+  chunk_hash hash;
+  std::uint32_t plain_size = 0;
+  std::optional<codec::encoded_chunk> encoded;  // absent: "should already exist"
+};
+
+struct store_open_options {
+  bool read_only = false;  // no lock taken; used by `densefs stats STORE`
+  // Decoded-chunk cache shared by all files (bytes of plain data).
+  std::size_t chunk_cache_bytes = 256u << 20;
+  // RocksDB block cache for metadata.
+  std::size_t block_cache_bytes = 64u << 20;
+};
+
+// Changes that become visible and durable together (one RocksDB WriteBatch).
+// Not thread-safe; build it in one thread, then commit it.
+class transaction {
+ public:
+  transaction();
+  ~transaction();
+  transaction(transaction&&) noexcept;
+  transaction& operator=(transaction&&) noexcept;
+
+  void put_inode(const inode_record& r);
+  void delete_inode(std::uint64_t ino);
+  void put_dirent(std::uint64_t parent, std::string_view name, const dirent_record& r);
+  void delete_dirent(std::uint64_t parent, std::string_view name);
+  void put_extent(std::uint64_t ino, std::uint64_t file_offset, const extent_record& r);
+  void delete_extent(std::uint64_t ino, std::uint64_t file_offset);
+  void put_xattr(std::uint64_t ino, std::string_view name, std::string_view value);
+  void delete_xattr(std::uint64_t ino, std::string_view name);
+  void add_orphan(std::uint64_t ino);
+  void remove_orphan(std::uint64_t ino);
+
+  // Chunk references. Several calls for one hash add up. At commit a chunk
+  // whose count reaches 0 is deleted with its payload; a chunk that does not
+  // exist yet is created from `chunk.encoded` (commit throws
+  // chunk_missing if it is absent, and the caller encodes and retries).
+  void ref_chunk(const prepared_chunk& chunk);
+  void unref_chunk(const chunk_hash& hash);
+
+  bool empty() const;
+
+ private:
+  friend class store;
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// Thrown by commit() when a transaction references a chunk that neither
+// exists nor was supplied with its payload. Nothing was written.
+class chunk_missing : public store_error {
+ public:
+  explicit chunk_missing(const chunk_hash& h);
+  chunk_hash hash;
+};
+
+struct store_stats {
+  std::uint64_t files = 0;           // regular files
+  std::uint64_t directories = 0;
+  std::uint64_t logical_bytes = 0;   // sum of regular file sizes
+  std::uint64_t referenced_bytes = 0;  // plain bytes referenced by extents (holes excluded)
+  std::uint64_t chunks = 0;            // unique chunks
+  std::uint64_t unique_plain_bytes = 0;  // plain bytes of unique chunks
+  std::uint64_t stored_bytes = 0;        // stored bytes of unique chunks
+  std::uint64_t dedup_saved_bytes = 0;   // referenced_bytes - unique_plain_bytes
+  std::uint64_t chunks_by_codec[4] = {};  // index: codec id
+  std::uint64_t stored_by_codec[4] = {};
+  std::uint64_t disk_bytes = 0;  // bytes the store directory occupies on disk
+};
+
+class store {
+ public:
+  // mkfs: creates a new store in `dir` (created if missing; must be empty).
+  // The directory is made private to its owner (0700).
+  static void create(const std::filesystem::path& dir, const codec::codec_options& codec);
+
+  // Cheap checks without RocksDB (no threads are started, so this is safe
+  // before fuse_daemonize()): the directory exists, is a store, and its
+  // format is not newer than this build. Throws store_error with a one-line
+  // message otherwise.
+  static void check(const std::filesystem::path& dir);
+
+  // Takes the store's lock (flock on STORE/LOCK.densefs) and returns its fd;
+  // throws store_error(EBUSY) "store ... is already mounted" when held. The
+  // lock survives fork() (fuse_daemonize) and is released when the fd closes.
+  static int lock(const std::filesystem::path& dir);
+
+  // Opens RocksDB (starts its background threads). For read-write opens the
+  // caller must hold lock(). Purges nothing by itself: see orphans().
+  static std::unique_ptr<store> open(const std::filesystem::path& dir,
+                                     const store_open_options& options = {});
+  ~store();
+
+  const store_settings& settings() const { return settings_; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+  // Inode numbers are allocated from a persisted counter.
+  std::uint64_t allocate_ino();
+
+  // Reads.
+  std::optional<inode_record> get_inode(std::uint64_t ino) const;
+  std::optional<dirent_record> get_dirent(std::uint64_t parent, std::string_view name) const;
+  // Entries in name order (bytewise), starting after `after` when given.
+  // The callback returns false to stop.
+  void list_dir(std::uint64_t parent, std::optional<std::string_view> after,
+                const std::function<bool(std::string_view name, const dirent_record&)>& fn) const;
+  bool dir_is_empty(std::uint64_t parent) const;
+  // Extents overlapping [begin, end), in offset order, as (file_offset, extent).
+  std::vector<std::pair<std::uint64_t, extent_record>> extents(std::uint64_t ino,
+                                                               std::uint64_t begin,
+                                                               std::uint64_t end) const;
+  std::optional<std::string> get_xattr(std::uint64_t ino, std::string_view name) const;
+  std::vector<std::string> list_xattrs(std::uint64_t ino) const;
+  std::optional<chunk_record> get_chunk(const chunk_hash& hash) const;
+  std::vector<std::uint64_t> orphans() const;
+
+  // Hashes and encodes plain chunk data (CPU work: call it from a worker
+  // pool, not a FUSE thread). Skips encoding when the chunk already exists.
+  prepared_chunk prepare_chunk(std::string_view plain) const;
+  prepared_chunk prepare_chunk(std::string_view plain, bool force_encode) const;
+
+  // The plain content of a chunk: payload fetched, XXH3 checked, decoded,
+  // size checked; served from the decoded-chunk cache when present. Throws
+  // store_error(EIO) naming the chunk on any mismatch (and logs it).
+  std::shared_ptr<const std::string> read_chunk(const chunk_hash& hash) const;
+
+  // Applies a transaction atomically. sync=true also syncs the WAL.
+  // Throws store_error: ENOSPC when the disk is full (nothing applied),
+  // EIO otherwise; chunk_missing as described above.
+  void commit(transaction& txn, bool sync = false);
+
+  // Makes every committed change durable (syncs the WAL).
+  void sync();
+
+  // Space of the file system holding the store (for statfs/df).
+  struct statvfs statvfs() const;
+
+  // Walks inodes and chunks (O(store size)); for `densefs stats`.
+  store_stats stats() const;
+
+  // Codec options used for new chunks (settings, overridable per mount).
+  void set_codec_options(const codec::codec_options& options) { codec_ = options; }
+  const codec::codec_options& codec_options() const { return codec_; }
+
+ private:
+  store(std::filesystem::path dir, store_open_options options);
+
+  std::filesystem::path dir_;
+  store_open_options options_;
+  store_settings settings_;
+  codec::codec_options codec_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // owned; closed in ~store
+  std::unique_ptr<payload_store> payloads_;
+  std::unique_ptr<chunk_cache> cache_;
+  std::mutex commit_mutex_;
+  std::mutex ino_mutex_;
+  std::uint64_t next_ino_ = 0;      // next number to hand out
+  std::uint64_t ino_reserved_ = 0;  // persisted high-water mark
+};
+
+}  // namespace densefs::store
