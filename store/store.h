@@ -108,6 +108,11 @@ struct store_stats {
   std::uint64_t disk_bytes = 0;  // bytes the store directory occupies on disk
 };
 
+// The JSON that `densefs stats --json` prints and the user.densefs.stats xattr
+// returns: every field above by name, plus "ratio" (stored/logical) and
+// "codecs": {"raw": {"chunks": N, "stored_bytes": N}, "zstd": {...}}.
+std::string to_json(const store_stats& s);
+
 class store {
  public:
   // mkfs: creates a new store in `dir` (created if missing; must be empty).
