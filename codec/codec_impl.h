@@ -1,0 +1,52 @@
+// Private to codec/: the small interface every codec implements, and the
+// factories codec_registry.cpp lists. Callers outside codec/ use codec.h.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "codec/codec.h"
+
+namespace densefs::codec::detail {
+
+// Decoders refuse plain sizes above this before allocating anything: chunks
+// are at most 4 MiB, so a larger size can only come from a corrupt record.
+inline constexpr std::size_t k_max_plain_size = 64u << 20;
+
+class chunk_codec {
+ public:
+  virtual ~chunk_codec() = default;
+
+  virtual codec_id id() const = 0;
+  virtual std::string_view name() const = 0;
+
+  // Returns the encoded bytes, or nothing when the result would not be
+  // smaller than `max_stored` bytes (the "not worth it" signal: the caller
+  // then stores the chunk raw). Throws codec_error on a real failure.
+  virtual bool encode(std::string_view plain, const codec_options& options, std::size_t max_stored,
+                      std::string& out) const = 0;
+
+  // Decodes untrusted bytes into exactly plain_size bytes or throws
+  // codec_error. plain_size is already checked against k_max_plain_size.
+  virtual std::string decode(std::string_view stored, std::size_t plain_size) const = 0;
+
+  // Applies one "key=value" of a spec such as "zstd:level=9"; throws
+  // codec_error naming the key when it is unknown or the value is bad.
+  virtual void apply_option(std::string_view key, std::string_view value,
+                            codec_options& options) const = 0;
+  // The "key=value" options of the canonical spec for `options` (after the
+  // codec name, each preceded by ':').
+  virtual std::string format_options(const codec_options& options) const = 0;
+};
+
+// One factory per codec (one .cpp each).
+std::unique_ptr<chunk_codec> make_raw_codec();
+std::unique_ptr<chunk_codec> make_zstd_codec();
+
+// Shared helpers for option values; throw codec_error naming `key`.
+int parse_int_option(std::string_view key, std::string_view value);
+double parse_double_option(std::string_view key, std::string_view value);
+
+}  // namespace densefs::codec::detail
