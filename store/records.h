@@ -124,4 +124,11 @@ store_settings decode_settings(std::string_view value);
 std::string encode_xattr_value(std::string_view bytes);
 std::string decode_xattr_value(std::string_view value);
 
+// Values in k_cf_meta besides the settings (added with the store
+// implementation; see docs/format.md).
+std::string encode_next_ino(std::uint64_t next_ino);
+std::uint64_t decode_next_ino(std::string_view value);
+std::string encode_orphan();
+void check_orphan(std::uint64_t ino, std::string_view value);  // throws on corruption
+
 }  // namespace densefs::store

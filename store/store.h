@@ -199,6 +199,7 @@ class store {
   std::unique_ptr<payload_store> payloads_;
   std::unique_ptr<chunk_cache> cache_;
   std::mutex commit_mutex_;
+  bool needs_resume_ = false;  // a write failed (ENOSPC); Resume() before the next (commit_mutex_)
   std::mutex ino_mutex_;
   std::uint64_t next_ino_ = 0;      // next number to hand out
   std::uint64_t ino_reserved_ = 0;  // persisted high-water mark

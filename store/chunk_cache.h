@@ -1,0 +1,56 @@
+// The decoded-chunk cache: plain chunk contents shared by all open files,
+// bounded by bytes, least recently used out first.
+//
+// Concurrent misses for the same chunk are merged: the first caller loads
+// (fetch + checksum + decode), the others wait for its result instead of
+// decoding the same 4 MiB again. A failed load is not cached, so the next
+// read tries again (and reports the error again).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <future>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "store/hash.h"
+
+namespace densefs::store {
+
+class chunk_cache {
+ public:
+  using value = std::shared_ptr<const std::string>;
+  using loader = std::function<value()>;
+
+  explicit chunk_cache(std::size_t capacity_bytes) : capacity_(capacity_bytes) {}
+
+  // The cached value, or nullptr.
+  value find(const chunk_hash& hash);
+  // Returns the cached value or loads it once for all concurrent callers.
+  // Exceptions from `load` reach every caller waiting for that load.
+  value get_or_load(const chunk_hash& hash, const loader& load);
+  void insert(const chunk_hash& hash, value v);
+  void erase(const chunk_hash& hash);
+
+  std::size_t size_bytes() const;
+  std::size_t entries() const;
+
+ private:
+  void insert_locked(const chunk_hash& hash, value v);
+
+  using lru_list = std::list<std::pair<chunk_hash, value>>;
+
+  // One mutex: it guards only map and list updates (no I/O or decoding
+  // happens under it), so it is held for well under a microsecond per read.
+  mutable std::mutex mutex_;
+  std::size_t const capacity_;
+  std::size_t used_ = 0;
+  lru_list lru_;  // front = most recently used
+  std::unordered_map<chunk_hash, lru_list::iterator, chunk_hash_hasher> index_;
+  std::unordered_map<chunk_hash, std::shared_future<value>, chunk_hash_hasher> loading_;
+};
+
+}  // namespace densefs::store

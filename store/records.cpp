@@ -1,0 +1,374 @@
+// Byte layouts of every persisted record. docs/format.md is the prose spec of
+// exactly this file; tests/store/records_test.cpp pins the bytes.
+#include "store/records.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "store/error.h"
+#include "store/records_detail.h"
+
+namespace densefs::store {
+namespace {
+
+// Every value starts with this byte. A reader refuses other versions rather
+// than guessing at a layout it does not know.
+constexpr std::uint8_t k_record_version = 1;
+
+constexpr std::uint32_t k_max_nsec = 999'999'999;
+
+void put_be64(std::string& out, std::uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out += static_cast<char>((v >> shift) & 0xff);
+}
+
+void put_le(std::string& out, std::uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+void put_u8(std::string& out, std::uint8_t v) { out += static_cast<char>(v); }
+void put_u32(std::string& out, std::uint32_t v) { put_le(out, v, 4); }
+void put_u64(std::string& out, std::uint64_t v) { put_le(out, v, 8); }
+void put_time(std::string& out, const timestamp& t) {
+  put_u64(out, static_cast<std::uint64_t>(t.sec));
+  put_u32(out, t.nsec);
+}
+void put_string(std::string& out, std::string_view s) {
+  put_u32(out, static_cast<std::uint32_t>(s.size()));
+  out.append(s);
+}
+
+[[noreturn]] void corrupt(std::string_view kind, std::string_view key, std::string_view why) {
+  std::string m = "corrupt ";
+  m += kind;
+  m += " record";
+  if (!key.empty()) {
+    m += " for ";
+    m += key;
+  }
+  m += ": ";
+  m += why;
+  throw store_error(EIO, m);
+}
+
+// Reads little-endian fields from an untrusted value; every read is bounds
+// checked and a short value is reported as corruption naming the record.
+class reader {
+ public:
+  reader(std::string_view data, std::string_view kind, std::string key)
+      : data_(data), kind_(kind), key_(std::move(key)) {}
+
+  [[noreturn]] void fail(std::string_view why) const { corrupt(kind_, key_, why); }
+
+  void expect_version() {
+    if (data_.empty()) fail("empty value");
+    std::uint8_t const v = u8();
+    if (v != k_record_version)
+      fail("unknown record version " + std::to_string(v) + " (this build reads version " +
+           std::to_string(k_record_version) + ")");
+  }
+
+  std::uint64_t le(int bytes) {
+    need(bytes);
+    std::uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i)
+      v |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(data_[pos_ + i])) << (8 * i);
+    pos_ += bytes;
+    return v;
+  }
+  std::uint8_t u8() { return static_cast<std::uint8_t>(le(1)); }
+  std::uint32_t u32() { return static_cast<std::uint32_t>(le(4)); }
+  std::uint64_t u64() { return le(8); }
+  timestamp time(std::string_view what) {
+    timestamp t;
+    t.sec = static_cast<std::int64_t>(u64());
+    t.nsec = u32();
+    if (t.nsec > k_max_nsec) fail(std::string(what) + " nanoseconds out of range");
+    return t;
+  }
+  std::string_view bytes(std::size_t n) {
+    need(n);
+    std::string_view const s = data_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  std::string string(std::string_view what) {
+    std::uint32_t const n = u32();
+    if (n > remaining())
+      fail(std::string(what) + " length " + std::to_string(n) + " exceeds the " +
+           std::to_string(remaining()) + " bytes left");
+    return std::string(bytes(n));
+  }
+  std::size_t remaining() const { return data_.size() - pos_; }
+  void expect_end() {
+    if (remaining() != 0) fail(std::to_string(remaining()) + " unexpected trailing bytes");
+  }
+
+ private:
+  void need(std::size_t n) {
+    if (remaining() < n)
+      fail("value is truncated (" + std::to_string(data_.size()) + " bytes)");
+  }
+
+  std::string_view data_;
+  std::string_view kind_;
+  std::string key_;
+  std::size_t pos_ = 0;
+};
+
+std::string start_value() {
+  std::string out;
+  put_u8(out, k_record_version);
+  return out;
+}
+
+}  // namespace
+
+// ---- keys ----
+
+std::string inode_key(std::uint64_t ino) {
+  std::string k;
+  put_be64(k, ino);
+  return k;
+}
+
+std::string dirent_key(std::uint64_t parent, std::string_view name) {
+  std::string k = dirent_prefix(parent);
+  k.append(name);
+  return k;
+}
+
+std::string dirent_prefix(std::uint64_t parent) { return inode_key(parent); }
+
+std::string extent_key(std::uint64_t ino, std::uint64_t file_offset) {
+  std::string k = extent_prefix(ino);
+  put_be64(k, file_offset);
+  return k;
+}
+
+std::string extent_prefix(std::uint64_t ino) { return inode_key(ino); }
+
+std::string xattr_key(std::uint64_t ino, std::string_view name) {
+  std::string k = xattr_prefix(ino);
+  k.append(name);
+  return k;
+}
+
+std::string xattr_prefix(std::uint64_t ino) { return inode_key(ino); }
+
+std::string orphan_key(std::uint64_t ino) {
+  std::string k(k_orphan_prefix);
+  put_be64(k, ino);
+  return k;
+}
+
+std::uint64_t decode_u64_be(std::string_view eight_bytes) {
+  if (eight_bytes.size() < 8)
+    throw store_error(EIO, "corrupt key: " + std::to_string(eight_bytes.size()) +
+                               " bytes where an 8-byte number was expected");
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = v << 8 | static_cast<std::uint8_t>(eight_bytes[i]);
+  return v;
+}
+
+// ---- inode ----
+// version u8 | mode u32 | uid u32 | gid u32 | nlink u32 | size u64 |
+// stored_bytes u64 | rdev u64 | parent u64 | atime | mtime | ctime | btime |
+// symlink_target (u32 length + bytes)
+
+std::string encode_inode(const inode_record& r) {
+  std::string out = start_value();
+  out.reserve(101 + r.symlink_target.size());
+  put_u32(out, r.mode);
+  put_u32(out, r.uid);
+  put_u32(out, r.gid);
+  put_u32(out, r.nlink);
+  put_u64(out, r.size);
+  put_u64(out, r.stored_bytes);
+  put_u64(out, r.rdev);
+  put_u64(out, r.parent);
+  put_time(out, r.atime);
+  put_time(out, r.mtime);
+  put_time(out, r.ctime);
+  put_time(out, r.btime);
+  put_string(out, r.symlink_target);
+  return out;
+}
+
+inode_record decode_inode(std::uint64_t ino, std::string_view value) {
+  reader in(value, "inode", "inode " + std::to_string(ino));
+  in.expect_version();
+  inode_record r;
+  r.ino = ino;
+  r.mode = in.u32();
+  r.uid = in.u32();
+  r.gid = in.u32();
+  r.nlink = in.u32();
+  r.size = in.u64();
+  r.stored_bytes = in.u64();
+  r.rdev = in.u64();
+  r.parent = in.u64();
+  r.atime = in.time("atime");
+  r.mtime = in.time("mtime");
+  r.ctime = in.time("ctime");
+  r.btime = in.time("btime");
+  r.symlink_target = in.string("symlink target");
+  in.expect_end();
+  return r;
+}
+
+// ---- dirent ----
+// version u8 | ino u64 | type u32
+
+std::string encode_dirent(const dirent_record& r) {
+  std::string out = start_value();
+  put_u64(out, r.ino);
+  put_u32(out, r.type);
+  return out;
+}
+
+dirent_record detail::decode_dirent(std::string_view value, std::string_view key_description) {
+  reader in(value, "dirent", std::string(key_description));
+  in.expect_version();
+  dirent_record r;
+  r.ino = in.u64();
+  r.type = in.u32();
+  in.expect_end();
+  if (r.ino == 0) in.fail("inode number 0");
+  return r;
+}
+
+// ---- extent ----
+// version u8 | hash 32 bytes | chunk_offset u32 | length u32
+
+std::string encode_extent(const extent_record& r) {
+  std::string out = start_value();
+  out.append(r.hash.view());
+  put_u32(out, r.chunk_offset);
+  put_u32(out, r.length);
+  return out;
+}
+
+extent_record detail::decode_extent(std::string_view value, std::string_view key_description) {
+  reader in(value, "extent", std::string(key_description));
+  in.expect_version();
+  extent_record r;
+  r.hash = chunk_hash::from_bytes(in.bytes(chunk_hash::k_size));
+  r.chunk_offset = in.u32();
+  r.length = in.u32();
+  in.expect_end();
+  // A run can never reach past the end of a chunk; catching it here keeps a
+  // corrupt extent from turning into an out-of-range read later.
+  if (static_cast<std::uint64_t>(r.chunk_offset) + r.length > k_chunk_size)
+    in.fail("run [" + std::to_string(r.chunk_offset) + ", +" + std::to_string(r.length) +
+            ") exceeds the chunk size");
+  return r;
+}
+
+// ---- chunk ----
+// version u8 | codec u8 | plain_size u32 | stored_size u32 | refcount u64 |
+// checksum u64 | location u8
+
+std::string encode_chunk(const chunk_record& r) {
+  std::string out = start_value();
+  put_u8(out, static_cast<std::uint8_t>(r.codec));
+  put_u32(out, r.plain_size);
+  put_u32(out, r.stored_size);
+  put_u64(out, r.refcount);
+  put_u64(out, r.checksum);
+  put_u8(out, static_cast<std::uint8_t>(r.location));
+  return out;
+}
+
+chunk_record detail::decode_chunk(std::string_view value, std::string_view key_description) {
+  reader in(value, "chunk", std::string(key_description));
+  in.expect_version();
+  chunk_record r;
+  std::uint8_t const codec = in.u8();
+  r.plain_size = in.u32();
+  r.stored_size = in.u32();
+  r.refcount = in.u64();
+  r.checksum = in.u64();
+  std::uint8_t const location = in.u8();
+  in.expect_end();
+  if (!codec::is_known_codec(codec)) in.fail("unknown codec id " + std::to_string(codec));
+  r.codec = static_cast<codec::codec_id>(codec);
+  if (location != static_cast<std::uint8_t>(payload_location::rocksdb))
+    in.fail("unknown payload location " + std::to_string(location));
+  r.location = static_cast<payload_location>(location);
+  if (r.plain_size > k_chunk_size)
+    in.fail("plain size " + std::to_string(r.plain_size) + " exceeds the chunk size");
+  return r;
+}
+
+// ---- settings ----
+// version u8 | format_version u32 | created (i64 sec, u32 nsec) |
+// uuid (u32 length + bytes) | codec_spec (u32 length + bytes)
+
+std::string encode_settings(const store_settings& s) {
+  std::string out = start_value();
+  put_u32(out, s.format_version);
+  put_time(out, s.created);
+  put_string(out, s.uuid);
+  put_string(out, s.codec_spec);
+  return out;
+}
+
+store_settings decode_settings(std::string_view value) {
+  reader in(value, "settings", std::string(k_settings_key));
+  in.expect_version();
+  store_settings s;
+  s.format_version = in.u32();
+  s.created = in.time("created");
+  s.uuid = in.string("uuid");
+  s.codec_spec = in.string("codec spec");
+  in.expect_end();
+  return s;
+}
+
+// ---- xattr ----
+// version u8 | value bytes (the rest)
+
+std::string encode_xattr_value(std::string_view bytes) {
+  std::string out = start_value();
+  out.append(bytes);
+  return out;
+}
+
+std::string detail::decode_xattr_value(std::string_view value, std::string_view key_description) {
+  reader in(value, "xattr", std::string(key_description));
+  in.expect_version();
+  return std::string(value.substr(1));
+}
+
+// ---- meta: next_ino, orphans ----
+
+std::string encode_next_ino(std::uint64_t next_ino) {
+  std::string out = start_value();
+  put_u64(out, next_ino);
+  return out;
+}
+
+std::uint64_t decode_next_ino(std::string_view value) {
+  reader in(value, "next_ino", std::string(k_next_ino_key));
+  in.expect_version();
+  std::uint64_t const v = in.u64();
+  in.expect_end();
+  return v;
+}
+
+std::string encode_orphan() { return start_value(); }
+
+void check_orphan(std::uint64_t ino, std::string_view value) {
+  reader in(value, "orphan", "inode " + std::to_string(ino));
+  in.expect_version();
+  in.expect_end();
+}
+
+dirent_record decode_dirent(std::string_view value) { return detail::decode_dirent(value, ""); }
+
+extent_record decode_extent(std::string_view value) { return detail::decode_extent(value, ""); }
+
+chunk_record decode_chunk(std::string_view value) { return detail::decode_chunk(value, ""); }
+
+std::string decode_xattr_value(std::string_view value) { return detail::decode_xattr_value(value, ""); }
+
+}  // namespace densefs::store

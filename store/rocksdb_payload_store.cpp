@@ -1,0 +1,60 @@
+#include "store/rocksdb_payload_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include <cerrno>
+
+#include "store/error.h"
+
+namespace densefs::store {
+namespace {
+
+rocksdb::Slice key_of(const chunk_hash& hash) {
+  return {reinterpret_cast<const char*>(hash.bytes.data()), hash.bytes.size()};
+}
+
+[[noreturn]] void fail(const chunk_hash& hash, const rocksdb::Status& s) {
+  if (s.IsNotFound())
+    throw store_error(EIO, "payload of chunk " + hash.hex() + " is missing from the store");
+  throw store_error(EIO, "reading payload of chunk " + hash.hex() + ": " + s.ToString());
+}
+
+void check_batch(const chunk_hash& hash, const rocksdb::Status& s) {
+  // WriteBatch only fails on absurd sizes (> 4 GiB batches).
+  if (!s.ok())
+    throw store_error(EIO, "staging payload of chunk " + hash.hex() + ": " + s.ToString());
+}
+
+}  // namespace
+
+void rocksdb_payload_store::put(rocksdb::WriteBatch& batch, const chunk_hash& hash,
+                                std::string_view stored) {
+  check_batch(hash, batch.Put(cf_, key_of(hash), rocksdb::Slice(stored.data(), stored.size())));
+}
+
+void rocksdb_payload_store::remove(rocksdb::WriteBatch& batch, const chunk_hash& hash) {
+  check_batch(hash, batch.Delete(cf_, key_of(hash)));
+}
+
+std::string rocksdb_payload_store::get(const chunk_hash& hash) {
+  std::string value;
+  rocksdb::Status const s = db_->Get(rocksdb::ReadOptions(), cf_, key_of(hash), &value);
+  if (!s.ok()) fail(hash, s);
+  return value;
+}
+
+std::vector<std::string> rocksdb_payload_store::get_many(std::span<const chunk_hash> hashes) {
+  std::vector<rocksdb::Slice> keys;
+  keys.reserve(hashes.size());
+  for (auto const& h : hashes) keys.push_back(key_of(h));
+  std::vector<rocksdb::ColumnFamilyHandle*> const cfs(hashes.size(), cf_);
+  std::vector<std::string> values;
+  std::vector<rocksdb::Status> const statuses =
+      db_->MultiGet(rocksdb::ReadOptions(), cfs, keys, &values);
+  for (std::size_t i = 0; i < hashes.size(); ++i)
+    if (!statuses[i].ok()) fail(hashes[i], statuses[i]);
+  return values;
+}
+
+}  // namespace densefs::store

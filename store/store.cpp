@@ -1,0 +1,997 @@
+#include "store/store.h"
+
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rocksdb/cache.h>
+#include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "store/chunk_cache.h"
+#include "store/log.h"
+#include "store/records_detail.h"
+#include "store/rocksdb_payload_store.h"
+
+namespace densefs::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Column families in the order they are opened; cfs_ is indexed by this.
+enum cf_index : std::size_t {
+  cf_meta,
+  cf_inodes,
+  cf_dirents,
+  cf_extents,
+  cf_chunks,
+  cf_payloads,
+  cf_xattrs,
+  cf_count,
+};
+constexpr const char* k_cf_names[cf_count] = {
+    k_cf_meta, k_cf_inodes, k_cf_dirents, k_cf_extents, k_cf_chunks, k_cf_payloads, k_cf_xattrs,
+};
+
+constexpr const char* k_format_file = "FORMAT";
+constexpr const char* k_lock_file = "LOCK.densefs";
+constexpr std::string_view k_format_magic = "densefs store";
+
+// Inode numbers are reserved this many at a time with one synced write, so
+// allocation costs a disk sync once per 1024 creates, and a crash loses at
+// most the unused rest of a range (numbers are never reused).
+constexpr std::uint64_t k_ino_reserve = 1024;
+
+// Payloads below this stay inline in the SST files; larger ones go to blob
+// files, which compaction does not rewrite.
+constexpr std::uint64_t k_min_blob_size = 4096;
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+timestamp now() {
+  struct timespec ts {};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return {static_cast<std::int64_t>(ts.tv_sec), static_cast<std::uint32_t>(ts.tv_nsec)};
+}
+
+bool is_no_space(const rocksdb::Status& s) {
+  // RocksDB reports ENOSPC from the WAL writer as a plain IOError on some
+  // paths, so also look at the message.
+  return s.IsNoSpace() || (s.IsIOError() && s.ToString().find("No space") != std::string::npos);
+}
+
+// The errno a RocksDB failure is reported as at the FUSE boundary.
+int errno_of(const rocksdb::Status& s) {
+  if (is_no_space(s)) return ENOSPC;
+  std::string const text = s.ToString();
+  if (s.IsPathNotFound()) return ENOENT;
+  if (text.find("Permission denied") != std::string::npos) return EACCES;
+  if (text.find("Read-only file system") != std::string::npos) return EROFS;
+  if (text.find("lock") != std::string::npos &&
+      text.find("Resource temporarily unavailable") != std::string::npos)
+    return EBUSY;
+  return EIO;
+}
+
+// Names in messages: printable ASCII as is, other bytes as \xNN, so one odd
+// file name cannot break a log line.
+std::string printable(std::string_view name) {
+  static constexpr char k_digits[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (char c : name) {
+    auto const b = static_cast<unsigned char>(c);
+    if (b >= 0x20 && b < 0x7f && c != '"' && c != '\\') {
+      out += c;
+    } else {
+      out += "\\x";
+      out += k_digits[b >> 4];
+      out += k_digits[b & 0xf];
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string dirent_what(std::uint64_t parent, std::string_view name) {
+  return "entry " + printable(name) + " of directory " + std::to_string(parent);
+}
+std::string extent_what(std::uint64_t ino, std::uint64_t off) {
+  return "inode " + std::to_string(ino) + " at offset " + std::to_string(off);
+}
+std::string xattr_what(std::uint64_t ino, std::string_view name) {
+  return "xattr " + printable(name) + " of inode " + std::to_string(ino);
+}
+
+rocksdb::Slice slice(std::string_view s) { return {s.data(), s.size()}; }
+std::string_view view(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
+
+// RocksDB options for a densefs store. Both mkfs and open use this, so the
+// column families are always configured the same way.
+struct db_config {
+  rocksdb::DBOptions db;
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+};
+
+db_config make_config(std::size_t block_cache_bytes) {
+  db_config c;
+  c.db.create_if_missing = false;
+  c.db.create_missing_column_families = false;
+  // The machine has few cores and our own encoder pool needs them; RocksDB's
+  // default (2) is kept explicit.
+  c.db.max_background_jobs = 2;
+  // RocksDB's info LOG files live in the store directory: keep a few only.
+  c.db.keep_log_file_num = 3;
+  c.db.max_log_file_size = 8u << 20;
+
+  // One block cache shared by every metadata column family, so a walk of a
+  // big tree and a stream of reads compete for one budget.
+  std::shared_ptr<rocksdb::Cache> const cache = rocksdb::NewLRUCache(block_cache_bytes);
+  rocksdb::BlockBasedTableOptions meta_table;
+  meta_table.block_cache = cache;
+  // Lookups of names that do not exist (create, rsync's probes) are common:
+  // a bloom filter answers most of them without reading a data block.
+  meta_table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  rocksdb::ColumnFamilyOptions meta;
+  meta.table_factory.reset(rocksdb::NewBlockBasedTableFactory(meta_table));
+
+  rocksdb::ColumnFamilyOptions payloads;
+  rocksdb::BlockBasedTableOptions payload_table;
+  // Payload SSTs hold blob references and small (< 4 KiB) payloads; decoded
+  // chunks are cached above, so they get no block cache of their own.
+  payload_table.no_block_cache = true;
+  payloads.table_factory.reset(rocksdb::NewBlockBasedTableFactory(payload_table));
+  payloads.enable_blob_files = true;
+  payloads.min_blob_size = k_min_blob_size;
+  // Payloads are already compressed by our codecs; compressing again would
+  // spend CPU for nothing.
+  payloads.blob_compression_type = rocksdb::kNoCompression;
+  payloads.compression = rocksdb::kNoCompression;
+  // Reclaims the space of deleted chunks from blob files during compaction.
+  payloads.enable_blob_garbage_collection = true;
+
+  for (std::size_t i = 0; i < cf_count; ++i)
+    c.cfs.emplace_back(k_cf_names[i], i == cf_payloads ? payloads : meta);
+  return c;
+}
+
+void close_db(rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*>& handles,
+              const fs::path& dir) {
+  if (!db) return;
+  for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+  handles.clear();
+  rocksdb::Status const s = db->Close();
+  if (!s.ok()) log_error("closing store " + dir.string() + ": " + s.ToString());
+}
+
+std::string new_uuid() {
+  std::uint8_t b[16];
+  if (RAND_bytes(b, sizeof(b)) != 1)
+    throw store_error(EIO, "cannot generate a store UUID: OpenSSL RAND_bytes failed");
+  b[6] = static_cast<std::uint8_t>((b[6] & 0x0f) | 0x40);  // version 4
+  b[8] = static_cast<std::uint8_t>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  static constexpr char k_digits[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += k_digits[b[i] >> 4];
+    out += k_digits[b[i] & 0xf];
+  }
+  return out;
+}
+
+void fsync_path(const fs::path& path, int flags) {
+  int const fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) throw store_error(errno, "cannot open " + path.string() + ": " + errno_text(errno));
+  int const rc = ::fsync(fd);
+  int const e = errno;
+  ::close(fd);
+  if (rc != 0) throw store_error(e, "cannot sync " + path.string() + ": " + errno_text(e));
+}
+
+// Writes a small file so that it appears complete or not at all.
+void write_file_durably(const fs::path& path, std::string_view content) {
+  fs::path const tmp = path.string() + ".tmp";
+  int const fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) throw store_error(errno, "cannot create " + tmp.string() + ": " + errno_text(errno));
+  std::size_t done = 0;
+  while (done < content.size()) {
+    ssize_t const n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int const e = errno;
+      ::close(fd);
+      throw store_error(e, "cannot write " + tmp.string() + ": " + errno_text(e));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int const e = errno;
+    throw store_error(e, "cannot write " + tmp.string() + ": " + errno_text(e));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    throw store_error(errno, "cannot rename " + tmp.string() + ": " + errno_text(errno));
+  fsync_path(path.parent_path(), O_RDONLY | O_DIRECTORY);
+}
+
+struct format_marker {
+  std::uint32_t format_version = 0;
+  std::string uuid;
+};
+
+std::string format_marker_text(const format_marker& m) {
+  return std::string(k_format_magic) + "\nformat_version=" + std::to_string(m.format_version) +
+         "\nuuid=" + m.uuid + "\n";
+}
+
+// Reads STORE/FORMAT. Errors are one line a user can act on.
+format_marker read_format_marker(const fs::path& dir) {
+  fs::path const path = dir / k_format_file;
+  int const fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int const e = errno;
+    if (e == ENOENT)
+      throw store_error(EINVAL, dir.string() +
+                                    " is not a densefs store (no FORMAT file; create one with "
+                                    "`densefs mkfs " +
+                                    dir.string() + "`)");
+    throw store_error(e, "cannot read " + path.string() + ": " + errno_text(e));
+  }
+  char buf[4096];
+  ssize_t n;
+  do {
+    n = ::read(fd, buf, sizeof(buf));
+  } while (n < 0 && errno == EINTR);
+  int const e = errno;
+  ::close(fd);
+  if (n < 0) throw store_error(e, "cannot read " + path.string() + ": " + errno_text(e));
+  std::string_view text(buf, static_cast<std::size_t>(n));
+
+  auto const not_marker = [&](const std::string& why) {
+    return store_error(EINVAL, dir.string() + " is not a densefs store (" + path.string() +
+                                   " " + why + ")");
+  };
+  std::size_t const first_end = text.find('\n');
+  if (first_end == std::string_view::npos || text.substr(0, first_end) != k_format_magic)
+    throw not_marker("does not start with \"densefs store\"");
+
+  format_marker m;
+  bool have_version = false;
+  std::size_t pos = first_end + 1;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view const line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.starts_with("format_version=")) {
+      std::string_view const digits = line.substr(15);
+      std::uint64_t v = 0;
+      if (digits.empty() || digits.size() > 9 ||
+          !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        throw not_marker("has a malformed format_version line");
+      for (char c : digits) v = v * 10 + static_cast<std::uint64_t>(c - '0');
+      m.format_version = static_cast<std::uint32_t>(v);
+      have_version = true;
+    } else if (line.starts_with("uuid=")) {
+      m.uuid = std::string(line.substr(5));
+    }
+    // Other lines are ignored: a later format may add informational keys.
+  }
+  if (!have_version || m.format_version == 0) throw not_marker("has no format_version");
+  return m;
+}
+
+void refuse_newer(const fs::path& dir, std::uint32_t found) {
+  if (found > k_format_version)
+    throw store_error(EPROTONOSUPPORT,
+                      "store " + dir.string() + " has format version " + std::to_string(found) +
+                          ", but this densefs reads format versions up to " +
+                          std::to_string(k_format_version) + "; use a newer densefs");
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- transaction
+
+namespace {
+
+struct txn_op {
+  cf_index cf;
+  bool erase;
+  std::string key;
+  std::string value;
+};
+
+struct chunk_delta {
+  std::int64_t delta = 0;
+  std::uint32_t plain_size = 0;
+  std::optional<codec::encoded_chunk> encoded;
+};
+
+}  // namespace
+
+// The metadata changes are kept as a list and turned into one WriteBatch at
+// commit, because the column family handles belong to the store (a
+// transaction is built without one) and because a commit that throws
+// chunk_missing must leave the transaction intact for the caller's retry.
+struct transaction::impl {
+  std::vector<txn_op> ops;
+  std::map<chunk_hash, chunk_delta> chunks;  // ordered: commits are deterministic
+};
+
+transaction::transaction() : impl_(std::make_unique<impl>()) {}
+transaction::~transaction() = default;
+transaction::transaction(transaction&&) noexcept = default;
+transaction& transaction::operator=(transaction&&) noexcept = default;
+
+namespace {
+// A moved-from transaction is reusable. (A template because impl is private.)
+template <class pointer>
+auto& ensure(pointer& p) {
+  if (!p) p = std::make_unique<typename pointer::element_type>();
+  return *p;
+}
+}  // namespace
+
+void transaction::put_inode(const inode_record& r) {
+  ensure(impl_).ops.push_back({cf_inodes, false, inode_key(r.ino), encode_inode(r)});
+}
+void transaction::delete_inode(std::uint64_t ino) {
+  ensure(impl_).ops.push_back({cf_inodes, true, inode_key(ino), {}});
+}
+void transaction::put_dirent(std::uint64_t parent, std::string_view name, const dirent_record& r) {
+  ensure(impl_).ops.push_back({cf_dirents, false, dirent_key(parent, name), encode_dirent(r)});
+}
+void transaction::delete_dirent(std::uint64_t parent, std::string_view name) {
+  ensure(impl_).ops.push_back({cf_dirents, true, dirent_key(parent, name), {}});
+}
+void transaction::put_extent(std::uint64_t ino, std::uint64_t file_offset, const extent_record& r) {
+  ensure(impl_).ops.push_back({cf_extents, false, extent_key(ino, file_offset), encode_extent(r)});
+}
+void transaction::delete_extent(std::uint64_t ino, std::uint64_t file_offset) {
+  ensure(impl_).ops.push_back({cf_extents, true, extent_key(ino, file_offset), {}});
+}
+void transaction::put_xattr(std::uint64_t ino, std::string_view name, std::string_view value) {
+  ensure(impl_).ops.push_back({cf_xattrs, false, xattr_key(ino, name), encode_xattr_value(value)});
+}
+void transaction::delete_xattr(std::uint64_t ino, std::string_view name) {
+  ensure(impl_).ops.push_back({cf_xattrs, true, xattr_key(ino, name), {}});
+}
+void transaction::add_orphan(std::uint64_t ino) {
+  ensure(impl_).ops.push_back({cf_meta, false, orphan_key(ino), encode_orphan()});
+}
+void transaction::remove_orphan(std::uint64_t ino) {
+  ensure(impl_).ops.push_back({cf_meta, true, orphan_key(ino), {}});
+}
+
+void transaction::ref_chunk(const prepared_chunk& chunk) {
+  chunk_delta& d = ensure(impl_).chunks[chunk.hash];
+  d.delta += 1;
+  d.plain_size = chunk.plain_size;
+  if (chunk.encoded && !d.encoded) d.encoded = chunk.encoded;
+}
+
+void transaction::unref_chunk(const chunk_hash& hash) { ensure(impl_).chunks[hash].delta -= 1; }
+
+bool transaction::empty() const { return !impl_ || (impl_->ops.empty() && impl_->chunks.empty()); }
+
+chunk_missing::chunk_missing(const chunk_hash& h)
+    : store_error(EIO, "chunk " + h.hex() +
+                           " is referenced but neither stored nor supplied with its payload"),
+      hash(h) {}
+
+// ---------------------------------------------------------------- lifecycle
+
+store::store(std::filesystem::path dir, store_open_options options)
+    : dir_(std::move(dir)), options_(options) {}
+
+store::~store() {
+  cache_.reset();
+  payloads_.reset();
+  close_db(db_.get(), cfs_, dir_);
+  db_.reset();
+}
+
+void store::create(const std::filesystem::path& dir, const codec::codec_options& codec) {
+  std::error_code ec;
+  auto const status = fs::symlink_status(dir, ec);
+  if (fs::exists(status)) {
+    if (!fs::is_directory(fs::status(dir, ec)))
+      throw store_error(ENOTDIR, dir.string() + " exists and is not a directory");
+    if (!fs::is_empty(dir, ec) || ec)
+      throw store_error(EEXIST, dir.string() +
+                                    " is not empty; mkfs needs a new or empty directory");
+  } else {
+    fs::create_directories(dir, ec);
+    if (ec)
+      throw store_error(ec.value(),
+                        "cannot create store directory " + dir.string() + ": " + ec.message());
+  }
+  // The store holds every file's content: private to its owner, like a home
+  // directory, also when the user made the directory beforehand.
+  if (::chmod(dir.c_str(), 0700) != 0)
+    throw store_error(errno, "cannot chmod " + dir.string() + ": " + errno_text(errno));
+
+  db_config config = make_config(8u << 20);
+  config.db.create_if_missing = true;
+  config.db.create_missing_column_families = true;
+  config.db.error_if_exists = true;
+  rocksdb::DB* raw = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::Status s = rocksdb::DB::Open(config.db, dir.string(), config.cfs, &handles, &raw);
+  if (!s.ok())
+    throw store_error(errno_of(s), "cannot create the database in " + dir.string() + ": " +
+                                       s.ToString());
+  std::unique_ptr<rocksdb::DB> db(raw);
+
+  store_settings settings;
+  settings.uuid = new_uuid();
+  settings.codec_spec = codec::format_codec_spec(codec);
+  settings.created = now();
+
+  inode_record root;
+  root.ino = k_root_ino;
+  root.mode = S_IFDIR | 0755;
+  root.uid = ::geteuid();
+  root.gid = ::getegid();
+  root.nlink = 2;
+  root.parent = k_root_ino;  // ".." of the root is the root
+  root.atime = root.mtime = root.ctime = root.btime = settings.created;
+
+  rocksdb::WriteBatch batch;
+  batch.Put(handles[cf_meta], slice(k_settings_key), encode_settings(settings));
+  batch.Put(handles[cf_meta], slice(k_next_ino_key), encode_next_ino(k_root_ino + 1));
+  batch.Put(handles[cf_inodes], inode_key(k_root_ino), encode_inode(root));
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  s = db->Write(wo, &batch);
+  close_db(db.get(), handles, dir);
+  db.reset();
+  if (!s.ok())
+    throw store_error(errno_of(s), "cannot initialise the store in " + dir.string() + ": " +
+                                       s.ToString());
+
+  // FORMAT comes last: a store whose mkfs was interrupted has none, so it is
+  // refused as "not a store" instead of being half used.
+  write_file_durably(dir / k_format_file,
+                     format_marker_text({k_format_version, settings.uuid}));
+}
+
+void store::check(const std::filesystem::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    int const e = errno;
+    if (e == ENOENT) throw store_error(ENOENT, "store directory " + dir.string() + " does not exist");
+    throw store_error(e, "cannot access store directory " + dir.string() + ": " + errno_text(e));
+  }
+  if (!S_ISDIR(st.st_mode))
+    throw store_error(ENOTDIR, "store " + dir.string() + " is not a directory");
+  format_marker const m = read_format_marker(dir);
+  refuse_newer(dir, m.format_version);
+}
+
+int store::lock(const std::filesystem::path& dir) {
+  fs::path const path = dir / k_lock_file;
+  int const fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw store_error(errno, "cannot open lock file " + path.string() + ": " + errno_text(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int const e = errno;
+    ::close(fd);
+    if (e == EWOULDBLOCK)
+      throw store_error(EBUSY, "store " + dir.string() + " is in use (already mounted?)");
+    throw store_error(e, "cannot lock " + path.string() + ": " + errno_text(e));
+  }
+  return fd;
+}
+
+std::unique_ptr<store> store::open(const std::filesystem::path& dir,
+                                   const store_open_options& options) {
+  check(dir);
+  std::unique_ptr<store> self(new store(dir, options));
+
+  db_config config = make_config(options.block_cache_bytes);
+  rocksdb::DB* raw = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::Status const s =
+      options.read_only
+          ? rocksdb::DB::OpenForReadOnly(config.db, dir.string(), config.cfs, &handles, &raw)
+          : rocksdb::DB::Open(config.db, dir.string(), config.cfs, &handles, &raw);
+  if (!s.ok())
+    throw store_error(errno_of(s), "cannot open store " + dir.string() + ": " + s.ToString());
+  self->db_.reset(raw);
+  self->cfs_ = std::move(handles);
+
+  std::string value;
+  rocksdb::Status const gs =
+      self->db_->Get(rocksdb::ReadOptions(), self->cfs_[cf_meta], slice(k_settings_key), &value);
+  if (gs.IsNotFound())
+    throw store_error(EIO, "store " + dir.string() + " has no settings record (damaged store)");
+  if (!gs.ok())
+    throw store_error(errno_of(gs), "reading settings of store " + dir.string() + ": " +
+                                        gs.ToString());
+  self->settings_ = decode_settings(value);
+  // FORMAT was checked already; the database is checked too because it is
+  // the authority (FORMAT could have been copied from another store).
+  refuse_newer(dir, self->settings_.format_version);
+  try {
+    self->codec_ = codec::parse_codec_spec(self->settings_.codec_spec);
+  } catch (const codec::codec_error& e) {
+    throw store_error(EINVAL, "store " + dir.string() + " names codec \"" +
+                                  self->settings_.codec_spec + "\" that this densefs cannot use: " +
+                                  e.what());
+  }
+
+  // Where inode allocation resumes: the persisted high-water mark, and never
+  // below an inode that exists (belt and braces against a damaged counter).
+  std::uint64_t next = k_root_ino + 1;
+  rocksdb::Status const ns =
+      self->db_->Get(rocksdb::ReadOptions(), self->cfs_[cf_meta], slice(k_next_ino_key), &value);
+  if (ns.ok()) {
+    next = std::max(next, decode_next_ino(value));
+  } else if (!ns.IsNotFound()) {
+    throw store_error(errno_of(ns), "reading the inode counter of store " + dir.string() + ": " +
+                                        ns.ToString());
+  }
+  std::unique_ptr<rocksdb::Iterator> it(
+      self->db_->NewIterator(rocksdb::ReadOptions(), self->cfs_[cf_inodes]));
+  it->SeekToLast();
+  if (it->Valid()) next = std::max(next, decode_u64_be(view(it->key())) + 1);
+  if (!it->status().ok())
+    throw store_error(EIO, "scanning inodes of store " + dir.string() + ": " +
+                               it->status().ToString());
+  it.reset();
+  self->next_ino_ = self->ino_reserved_ = next;
+
+  self->payloads_ = std::make_unique<rocksdb_payload_store>(self->db_.get(),
+                                                            self->cfs_[cf_payloads]);
+  self->cache_ = std::make_unique<chunk_cache>(options.chunk_cache_bytes);
+  return self;
+}
+
+std::uint64_t store::allocate_ino() {
+  if (options_.read_only)
+    throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
+  std::lock_guard lock(ino_mutex_);
+  if (next_ino_ >= ino_reserved_) {
+    std::uint64_t const mark = next_ino_ + k_ino_reserve;
+    rocksdb::WriteOptions wo;
+    wo.sync = true;  // the mark must be durable before any number below it is used
+    rocksdb::Status const s =
+        db_->Put(wo, cfs_[cf_meta], slice(k_next_ino_key), encode_next_ino(mark));
+    if (!s.ok())
+      throw store_error(errno_of(s), "reserving inode numbers in store " + dir_.string() + ": " +
+                                         s.ToString());
+    ino_reserved_ = mark;
+  }
+  return next_ino_++;
+}
+
+// ---------------------------------------------------------------- reads
+
+namespace {
+
+std::optional<std::string> get_value(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf,
+                                     std::string_view key, const fs::path& dir,
+                                     const std::string& what) {
+  std::string value;
+  rocksdb::Status const s = db.Get(rocksdb::ReadOptions(), cf, slice(key), &value);
+  if (s.IsNotFound()) return std::nullopt;
+  if (!s.ok())
+    throw store_error(errno_of(s), "reading " + what + " in store " + dir.string() + ": " +
+                                       s.ToString());
+  return value;
+}
+
+void check_iterator(const rocksdb::Iterator& it, const fs::path& dir, const std::string& what) {
+  if (!it.status().ok())
+    throw store_error(errno_of(it.status()), what + " in store " + dir.string() + ": " +
+                                                 it.status().ToString());
+}
+
+// Bounds for scanning all keys that start with an 8-byte big-endian number:
+// [n, n + 1). Holds the strings the ReadOptions slices point to.
+struct u64_prefix_scan {
+  std::string lower;
+  std::string upper;
+  rocksdb::Slice lower_slice;
+  rocksdb::Slice upper_slice;
+  rocksdb::ReadOptions options;
+
+  explicit u64_prefix_scan(std::uint64_t n) : lower(inode_key(n)) {
+    lower_slice = slice(lower);
+    options.iterate_lower_bound = &lower_slice;
+    if (n != std::numeric_limits<std::uint64_t>::max()) {
+      upper = inode_key(n + 1);
+      upper_slice = slice(upper);
+      options.iterate_upper_bound = &upper_slice;
+    }
+  }
+  u64_prefix_scan(const u64_prefix_scan&) = delete;
+  bool in_prefix(const rocksdb::Slice& key) const { return key.starts_with(slice(lower)); }
+};
+
+}  // namespace
+
+std::optional<inode_record> store::get_inode(std::uint64_t ino) const {
+  auto const v = get_value(*db_, cfs_[cf_inodes], inode_key(ino), dir_,
+                           "inode " + std::to_string(ino));
+  if (!v) return std::nullopt;
+  return decode_inode(ino, *v);
+}
+
+std::optional<dirent_record> store::get_dirent(std::uint64_t parent, std::string_view name) const {
+  std::string const what = dirent_what(parent, name);
+  auto const v = get_value(*db_, cfs_[cf_dirents], dirent_key(parent, name), dir_, what);
+  if (!v) return std::nullopt;
+  return detail::decode_dirent(*v, what);
+}
+
+void store::list_dir(std::uint64_t parent, std::optional<std::string_view> after,
+                     const std::function<bool(std::string_view, const dirent_record&)>& fn) const {
+  u64_prefix_scan scan(parent);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_dirents]));
+  it->Seek(after ? dirent_key(parent, *after) : scan.lower);
+  for (; it->Valid() && scan.in_prefix(it->key()); it->Next()) {
+    std::string_view const name = view(it->key()).substr(8);
+    if (after && name == *after) continue;
+    std::string const what = dirent_what(parent, name);
+    if (name.empty()) throw store_error(EIO, "corrupt dirent record for " + what + ": empty name");
+    dirent_record const r = detail::decode_dirent(view(it->value()), what);
+    if (!fn(name, r)) return;
+  }
+  check_iterator(*it, dir_, "listing directory " + std::to_string(parent));
+}
+
+bool store::dir_is_empty(std::uint64_t parent) const {
+  u64_prefix_scan scan(parent);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_dirents]));
+  it->Seek(scan.lower);
+  bool const empty = !(it->Valid() && scan.in_prefix(it->key()));
+  check_iterator(*it, dir_, "listing directory " + std::to_string(parent));
+  return empty;
+}
+
+std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_t ino,
+                                                                    std::uint64_t begin,
+                                                                    std::uint64_t end) const {
+  std::vector<std::pair<std::uint64_t, extent_record>> out;
+  if (begin >= end) return out;
+  u64_prefix_scan scan(ino);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_extents]));
+  std::string const start = extent_key(ino, begin);
+  // An extent that starts before `begin` may still cover it: start from the
+  // last extent at or before `begin` (the lower bound keeps us in this inode).
+  it->SeekForPrev(start);
+  if (!it->Valid()) {
+    check_iterator(*it, dir_, "reading extents of inode " + std::to_string(ino));
+    it->Seek(start);
+  }
+  for (; it->Valid() && scan.in_prefix(it->key()); it->Next()) {
+    std::string_view const key = view(it->key());
+    if (key.size() != 16)
+      throw store_error(EIO, "corrupt extent key of inode " + std::to_string(ino) + ": " +
+                                 std::to_string(key.size()) + " bytes instead of 16");
+    std::uint64_t const offset = decode_u64_be(key.substr(8));
+    if (offset >= end) break;
+    extent_record const r = detail::decode_extent(view(it->value()), extent_what(ino, offset));
+    if (offset + r.length > begin) out.emplace_back(offset, r);
+  }
+  check_iterator(*it, dir_, "reading extents of inode " + std::to_string(ino));
+  return out;
+}
+
+std::optional<std::string> store::get_xattr(std::uint64_t ino, std::string_view name) const {
+  std::string const what = xattr_what(ino, name);
+  auto const v = get_value(*db_, cfs_[cf_xattrs], xattr_key(ino, name), dir_, what);
+  if (!v) return std::nullopt;
+  return detail::decode_xattr_value(*v, what);
+}
+
+std::vector<std::string> store::list_xattrs(std::uint64_t ino) const {
+  std::vector<std::string> names;
+  u64_prefix_scan scan(ino);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_xattrs]));
+  for (it->Seek(scan.lower); it->Valid() && scan.in_prefix(it->key()); it->Next())
+    names.emplace_back(view(it->key()).substr(8));
+  check_iterator(*it, dir_, "listing xattrs of inode " + std::to_string(ino));
+  return names;
+}
+
+std::optional<chunk_record> store::get_chunk(const chunk_hash& hash) const {
+  std::string const what = "chunk " + hash.hex();
+  auto const v = get_value(*db_, cfs_[cf_chunks], hash.view(), dir_, what);
+  if (!v) return std::nullopt;
+  return detail::decode_chunk(*v, what);
+}
+
+std::vector<std::uint64_t> store::orphans() const {
+  std::vector<std::uint64_t> out;
+  std::string const lower(k_orphan_prefix);
+  std::string upper(k_orphan_prefix);
+  upper.back() = static_cast<char>(upper.back() + 1);  // "orphan0": just past the prefix
+  rocksdb::Slice const upper_slice = slice(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_meta]));
+  for (it->Seek(lower); it->Valid(); it->Next()) {
+    std::string_view const key = view(it->key());
+    if (key.size() != lower.size() + 8)
+      throw store_error(EIO, "corrupt orphan key in store " + dir_.string());
+    std::uint64_t const ino = decode_u64_be(key.substr(lower.size()));
+    check_orphan(ino, view(it->value()));
+    out.push_back(ino);
+  }
+  check_iterator(*it, dir_, "listing orphans");
+  return out;
+}
+
+// ---------------------------------------------------------------- chunks
+
+prepared_chunk store::prepare_chunk(std::string_view plain) const {
+  return prepare_chunk(plain, false);
+}
+
+prepared_chunk store::prepare_chunk(std::string_view plain, bool force_encode) const {
+  if (plain.size() > k_chunk_size)
+    throw store_error(EINVAL, "chunk of " + std::to_string(plain.size()) +
+                                  " bytes exceeds the chunk size " + std::to_string(k_chunk_size));
+  prepared_chunk p;
+  p.hash = sha256_of(plain);
+  p.plain_size = static_cast<std::uint32_t>(plain.size());
+  // Dedup before encoding: a chunk the store already has costs a hash and a
+  // lookup instead of a compression.
+  if (!force_encode && get_chunk(p.hash)) return p;
+  try {
+    p.encoded = codec::encode_chunk(plain, codec_);
+  } catch (const codec::codec_error& e) {
+    throw store_error(EIO, "encoding chunk " + p.hash.hex() + ": " + e.what());
+  }
+  return p;
+}
+
+namespace {
+[[noreturn]] void chunk_failure(const std::string& message) {
+  log_error(message);
+  throw store_error(EIO, message);
+}
+}  // namespace
+
+std::shared_ptr<const std::string> store::read_chunk(const chunk_hash& hash) const {
+  return cache_->get_or_load(hash, [&]() -> std::shared_ptr<const std::string> {
+    std::optional<chunk_record> rec;
+    try {
+      rec = get_chunk(hash);
+    } catch (const store_error& e) {
+      chunk_failure(e.what());
+    }
+    if (!rec) chunk_failure("chunk " + hash.hex() + " is missing");
+    std::string stored;
+    try {
+      stored = payloads_->get(hash);
+    } catch (const store_error& e) {
+      chunk_failure(e.what());
+    }
+    if (stored.size() != rec->stored_size)
+      chunk_failure("chunk " + hash.hex() + ": payload is " + std::to_string(stored.size()) +
+                    " bytes, its record says " + std::to_string(rec->stored_size));
+    std::uint64_t const sum = stored_checksum(stored);
+    if (sum != rec->checksum) {
+      char buf[96];
+      std::snprintf(buf, sizeof(buf), " (XXH3 %016llx, expected %016llx)",
+                    static_cast<unsigned long long>(sum),
+                    static_cast<unsigned long long>(rec->checksum));
+      chunk_failure("chunk " + hash.hex() + ": checksum mismatch" + buf);
+    }
+    std::string plain;
+    try {
+      plain = codec::decode_chunk(rec->codec, stored, rec->plain_size);
+    } catch (const codec::codec_error& e) {
+      chunk_failure("chunk " + hash.hex() + ": cannot decode " + codec::codec_name(rec->codec) +
+                    " payload: " + e.what());
+    }
+    if (plain.size() != rec->plain_size)
+      chunk_failure("chunk " + hash.hex() + ": decoded to " + std::to_string(plain.size()) +
+                    " bytes, expected " + std::to_string(rec->plain_size));
+    return std::make_shared<const std::string>(std::move(plain));
+  });
+}
+
+// ---------------------------------------------------------------- commit
+
+void store::commit(transaction& txn, bool sync) {
+  if (options_.read_only)
+    throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
+  if (txn.empty()) return;
+  transaction::impl& t = *txn.impl_;
+
+  std::lock_guard lock(commit_mutex_);
+  if (needs_resume_) {
+    // An earlier write failed (disk full); RocksDB stays read-only until told
+    // to resume, which succeeds once space is back.
+    rocksdb::Status const s = db_->Resume();
+    if (!s.ok())
+      throw store_error(errno_of(s), "store " + dir_.string() +
+                                         " cannot resume after an earlier write error: " +
+                                         s.ToString());
+    needs_resume_ = false;
+  }
+
+  rocksdb::WriteBatch batch;
+  auto const check_batch = [&](const rocksdb::Status& s) {
+    if (!s.ok())
+      throw store_error(EIO, "building a commit for store " + dir_.string() + ": " + s.ToString());
+  };
+  for (const txn_op& op : t.ops) {
+    check_batch(op.erase ? batch.Delete(cfs_[op.cf], op.key)
+                         : batch.Put(cfs_[op.cf], op.key, op.value));
+  }
+
+  std::vector<chunk_hash> deleted;
+  for (auto const& [hash, d] : t.chunks) {
+    if (d.delta == 0) continue;
+    std::optional<chunk_record> rec = get_chunk(hash);
+    if (!rec) {
+      if (d.delta < 0) {
+        log_error("chunk " + hash.hex() + ": dropping " + std::to_string(-d.delta) +
+                  " reference(s) to a chunk that does not exist");
+        continue;
+      }
+      if (!d.encoded) throw chunk_missing(hash);
+      std::string const& bytes = d.encoded->bytes;
+      if (bytes.size() > std::numeric_limits<std::uint32_t>::max())
+        throw store_error(EIO, "chunk " + hash.hex() + ": stored size too large");
+      chunk_record r;
+      r.codec = d.encoded->codec;
+      r.plain_size = d.plain_size;
+      r.stored_size = static_cast<std::uint32_t>(bytes.size());
+      r.refcount = static_cast<std::uint64_t>(d.delta);
+      r.checksum = stored_checksum(bytes);
+      r.location = payload_location::rocksdb;
+      check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(r)));
+      payloads_->put(batch, hash, bytes);
+      continue;
+    }
+    std::uint64_t count = rec->refcount;
+    if (d.delta > 0) {
+      count += static_cast<std::uint64_t>(d.delta);
+    } else if (static_cast<std::uint64_t>(-d.delta) > count) {
+      // A bug elsewhere; a negative count would wrap around and keep the
+      // chunk forever, so clamp and say so.
+      log_error("chunk " + hash.hex() + ": refcount " + std::to_string(count) + " minus " +
+                std::to_string(-d.delta) + " would go below zero; treating it as 0");
+      count = 0;
+    } else {
+      count -= static_cast<std::uint64_t>(-d.delta);
+    }
+    if (count == 0) {
+      check_batch(batch.Delete(cfs_[cf_chunks], slice(hash.view())));
+      payloads_->remove(batch, hash);
+      deleted.push_back(hash);
+    } else {
+      rec->refcount = count;
+      check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec)));
+    }
+  }
+
+  rocksdb::WriteOptions wo;
+  wo.sync = sync;
+  rocksdb::Status const s = db_->Write(wo, &batch);
+  if (!s.ok()) {
+    needs_resume_ = true;
+    if (is_no_space(s))
+      throw store_error(ENOSPC, "store " + dir_.string() + " is out of space: " + s.ToString());
+    throw store_error(errno_of(s), "committing to store " + dir_.string() + ": " + s.ToString());
+  }
+  for (auto const& h : deleted) cache_->erase(h);
+}
+
+void store::sync() {
+  if (options_.read_only) return;
+  rocksdb::Status const s = db_->FlushWAL(true);
+  if (!s.ok())
+    throw store_error(errno_of(s), "syncing store " + dir_.string() + ": " + s.ToString());
+}
+
+struct statvfs store::statvfs() const {
+  struct statvfs out {};
+  if (::statvfs(dir_.c_str(), &out) != 0)
+    throw store_error(errno, "statvfs " + dir_.string() + ": " + errno_text(errno));
+  return out;
+}
+
+// ---------------------------------------------------------------- stats
+
+store_stats store::stats() const {
+  store_stats st;
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;  // one pass over everything would evict the working set
+
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_inodes]));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      inode_record const r = decode_inode(decode_u64_be(view(it->key())), view(it->value()));
+      if (S_ISREG(r.mode)) {
+        ++st.files;
+        st.logical_bytes += r.size;
+      } else if (S_ISDIR(r.mode)) {
+        ++st.directories;
+      }
+    }
+    check_iterator(*it, dir_, "scanning inodes");
+  }
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_extents]));
+    for (it->SeekToFirst(); it->Valid(); it->Next())
+      st.referenced_bytes += detail::decode_extent(view(it->value()), "scan").length;
+    check_iterator(*it, dir_, "scanning extents");
+  }
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_chunks]));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      chunk_record const r = detail::decode_chunk(
+          view(it->value()), "chunk " + chunk_hash::from_bytes(view(it->key())).hex());
+      ++st.chunks;
+      st.unique_plain_bytes += r.plain_size;
+      st.stored_bytes += r.stored_size;
+      auto const id = static_cast<std::size_t>(r.codec);
+      if (id < std::size(st.chunks_by_codec)) {
+        ++st.chunks_by_codec[id];
+        st.stored_by_codec[id] += r.stored_size;
+      }
+    }
+    check_iterator(*it, dir_, "scanning chunks");
+  }
+  st.dedup_saved_bytes =
+      st.referenced_bytes > st.unique_plain_bytes ? st.referenced_bytes - st.unique_plain_bytes : 0;
+
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    struct stat sb {};
+    if (::lstat(it->path().c_str(), &sb) == 0 && !S_ISDIR(sb.st_mode))
+      st.disk_bytes += static_cast<std::uint64_t>(sb.st_blocks) * 512;
+  }
+  return st;
+}
+
+std::string to_json(const store_stats& s) {
+  nlohmann::json j;
+  j["files"] = s.files;
+  j["directories"] = s.directories;
+  j["logical_bytes"] = s.logical_bytes;
+  j["referenced_bytes"] = s.referenced_bytes;
+  j["chunks"] = s.chunks;
+  j["unique_plain_bytes"] = s.unique_plain_bytes;
+  j["stored_bytes"] = s.stored_bytes;
+  j["dedup_saved_bytes"] = s.dedup_saved_bytes;
+  j["disk_bytes"] = s.disk_bytes;
+  j["chunks_by_codec"] = s.chunks_by_codec;
+  j["stored_by_codec"] = s.stored_by_codec;
+  j["ratio"] = s.logical_bytes == 0 ? 0.0
+                                    : static_cast<double>(s.stored_bytes) /
+                                          static_cast<double>(s.logical_bytes);
+  nlohmann::json codecs = nlohmann::json::object();
+  for (std::size_t i = 0; i < std::size(s.chunks_by_codec); ++i) {
+    // raw and zstd always appear, so scripts can rely on them.
+    if (s.chunks_by_codec[i] == 0 && i > static_cast<std::size_t>(codec::codec_id::zstd)) continue;
+    codecs[codec::codec_name(static_cast<codec::codec_id>(i))] = {
+        {"chunks", s.chunks_by_codec[i]}, {"stored_bytes", s.stored_by_codec[i]}};
+  }
+  j["codecs"] = codecs;
+  return j.dump();
+}
+
+}  // namespace densefs::store
