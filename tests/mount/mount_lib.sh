@@ -1,0 +1,88 @@
+# Sourced by the tests/mount/*_test.sh scripts, which ctest runs as
+# `bash X_test.sh DENSEFS_BINARY SOURCE_DIR` (exit 77: skipped).
+#
+# After sourcing: $densefs (the binary), $src (the source tree), $work (a
+# fresh directory under /var/tmp, removed at exit after everything under it
+# is unmounted). Mount with mount_densefs, and every mount made under $work
+# is unmounted at exit, even when the test fails.
+
+set -euo pipefail
+
+densefs=${1:?usage: $(basename "$0") DENSEFS_BINARY SOURCE_DIR}
+src=${2:?usage: $(basename "$0") DENSEFS_BINARY SOURCE_DIR}
+densefs=$(realpath "$densefs")
+src=$(realpath "$src")
+
+skip() {
+  echo "SKIP: $*" >&2
+  exit 77
+}
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+[[ $(id -u) -eq 0 ]] || skip "mount tests run as root (they create stores, users and mounts)"
+[[ -c /dev/fuse ]] || skip "/dev/fuse is missing (load the fuse module; in a container pass --device /dev/fuse)"
+[[ -x $densefs ]] || fail "densefs binary $densefs is missing"
+
+# Prints the path of a tool: on PATH, or where tools/setup.sh installs it.
+find_tool() {
+  local name=$1 dir
+  if command -v "$name" 2>/dev/null; then return 0; fi
+  for dir in "${CARGO_HOME:-${HOME:-/root}/.cargo}/bin" /root/.cargo/bin \
+    "${DENSEFS_TOOLS_DIR:-/opt/densefs-tools}/venv/bin"; do
+    if [[ -x $dir/$name ]]; then
+      echo "$dir/$name"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# A missing tool fails the test when tools/setup.sh installed the tools
+# (DENSEFS_REQUIRE_TOOLS=1), and skips it with the reason otherwise.
+missing_tool() {
+  if [[ ${DENSEFS_REQUIRE_TOOLS:-0} == 1 ]]; then
+    fail "$1 is not installed (tools/setup.sh test installs it)"
+  fi
+  skip "$1 is not installed; run tools/setup.sh test to install it"
+}
+
+work=$(mktemp -d /var/tmp/densefs-test.XXXXXX)
+
+# Unmounts everything below $work (deepest first), then removes $work, but
+# never while anything is still mounted there: rm -rf would go through the
+# mount into the store's files.
+cleanup_work() {
+  local rc=$? m
+  cd /
+  for m in $(findmnt -rn -o TARGET | grep -F "$work/" | sort -r); do
+    "$densefs" umount "$m" >/dev/null 2>&1 || umount "$m" 2>/dev/null || umount -l "$m" || true
+  done
+  if findmnt -rn -o TARGET | grep -qF "$work/"; then
+    echo "cleanup: something is still mounted under $work; leaving it in place" >&2
+  else
+    rm -rf "$work"
+  fi
+  return $rc
+}
+trap cleanup_work EXIT
+
+# mount_densefs STORE MNT [densefs mount options...]: the default daemon
+# mode; returns once the mount is live (the daemon mounts before it forks).
+mount_densefs() {
+  local store=$1 mnt=$2
+  shift 2
+  "$densefs" mount "$store" "$mnt" "$@" || fail "densefs mount $store $mnt $* failed"
+  mountpoint -q "$mnt" || fail "densefs mount returned but $mnt is not a mount point"
+}
+
+umount_densefs() {
+  "$densefs" umount "$1" || fail "densefs umount $1 failed"
+  if mountpoint -q "$1"; then fail "$1 is still mounted after densefs umount"; fi
+}
+
+# Seconds since the epoch with nanoseconds, for timing.
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }

