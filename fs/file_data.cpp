@@ -1,0 +1,313 @@
+// File data: writes are staged per inode in 4 MiB slots, handed to the
+// worker pool to be hashed, encoded and committed as each slot fills, and
+// read back from staging until they land. See docs/design.md.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "fs/filesystem.h"
+#include "fs/ops_common.h"
+
+namespace densefs::fs {
+namespace {
+
+constexpr std::uint64_t k_slot = store::k_chunk_size;
+// A file with more dirty (not yet submitted) slots than this has them all
+// submitted: random writes over a huge file must not pin gigabytes.
+constexpr std::size_t k_max_dirty_slots_per_file = 8;
+
+bool all_zero(std::string_view data) {
+  // Compare 8 bytes at a time; holes are not stored.
+  std::size_t i = 0;
+  for (; i + 8 <= data.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, data.data() + i, 8);
+    if (w != 0) return false;
+  }
+  for (; i < data.size(); ++i)
+    if (data[i] != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+// Copies committed file bytes [begin, begin + length) into out; holes are zeros.
+static void read_committed(const store::store& st, std::uint64_t ino, std::uint64_t begin,
+                           std::size_t length, char* out) {
+  std::memset(out, 0, length);
+  const std::uint64_t end = begin + length;
+  for (const auto& [offset, extent] : st.extents(ino, begin, end)) {
+    auto chunk = st.read_chunk(extent.hash);
+    if (std::uint64_t{extent.chunk_offset} + extent.length > chunk->size()) {
+      throw store::store_error(EIO, "inode " + std::to_string(ino) + ": extent at " +
+                                        std::to_string(offset) + " exceeds chunk " +
+                                        extent.hash.hex());
+    }
+    const std::uint64_t from = std::max(begin, offset);
+    const std::uint64_t to = std::min(end, offset + extent.length);
+    if (from >= to) continue;
+    std::memcpy(out + (from - begin), chunk->data() + extent.chunk_offset + (from - offset),
+                to - from);
+  }
+}
+
+void filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, char* out) {
+  const std::uint64_t end = offset + length;
+  std::uint64_t pos = offset;
+  while (pos < end) {
+    const std::uint64_t index = pos / k_slot;
+    const std::uint64_t in_slot = pos % k_slot;
+    const std::size_t take = static_cast<std::size_t>(std::min(k_slot - in_slot, end - pos));
+    char* dst = out + (pos - offset);
+    const std::string* staged = nullptr;
+    if (auto it = n.slots.find(index); it != n.slots.end()) {
+      if (it->second.dirty) staged = it->second.dirty.get();
+      else if (!it->second.in_flight.empty()) staged = it->second.in_flight.rbegin()->second.get();
+    }
+    if (staged) {
+      const std::size_t have =
+          in_slot < staged->size() ? std::min<std::size_t>(take, staged->size() - in_slot) : 0;
+      if (have) std::memcpy(dst, staged->data() + in_slot, have);
+      std::memset(dst + have, 0, take - have);
+    } else {
+      read_committed(*store_, n.ino, pos, take, dst);
+    }
+    pos += take;
+  }
+}
+
+void filesystem::stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,
+                             std::string_view data) {
+  const std::uint64_t end = offset + data.size();
+  std::uint64_t pos = offset;
+  while (pos < end) {
+    const std::uint64_t index = pos / k_slot;
+    const std::uint64_t slot_start = index * k_slot;
+    const std::uint64_t in_slot = pos - slot_start;
+    const std::size_t take = static_cast<std::size_t>(std::min(k_slot - in_slot, end - pos));
+    staged_slot& s = n.slots[index];
+    if (!s.dirty) {
+      auto buffer = std::make_shared<std::string>();
+      if (!s.in_flight.empty()) {
+        *buffer = *s.in_flight.rbegin()->second;
+      } else {
+        // Committed bytes of this slot, unless this write replaces all of them.
+        std::uint64_t committed_end = 0;
+        for (const auto& [off, ext] : store_->extents(n.ino, slot_start, slot_start + k_slot))
+          committed_end = std::max(committed_end, off + ext.length - slot_start);
+        committed_end = std::min({committed_end, k_slot, n.size - std::min(n.size, slot_start)});
+        if (committed_end > 0 && !(in_slot == 0 && take >= committed_end)) {
+          buffer->resize(committed_end);
+          read_committed(*store_, n.ino, slot_start, committed_end, buffer->data());
+        }
+      }
+      s.dirty = std::move(buffer);
+      s.dirty_gen = n.next_gen++;
+      ++n.dirty_slots;
+    }
+    std::string& b = *s.dirty;
+    if (b.size() < in_slot + take) b.resize(in_slot + take, '\0');
+    std::memcpy(b.data() + in_slot, data.data() + (pos - offset), take);
+    pos += take;
+    // A full slot goes to the encoder now, so a long sequential write is
+    // encoded while it streams in and never sits whole in memory.
+    if (b.size() == k_slot) submit_slot(n, index);
+  }
+  if (end > n.size) {
+    n.size = end;
+    std::lock_guard meta(meta_mutex_);
+    n.record.size = end;
+  }
+  if (n.dirty_slots > k_max_dirty_slots_per_file) {
+    for (auto& [index, s] : n.slots)
+      if (s.dirty) submit_slot(n, index);
+  }
+}
+
+void filesystem::submit_slot(node& n, std::uint64_t index) {
+  staged_slot& s = n.slots.at(index);
+  std::shared_ptr<const std::string> data = std::move(s.dirty);
+  s.dirty.reset();
+  const std::uint64_t gen = s.dirty_gen;
+  s.in_flight.emplace(gen, data);
+  --n.dirty_slots;
+  ++n.in_flight_slots;
+  {
+    std::lock_guard lock(staging_mutex_);
+    in_flight_bytes_ += data->size();
+  }
+  workers_->submit([this, np = n.shared_from_this(), index, gen, data] {
+    encode_and_commit(np, index, gen, data);
+  });
+}
+
+void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
+                                   std::uint64_t gen, std::shared_ptr<const std::string> data) {
+  // CPU work first, with no lock held.
+  std::optional<store::prepared_chunk> prepared;
+  int error = 0;
+  try {
+    if (!all_zero(*data)) prepared = store_->prepare_chunk(*data);
+  } catch (const std::exception& e) {
+    log_error("inode " + std::to_string(n->ino) + ": encoding failed: " + e.what());
+    error = EIO;
+  }
+
+  std::unique_lock lock(n->data_mutex);
+  staged_slot& s = n->slots[index];
+  const std::uint64_t slot_start = index * k_slot;
+  // A newer version of this slot already landed (commits can finish out of
+  // order): this one is obsolete.
+  const bool obsolete = s.committed_gen > gen;
+  if (!obsolete && error == 0) {
+    for (int attempt = 0;; ++attempt) {
+      try {
+        std::lock_guard meta(meta_mutex_);
+        if (n->purged) break;
+        auto txn = new_txn();
+        store::inode_record r = n->record;
+        for (const auto& [off, ext] : store_->extents(n->ino, slot_start, slot_start + k_slot)) {
+          auto old = store_->get_chunk(ext.hash);
+          r.stored_bytes -= std::min<std::uint64_t>(r.stored_bytes, old ? old->stored_size : 0);
+          txn->delete_extent(n->ino, off);
+          txn->unref_chunk(ext.hash);
+        }
+        if (prepared) {
+          txn->put_extent(n->ino, slot_start,
+                          {prepared->hash, 0, static_cast<std::uint32_t>(data->size())});
+          txn->ref_chunk(*prepared);
+          if (prepared->encoded) {
+            r.stored_bytes += prepared->encoded->bytes.size();
+          } else if (auto existing = store_->get_chunk(prepared->hash)) {
+            r.stored_bytes += existing->stored_size;
+          }
+        }
+        const std::uint64_t persisted =
+            std::max(n->persisted_size, std::min(n->size, slot_start + data->size()));
+        store::inode_record p = r;
+        p.size = persisted;
+        txn->put_inode(p);
+        commit(*txn);
+        n->record.stored_bytes = r.stored_bytes;
+        n->persisted_size = persisted;
+        s.committed_gen = gen;
+        break;
+      } catch (const store::chunk_missing&) {
+        // The chunk we meant to share was released meanwhile: encode it.
+        if (attempt > 0) {
+          error = EIO;
+          break;
+        }
+        prepared = store_->prepare_chunk(*data, true);
+      } catch (const store::store_error& e) {
+        log_error("inode " + std::to_string(n->ino) + ": commit failed: " + e.what());
+        error = e.error_number();
+        break;
+      } catch (const std::exception& e) {
+        log_error("inode " + std::to_string(n->ino) + ": commit failed: " + e.what());
+        error = EIO;
+        break;
+      }
+    }
+  }
+  s.in_flight.erase(gen);
+  if (error != 0) {
+    if (n->write_error == 0) n->write_error = error;
+    // Keep the data staged (unless a newer version exists) so a flush after
+    // space is freed can still store it.
+    if (!s.dirty && s.committed_gen < gen) {
+      s.dirty = std::make_shared<std::string>(*data);
+      s.dirty_gen = gen;
+      ++n->dirty_slots;
+    }
+  }
+  --n->in_flight_slots;
+  if (s.empty()) n->slots.erase(index);
+  n->data_cv.notify_all();
+  lock.unlock();
+  {
+    std::lock_guard staging(staging_mutex_);
+    in_flight_bytes_ -= data->size();
+  }
+  staging_cv_.notify_all();
+  std::lock_guard meta(meta_mutex_);
+  maybe_release(n);
+}
+
+void filesystem::wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n) {
+  {
+    std::lock_guard staging(staging_mutex_);
+    if (in_flight_bytes_ <= options_.max_staged_bytes) return;
+  }
+  // Wait without holding the file's lock: the commits we wait for need it.
+  lock.unlock();
+  {
+    std::unique_lock staging(staging_mutex_);
+    staging_cv_.wait(staging, [this] { return in_flight_bytes_ <= options_.max_staged_bytes; });
+  }
+  lock.lock();
+}
+
+void filesystem::wait_in_flight(std::unique_lock<std::mutex>& lock, node& n) {
+  n.data_cv.wait(lock, [&] { return n.in_flight_slots == 0; });
+}
+
+int filesystem::flush_data(std::unique_lock<std::mutex>& lock, node& n) {
+  for (auto& [index, s] : n.slots)
+    if (s.dirty) submit_slot(n, index);
+  wait_in_flight(lock, n);
+  std::lock_guard meta(meta_mutex_);
+  if (n.write_error == 0 && n.dirty_slots == 0 && !n.purged &&
+      (n.persisted_size != n.size || n.record_dirty)) {
+    // Everything is committed: the persisted size may now be the real one.
+    auto txn = new_txn();
+    store::inode_record r = n.record;
+    r.size = n.size;
+    txn->put_inode(r);
+    commit(*txn);
+    n.persisted_size = n.size;
+    n.record_dirty = false;
+  }
+  return std::exchange(n.write_error, 0);
+}
+
+std::uint64_t filesystem::plan_truncate(node& n, std::uint64_t new_size,
+                                        store::transaction& txn) {
+  std::uint64_t stored = n.record.stored_bytes;
+  for (const auto& [off, ext] :
+       store_->extents(n.ino, new_size, std::numeric_limits<std::uint64_t>::max())) {
+    if (off >= new_size) {
+      auto chunk = store_->get_chunk(ext.hash);
+      stored -= std::min<std::uint64_t>(stored, chunk ? chunk->stored_size : 0);
+      txn.delete_extent(n.ino, off);
+      txn.unref_chunk(ext.hash);
+    } else {
+      // Shrink the extent; the chunk stays shared as it is.
+      store::extent_record shorter = ext;
+      shorter.length = static_cast<std::uint32_t>(new_size - off);
+      txn.put_extent(n.ino, off, shorter);
+    }
+  }
+  return stored;
+}
+
+void filesystem::apply_truncate(node& n, std::uint64_t new_size) {
+  for (auto it = n.slots.begin(); it != n.slots.end();) {
+    const std::uint64_t slot_start = it->first * k_slot;
+    staged_slot& s = it->second;
+    if (s.dirty && slot_start >= new_size) {
+      s.dirty.reset();
+      --n.dirty_slots;
+    } else if (s.dirty && s.dirty->size() > new_size - slot_start) {
+      s.dirty->resize(new_size - slot_start);
+    }
+    if (s.empty()) it = n.slots.erase(it);
+    else ++it;
+  }
+  n.size = new_size;
+}
+
+}  // namespace densefs::fs

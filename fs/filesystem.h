@@ -1,0 +1,164 @@
+// The densefs file system: POSIX semantics on top of a store. Each FUSE
+// operation family lives in its own file (ops_attr.cpp, ops_dir.cpp,
+// ops_file.cpp, ops_xattr.cpp); file data staging is in file_data.cpp; the
+// session and the C callback table are in mount.cpp.
+#pragma once
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fs/inode_table.h"
+#include "fs/mount.h"
+#include "fs/worker_pool.h"
+#include "store/store.h"
+
+namespace densefs::fs {
+
+// A POSIX error to reply with; not logged (ENOENT, EEXIST... are normal).
+class fs_error : public std::runtime_error {
+ public:
+  explicit fs_error(int error_number) : std::runtime_error("fs error"), errno_(error_number) {}
+  int error_number() const { return errno_; }
+
+ private:
+  int errno_;
+};
+
+// State of an open directory: a snapshot taken at offset 0, so offsets are
+// stable indexes while the directory changes underneath.
+struct dir_handle {
+  struct entry {
+    std::string name;
+    std::uint64_t ino;
+    std::uint32_t type;
+  };
+  std::mutex mutex;
+  std::vector<entry> entries;
+};
+
+class filesystem {
+ public:
+  explicit filesystem(const mount_options& options);
+  ~filesystem();
+
+  // After daemonizing: adopts the opened store and starts the worker pool.
+  void start(std::unique_ptr<store::store> store);
+  // Flushes everything staged and stops the workers (unmount, SIGTERM).
+  void shutdown();
+  void set_session(fuse_session* se) { session_ = se; }
+
+  // FUSE operations (one reply on every path; see run_op in ops_common.h).
+  void init(fuse_conn_info* conn);
+  void lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void forget(fuse_ino_t ino, std::uint64_t nlookup);
+  void getattr(fuse_req_t req, fuse_ino_t ino);
+  void setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set,
+               fuse_file_info* fi);
+  void readlink(fuse_req_t req, fuse_ino_t ino);
+  void mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev);
+  void mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode);
+  void unlink(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void rmdir(fuse_req_t req, fuse_ino_t parent, const char* name);
+  void symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name);
+  void rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+              const char* newname, unsigned int flags);
+  void link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname);
+  void open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+              fuse_file_info* fi);
+  void read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
+  void write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off,
+             fuse_file_info* fi);
+  void flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
+  void opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi,
+               bool plus);
+  void releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
+  void statfs(fuse_req_t req, fuse_ino_t ino);
+  void setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value,
+                std::size_t size, int flags);
+  void getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std::size_t size);
+  void listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size);
+  void removexattr(fuse_req_t req, fuse_ino_t ino, const char* name);
+  void fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                 fuse_file_info* fi);
+  void copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info* fi_in,
+                       fuse_ino_t ino_out, off_t off_out, fuse_file_info* fi_out,
+                       std::size_t len, int flags);
+
+ private:
+  // --- inodes (ops_attr.cpp) ---
+  std::shared_ptr<node> get_node(std::uint64_t ino);  // loads from the store if needed
+  std::shared_ptr<node> existing_node(std::uint64_t ino);  // ENOENT (ESTALE) when gone
+  struct stat to_stat(const store::inode_record& r) const;
+  fuse_entry_param entry_for(const node& n) const;  // caller holds meta_mutex_
+  // Replies with an entry for `n` and counts the lookup.
+  void reply_entry(fuse_req_t req, const std::shared_ptr<node>& n);
+  // A copy of n's record safe to persist: size never ahead of committed data.
+  store::inode_record persistable(const node& n, store::inode_record r) const;
+  // Drops the node from memory once the kernel and open files are done
+  // with it; deletes it from the store if it has no links left.
+  void maybe_release(const std::shared_ptr<node>& n);  // caller holds meta_mutex_
+  void purge(store::transaction& txn, node& n);         // delete data + inode
+  std::unique_ptr<store::transaction> new_txn() const;
+  void commit(store::transaction& txn, bool sync = false);
+
+  // --- namespace helpers (ops_dir.cpp) ---
+  std::shared_ptr<node> make_node(fuse_req_t req, node& parent, const char* name, mode_t mode,
+                                  dev_t rdev, std::string_view symlink_target);
+  void check_name(const char* name) const;
+  void touch_dir(node& dir, const store::timestamp& now);  // mtime+ctime
+  std::string info_json(node& n);
+
+  // --- file data (file_data.cpp), all with n.data_mutex held ---
+  void stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,
+                   std::string_view data);
+  void read_data(node& n, std::uint64_t offset, std::size_t length, char* out);
+  void submit_slot(node& n, std::uint64_t slot_index);
+  // Submits every dirty slot and waits until all are committed; returns
+  // the first error a background commit hit (0 if none) and clears it.
+  int flush_data(std::unique_lock<std::mutex>& lock, node& n);
+  // Truncation in three steps so that a truncate and the attribute changes
+  // that come with it are one commit: wait for in-flight encodes, add the
+  // extent changes to the caller's transaction (returns the new
+  // stored_bytes), and after the commit apply it to the staged data.
+  void wait_in_flight(std::unique_lock<std::mutex>& lock, node& n);
+  std::uint64_t plan_truncate(node& n, std::uint64_t new_size, store::transaction& txn);
+  void apply_truncate(node& n, std::uint64_t new_size);
+  void encode_and_commit(std::shared_ptr<node> n, std::uint64_t slot_index, std::uint64_t gen,
+                         std::shared_ptr<const std::string> data);
+  void wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n);
+  void persist_attributes(node& n);  // commits record_dirty attributes
+
+  mount_options options_;
+  fuse_session* session_ = nullptr;
+  std::unique_ptr<store::store> store_;
+  std::unique_ptr<worker_pool> workers_;
+  std::mutex meta_mutex_;
+  inode_table table_;
+
+  // Global bound on staged bytes (dirty + in flight) across all files.
+  std::mutex staging_mutex_;
+  std::condition_variable staging_cv_;
+  std::size_t staged_bytes_ = 0;
+  std::size_t in_flight_bytes_ = 0;
+};
+
+// The current time as a store timestamp.
+store::timestamp now();
+
+}  // namespace densefs::fs

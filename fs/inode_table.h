@@ -1,0 +1,84 @@
+// In-memory inodes the kernel knows about (lookup counts) or that are open,
+// and the file data staged for them.
+//
+// Locking (always in this order, never the reverse):
+//   node::data_mutex  -> filesystem::meta_mutex_ -> inode_table::mutex_
+// data_mutex guards a regular file's staged data and `size`; meta_mutex
+// guards every node's `record`, lookups, opens, and all metadata commits.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "store/records.h"
+
+namespace densefs::fs {
+
+// One 4 MiB slot of a file (slot i covers [i * k_chunk_size, (i+1) * k_chunk_size)).
+struct staged_slot {
+  // Bytes written but not yet handed to the encoder, from the slot's start.
+  // Bytes past its end (up to the file size) read as zeros. Null when clean.
+  std::shared_ptr<std::string> dirty;
+  std::uint64_t dirty_gen = 0;
+  // Versions handed to the encoder and not yet committed, by generation.
+  // Reads use the newest; commits of older generations are dropped.
+  std::map<std::uint64_t, std::shared_ptr<const std::string>> in_flight;
+  std::uint64_t committed_gen = 0;
+
+  bool empty() const { return !dirty && in_flight.empty(); }
+};
+
+struct node : std::enable_shared_from_this<node> {
+  explicit node(const store::inode_record& r) : ino(r.ino), record(r), size(r.size) {}
+
+  const std::uint64_t ino;
+
+  // --- guarded by filesystem::meta_mutex_ ---
+  store::inode_record record;  // current attributes (record.size tracks `size`)
+  std::uint64_t persisted_size = 0;  // size as committed; never ahead of committed data
+  std::uint64_t lookups = 0;
+  std::uint32_t opens = 0;
+  bool record_dirty = false;  // attributes changed in memory only (mtime from writes)
+  // Names of this inode's stored xattrs, loaded on first use, so the
+  // security.capability probe the kernel makes on every write is answered
+  // from memory.
+  std::optional<std::set<std::string>> xattr_names;
+  bool purged = false;  // deleted from the store; late background commits are dropped
+
+  // --- guarded by data_mutex ---
+  std::mutex data_mutex;
+  std::condition_variable data_cv;  // signalled when an in-flight slot commits
+  std::uint64_t size;               // logical size including staged writes
+  std::map<std::uint64_t, staged_slot> slots;
+  std::uint64_t next_gen = 1;
+  // Atomic so maybe_release (under meta_mutex only) can see them; changed
+  // only with data_mutex held.
+  std::atomic<std::size_t> dirty_slots{0};
+  std::atomic<std::size_t> in_flight_slots{0};
+  int write_error = 0;  // first failed background commit, reported on flush/fsync
+
+  bool has_staged() const { return dirty_slots != 0 || in_flight_slots != 0; }
+};
+
+class inode_table {
+ public:
+  std::shared_ptr<node> find(std::uint64_t ino) const;
+  std::shared_ptr<node> insert(std::shared_ptr<node> n);  // returns existing if present
+  void erase(std::uint64_t ino);
+  std::vector<std::shared_ptr<node>> all() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<node>> nodes_;
+};
+
+}  // namespace densefs::fs

@@ -1,0 +1,312 @@
+// The FUSE session: the C callback table, capability negotiation, and
+// mount(), which does every fallible step before daemonizing so that errors
+// reach the user's terminal as one line.
+#include "fs/mount.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "fs/filesystem.h"
+#include "store/log.h"
+
+namespace densefs::fs {
+namespace {
+
+filesystem* fs_of(fuse_req_t req) { return static_cast<filesystem*>(fuse_req_userdata(req)); }
+
+void op_init(void* userdata, fuse_conn_info* conn) {
+  static_cast<filesystem*>(userdata)->init(conn);
+}
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  fs_of(req)->lookup(req, parent, name);
+}
+void op_forget(fuse_req_t req, fuse_ino_t ino, std::uint64_t nlookup) {
+  fs_of(req)->forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+void op_forget_multi(fuse_req_t req, std::size_t count, fuse_forget_data* forgets) {
+  for (std::size_t i = 0; i < count; ++i) fs_of(req)->forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) { fs_of(req)->getattr(req, ino); }
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
+                fuse_file_info* fi) {
+  fs_of(req)->setattr(req, ino, attr, to_set, fi);
+}
+void op_readlink(fuse_req_t req, fuse_ino_t ino) { fs_of(req)->readlink(req, ino); }
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  fs_of(req)->mknod(req, parent, name, mode, rdev);
+}
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  fs_of(req)->mkdir(req, parent, name, mode);
+}
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  fs_of(req)->unlink(req, parent, name);
+}
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  fs_of(req)->rmdir(req, parent, name);
+}
+void op_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+  fs_of(req)->symlink(req, target, parent, name);
+}
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+               const char* newname, unsigned int flags) {
+  fs_of(req)->rename(req, parent, name, newparent, newname, flags);
+}
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  fs_of(req)->link(req, ino, newparent, newname);
+}
+void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { fs_of(req)->open(req, ino, fi); }
+void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+               fuse_file_info* fi) {
+  fs_of(req)->create(req, parent, name, mode, fi);
+}
+void op_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
+  fs_of(req)->read(req, ino, size, off, fi);
+}
+void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off,
+              fuse_file_info* fi) {
+  fs_of(req)->write(req, ino, buf, size, off, fi);
+}
+void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { fs_of(req)->flush(req, ino, fi); }
+void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  fs_of(req)->release(req, ino, fi);
+}
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+  fs_of(req)->fsync(req, ino, datasync, fi);
+}
+void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  fs_of(req)->opendir(req, ino, fi);
+}
+void op_readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
+  fs_of(req)->readdir(req, ino, size, off, fi, false);
+}
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off,
+                    fuse_file_info* fi) {
+  fs_of(req)->readdir(req, ino, size, off, fi, true);
+}
+void op_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  fs_of(req)->releasedir(req, ino, fi);
+}
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+  fs_of(req)->fsyncdir(req, ino, datasync, fi);
+}
+void op_statfs(fuse_req_t req, fuse_ino_t ino) { fs_of(req)->statfs(req, ino); }
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value,
+                 std::size_t size, int flags) {
+  fs_of(req)->setxattr(req, ino, name, value, size, flags);
+}
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std::size_t size) {
+  fs_of(req)->getxattr(req, ino, name, size);
+}
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
+  fs_of(req)->listxattr(req, ino, size);
+}
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  fs_of(req)->removexattr(req, ino, name);
+}
+void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                  fuse_file_info* fi) {
+  fs_of(req)->fallocate(req, ino, mode, offset, length, fi);
+}
+void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info* fi_in,
+                        fuse_ino_t ino_out, off_t off_out, fuse_file_info* fi_out,
+                        std::size_t len, int flags) {
+  fs_of(req)->copy_file_range(req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len, flags);
+}
+
+fuse_lowlevel_ops make_ops() {
+  fuse_lowlevel_ops ops{};
+  ops.init = op_init;
+  ops.lookup = op_lookup;
+  ops.forget = op_forget;
+  ops.forget_multi = op_forget_multi;
+  ops.getattr = op_getattr;
+  ops.setattr = op_setattr;
+  ops.readlink = op_readlink;
+  ops.mknod = op_mknod;
+  ops.mkdir = op_mkdir;
+  ops.unlink = op_unlink;
+  ops.rmdir = op_rmdir;
+  ops.symlink = op_symlink;
+  ops.rename = op_rename;
+  ops.link = op_link;
+  ops.open = op_open;
+  ops.create = op_create;
+  ops.read = op_read;
+  ops.write = op_write;
+  ops.flush = op_flush;
+  ops.release = op_release;
+  ops.fsync = op_fsync;
+  ops.opendir = op_opendir;
+  ops.readdir = op_readdir;
+  ops.readdirplus = op_readdirplus;
+  ops.releasedir = op_releasedir;
+  ops.fsyncdir = op_fsyncdir;
+  ops.statfs = op_statfs;
+  ops.setxattr = op_setxattr;
+  ops.getxattr = op_getxattr;
+  ops.listxattr = op_listxattr;
+  ops.removexattr = op_removexattr;
+  ops.fallocate = op_fallocate;
+  ops.copy_file_range = op_copy_file_range;
+  return ops;
+}
+
+// fuse_opt splits on commas; a comma inside a value is escaped.
+std::string escape_option(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == ',' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// Daemonizes like fuse_daemonize(), except that the parent waits until the
+// child has opened the store and reports the child's verdict as its exit
+// status, so a failure after the fork still reaches the terminal.
+class daemonizer {
+ public:
+  void fork_now() {
+    if (::pipe2(pipe_, O_CLOEXEC) != 0)
+      throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    if (pid > 0) {
+      ::close(pipe_[1]);
+      char status = 1;
+      if (::read(pipe_[0], &status, 1) != 1) status = 1;
+      ::_exit(status);
+    }
+    ::close(pipe_[0]);
+    ::setsid();
+    (void)!::chdir("/");
+    forked_ = true;
+  }
+
+  // Tells the waiting parent how it went and detaches from the terminal.
+  void report(bool ok) {
+    if (!forked_) return;
+    const char status = ok ? 0 : 1;
+    (void)!::write(pipe_[1], &status, 1);
+    ::close(pipe_[1]);
+    if (ok) {
+      const int null = ::open("/dev/null", O_RDWR);
+      if (null >= 0) {
+        ::dup2(null, STDIN_FILENO);
+        ::dup2(null, STDOUT_FILENO);
+        ::dup2(null, STDERR_FILENO);
+        if (null > STDERR_FILENO) ::close(null);
+      }
+      log_to_syslog(true);
+    }
+  }
+
+ private:
+  int pipe_[2] = {-1, -1};
+  bool forked_ = false;
+};
+
+struct session_guard {
+  fuse_session* se = nullptr;
+  bool mounted = false;
+  bool handlers = false;
+  ~session_guard() {
+    if (!se) return;
+    if (handlers) fuse_remove_signal_handlers(se);
+    if (mounted) fuse_session_unmount(se);
+    fuse_session_destroy(se);
+  }
+};
+
+}  // namespace
+
+void filesystem::init(fuse_conn_info* conn) {
+  if (options_.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) {
+    conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+  } else {
+    conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  }
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  // The kernel clears suid/sgid itself (it sends us the mode change).
+  conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+  conn->time_gran = 1;  // timestamps are kept to the nanosecond
+}
+
+int mount(const mount_options& requested) {
+  mount_options options = requested;
+  if (options.debug) options.foreground = true;
+  options.store_dir = std::filesystem::absolute(options.store_dir);
+  options.mountpoint = std::filesystem::absolute(options.mountpoint);
+
+  // Everything that can fail for a user reason fails here, before the fork.
+  store::store::check(options.store_dir);
+  struct stat st {};
+  if (::stat(options.mountpoint.c_str(), &st) != 0)
+    throw std::runtime_error("mountpoint " + options.mountpoint.string() + ": " +
+                             std::strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    throw std::runtime_error("mountpoint " + options.mountpoint.string() + " is not a directory");
+  if (!options.codec_spec.empty()) codec::parse_codec_spec(options.codec_spec);
+  const int lock_fd = store::store::lock(options.store_dir);
+
+  std::string fuse_opts = "fsname=" + escape_option(options.store_dir.string()) +
+                          ",subtype=densefs,default_permissions";
+  if (options.allow_other) fuse_opts += ",allow_other";
+  if (options.read_only) fuse_opts += ",ro";
+  for (const auto& o : options.fuse_options) fuse_opts += "," + o;
+  std::vector<std::string> argv_storage = {"densefs", "-o", fuse_opts};
+  if (options.debug) argv_storage.push_back("-d");
+  std::vector<char*> argv;
+  for (auto& a : argv_storage) argv.push_back(a.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+
+  filesystem fs(options);
+  const fuse_lowlevel_ops ops = make_ops();
+  session_guard session;
+  session.se = fuse_session_new(&args, &ops, sizeof ops, &fs);
+  fuse_opt_free_args(&args);
+  if (!session.se) throw std::runtime_error("cannot start a FUSE session (see the message above)");
+  if (fuse_set_signal_handlers(session.se) != 0)
+    throw std::runtime_error("cannot install signal handlers");
+  session.handlers = true;
+  if (fuse_session_mount(session.se, options.mountpoint.c_str()) != 0)
+    throw std::runtime_error("cannot mount on " + options.mountpoint.string());
+  session.mounted = true;
+  fs.set_session(session.se);
+
+  daemonizer daemon;
+  if (!options.foreground) daemon.fork_now();
+  // From here on threads may start: RocksDB's and our worker pool.
+  try {
+    fs.start(store::store::open(options.store_dir));
+  } catch (const std::exception& e) {
+    log_error(std::string("cannot open store: ") + e.what());
+    daemon.report(false);
+    return 1;
+  }
+  daemon.report(true);
+  log_info("mounted " + options.store_dir.string() + " on " + options.mountpoint.string());
+
+  int result;
+  if (options.single_threaded) {
+    result = fuse_session_loop(session.se);
+  } else {
+    fuse_loop_config* config = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_max_threads(config, 16);
+    result = fuse_session_loop_mt(session.se, config);
+    fuse_loop_cfg_destroy(config);
+  }
+  fs.shutdown();
+  log_info("unmounted " + options.mountpoint.string());
+  ::close(lock_fd);
+  return result == 0 ? 0 : 1;
+}
+
+}  // namespace densefs::fs

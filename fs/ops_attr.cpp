@@ -1,0 +1,269 @@
+// Inode lifecycle and attributes: lookup, forget, getattr, setattr, statfs.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+
+#include "fs/filesystem.h"
+#include "fs/ops_common.h"
+
+namespace densefs::fs {
+
+store::timestamp now() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return {ts.tv_sec, static_cast<std::uint32_t>(ts.tv_nsec)};
+}
+
+namespace {
+
+timespec to_timespec(const store::timestamp& t) {
+  return {static_cast<time_t>(t.sec), static_cast<long>(t.nsec)};
+}
+
+store::timestamp from_timespec(const timespec& t) {
+  return {t.tv_sec, static_cast<std::uint32_t>(t.tv_nsec)};
+}
+
+}  // namespace
+
+filesystem::filesystem(const mount_options& options) : options_(options) {}
+
+filesystem::~filesystem() { shutdown(); }
+
+void filesystem::start(std::unique_ptr<store::store> store) {
+  store_ = std::move(store);
+  if (!options_.codec_spec.empty()) {
+    store_->set_codec_options(codec::parse_codec_spec(options_.codec_spec));
+  }
+  unsigned threads = options_.encode_threads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  workers_ = std::make_unique<worker_pool>(threads);
+
+  // Files unlinked while open when the last session ended: nothing can
+  // reach them any more, so their data goes now.
+  for (std::uint64_t ino : store_->orphans()) {
+    auto r = store_->get_inode(ino);
+    auto txn = new_txn();
+    if (r) {
+      node n(*r);
+      purge(*txn, n);
+    } else {
+      txn->remove_orphan(ino);
+    }
+    commit(*txn, true);
+    log_info("released orphaned inode " + std::to_string(ino));
+  }
+}
+
+void filesystem::shutdown() {
+  if (!store_) return;
+  for (const auto& n : table_.all()) {
+    std::unique_lock lock(n->data_mutex);
+    if (!S_ISREG(n->record.mode)) continue;
+    try {
+      if (int error = flush_data(lock, *n)) {
+        log_error("inode " + std::to_string(n->ino) + ": staged data lost at unmount: " +
+                  std::strerror(error));
+      }
+    } catch (const std::exception& e) {
+      log_error("inode " + std::to_string(n->ino) + ": flush at unmount failed: " + e.what());
+    }
+  }
+  workers_.reset();  // drains the queue
+  try {
+    store_->sync();
+  } catch (const std::exception& e) {
+    log_error(std::string("final sync failed: ") + e.what());
+  }
+  store_.reset();
+}
+
+std::unique_ptr<store::transaction> filesystem::new_txn() const {
+  return std::make_unique<store::transaction>();
+}
+
+void filesystem::commit(store::transaction& txn, bool sync) { store_->commit(txn, sync); }
+
+std::shared_ptr<node> filesystem::get_node(std::uint64_t ino) {
+  if (auto n = table_.find(ino)) return n;
+  auto r = store_->get_inode(ino);
+  if (!r) throw fs_error(ENOENT);
+  auto fresh = std::make_shared<node>(*r);
+  fresh->persisted_size = r->size;
+  return table_.insert(std::move(fresh));
+}
+
+std::shared_ptr<node> filesystem::existing_node(std::uint64_t ino) {
+  auto n = get_node(ino);
+  return n;
+}
+
+struct stat filesystem::to_stat(const store::inode_record& r) const {
+  struct stat st {};
+  st.st_ino = r.ino;
+  st.st_mode = r.mode;
+  st.st_nlink = r.nlink;
+  st.st_uid = r.uid;
+  st.st_gid = r.gid;
+  st.st_rdev = r.rdev;
+  st.st_size = static_cast<off_t>(r.size);
+  st.st_blksize = 4096;
+  // st_blocks is the stored size: what the data costs on disk. Never 0 for
+  // a non-empty file: GNU tar --sparse would archive such a file as holes.
+  std::uint64_t blocks = (r.stored_bytes + 511) / 512;
+  if (blocks == 0 && r.size > 0) blocks = 1;
+  st.st_blocks = static_cast<blkcnt_t>(blocks);
+  st.st_atim = to_timespec(r.atime);
+  st.st_mtim = to_timespec(r.mtime);
+  st.st_ctim = to_timespec(r.ctime);
+  return st;
+}
+
+fuse_entry_param filesystem::entry_for(const node& n) const {
+  fuse_entry_param e{};
+  e.ino = n.ino;
+  e.generation = 0;  // inode numbers are never reused
+  e.attr = to_stat(n.record);
+  e.attr_timeout = options_.attr_timeout;
+  e.entry_timeout = options_.entry_timeout;
+  return e;
+}
+
+void filesystem::reply_entry(fuse_req_t req, const std::shared_ptr<node>& n) {
+  fuse_entry_param e = entry_for(*n);
+  ++n->lookups;
+  // A reply the kernel did not take (interrupted request) will never be
+  // forgotten, so it must not count.
+  if (fuse_reply_entry(req, &e) != 0) --n->lookups;
+}
+
+store::inode_record filesystem::persistable(const node& n, store::inode_record r) const {
+  if (S_ISREG(r.mode)) r.size = n.persisted_size;
+  return r;
+}
+
+void filesystem::purge(store::transaction& txn, node& n) {
+  if (S_ISREG(n.record.mode)) {
+    for (const auto& [offset, extent] :
+         store_->extents(n.ino, 0, std::numeric_limits<std::uint64_t>::max())) {
+      txn.delete_extent(n.ino, offset);
+      txn.unref_chunk(extent.hash);
+    }
+  }
+  for (const auto& name : store_->list_xattrs(n.ino)) txn.delete_xattr(n.ino, name);
+  txn.delete_inode(n.ino);
+  txn.remove_orphan(n.ino);
+}
+
+void filesystem::maybe_release(const std::shared_ptr<node>& n) {
+  if (n->lookups != 0 || n->opens != 0 || n->ino == store::k_root_ino) return;
+  if (n->has_staged()) return;  // the last background commit calls us again
+  if (n->record.nlink == 0 && !n->purged) {
+    auto txn = new_txn();
+    purge(*txn, *n);
+    try {
+      commit(*txn);
+    } catch (const std::exception& e) {
+      // Stays an orphan in the store; the next mount releases it.
+      log_error("inode " + std::to_string(n->ino) + ": release failed: " + e.what());
+    }
+    n->purged = true;
+  }
+  table_.erase(n->ino);
+}
+
+void filesystem::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  run_op(req, "lookup", [&] {
+    check_name(name);
+    std::lock_guard meta(meta_mutex_);
+    auto d = store_->get_dirent(parent, name);
+    if (!d) {
+      if (options_.negative_timeout > 0) {
+        fuse_entry_param e{};
+        e.entry_timeout = options_.negative_timeout;
+        fuse_reply_entry(req, &e);
+        return;
+      }
+      throw fs_error(ENOENT);
+    }
+    reply_entry(req, get_node(d->ino));
+  });
+}
+
+void filesystem::forget(fuse_ino_t ino, std::uint64_t nlookup) {
+  std::lock_guard meta(meta_mutex_);
+  auto n = table_.find(ino);
+  if (!n) return;
+  n->lookups -= std::min<std::uint64_t>(n->lookups, nlookup);
+  maybe_release(n);
+}
+
+void filesystem::getattr(fuse_req_t req, fuse_ino_t ino) {
+  run_op(req, "getattr", [&] {
+    std::lock_guard meta(meta_mutex_);
+    auto n = existing_node(ino);
+    struct stat st = to_stat(n->record);
+    fuse_reply_attr(req, &st, options_.attr_timeout);
+  });
+}
+
+void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set,
+                         fuse_file_info* fi) {
+  run_op(req, "setattr", [&] {
+    auto n = existing_node(ino);
+    const bool truncating = (to_set & FUSE_SET_ATTR_SIZE) != 0;
+    std::unique_lock data_lock(n->data_mutex, std::defer_lock);
+    if (truncating) {
+      if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
+      if (!S_ISREG(n->record.mode)) throw fs_error(EINVAL);
+      if (attr->st_size < 0) throw fs_error(EINVAL);
+      data_lock.lock();
+      wait_in_flight(data_lock, *n);
+    }
+    std::lock_guard meta(meta_mutex_);
+    const store::timestamp t = now();
+    store::inode_record r = n->record;
+    if (to_set & FUSE_SET_ATTR_MODE) r.mode = (r.mode & S_IFMT) | (attr->st_mode & 07777);
+    if (to_set & FUSE_SET_ATTR_UID) r.uid = attr->st_uid;
+    if (to_set & FUSE_SET_ATTR_GID) r.gid = attr->st_gid;
+    if (to_set & FUSE_SET_ATTR_ATIME_NOW) r.atime = t;
+    else if (to_set & FUSE_SET_ATTR_ATIME) r.atime = from_timespec(attr->st_atim);
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW) r.mtime = t;
+    else if (to_set & FUSE_SET_ATTR_MTIME) r.mtime = from_timespec(attr->st_mtim);
+    if (truncating && !(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) r.mtime = t;
+    r.ctime = (to_set & FUSE_SET_ATTR_CTIME) ? from_timespec(attr->st_ctim) : t;
+    auto txn = new_txn();
+    store::inode_record persisted = persistable(*n, r);
+    if (truncating) {
+      const auto new_size = static_cast<std::uint64_t>(attr->st_size);
+      r.stored_bytes = plan_truncate(*n, new_size, *txn);
+      r.size = new_size;
+      persisted = r;
+      // Staged data below the new end is not committed yet: the persisted
+      // size must not claim it (it would read as zeros after a crash).
+      persisted.size = n->has_staged() ? std::min(new_size, n->persisted_size) : new_size;
+    }
+    persisted.stored_bytes = r.stored_bytes;
+    txn->put_inode(persisted);
+    commit(*txn);
+    if (truncating) apply_truncate(*n, r.size);
+    if (truncating) n->persisted_size = persisted.size;
+    n->record = r;
+    n->record_dirty = false;
+    struct stat st = to_stat(r);
+    fuse_reply_attr(req, &st, options_.attr_timeout);
+  });
+}
+
+void filesystem::statfs(fuse_req_t req, fuse_ino_t) {
+  run_op(req, "statfs", [&] {
+    struct statvfs sv = store_->statvfs();
+    sv.f_namemax = 255;
+    fuse_reply_statfs(req, &sv);
+  });
+}
+
+}  // namespace densefs::fs

@@ -1,0 +1,41 @@
+// The one exception-to-errno funnel at the FUSE boundary. Every operation
+// body runs inside run_op; on success the body has replied, on failure
+// run_op replies with the errno once and logs unexpected failures once.
+#pragma once
+
+#include <cerrno>
+#include <new>
+#include <string>
+
+#include "codec/codec.h"
+#include "fs/filesystem.h"
+#include "store/error.h"
+#include "store/log.h"
+
+namespace densefs::fs {
+
+template <typename Body>
+void run_op(fuse_req_t req, const char* op, Body&& body) {
+  int error = 0;
+  try {
+    body();
+    return;
+  } catch (const fs_error& e) {
+    error = e.error_number();
+  } catch (const store::store_error& e) {
+    error = e.error_number();
+    log_error(std::string(op) + ": " + e.what());
+  } catch (const codec::codec_error& e) {
+    error = EIO;
+    log_error(std::string(op) + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    error = ENOMEM;
+    log_error(std::string(op) + ": out of memory");
+  } catch (const std::exception& e) {
+    error = EIO;
+    log_error(std::string(op) + ": " + e.what());
+  }
+  fuse_reply_err(req, error);
+}
+
+}  // namespace densefs::fs

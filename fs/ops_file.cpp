@@ -1,0 +1,288 @@
+// Open files: open, create, read, write, flush, release, fsync, fallocate,
+// copy_file_range.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "fs/filesystem.h"
+#include "fs/ops_common.h"
+
+namespace densefs::fs {
+
+void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  run_op(req, "open", [&] {
+    std::lock_guard meta(meta_mutex_);
+    auto n = existing_node(ino);
+    if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
+    if (options_.read_only && (fi->flags & O_ACCMODE) != O_RDONLY) throw fs_error(EROFS);
+    ++n->opens;
+    // The kernel's page cache stays valid across opens: every change goes
+    // through this mount, and writes and truncates update it.
+    fi->keep_cache = 1;
+    if (fuse_reply_open(req, fi) != 0) --n->opens;
+  });
+}
+
+void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+                        fuse_file_info* fi) {
+  run_op(req, "create", [&] {
+    check_name(name);
+    std::lock_guard meta(meta_mutex_);
+    auto p = existing_node(parent);
+    auto n = make_node(req, *p, name, S_IFREG | (mode & 07777), 0, {});
+    fuse_entry_param e = entry_for(*n);
+    ++n->lookups;
+    ++n->opens;
+    fi->keep_cache = 1;
+    if (fuse_reply_create(req, &e, fi) != 0) {
+      --n->lookups;
+      --n->opens;
+    }
+  });
+}
+
+void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off,
+                      fuse_file_info*) {
+  run_op(req, "read", [&] {
+    auto n = existing_node(ino);
+    std::unique_lock lock(n->data_mutex);
+    const auto offset = static_cast<std::uint64_t>(off);
+    if (off < 0 || offset >= n->size) {
+      fuse_reply_buf(req, nullptr, 0);
+      return;
+    }
+    const std::size_t length = static_cast<std::size_t>(std::min<std::uint64_t>(size, n->size - offset));
+    std::vector<char> buffer(length);
+    read_data(*n, offset, length, buffer.data());
+    lock.unlock();
+    fuse_reply_buf(req, buffer.data(), buffer.size());
+  });
+}
+
+void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size,
+                       off_t off, fuse_file_info*) {
+  run_op(req, "write", [&] {
+    if (off < 0) throw fs_error(EINVAL);
+    auto n = existing_node(ino);
+    std::unique_lock lock(n->data_mutex);
+    if (n->write_error != 0) throw fs_error(std::exchange(n->write_error, 0));
+    wait_for_staging_room(lock, *n);
+    stage_write(lock, *n, static_cast<std::uint64_t>(off), {buf, size});
+    if (!options_.writeback_cache) {
+      // With writeback_cache the kernel owns mtime while pages are dirty and
+      // sends it with setattr; without it, a write is what changes mtime.
+      std::lock_guard meta(meta_mutex_);
+      n->record.mtime = n->record.ctime = now();
+      n->record_dirty = true;
+    }
+    lock.unlock();
+    fuse_reply_write(req, size);
+  });
+}
+
+void filesystem::flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  run_op(req, "flush", [&] {
+    auto n = existing_node(ino);
+    std::unique_lock lock(n->data_mutex);
+    int error = S_ISREG(n->record.mode) ? flush_data(lock, *n) : 0;
+    lock.unlock();
+    fuse_reply_err(req, error);
+  });
+}
+
+void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  run_op(req, "release", [&] {
+    auto n = existing_node(ino);
+    std::unique_lock lock(n->data_mutex);
+    int error = S_ISREG(n->record.mode) ? flush_data(lock, *n) : 0;
+    if (error != 0) {
+      log_error("inode " + std::to_string(n->ino) + ": data not stored at close: " +
+                std::strerror(error));
+    }
+    lock.unlock();
+    {
+      std::lock_guard meta(meta_mutex_);
+      if (n->opens > 0) --n->opens;
+      maybe_release(n);
+    }
+    fuse_reply_err(req, 0);
+  });
+}
+
+void filesystem::fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
+  run_op(req, "fsync", [&] {
+    auto n = existing_node(ino);
+    std::unique_lock lock(n->data_mutex);
+    int error = S_ISREG(n->record.mode) ? flush_data(lock, *n) : 0;
+    lock.unlock();
+    if (error == 0) store_->sync();
+    fuse_reply_err(req, error);
+  });
+}
+
+void filesystem::fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
+  run_op(req, "fsyncdir", [&] {
+    store_->sync();
+    fuse_reply_err(req, 0);
+  });
+}
+
+void filesystem::fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                           fuse_file_info*) {
+  run_op(req, "fallocate", [&] {
+    if (offset < 0 || length <= 0) throw fs_error(EINVAL);
+    auto n = existing_node(ino);
+    if (!S_ISREG(n->record.mode)) throw fs_error(ENODEV);
+    const auto begin = static_cast<std::uint64_t>(offset);
+    const auto end = begin + static_cast<std::uint64_t>(length);
+    std::unique_lock lock(n->data_mutex);
+    if (mode == 0 || mode == FALLOC_FL_KEEP_SIZE) {
+      // Space is not reserved (chunks are allocated when data arrives); the
+      // size grows as posix_fallocate requires.
+      if (mode == 0 && end > n->size) {
+        std::lock_guard meta(meta_mutex_);
+        n->size = end;
+        n->record.size = end;
+        n->record.ctime = n->record.mtime = now();
+        n->record_dirty = true;
+      }
+    } else if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) ||
+               mode == FALLOC_FL_ZERO_RANGE ||
+               mode == (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE)) {
+      // Zeros are staged like any write; slots that end up all zero are
+      // stored as holes.
+      std::uint64_t stop = end;
+      if (mode & FALLOC_FL_KEEP_SIZE) stop = std::min(end, n->size);
+      static const std::string zeros(1 << 20, '\0');
+      for (std::uint64_t pos = begin; pos < stop;) {
+        const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), stop - pos));
+        wait_for_staging_room(lock, *n);
+        stage_write(lock, *n, pos, {zeros.data(), take});
+        pos += take;
+      }
+      std::lock_guard meta(meta_mutex_);
+      n->record.ctime = n->record.mtime = now();
+      n->record_dirty = true;
+    } else {
+      throw fs_error(EOPNOTSUPP);
+    }
+    if (int error = flush_data(lock, *n)) throw fs_error(error);
+    lock.unlock();
+    fuse_reply_err(req, 0);
+  });
+}
+
+void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+                                 fuse_file_info*, fuse_ino_t ino_out, off_t off_out,
+                                 fuse_file_info*, std::size_t len, int flags) {
+  run_op(req, "copy_file_range", [&] {
+    if (flags != 0 || off_in < 0 || off_out < 0) throw fs_error(EINVAL);
+    auto in = existing_node(ino_in);
+    auto out = existing_node(ino_out);
+    if (!S_ISREG(in->record.mode) || !S_ISREG(out->record.mode)) throw fs_error(EINVAL);
+    constexpr std::uint64_t k_slot = store::k_chunk_size;
+    std::uint64_t src = static_cast<std::uint64_t>(off_in);
+    std::uint64_t dst = static_cast<std::uint64_t>(off_out);
+    std::uint64_t copied = 0;
+
+    // Land both files' staged data so their extents are final.
+    std::uint64_t in_size;
+    {
+      std::unique_lock lock(in->data_mutex);
+      if (int error = flush_data(lock, *in)) throw fs_error(error);
+      in_size = in->size;
+    }
+    if (src >= in_size) {
+      fuse_reply_write(req, 0);
+      return;
+    }
+    std::uint64_t remaining = std::min<std::uint64_t>(len, in_size - src);
+
+    std::unique_lock out_lock(out->data_mutex, std::defer_lock);
+    std::unique_lock in_lock(in->data_mutex, std::defer_lock);
+    if (in == out) out_lock.lock();
+    else std::lock(out_lock, in_lock);
+    if (int error = flush_data(out_lock, *out)) throw fs_error(error);
+
+    // Whole slots at aligned offsets are shared: the destination references
+    // the source's chunks, nothing is copied or re-encoded.
+    if (in != out && !in->has_staged() && src % k_slot == 0 && dst % k_slot == 0) {
+      std::lock_guard meta(meta_mutex_);
+      auto txn = new_txn();
+      store::inode_record r = out->record;
+      std::uint64_t shared = 0;
+      while (remaining > shared) {
+        const std::uint64_t piece = std::min<std::uint64_t>(k_slot, remaining - shared);
+        // A partial slot is shared only as the source's tail landing on the
+        // destination's tail; anything else would need a new chunk.
+        const bool whole_slot = piece == k_slot;
+        const bool source_tail = src + shared + piece == in_size;
+        const bool dest_tail = dst + shared + piece >= out->size;
+        if (!whole_slot && !(source_tail && dest_tail)) break;
+        for (const auto& [off, ext] : store_->extents(out->ino, dst + shared, dst + shared + k_slot)) {
+          auto chunk = store_->get_chunk(ext.hash);
+          r.stored_bytes -= std::min<std::uint64_t>(r.stored_bytes, chunk ? chunk->stored_size : 0);
+          txn->delete_extent(out->ino, off);
+          txn->unref_chunk(ext.hash);
+        }
+        for (const auto& [off, ext] : store_->extents(in->ino, src + shared, src + shared + piece)) {
+          auto chunk = store_->get_chunk(ext.hash);
+          if (!chunk) throw store::store_error(EIO, "chunk " + ext.hash.hex() + " is missing");
+          store::extent_record copy = ext;
+          const std::uint64_t start = std::max(off, src + shared);
+          const std::uint64_t stop = std::min(off + ext.length, src + shared + piece);
+          if (start >= stop) continue;
+          copy.chunk_offset = static_cast<std::uint32_t>(ext.chunk_offset + (start - off));
+          copy.length = static_cast<std::uint32_t>(stop - start);
+          txn->put_extent(out->ino, dst + (start - src), copy);
+          txn->ref_chunk({ext.hash, chunk->plain_size, std::nullopt});
+          r.stored_bytes += chunk->stored_size;
+        }
+        shared += piece;
+      }
+      if (shared > 0) {
+        const std::uint64_t new_end = dst + shared;
+        const store::timestamp t = now();
+        r.mtime = r.ctime = t;
+        if (new_end > r.size) r.size = new_end;
+        store::inode_record p = r;
+        p.size = std::max(out->persisted_size, r.size);
+        txn->put_inode(p);
+        commit(*txn);
+        out->record = r;
+        out->size = r.size;
+        out->persisted_size = p.size;
+        copied = shared;
+        src += shared;
+        dst += shared;
+        remaining -= shared;
+      }
+    }
+
+    // The rest is copied through the staging path.
+    std::vector<char> buffer;
+    while (remaining > 0) {
+      const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(remaining, 1 << 20));
+      buffer.resize(take);
+      read_data(*in, src, take, buffer.data());
+      stage_write(out_lock, *out, dst, {buffer.data(), take});
+      src += take;
+      dst += take;
+      copied += take;
+      remaining -= take;
+    }
+    {
+      std::lock_guard meta(meta_mutex_);
+      out->record.mtime = out->record.ctime = now();
+      out->record_dirty = true;
+    }
+    fuse_reply_write(req, copied);
+  });
+}
+
+}  // namespace densefs::fs

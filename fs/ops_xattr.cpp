@@ -1,0 +1,167 @@
+// Extended attributes, with the errno semantics rsync -X relies on, and the
+// read-only virtual attributes that expose densefs internals
+// (user.densefs.info, user.densefs.stats). The virtual ones are never
+// listed, so rsync -X and cp --preserve=xattr do not copy them.
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "fs/filesystem.h"
+#include "fs/ops_common.h"
+
+namespace densefs::fs {
+namespace {
+
+bool is_virtual(std::string_view name) {
+  return name == k_xattr_info || name == k_xattr_stats;
+}
+
+void reply_value(fuse_req_t req, std::string_view value, std::size_t size) {
+  if (size == 0) {
+    fuse_reply_xattr(req, value.size());
+  } else if (size < value.size()) {
+    throw fs_error(ERANGE);
+  } else {
+    fuse_reply_buf(req, value.data(), value.size());
+  }
+}
+
+const char* type_name(std::uint32_t mode) {
+  if (S_ISREG(mode)) return "file";
+  if (S_ISDIR(mode)) return "directory";
+  if (S_ISLNK(mode)) return "symlink";
+  return "other";
+}
+
+}  // namespace
+
+std::string filesystem::info_json(node& n) {
+  nlohmann::json j;
+  std::uint64_t pending = 0;
+  {
+    std::unique_lock lock(n.data_mutex);
+    for (const auto& [index, s] : n.slots) {
+      if (s.dirty) pending += s.dirty->size();
+      for (const auto& [gen, data] : s.in_flight) pending += data->size();
+    }
+  }
+  std::lock_guard meta(meta_mutex_);
+  j["ino"] = n.ino;
+  j["type"] = type_name(n.record.mode);
+  j["size"] = n.record.size;
+  j["stored_bytes"] = n.record.stored_bytes;
+  j["pending_bytes"] = pending;
+  auto chunks = nlohmann::json::array();
+  if (S_ISREG(n.record.mode)) {
+    for (const auto& [offset, extent] :
+         store_->extents(n.ino, 0, std::numeric_limits<std::uint64_t>::max())) {
+      nlohmann::json c;
+      c["offset"] = offset;
+      c["length"] = extent.length;
+      c["hash"] = extent.hash.hex();
+      if (auto record = store_->get_chunk(extent.hash)) {
+        c["codec"] = codec::codec_name(record->codec);
+        c["plain_size"] = record->plain_size;
+        c["stored_size"] = record->stored_size;
+        c["refcount"] = record->refcount;
+      }
+      chunks.push_back(std::move(c));
+    }
+  }
+  j["chunks"] = std::move(chunks);
+  return j.dump();
+}
+
+void filesystem::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value,
+                          std::size_t size, int flags) {
+  run_op(req, "setxattr", [&] {
+    if (is_virtual(name)) throw fs_error(EPERM);
+    if (std::strlen(name) > 255) throw fs_error(ERANGE);
+    if (size > 65536) throw fs_error(E2BIG);
+    std::lock_guard meta(meta_mutex_);
+    if (options_.read_only) throw fs_error(EROFS);
+    auto n = existing_node(ino);
+    const bool exists = store_->get_xattr(n->ino, name).has_value();
+    if ((flags & XATTR_CREATE) && exists) throw fs_error(EEXIST);
+    if ((flags & XATTR_REPLACE) && !exists) throw fs_error(ENODATA);
+    store::inode_record r = n->record;
+    r.ctime = now();
+    auto txn = new_txn();
+    txn->put_xattr(n->ino, name, {value, size});
+    txn->put_inode(persistable(*n, r));
+    commit(*txn);
+    n->record = r;
+    if (n->xattr_names) n->xattr_names->insert(name);
+    fuse_reply_err(req, 0);
+  });
+}
+
+void filesystem::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std::size_t size) {
+  run_op(req, "getxattr", [&] {
+    if (std::strcmp(name, k_xattr_stats) == 0) {
+      reply_value(req, store::to_json(store_->stats()), size);
+      return;
+    }
+    std::shared_ptr<node> n;
+    {
+      std::lock_guard meta(meta_mutex_);
+      n = existing_node(ino);
+    }
+    if (std::strcmp(name, k_xattr_info) == 0) {
+      reply_value(req, info_json(*n), size);
+      return;
+    }
+    std::optional<std::string> value;
+    {
+      std::lock_guard meta(meta_mutex_);
+      // The kernel asks for security.capability before every write; the
+      // in-memory name set answers that without touching the store.
+      if (!n->xattr_names) {
+        auto names = store_->list_xattrs(n->ino);
+        n->xattr_names.emplace(names.begin(), names.end());
+      }
+      if (n->xattr_names->count(name)) value = store_->get_xattr(n->ino, name);
+    }
+    if (!value) throw fs_error(ENODATA);
+    reply_value(req, *value, size);
+  });
+}
+
+void filesystem::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
+  run_op(req, "listxattr", [&] {
+    std::string list;
+    {
+      std::lock_guard meta(meta_mutex_);
+      auto n = existing_node(ino);
+      for (const auto& name : store_->list_xattrs(n->ino)) {
+        list += name;
+        list += '\0';
+      }
+    }
+    reply_value(req, list, size);
+  });
+}
+
+void filesystem::removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  run_op(req, "removexattr", [&] {
+    if (is_virtual(name)) throw fs_error(EPERM);
+    std::lock_guard meta(meta_mutex_);
+    if (options_.read_only) throw fs_error(EROFS);
+    auto n = existing_node(ino);
+    if (!store_->get_xattr(n->ino, name)) throw fs_error(ENODATA);
+    store::inode_record r = n->record;
+    r.ctime = now();
+    auto txn = new_txn();
+    txn->delete_xattr(n->ino, name);
+    txn->put_inode(persistable(*n, r));
+    commit(*txn);
+    n->record = r;
+    if (n->xattr_names) n->xattr_names->erase(name);
+    fuse_reply_err(req, 0);
+  });
+}
+
+}  // namespace densefs::fs
