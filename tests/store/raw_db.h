@@ -1,0 +1,67 @@
+// Opens a closed store's RocksDB directly, to look at or damage what the
+// store API hides (payloads, settings). Only for tests.
+#pragma once
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "store/records.h"
+
+namespace densefs::test {
+
+class raw_db {
+ public:
+  explicit raw_db(const std::filesystem::path& dir) {
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    for (const char* name : {store::k_cf_meta, store::k_cf_inodes, store::k_cf_dirents,
+                             store::k_cf_extents, store::k_cf_chunks, store::k_cf_payloads,
+                             store::k_cf_xattrs})
+      cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    rocksdb::DB* db = nullptr;
+    rocksdb::Status const s = rocksdb::DB::Open(rocksdb::DBOptions(), dir.string(), cfs, &handles_, &db);
+    if (!s.ok()) throw std::runtime_error("raw open: " + s.ToString());
+    db_.reset(db);
+    for (std::size_t i = 0; i < cfs.size(); ++i) names_.push_back(cfs[i].name);
+  }
+  ~raw_db() {
+    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+    db_->Close();
+  }
+
+  rocksdb::ColumnFamilyHandle* cf(const std::string& name) const {
+    for (std::size_t i = 0; i < names_.size(); ++i)
+      if (names_[i] == name) return handles_[i];
+    throw std::runtime_error("no column family " + name);
+  }
+  std::size_t count(const std::string& cf_name) const {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf(cf_name)));
+    std::size_t n = 0;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
+    return n;
+  }
+  std::string get(const std::string& cf_name, const std::string& key) const {
+    std::string v;
+    rocksdb::Status const s = db_->Get(rocksdb::ReadOptions(), cf(cf_name), key, &v);
+    if (!s.ok()) throw std::runtime_error("raw get: " + s.ToString());
+    return v;
+  }
+  void put(const std::string& cf_name, const std::string& key, const std::string& value) {
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    rocksdb::Status const s = db_->Put(wo, cf(cf_name), key, value);
+    if (!s.ok()) throw std::runtime_error("raw put: " + s.ToString());
+  }
+
+ private:
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  std::vector<std::string> names_;
+};
+
+}  // namespace densefs::test

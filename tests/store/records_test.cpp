@@ -1,0 +1,284 @@
+// Record encodings: round trips, golden bytes (a format change must fail
+// here and be a deliberate version bump), and hostile input.
+#include "store/records.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <functional>
+#include <string>
+
+#include "store/error.h"
+#include "tests/store/test_dir.h"
+
+namespace densefs::store {
+namespace {
+
+using test::from_hex;
+using test::to_hex;
+
+inode_record sample_file() {
+  inode_record r;
+  r.ino = 42;
+  r.mode = S_IFREG | 0644;
+  r.uid = 1000;
+  r.gid = 100;
+  r.nlink = 1;
+  r.size = 0x0102030405060708ull;
+  r.stored_bytes = 0x1000;
+  r.rdev = 0;
+  r.parent = 0;
+  r.atime = {1700000000, 1};
+  r.mtime = {1700000001, 2};
+  r.ctime = {1700000002, 3};
+  r.btime = {-1, 999999999};
+  return r;
+}
+
+inode_record sample_symlink() {
+  inode_record r;
+  r.ino = 7;
+  r.mode = S_IFLNK | 0777;
+  r.nlink = 1;
+  r.size = 2;
+  r.symlink_target = "ab";
+  return r;
+}
+
+extent_record sample_extent() {
+  extent_record e;
+  for (int i = 0; i < 32; ++i) e.hash.bytes[i] = static_cast<std::uint8_t>(i);
+  e.chunk_offset = 0x10;
+  e.length = 0x200000;
+  return e;
+}
+
+chunk_record sample_chunk() {
+  chunk_record c;
+  c.codec = codec::codec_id::zstd;
+  c.plain_size = 4194304;
+  c.stored_size = 1000;
+  c.refcount = 3;
+  c.checksum = 0x0123456789abcdefull;
+  return c;
+}
+
+store_settings sample_settings() {
+  store_settings s;
+  s.uuid = "00000000-0000-4000-8000-000000000000";
+  s.codec_spec = "zstd:level=3";
+  s.created = {1700000000, 5};
+  return s;
+}
+
+// Golden bytes, spelled out field by field as in docs/format.md.
+constexpr const char* k_inode_hex =
+    "01"                                 // version
+    "a4810000" "e8030000" "64000000"     // mode, uid, gid
+    "01000000"                           // nlink
+    "0807060504030201"                   // size
+    "0010000000000000"                   // stored_bytes
+    "0000000000000000" "0000000000000000"  // rdev, parent
+    "00f1536500000000" "01000000"        // atime
+    "01f1536500000000" "02000000"        // mtime
+    "02f1536500000000" "03000000"        // ctime
+    "ffffffffffffffff" "ffc99a3b"        // btime (-1 s, 999999999 ns)
+    "00000000";                          // symlink target length
+constexpr const char* k_symlink_hex =
+    "01" "ffa10000" "00000000" "00000000" "01000000" "0200000000000000"
+    "0000000000000000" "0000000000000000" "0000000000000000"
+    "0000000000000000" "00000000" "0000000000000000" "00000000"
+    "0000000000000000" "00000000" "0000000000000000" "00000000"
+    "02000000" "6162";
+constexpr const char* k_dirent_hex = "01" "8877665544332211" "00400000";
+constexpr const char* k_extent_hex =
+    "01" "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f" "10000000" "00002000";
+constexpr const char* k_chunk_hex =
+    "01" "01" "00004000" "e8030000" "0300000000000000" "efcdab8967452301" "00";
+constexpr const char* k_settings_hex =
+    "01" "01000000" "00f1536500000000" "05000000"
+    "24000000" "30303030303030302d303030302d343030302d383030302d303030303030303030303030"
+    "0c000000" "7a7374643a6c6576656c3d33";
+
+TEST(store_records, inode_golden_bytes) {
+  EXPECT_EQ(to_hex(encode_inode(sample_file())), k_inode_hex);
+  EXPECT_EQ(to_hex(encode_inode(sample_symlink())), k_symlink_hex);
+  EXPECT_EQ(decode_inode(42, from_hex(k_inode_hex)), sample_file());
+  EXPECT_EQ(decode_inode(7, from_hex(k_symlink_hex)), sample_symlink());
+}
+
+TEST(store_records, dirent_golden_bytes) {
+  dirent_record const d{0x1122334455667788ull, S_IFDIR};
+  EXPECT_EQ(to_hex(encode_dirent(d)), k_dirent_hex);
+  EXPECT_EQ(decode_dirent(from_hex(k_dirent_hex)), d);
+}
+
+TEST(store_records, extent_golden_bytes) {
+  EXPECT_EQ(to_hex(encode_extent(sample_extent())), k_extent_hex);
+  EXPECT_EQ(decode_extent(from_hex(k_extent_hex)), sample_extent());
+}
+
+TEST(store_records, chunk_golden_bytes) {
+  EXPECT_EQ(to_hex(encode_chunk(sample_chunk())), k_chunk_hex);
+  EXPECT_EQ(decode_chunk(from_hex(k_chunk_hex)), sample_chunk());
+}
+
+TEST(store_records, settings_golden_bytes) {
+  EXPECT_EQ(to_hex(encode_settings(sample_settings())), k_settings_hex);
+  EXPECT_EQ(decode_settings(from_hex(k_settings_hex)), sample_settings());
+}
+
+TEST(store_records, meta_values_golden_bytes) {
+  EXPECT_EQ(to_hex(encode_xattr_value("hi")), "016869");
+  EXPECT_EQ(decode_xattr_value(from_hex("016869")), "hi");
+  EXPECT_EQ(decode_xattr_value(from_hex("01")), "");
+  EXPECT_EQ(to_hex(encode_next_ino(1026)), "010204000000000000");
+  EXPECT_EQ(decode_next_ino(from_hex("010204000000000000")), 1026u);
+  EXPECT_EQ(to_hex(encode_orphan()), "01");
+  EXPECT_NO_THROW(check_orphan(5, from_hex("01")));
+}
+
+TEST(store_records, key_layouts) {
+  EXPECT_EQ(to_hex(inode_key(1)), "0000000000000001");
+  EXPECT_EQ(to_hex(dirent_key(2, "a")), "000000000000000261");
+  EXPECT_EQ(to_hex(dirent_prefix(2)), "0000000000000002");
+  EXPECT_EQ(to_hex(extent_key(3, 4194304)), "00000000000000030000000000400000");
+  EXPECT_EQ(to_hex(extent_prefix(3)), "0000000000000003");
+  EXPECT_EQ(to_hex(xattr_key(4, "user.x")), "0000000000000004757365722e78");
+  EXPECT_EQ(to_hex(orphan_key(5)), "6f727068616e2f0000000000000005");
+  EXPECT_EQ(decode_u64_be(from_hex("0102030405060708")), 0x0102030405060708ull);
+  // Bytewise key order is numeric order: what listings and extent scans need.
+  EXPECT_LT(inode_key(255), inode_key(256));
+  EXPECT_LT(extent_key(9, 0xff), extent_key(9, 0x100));
+  EXPECT_LT(extent_key(9, ~0ull), extent_key(10, 0));
+}
+
+TEST(store_records, round_trips_with_extreme_values) {
+  inode_record r = sample_file();
+  r.ino = ~0ull;
+  r.mode = ~0u;
+  r.size = ~0ull;
+  r.rdev = ~0ull;
+  r.atime = {INT64_MIN, 0};
+  r.mtime = {INT64_MAX, 999999999};
+  r.symlink_target = std::string(4096, '\xff') + std::string(1, '\0');
+  EXPECT_EQ(decode_inode(r.ino, encode_inode(r)), r);
+
+  chunk_record c = sample_chunk();
+  c.codec = codec::codec_id::raw;
+  c.refcount = ~0ull;
+  c.checksum = 0;
+  c.plain_size = 0;
+  EXPECT_EQ(decode_chunk(encode_chunk(c)), c);
+
+  store_settings s = sample_settings();
+  s.codec_spec = "";
+  EXPECT_EQ(decode_settings(encode_settings(s)), s);
+}
+
+// Runs `decode` and expects a store_error(EIO) whose message mentions `kind`.
+void expect_corrupt(const std::function<void()>& decode, const std::string& kind) {
+  try {
+    decode();
+    ADD_FAILURE() << "decoding a damaged " << kind << " record did not throw";
+  } catch (const store_error& e) {
+    EXPECT_EQ(e.error_number(), EIO) << e.what();
+    EXPECT_NE(std::string(e.what()).find("corrupt " + kind + " record"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Every strict prefix and a one-byte extension of `good` must be refused.
+void expect_exact_length(const std::string& good, const std::function<void(std::string_view)>& decode,
+                         const std::string& kind) {
+  for (std::size_t n = 0; n < good.size(); ++n)
+    expect_corrupt([&] { decode(std::string_view(good).substr(0, n)); }, kind);
+  expect_corrupt([&] { decode(good + '\0'); }, kind);
+  std::string bad_version = good;
+  bad_version[0] = 2;
+  expect_corrupt([&] { decode(bad_version); }, kind);
+  bad_version[0] = 0;
+  expect_corrupt([&] { decode(bad_version); }, kind);
+}
+
+TEST(store_records, truncated_overlong_and_unknown_version_values_are_eio) {
+  expect_exact_length(from_hex(k_inode_hex), [](auto v) { decode_inode(42, v); }, "inode");
+  expect_exact_length(from_hex(k_symlink_hex), [](auto v) { decode_inode(7, v); }, "inode");
+  expect_exact_length(from_hex(k_dirent_hex), [](auto v) { decode_dirent(v); }, "dirent");
+  expect_exact_length(from_hex(k_extent_hex), [](auto v) { decode_extent(v); }, "extent");
+  expect_exact_length(from_hex(k_chunk_hex), [](auto v) { decode_chunk(v); }, "chunk");
+  expect_exact_length(from_hex(k_settings_hex), [](auto v) { decode_settings(v); }, "settings");
+  expect_exact_length(from_hex("010204000000000000"), [](auto v) { decode_next_ino(v); },
+                      "next_ino");
+  expect_corrupt([] { decode_xattr_value(""); }, "xattr");
+  expect_corrupt([] { decode_xattr_value(from_hex("026869")); }, "xattr");
+  expect_corrupt([] { check_orphan(1, ""); }, "orphan");
+  expect_corrupt([] { check_orphan(1, from_hex("0100")); }, "orphan");
+}
+
+TEST(store_records, inode_error_names_the_inode) {
+  try {
+    decode_inode(1234, from_hex("01a481"));
+    FAIL() << "no exception";
+  } catch (const store_error& e) {
+    EXPECT_NE(std::string(e.what()).find("inode 1234"), std::string::npos) << e.what();
+  }
+}
+
+TEST(store_records, string_length_beyond_value_is_eio) {
+  std::string v = from_hex(k_symlink_hex);
+  v[v.size() - 6] = 3;  // target length 3, but 2 bytes follow
+  expect_corrupt([&] { decode_inode(7, v); }, "inode");
+  v[v.size() - 6] = static_cast<char>(0xff);
+  v[v.size() - 3] = static_cast<char>(0xff);  // ~4 GiB claimed
+  expect_corrupt([&] { decode_inode(7, v); }, "inode");
+  std::string s = from_hex(k_settings_hex);
+  s[17] = static_cast<char>(0x25);  // uuid length 37: eats into the spec
+  expect_corrupt([&] { decode_settings(s); }, "settings");
+}
+
+TEST(store_records, unknown_codec_and_location_are_eio) {
+  std::string v = from_hex(k_chunk_hex);
+  v[1] = static_cast<char>(200);
+  expect_corrupt([&] { decode_chunk(v); }, "chunk");
+  v = from_hex(k_chunk_hex);
+  v[v.size() - 1] = 1;  // payload location 1 does not exist
+  expect_corrupt([&] { decode_chunk(v); }, "chunk");
+}
+
+TEST(store_records, out_of_range_fields_are_eio) {
+  chunk_record c = sample_chunk();
+  c.plain_size = k_chunk_size + 1;
+  expect_corrupt([&] { decode_chunk(encode_chunk(c)); }, "chunk");
+
+  extent_record e = sample_extent();
+  e.chunk_offset = k_chunk_size - 1;
+  e.length = 2;
+  expect_corrupt([&] { decode_extent(encode_extent(e)); }, "extent");
+
+  inode_record r = sample_file();
+  r.mtime.nsec = 1000000000;
+  expect_corrupt([&] { decode_inode(42, encode_inode(r)); }, "inode");
+
+  expect_corrupt([] { decode_dirent(encode_dirent({0, S_IFREG})); }, "dirent");
+}
+
+TEST(store_records, hash_hex_round_trip) {
+  chunk_hash const h = sha256_of("abc");
+  EXPECT_EQ(h.hex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  auto const back = chunk_hash::from_hex(h.hex());
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, h);
+  EXPECT_EQ(chunk_hash::from_bytes(h.view()), h);
+  EXPECT_FALSE(chunk_hash::from_hex("zz"));
+  EXPECT_FALSE(chunk_hash::from_hex(std::string(64, 'g')));
+  EXPECT_EQ(sha256_of("").hex(),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  // XXH3-64 reference values (xxHash's own test vectors for empty input).
+  EXPECT_EQ(stored_checksum(""), 0x2D06800538D394C2ull);
+  EXPECT_NE(stored_checksum("a"), stored_checksum("b"));
+}
+
+}  // namespace
+}  // namespace densefs::store

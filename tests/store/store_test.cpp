@@ -1,0 +1,709 @@
+// The store as fs/ uses it: mkfs, checks, locking, transactions, chunk
+// refcounts and payloads, integrity checks on read, persistence, stats.
+#include "store/store.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "tests/store/raw_db.h"
+#include "tests/store/test_dir.h"
+
+namespace densefs::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string random_bytes(std::size_t n, std::uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string out(n, '\0');
+  for (std::size_t i = 0; i < n; i += 8) {
+    std::uint64_t const v = rng();
+    std::memcpy(out.data() + i, &v, std::min<std::size_t>(8, n - i));
+  }
+  return out;
+}
+
+std::string text_bytes(std::size_t n) {
+  std::string out;
+  std::size_t line = 0;
+  while (out.size() < n) out += "line " + std::to_string(line++) + " of a very compressible file\n";
+  out.resize(n);
+  return out;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs f and returns the errno of the store_error it throws (or -1).
+template <class F>
+int error_of(F&& f, std::string* message = nullptr) {
+  try {
+    f();
+  } catch (const store_error& e) {
+    if (message) *message = e.what();
+    return e.error_number();
+  }
+  return -1;
+}
+
+class store_test : public ::testing::Test {
+ protected:
+  void SetUp() override { store::create(dir(), codec::codec_options{}); }
+  fs::path dir() const { return tmp_ / "store"; }
+  std::unique_ptr<store> open(store_open_options o = {}) { return store::open(dir(), o); }
+
+  test::temp_dir tmp_;
+};
+
+inode_record make_inode(std::uint64_t ino, std::uint32_t mode, std::uint64_t size = 0) {
+  inode_record r;
+  r.ino = ino;
+  r.mode = mode;
+  r.nlink = 1;
+  r.size = size;
+  r.mtime = {1700000000, 123456789};
+  return r;
+}
+
+// ---- mkfs, check, lock
+
+TEST_F(store_test, mkfs_makes_a_private_store_with_a_root_directory) {
+  struct stat st {};
+  ASSERT_EQ(::stat(dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+
+  std::string const format = read_file(dir() / "FORMAT");
+  EXPECT_TRUE(format.starts_with("densefs store\nformat_version=1\nuuid=")) << format;
+  EXPECT_TRUE(format.ends_with("\n"));
+
+  EXPECT_NO_THROW(store::check(dir()));
+  auto s = open();
+  EXPECT_EQ(s->settings().format_version, k_format_version);
+  EXPECT_EQ(s->settings().uuid.size(), 36u);
+  EXPECT_NE(format.find("uuid=" + s->settings().uuid + "\n"), std::string::npos);
+  EXPECT_EQ(s->settings().uuid[14], '4');  // version 4 UUID
+  EXPECT_EQ(s->settings().codec_spec, codec::format_codec_spec(codec::codec_options{}));
+  EXPECT_GT(s->settings().created.sec, 1600000000);
+
+  auto const root = s->get_inode(k_root_ino);
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->mode, static_cast<std::uint32_t>(S_IFDIR | 0755));
+  EXPECT_EQ(root->nlink, 2u);
+  EXPECT_EQ(root->uid, ::geteuid());
+  EXPECT_EQ(root->gid, ::getegid());
+  EXPECT_EQ(root->parent, k_root_ino);
+  EXPECT_EQ(root->mtime, s->settings().created);
+  EXPECT_TRUE(s->dir_is_empty(k_root_ino));
+}
+
+TEST_F(store_test, mkfs_records_the_codec_settings) {
+  codec::codec_options o;
+  o.zstd_level = 9;
+  store::create(tmp_ / "nine", o);
+  auto s = store::open(tmp_ / "nine");
+  EXPECT_EQ(s->settings().codec_spec, codec::format_codec_spec(o));
+  EXPECT_EQ(s->codec_options().zstd_level, 9);
+}
+
+TEST_F(store_test, mkfs_refuses_a_non_empty_directory_and_chmods_an_empty_one) {
+  std::string message;
+  EXPECT_EQ(error_of([&] { store::create(dir(), {}); }, &message), EEXIST);
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+  EXPECT_NE(message.find(dir().string()), std::string::npos);
+
+  fs::path const empty = tmp_ / "empty";
+  ASSERT_EQ(::mkdir(empty.c_str(), 0755), 0);
+  store::create(empty, {});
+  struct stat st {};
+  ASSERT_EQ(::stat(empty.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+
+  std::ofstream(tmp_ / "file") << "x";
+  EXPECT_EQ(error_of([&] { store::create(tmp_ / "file", {}); }), ENOTDIR);
+}
+
+TEST_F(store_test, check_reports_a_missing_directory) {
+  std::string message;
+  EXPECT_EQ(error_of([&] { store::check(tmp_ / "nope"); }, &message), ENOENT);
+  EXPECT_NE(message.find("does not exist"), std::string::npos) << message;
+  EXPECT_NE(message.find((tmp_ / "nope").string()), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+  EXPECT_EQ(error_of([&] { store::open(tmp_ / "nope"); }), ENOENT);
+}
+
+TEST_F(store_test, check_reports_a_directory_that_is_not_a_store) {
+  fs::create_directory(tmp_ / "plain");
+  std::string message;
+  EXPECT_EQ(error_of([&] { store::check(tmp_ / "plain"); }, &message), EINVAL);
+  EXPECT_NE(message.find("is not a densefs store"), std::string::npos) << message;
+  EXPECT_NE(message.find("densefs mkfs"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+
+  std::ofstream(tmp_ / "plain" / "FORMAT") << "something else\n";
+  EXPECT_EQ(error_of([&] { store::check(tmp_ / "plain"); }), EINVAL);
+  std::ofstream(tmp_ / "plain" / "FORMAT") << "densefs store\nformat_version=x\n";
+  EXPECT_EQ(error_of([&] { store::check(tmp_ / "plain"); }), EINVAL);
+}
+
+TEST_F(store_test, check_and_open_refuse_a_newer_format) {
+  std::ofstream(dir() / "FORMAT", std::ios::trunc) << "densefs store\nformat_version=2\nuuid=x\n";
+  std::string message;
+  EXPECT_EQ(error_of([&] { store::check(dir()); }, &message), EPROTONOSUPPORT);
+  EXPECT_NE(message.find("format version 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("up to 1"), std::string::npos) << message;
+  EXPECT_EQ(error_of([&] { store::open(dir()); }), EPROTONOSUPPORT);
+}
+
+TEST_F(store_test, open_refuses_a_newer_format_recorded_in_the_database) {
+  {
+    test::raw_db db(dir());
+    store_settings s = decode_settings(db.get(k_cf_meta, std::string(k_settings_key)));
+    s.format_version = k_format_version + 1;
+    db.put(k_cf_meta, std::string(k_settings_key), encode_settings(s));
+  }
+  EXPECT_NO_THROW(store::check(dir()));  // FORMAT still says 1
+  std::string message;
+  EXPECT_EQ(error_of([&] { open(); }, &message), EPROTONOSUPPORT);
+  EXPECT_NE(message.find("format version 2"), std::string::npos) << message;
+}
+
+TEST_F(store_test, lock_is_exclusive) {
+  int const fd = store::lock(dir());
+  ASSERT_GE(fd, 0);
+  std::string message;
+  EXPECT_EQ(error_of([&] { store::lock(dir()); }, &message), EBUSY);
+  EXPECT_NE(message.find("in use"), std::string::npos) << message;
+  ::close(fd);
+  int const again = store::lock(dir());
+  EXPECT_GE(again, 0);
+  ::close(again);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir() / "LOCK.densefs").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// ---- transactions
+
+TEST_F(store_test, transaction_changes_are_visible_after_commit_not_before) {
+  auto s = open();
+  std::uint64_t const ino = s->allocate_ino();
+  transaction t;
+  EXPECT_TRUE(t.empty());
+  t.put_inode(make_inode(ino, S_IFREG | 0600, 10));
+  t.put_dirent(k_root_ino, "b", {ino, S_IFREG});
+  t.put_dirent(k_root_ino, "a", {ino, S_IFREG});
+  t.put_dirent(k_root_ino, std::string("c\0\xff", 3), {ino, S_IFREG});
+  t.put_xattr(ino, "user.one", "1");
+  t.put_xattr(ino, "user.two", std::string("\0bin", 4));
+  t.add_orphan(ino);
+  EXPECT_FALSE(t.empty());
+
+  EXPECT_FALSE(s->get_inode(ino));
+  EXPECT_FALSE(s->get_dirent(k_root_ino, "a"));
+  EXPECT_TRUE(s->dir_is_empty(k_root_ino));
+  EXPECT_TRUE(s->list_xattrs(ino).empty());
+  EXPECT_TRUE(s->orphans().empty());
+
+  s->commit(t, true);
+  EXPECT_EQ(s->get_inode(ino), make_inode(ino, S_IFREG | 0600, 10));
+  EXPECT_EQ(s->get_dirent(k_root_ino, "a"), (dirent_record{ino, S_IFREG}));
+  EXPECT_FALSE(s->dir_is_empty(k_root_ino));
+  EXPECT_TRUE(s->dir_is_empty(ino));
+
+  std::vector<std::string> names;
+  s->list_dir(k_root_ino, std::nullopt, [&](std::string_view n, const dirent_record& d) {
+    EXPECT_EQ(d.ino, ino);
+    names.emplace_back(n);
+    return true;
+  });
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", std::string("c\0\xff", 3)}));
+  names.clear();
+  s->list_dir(k_root_ino, std::string_view("a"), [&](std::string_view n, const dirent_record&) {
+    names.emplace_back(n);
+    return true;
+  });
+  EXPECT_EQ(names, (std::vector<std::string>{"b", std::string("c\0\xff", 3)}));
+  names.clear();
+  s->list_dir(k_root_ino, std::nullopt, [&](std::string_view n, const dirent_record&) {
+    names.emplace_back(n);
+    return false;  // stop after the first
+  });
+  EXPECT_EQ(names, (std::vector<std::string>{"a"}));
+
+  EXPECT_EQ(s->get_xattr(ino, "user.one"), "1");
+  EXPECT_EQ(s->get_xattr(ino, "user.two"), std::string("\0bin", 4));
+  EXPECT_FALSE(s->get_xattr(ino, "user.three"));
+  EXPECT_EQ(s->list_xattrs(ino), (std::vector<std::string>{"user.one", "user.two"}));
+  EXPECT_TRUE(s->list_xattrs(k_root_ino).empty());
+  EXPECT_EQ(s->orphans(), std::vector<std::uint64_t>{ino});
+
+  transaction d;
+  d.delete_dirent(k_root_ino, "a");
+  d.delete_xattr(ino, "user.one");
+  d.remove_orphan(ino);
+  d.delete_inode(ino);
+  s->commit(d);
+  EXPECT_FALSE(s->get_dirent(k_root_ino, "a"));
+  EXPECT_TRUE(s->get_dirent(k_root_ino, "b"));
+  EXPECT_FALSE(s->get_inode(ino));
+  EXPECT_EQ(s->list_xattrs(ino), std::vector<std::string>{"user.two"});
+  EXPECT_TRUE(s->orphans().empty());
+}
+
+TEST_F(store_test, later_operations_in_one_transaction_win) {
+  auto s = open();
+  transaction t;
+  t.put_dirent(k_root_ino, "x", {5, S_IFREG});
+  t.delete_dirent(k_root_ino, "x");
+  t.put_dirent(k_root_ino, "y", {6, S_IFREG});
+  t.delete_dirent(k_root_ino, "y");
+  t.put_dirent(k_root_ino, "y", {7, S_IFDIR});
+  s->commit(t);
+  EXPECT_FALSE(s->get_dirent(k_root_ino, "x"));
+  EXPECT_EQ(s->get_dirent(k_root_ino, "y"), (dirent_record{7, S_IFDIR}));
+}
+
+TEST_F(store_test, directories_do_not_leak_into_each_other) {
+  auto s = open();
+  transaction t;
+  t.put_dirent(1, "in-one", {10, S_IFREG});
+  t.put_dirent(2, "in-two", {11, S_IFREG});
+  t.put_dirent(256, "in-256", {12, S_IFREG});
+  t.put_dirent(~0ull, "in-max", {13, S_IFREG});
+  s->commit(t);
+  auto const list = [&](std::uint64_t dir) {
+    std::vector<std::string> names;
+    s->list_dir(dir, std::nullopt, [&](std::string_view n, const dirent_record&) {
+      names.emplace_back(n);
+      return true;
+    });
+    return names;
+  };
+  EXPECT_EQ(list(1), std::vector<std::string>{"in-one"});
+  EXPECT_EQ(list(2), std::vector<std::string>{"in-two"});
+  EXPECT_EQ(list(256), std::vector<std::string>{"in-256"});
+  EXPECT_EQ(list(~0ull), std::vector<std::string>{"in-max"});
+  EXPECT_TRUE(list(3).empty());
+  EXPECT_TRUE(s->dir_is_empty(255));
+  EXPECT_FALSE(s->dir_is_empty(~0ull));
+}
+
+TEST_F(store_test, extents_query_includes_an_extent_that_starts_before_the_range) {
+  auto s = open();
+  chunk_hash h;
+  auto const ext = [&](std::uint32_t len) { return extent_record{h, 0, len}; };
+  transaction t;
+  t.put_extent(4, 0, ext(1 << 20));  // neighbour before
+  t.put_extent(5, 0, ext(100));
+  t.put_extent(5, 100, ext(50));
+  t.put_extent(5, 1000, ext(10));
+  t.put_extent(6, 0, ext(1 << 20));  // neighbour after
+  s->commit(t);
+
+  auto const offsets = [&](std::uint64_t ino, std::uint64_t b, std::uint64_t e) {
+    std::vector<std::uint64_t> out;
+    for (auto const& [off, r] : s->extents(ino, b, e)) out.push_back(off);
+    return out;
+  };
+  using v = std::vector<std::uint64_t>;
+  EXPECT_EQ(offsets(5, 120, 130), v{100});
+  EXPECT_EQ(offsets(5, 0, 1), v{0});
+  EXPECT_EQ(offsets(5, 99, 101), (v{0, 100}));
+  EXPECT_EQ(offsets(5, 150, 1000), v{});
+  EXPECT_EQ(offsets(5, 150, 1001), v{1000});
+  EXPECT_EQ(offsets(5, 50, 2000), (v{0, 100, 1000}));
+  EXPECT_EQ(offsets(5, 1009, 1010), v{1000});
+  EXPECT_EQ(offsets(5, 1010, 5000), v{});
+  EXPECT_EQ(offsets(5, 0, ~0ull), (v{0, 100, 1000}));
+  EXPECT_EQ(offsets(5, 10, 10), v{});
+  EXPECT_EQ(offsets(6, 10, 20), v{0});
+  EXPECT_EQ(offsets(7, 0, 100), v{});
+  auto const e = s->extents(5, 120, 130);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].second.length, 50u);
+}
+
+// ---- chunks
+
+TEST_F(store_test, identical_chunks_are_stored_once) {
+  std::string const data = text_bytes(300000);
+  chunk_hash hash;
+  {
+    auto s = open();
+    prepared_chunk const a = s->prepare_chunk(data);
+    prepared_chunk const b = s->prepare_chunk(data);
+    ASSERT_TRUE(a.encoded);  // not in the store yet: both encoded
+    EXPECT_EQ(a.hash, b.hash);
+    EXPECT_EQ(a.hash, sha256_of(data));
+    hash = a.hash;
+    transaction t;
+    t.ref_chunk(a);
+    t.ref_chunk(b);
+    s->commit(t);
+    auto const rec = s->get_chunk(hash);
+    ASSERT_TRUE(rec);
+    EXPECT_EQ(rec->refcount, 2u);
+    EXPECT_EQ(rec->plain_size, data.size());
+    EXPECT_EQ(rec->codec, codec::codec_id::zstd);
+    EXPECT_LT(rec->stored_size, data.size() / 4);
+
+    // Now it exists: prepare skips encoding and a reference only counts.
+    prepared_chunk const c = s->prepare_chunk(data);
+    EXPECT_FALSE(c.encoded);
+    EXPECT_TRUE(s->prepare_chunk(data, true).encoded);
+    transaction t2;
+    t2.ref_chunk(c);
+    s->commit(t2);
+    EXPECT_EQ(s->get_chunk(hash)->refcount, 3u);
+    EXPECT_EQ(*s->read_chunk(hash), data);
+  }
+  test::raw_db db(dir());
+  EXPECT_EQ(db.count(k_cf_chunks), 1u);
+  EXPECT_EQ(db.count(k_cf_payloads), 1u);
+}
+
+TEST_F(store_test, releasing_the_last_reference_deletes_chunk_and_payload) {
+  std::string const data = random_bytes(100000, 1);
+  chunk_hash hash;
+  {
+    auto s = open();
+    prepared_chunk const p = s->prepare_chunk(data);
+    hash = p.hash;
+    transaction t;
+    t.ref_chunk(p);
+    t.ref_chunk(p);
+    s->commit(t);
+    EXPECT_EQ(*s->read_chunk(hash), data);  // also fills the cache
+
+    transaction u;
+    u.unref_chunk(hash);
+    s->commit(u);
+    EXPECT_EQ(s->get_chunk(hash)->refcount, 1u);
+
+    transaction last;
+    last.unref_chunk(hash);
+    s->commit(last);
+    EXPECT_FALSE(s->get_chunk(hash));
+    // Not served from the cache once deleted.
+    std::string message;
+    EXPECT_EQ(error_of([&] { s->read_chunk(hash); }, &message), EIO);
+    EXPECT_NE(message.find(hash.hex()), std::string::npos) << message;
+  }
+  test::raw_db db(dir());
+  EXPECT_EQ(db.count(k_cf_chunks), 0u);
+  EXPECT_EQ(db.count(k_cf_payloads), 0u);
+}
+
+TEST_F(store_test, refcount_underflow_clamps_to_zero) {
+  auto s = open();
+  prepared_chunk const p = s->prepare_chunk("abc");
+  transaction t;
+  t.ref_chunk(p);
+  s->commit(t);
+  transaction u;
+  u.unref_chunk(p.hash);
+  u.unref_chunk(p.hash);
+  u.unref_chunk(p.hash);
+  s->commit(u);
+  EXPECT_FALSE(s->get_chunk(p.hash));
+  transaction v;  // unreferencing a chunk that is gone is logged, not fatal
+  v.unref_chunk(p.hash);
+  v.put_dirent(k_root_ino, "after", {9, S_IFREG});
+  s->commit(v);
+  EXPECT_TRUE(s->get_dirent(k_root_ino, "after"));
+}
+
+TEST_F(store_test, referencing_a_missing_chunk_without_payload_writes_nothing) {
+  auto s = open();
+  prepared_chunk const real = s->prepare_chunk(text_bytes(5000));
+  prepared_chunk ghost;
+  ghost.hash = sha256_of("never stored");
+  ghost.plain_size = 12;
+
+  transaction t;
+  t.put_inode(make_inode(50, S_IFREG | 0644, 12));
+  t.put_dirent(k_root_ino, "f", {50, S_IFREG});
+  t.ref_chunk(real);
+  t.ref_chunk(ghost);
+  try {
+    s->commit(t);
+    FAIL() << "commit accepted a chunk without payload";
+  } catch (const chunk_missing& e) {
+    EXPECT_EQ(e.hash, ghost.hash);
+    EXPECT_NE(std::string(e.what()).find(ghost.hash.hex()), std::string::npos);
+  }
+  EXPECT_FALSE(s->get_inode(50));
+  EXPECT_FALSE(s->get_dirent(k_root_ino, "f"));
+  EXPECT_FALSE(s->get_chunk(real.hash));
+  EXPECT_FALSE(s->get_chunk(ghost.hash));
+
+  // The caller supplies the payload and retries with the same transaction.
+  t.ref_chunk(s->prepare_chunk("never stored"));
+  t.unref_chunk(ghost.hash);  // keep the count at one reference
+  s->commit(t);
+  EXPECT_TRUE(s->get_inode(50));
+  EXPECT_EQ(s->get_chunk(ghost.hash)->refcount, 1u);
+  EXPECT_EQ(*s->read_chunk(ghost.hash), "never stored");
+}
+
+TEST_F(store_test, read_chunk_returns_exact_bytes_for_raw_and_zstd) {
+  auto s = open();
+  std::vector<std::string> datas = {random_bytes(k_chunk_size, 2), text_bytes(k_chunk_size),
+                                    random_bytes(1 << 20, 3), text_bytes(100), "", "x",
+                                    random_bytes(4095, 4), random_bytes(4097, 5)};
+  transaction t;
+  std::vector<prepared_chunk> prepared;
+  for (auto const& d : datas) {
+    prepared.push_back(s->prepare_chunk(d));
+    t.ref_chunk(prepared.back());
+  }
+  s->commit(t);
+  EXPECT_EQ(s->get_chunk(prepared[0].hash)->codec, codec::codec_id::raw);
+  EXPECT_EQ(s->get_chunk(prepared[1].hash)->codec, codec::codec_id::zstd);
+  EXPECT_EQ(s->get_chunk(prepared[2].hash)->codec, codec::codec_id::raw);
+  for (std::size_t i = 0; i < datas.size(); ++i) {
+    auto const got = s->read_chunk(prepared[i].hash);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->size(), datas[i].size()) << i;
+    EXPECT_TRUE(*got == datas[i]) << "chunk " << i << " differs";
+  }
+  EXPECT_EQ(s->read_chunk(prepared[1].hash), s->read_chunk(prepared[1].hash));  // cached
+  EXPECT_EQ(error_of([&] { s->prepare_chunk(std::string(k_chunk_size + 1, 'a')); }), EINVAL);
+}
+
+// Damages the stored payload of `hash` behind the store's back.
+void damage_payload(const fs::path& dir, const chunk_hash& hash, bool truncate) {
+  test::raw_db db(dir);
+  std::string const key(hash.view());
+  std::string v = db.get(k_cf_payloads, key);
+  if (truncate) {
+    v.pop_back();
+  } else {
+    v[v.size() / 2] = static_cast<char>(v[v.size() / 2] ^ 0x01);
+  }
+  db.put(k_cf_payloads, key, v);
+}
+
+TEST_F(store_test, read_chunk_detects_a_damaged_payload) {
+  std::string const big = text_bytes(1 << 20);   // zstd, in a blob file
+  std::string const small = random_bytes(1000, 6);  // raw, inline in the SST
+  chunk_hash big_hash, small_hash;
+  {
+    auto s = open();
+    transaction t;
+    auto const a = s->prepare_chunk(big);
+    auto const b = s->prepare_chunk(small);
+    big_hash = a.hash;
+    small_hash = b.hash;
+    t.ref_chunk(a);
+    t.ref_chunk(b);
+    s->commit(t);
+  }
+  damage_payload(dir(), big_hash, false);
+  damage_payload(dir(), small_hash, true);
+  auto s = open();
+  std::string message;
+  EXPECT_EQ(error_of([&] { s->read_chunk(big_hash); }, &message), EIO);
+  EXPECT_NE(message.find(big_hash.hex()), std::string::npos) << message;
+  EXPECT_NE(message.find("checksum mismatch"), std::string::npos) << message;
+  EXPECT_EQ(error_of([&] { s->read_chunk(small_hash); }, &message), EIO);
+  EXPECT_NE(message.find(small_hash.hex()), std::string::npos) << message;
+  // Failures are not cached: a second read fails again.
+  EXPECT_EQ(error_of([&] { s->read_chunk(big_hash); }), EIO);
+}
+
+TEST_F(store_test, read_chunk_detects_a_damaged_chunk_record) {
+  chunk_hash hash;
+  {
+    auto s = open();
+    auto const p = s->prepare_chunk(text_bytes(50000));
+    hash = p.hash;
+    transaction t;
+    t.ref_chunk(p);
+    s->commit(t);
+  }
+  {
+    test::raw_db db(dir());
+    chunk_record r = decode_chunk(db.get(k_cf_chunks, std::string(hash.view())));
+    r.plain_size += 1;  // decoder must notice the size is wrong
+    db.put(k_cf_chunks, std::string(hash.view()), encode_chunk(r));
+  }
+  auto s = open();
+  EXPECT_EQ(error_of([&] { s->read_chunk(hash); }), EIO);
+}
+
+TEST_F(store_test, concurrent_reads_of_one_chunk_agree) {
+  auto s = open();
+  std::string const data = text_bytes(k_chunk_size);
+  auto const p = s->prepare_chunk(data);
+  transaction t;
+  t.ref_chunk(p);
+  s->commit(t);
+  std::vector<std::thread> threads;
+  std::atomic<int> good{0};
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      if (*s->read_chunk(p.hash) == data) ++good;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(good, 8);
+}
+
+// ---- inode numbers, persistence, read-only
+
+TEST_F(store_test, inode_numbers_never_repeat_across_reopen) {
+  std::set<std::uint64_t> seen;
+  std::uint64_t highest_before = 0;
+  {
+    auto s = open();
+    for (int i = 0; i < 2000; ++i) {
+      std::uint64_t const ino = s->allocate_ino();
+      EXPECT_GT(ino, k_root_ino);
+      EXPECT_TRUE(seen.insert(ino).second) << ino;
+      highest_before = std::max(highest_before, ino);
+    }
+  }
+  for (int round = 0; round < 3; ++round) {
+    auto s = open();
+    for (int i = 0; i < 10; ++i) {
+      std::uint64_t const ino = s->allocate_ino();
+      EXPECT_GT(ino, highest_before);
+      EXPECT_TRUE(seen.insert(ino).second) << ino;
+    }
+  }
+}
+
+TEST_F(store_test, allocation_skips_numbers_already_used_by_inodes) {
+  {
+    test::raw_db db(dir());  // a counter that lags behind an existing inode
+    db.put(k_cf_inodes, inode_key(5000), encode_inode(make_inode(5000, S_IFREG)));
+  }
+  auto s = open();
+  EXPECT_GT(s->allocate_ino(), 5000u);
+}
+
+TEST_F(store_test, everything_persists_across_close_and_reopen) {
+  std::string const data = text_bytes(200000);
+  chunk_hash hash;
+  {
+    auto s = open();
+    auto const p = s->prepare_chunk(data);
+    hash = p.hash;
+    transaction t;
+    t.put_inode(make_inode(20, S_IFREG | 0644, data.size()));
+    t.put_dirent(k_root_ino, "file", {20, S_IFREG});
+    t.put_extent(20, 0, {hash, 0, static_cast<std::uint32_t>(data.size())});
+    t.put_xattr(20, "user.k", "v");
+    t.add_orphan(20);
+    t.ref_chunk(p);
+    s->commit(t);  // not synced: a clean close must still keep it
+  }
+  auto s = open();
+  EXPECT_EQ(s->get_inode(20), make_inode(20, S_IFREG | 0644, data.size()));
+  EXPECT_EQ(s->get_dirent(k_root_ino, "file"), (dirent_record{20, S_IFREG}));
+  ASSERT_EQ(s->extents(20, 0, 1).size(), 1u);
+  EXPECT_EQ(s->get_xattr(20, "user.k"), "v");
+  EXPECT_EQ(s->orphans(), std::vector<std::uint64_t>{20});
+  EXPECT_EQ(*s->read_chunk(hash), data);
+  s->sync();
+}
+
+TEST_F(store_test, read_only_open_reads_but_refuses_changes) {
+  {
+    auto s = open();
+    transaction t;
+    t.put_dirent(k_root_ino, "seen", {30, S_IFREG});
+    s->commit(t);
+  }
+  store_open_options o;
+  o.read_only = true;
+  auto s = open(o);
+  EXPECT_TRUE(s->get_dirent(k_root_ino, "seen"));
+  transaction t;
+  t.put_dirent(k_root_ino, "nope", {31, S_IFREG});
+  EXPECT_EQ(error_of([&] { s->commit(t); }), EROFS);
+  EXPECT_EQ(error_of([&] { s->allocate_ino(); }), EROFS);
+  // A read-only open works next to a read-write one (`densefs stats` on a
+  // mounted store).
+  auto rw = open();
+  EXPECT_TRUE(rw->get_dirent(k_root_ino, "seen"));
+}
+
+TEST_F(store_test, statvfs_describes_the_store_file_system) {
+  auto s = open();
+  struct statvfs const v = s->statvfs();
+  EXPECT_GT(v.f_blocks, 0u);
+  EXPECT_GT(v.f_bsize, 0u);
+}
+
+// ---- stats
+
+TEST_F(store_test, stats_count_files_bytes_chunks_and_dedup) {
+  std::string const text = text_bytes(300000);
+  std::string const noise = random_bytes(100000, 7);
+  auto s = open();
+  auto const a = s->prepare_chunk(text);
+  auto const b = s->prepare_chunk(noise);
+  transaction t;
+  t.put_inode(make_inode(10, S_IFREG | 0644, text.size()));
+  t.put_extent(10, 0, {a.hash, 0, static_cast<std::uint32_t>(text.size())});
+  t.ref_chunk(a);
+  t.put_inode(make_inode(11, S_IFREG | 0644, text.size() + noise.size() + 5000));  // with a hole
+  t.put_extent(11, 0, {a.hash, 0, static_cast<std::uint32_t>(text.size())});
+  t.ref_chunk(a);
+  t.put_extent(11, text.size() + 5000, {b.hash, 0, static_cast<std::uint32_t>(noise.size())});
+  t.ref_chunk(b);
+  t.put_inode(make_inode(12, S_IFDIR | 0755));
+  t.put_inode(make_inode(13, S_IFLNK | 0777, 3));
+  s->commit(t, true);
+
+  store_stats const st = s->stats();
+  EXPECT_EQ(st.files, 2u);
+  EXPECT_EQ(st.directories, 2u);  // root and 12
+  EXPECT_EQ(st.logical_bytes, 2 * text.size() + noise.size() + 5000);
+  EXPECT_EQ(st.referenced_bytes, 2 * text.size() + noise.size());
+  EXPECT_EQ(st.chunks, 2u);
+  EXPECT_EQ(st.unique_plain_bytes, text.size() + noise.size());
+  EXPECT_EQ(st.dedup_saved_bytes, text.size());
+  std::uint64_t const zstd_stored = s->get_chunk(a.hash)->stored_size;
+  EXPECT_EQ(st.stored_bytes, zstd_stored + noise.size());
+  EXPECT_EQ(st.chunks_by_codec[0], 1u);
+  EXPECT_EQ(st.chunks_by_codec[1], 1u);
+  EXPECT_EQ(st.stored_by_codec[0], noise.size());
+  EXPECT_EQ(st.stored_by_codec[1], zstd_stored);
+  EXPECT_GT(st.disk_bytes, 0u);
+
+  auto const j = nlohmann::json::parse(to_json(st));
+  EXPECT_EQ(j["files"], 2);
+  EXPECT_EQ(j["logical_bytes"], st.logical_bytes);
+  EXPECT_EQ(j["stored_bytes"], st.stored_bytes);
+  EXPECT_EQ(j["dedup_saved_bytes"], text.size());
+  EXPECT_EQ(j["disk_bytes"], st.disk_bytes);
+  EXPECT_DOUBLE_EQ(j["ratio"].get<double>(),
+                   static_cast<double>(st.stored_bytes) / static_cast<double>(st.logical_bytes));
+  EXPECT_EQ(j["codecs"]["raw"]["chunks"], 1);
+  EXPECT_EQ(j["codecs"]["zstd"]["stored_bytes"], zstd_stored);
+}
+
+TEST(store_json, empty_store_stats_have_zero_ratio) {
+  auto const j = nlohmann::json::parse(to_json(store_stats{}));
+  EXPECT_EQ(j["ratio"], 0.0);
+  EXPECT_EQ(j["codecs"]["raw"]["chunks"], 0);
+  EXPECT_EQ(j["codecs"]["zstd"]["chunks"], 0);
+}
+
+}  // namespace
+}  // namespace densefs::store
