@@ -1,0 +1,129 @@
+// The top level: picks the subcommand and turns every escaping error into
+// one line on stderr and an exit status.
+#include <filesystem>
+#include <string_view>
+
+#include "codec/codec.h"
+#include "store/error.h"
+#include "tools/cli.h"
+
+#ifndef DENSEFS_VERSION
+#define DENSEFS_VERSION "unknown"
+#endif
+
+namespace densefs::tools {
+namespace {
+
+using command_main = int (*)(const std::vector<std::string>&, const tool_io&);
+
+struct command {
+  std::string_view name;
+  command_main main;
+};
+
+constexpr command k_commands[] = {
+    {"mkfs", mkfs_main},   {"mount", mount_main}, {"umount", umount_main},
+    {"stats", stats_main}, {"info", info_main},
+};
+
+const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
+
+commands:
+  mkfs STORE [--codec SPEC]          create a store
+  mount STORE MOUNTPOINT [-f] [-o OPTIONS]
+                                     mount a store (as a daemon unless -f)
+  umount MOUNTPOINT                  unmount; returns once the store is written
+  stats STORE|MOUNTPOINT [--json]    logical and stored size, ratio, dedup savings
+  info PATH [--json]                 how one file is stored: chunks and codecs
+  help [COMMAND]                     this text, or a command's options
+
+`densefs STORE MOUNTPOINT -o OPTIONS` mounts too (mount -t fuse.densefs, fstab).
+)";
+
+const command* find_command(std::string_view name) {
+  for (const auto& c : k_commands) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+int dispatch(const std::vector<std::string>& args, const tool_io& io, std::string& what) {
+  if (args.empty()) {
+    io.err << k_usage;
+    return k_exit_usage;
+  }
+  const std::string& first = args.front();
+  if (first == "--version" || first == "-V" || first == "version") {
+    io.out << "densefs " << DENSEFS_VERSION << '\n';
+    return k_exit_ok;
+  }
+  if (first == "help" || first == "--help" || first == "-h") {
+    if (args.size() >= 2 && first == "help") {
+      const command* c = find_command(args[1]);
+      if (c == nullptr) {
+        print_error(io, "help", "unknown command '" + args[1] + "'");
+        return k_exit_usage;
+      }
+      return c->main({"--help"}, io);
+    }
+    io.out << k_usage;
+    return k_exit_ok;
+  }
+
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (const command* c = find_command(first)) {
+    what = std::string(c->name);
+    return c->main(rest, io);
+  }
+
+  // mount.fuse3 and fstab run helpers as `densefs STORE MNT -o opts`: with no
+  // subcommand, exactly two paths mean mount.
+  std::size_t paths = 0;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-o") {
+      ++i;
+    } else if (args[i].empty() || args[i].front() != '-') {
+      ++paths;
+    }
+  }
+  if (paths == 2 && !first.empty()) {
+    what = "mount";
+    return mount_main(args, io);
+  }
+  print_error(io, first,
+              first.front() == '-' ? "unknown option (see densefs help)"
+                                   : "unknown command (see densefs help)");
+  return k_exit_usage;
+}
+
+}  // namespace
+
+int densefs_main(const std::vector<std::string>& args, const tool_io& io) {
+  std::string what = args.empty() ? "densefs" : args.front();
+  try {
+    return dispatch(args, io, what);
+  } catch (const usage_error& e) {
+    print_error(io, what, e.what());
+    return k_exit_usage;
+  } catch (const store::store_error& e) {
+    print_error(io, what, e.what());
+  } catch (const codec::codec_error& e) {
+    print_error(io, what, e.what());
+  } catch (const std::filesystem::filesystem_error& e) {
+    // Its what() repeats the paths in brackets; the code's message is enough.
+    std::string why = e.code().message();
+    if (!e.path1().empty()) why = e.path1().string() + ": " + why;
+    print_error(io, what, why);
+  } catch (const std::exception& e) {
+    print_error(io, what, e.what());
+  }
+  return k_exit_failure;
+}
+
+int densefs_main(int argc, char** argv, const tool_io& io) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  return densefs_main(args, io);
+}
+
+}  // namespace densefs::tools

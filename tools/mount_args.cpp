@@ -1,0 +1,229 @@
+#include "tools/mount_args.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include "codec/codec.h"
+#include "store/records.h"
+#include "tools/tool_main.h"
+
+namespace densefs::tools {
+
+const char* const k_mount_usage =
+    R"(usage: densefs mount STORE MOUNTPOINT [-f] [-d] [-s] [-o OPTION[,OPTION...]]
+       densefs STORE MOUNTPOINT [-o OPTION[,OPTION...]]   (mount.fuse3, fstab)
+
+  -f                    stay in the foreground, log to stderr
+  -d                    trace FUSE requests (implies -f)
+  -s                    single-threaded FUSE loop
+  -o OPTIONS            comma-separated, may be repeated:
+     ro / rw            read-only / read-write (default rw)
+     allow_other        let other users access the mount
+     codec=SPEC         codec for new chunks: raw, zstd, zstd:level=N[:min_savings=F]
+     entry_timeout=SEC  kernel dentry cache (default 1)
+     attr_timeout=SEC   kernel attribute cache (default 1)
+     negative_timeout=SEC  cache of missing names (default 0)
+     writeback_cache / no_writeback_cache   kernel write-back caching (default on)
+     encode_threads=N   compression threads (default: one per core)
+     max_staged=SIZE    file data staged in memory before writers wait
+                        (default 256M; K/M/G suffixes)
+     debug, foreground  as -d, -f
+  fstab noise (nofail, _netdev, auto, noauto, user, users, defaults, comment=,
+  x-*, subtype=, fsname=) is ignored; other options go to FUSE as they are.
+)";
+
+namespace {
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+[[noreturn]] void bad_value(std::string_view option, std::string_view value,
+                            std::string_view expected) {
+  throw usage_error("bad value in -o " + std::string(option) + "=" + std::string(value) +
+                    ": expected " + std::string(expected));
+}
+
+double parse_seconds(std::string_view option, std::string_view value) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (value.empty() || ec != std::errc{} || end != value.data() + value.size() ||
+      !std::isfinite(v) || v < 0) {
+    bad_value(option, value, "a number of seconds >= 0");
+  }
+  return v;
+}
+
+unsigned parse_count(std::string_view option, std::string_view value, unsigned max) {
+  unsigned v = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (value.empty() || ec != std::errc{} || end != value.data() + value.size() || v > max) {
+    bad_value(option, value, "an integer from 0 to " + std::to_string(max));
+  }
+  return v;
+}
+
+// fstab and mount(8) add these; they mean nothing to a FUSE file system, and
+// subtype/fsname are set by fs::mount itself.
+bool is_dropped(std::string_view opt) {
+  static const std::string_view exact[] = {"nofail", "_netdev", "auto",    "noauto",
+                                           "user",   "users",   "defaults"};
+  for (const auto e : exact) {
+    if (opt == e) return true;
+  }
+  return starts_with(opt, "comment=") || starts_with(opt, "x-") || starts_with(opt, "subtype=") ||
+         starts_with(opt, "fsname=");
+}
+
+void apply_option(std::string_view opt, fs::mount_options& o) {
+  if (opt.empty()) return;  // "-o a,,b"
+  if (is_dropped(opt)) return;
+
+  const auto eq = opt.find('=');
+  const std::string_view key = opt.substr(0, eq);
+  const std::string_view value =
+      eq == std::string_view::npos ? std::string_view{} : opt.substr(eq + 1);
+  const bool has_value = eq != std::string_view::npos;
+
+  auto flag = [&](bool& field, bool to) {
+    if (has_value) throw usage_error("-o " + std::string(key) + " takes no value");
+    field = to;
+  };
+
+  if (key == "allow_other") {
+    flag(o.allow_other, true);
+  } else if (key == "ro") {
+    flag(o.read_only, true);
+  } else if (key == "rw") {
+    flag(o.read_only, false);
+  } else if (key == "writeback_cache") {
+    flag(o.writeback_cache, true);
+  } else if (key == "no_writeback_cache") {
+    flag(o.writeback_cache, false);
+  } else if (key == "debug") {
+    flag(o.debug, true);
+    o.foreground = true;
+  } else if (key == "foreground") {
+    flag(o.foreground, true);
+  } else if (key == "codec") {
+    try {
+      o.codec_spec = codec::format_codec_spec(codec::parse_codec_spec(value));
+    } catch (const codec::codec_error& e) {
+      throw usage_error("bad value in -o codec=" + std::string(value) + ": " + e.what());
+    }
+  } else if (key == "entry_timeout" && has_value) {
+    o.entry_timeout = parse_seconds(key, value);
+  } else if (key == "attr_timeout" && has_value) {
+    o.attr_timeout = parse_seconds(key, value);
+  } else if (key == "negative_timeout" && has_value) {
+    o.negative_timeout = parse_seconds(key, value);
+  } else if (key == "encode_threads" && has_value) {
+    // More threads than this is a typo, not a machine.
+    o.encode_threads = parse_count(key, value, 1024);
+  } else if (key == "max_staged" && has_value) {
+    const std::size_t bytes = parse_size(key, value);
+    // Writers wait for the encoder once this much is staged; below one chunk
+    // a single write could never be staged at all.
+    if (bytes < store::k_chunk_size) {
+      bad_value(key, value, "at least one chunk (4M)");
+    }
+    o.max_staged_bytes = bytes;
+  } else if (key == "entry_timeout" || key == "attr_timeout" || key == "negative_timeout" ||
+             key == "encode_threads" || key == "max_staged") {
+    throw usage_error("-o " + std::string(key) + " needs a value (" + std::string(key) + "=...)");
+  } else {
+    // libfuse and the kernel know the rest (noatime, nosuid, max_read=, ...)
+    // and reject what they do not.
+    o.fuse_options.emplace_back(opt);
+  }
+}
+
+void apply_option_list(std::string_view list, fs::mount_options& o) {
+  while (true) {
+    const auto comma = list.find(',');
+    apply_option(list.substr(0, comma), o);
+    if (comma == std::string_view::npos) return;
+    list = list.substr(comma + 1);
+  }
+}
+
+}  // namespace
+
+std::size_t parse_size(std::string_view option, std::string_view text) {
+  std::uint64_t number = 0;
+  const char* const first = text.data();
+  const char* const last = text.data() + text.size();
+  const auto [end, ec] = std::from_chars(first, last, number);
+  auto fail = [&] {
+    throw usage_error("bad value in -o " + std::string(option) + "=" + std::string(text) +
+                      ": expected a size such as 512M or 2G");
+  };
+  if (text.empty() || ec != std::errc{} || end == first) fail();
+  std::string_view suffix(end, static_cast<std::size_t>(last - end));
+  unsigned shift = 0;
+  if (!suffix.empty()) {
+    switch (suffix.front()) {
+      case 'k':
+      case 'K':
+        shift = 10;
+        break;
+      case 'm':
+      case 'M':
+        shift = 20;
+        break;
+      case 'g':
+      case 'G':
+        shift = 30;
+        break;
+      case 't':
+      case 'T':
+        shift = 40;
+        break;
+      default:
+        fail();
+    }
+    suffix.remove_prefix(1);
+    // "256M", "256MB", "256MiB" all mean 256 * 2^20.
+    if (!(suffix.empty() || suffix == "B" || suffix == "iB")) fail();
+  }
+  if (shift != 0 && number > (std::numeric_limits<std::size_t>::max() >> shift)) fail();
+  return static_cast<std::size_t>(number) << shift;
+}
+
+fs::mount_options parse_mount_args(const std::vector<std::string>& args) {
+  fs::mount_options o;
+  std::vector<std::string_view> positional;
+  bool options_done = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (options_done || a.empty() || a.front() != '-' || a == "-") {
+      positional.push_back(a);
+    } else if (a == "--") {
+      options_done = true;
+    } else if (a == "-f" || a == "--foreground") {
+      o.foreground = true;
+    } else if (a == "-d" || a == "--debug") {
+      o.debug = true;
+      o.foreground = true;
+    } else if (a == "-s") {
+      o.single_threaded = true;
+    } else if (a == "-o") {
+      if (i + 1 >= args.size()) throw usage_error("-o needs a value");
+      apply_option_list(args[++i], o);
+    } else if (starts_with(a, "-o")) {
+      apply_option_list(a.substr(2), o);
+    } else {
+      throw usage_error("unknown option '" + std::string(a) + "'");
+    }
+  }
+  if (positional.size() != 2) {
+    throw usage_error("expected STORE and MOUNTPOINT, got " + std::to_string(positional.size()) +
+                      " path" + (positional.size() == 1 ? "" : "s"));
+  }
+  o.store_dir = std::string(positional[0]);
+  o.mountpoint = std::string(positional[1]);
+  return o;
+}
+
+}  // namespace densefs::tools

@@ -1,0 +1,33 @@
+// densefs mount STORE MNT [-f] [-d] [-s] [-o ...], also reached as
+// `densefs STORE MNT -o ...` (mount.fuse3, fstab).
+#include <filesystem>
+
+#include "fs/mount.h"
+#include "tools/cli.h"
+#include "tools/mount_args.h"
+
+namespace densefs::tools {
+
+int mount_main(const std::vector<std::string>& args, const tool_io& io) {
+  for (const auto& a : args) {
+    if (a == "-h" || a == "--help") {
+      io.out << k_mount_usage;
+      return k_exit_ok;
+    }
+    if (a == "--") break;
+  }
+  fs::mount_options options;
+  try {
+    options = parse_mount_args(args);
+  } catch (const usage_error& e) {
+    print_error(io, "mount", e.what());
+    return k_exit_usage;
+  }
+  // The daemon changes its directory to /, so relative paths must be
+  // resolved here.
+  options.store_dir = absolute_path(options.store_dir);
+  options.mountpoint = absolute_path(options.mountpoint);
+  return fs::mount(options);
+}
+
+}  // namespace densefs::tools

@@ -1,0 +1,67 @@
+#include "tools/render.h"
+
+#include "tools/format.h"
+
+namespace densefs::tools {
+namespace {
+
+std::uint64_t u64(const json& j, const char* key) {
+  return j.at(key).get<std::uint64_t>();
+}
+
+}  // namespace
+
+std::string render_stats(const std::string& source, const json& j) {
+  const std::uint64_t logical = u64(j, "logical_bytes");
+  const std::uint64_t stored = u64(j, "stored_bytes");
+  std::vector<std::vector<std::string>> rows = {
+      {"store", source},
+      {"files", std::to_string(u64(j, "files")) + " (" + std::to_string(u64(j, "directories")) +
+                    (u64(j, "directories") == 1 ? " directory)" : " directories)")},
+      {"logical size", human_size(logical)},
+      {"stored size", human_size(stored)},
+      {"stored/logical", human_ratio(stored, logical)},
+      {"unique chunks", std::to_string(u64(j, "chunks")) + " (" +
+                            human_size(u64(j, "unique_plain_bytes")) + " plain)"},
+      {"dedup savings", human_size(u64(j, "dedup_saved_bytes"))},
+      {"store on disk", human_size(u64(j, "disk_bytes"))},
+  };
+  std::string out = format_table(rows);
+
+  std::vector<std::vector<std::string>> codecs = {{"codec", "chunks", "stored"}};
+  for (const auto& [name, c] : j.at("codecs").items()) {
+    codecs.push_back({name, std::to_string(u64(c, "chunks")), human_size(u64(c, "stored_bytes"))});
+  }
+  if (codecs.size() > 1) out += "\n" + format_table(codecs);
+  return out;
+}
+
+std::string render_info(const std::string& path, const json& j, bool abbreviate_hashes) {
+  const std::uint64_t size = u64(j, "size");
+  const std::uint64_t stored = u64(j, "stored_bytes");
+  const json& chunks = j.at("chunks");
+  std::string out = path + ": " + j.at("type").get<std::string>() + ", inode " +
+                    std::to_string(u64(j, "ino")) + ", size " + human_size(size) + ", stored " +
+                    human_size(stored) + " (" + human_ratio(stored, size) + "), " +
+                    std::to_string(chunks.size()) + (chunks.size() == 1 ? " chunk" : " chunks");
+  if (const std::uint64_t pending = u64(j, "pending_bytes"); pending != 0) {
+    out += ", " + human_size(pending) + " not yet flushed";
+  }
+  out += '\n';
+  if (chunks.empty()) return out;
+
+  std::vector<std::vector<std::string>> rows = {
+      {"offset", "length", "codec", "plain", "stored", "refs", "hash"}};
+  for (const json& c : chunks) {
+    std::string hash = c.at("hash").get<std::string>();
+    // A terminal gets a recognisable prefix; a pipe gets the whole hash.
+    if (abbreviate_hashes && hash.size() > 16) hash = hash.substr(0, 16) + "...";
+    rows.push_back({std::to_string(u64(c, "offset")), std::to_string(u64(c, "length")),
+                    c.at("codec").get<std::string>(), std::to_string(u64(c, "plain_size")),
+                    std::to_string(u64(c, "stored_size")), std::to_string(u64(c, "refcount")),
+                    hash});
+  }
+  return out + format_table(rows);
+}
+
+}  // namespace densefs::tools
