@@ -90,9 +90,13 @@ int dispatch(const std::vector<std::string>& args, const tool_io& io, std::strin
     what = "mount";
     return mount_main(args, io);
   }
-  print_error(io, first,
-              first.front() == '-' ? "unknown option (see densefs help)"
-                                   : "unknown command (see densefs help)");
+  if (first.empty()) {
+    print_error(io, "densefs", "empty command (see densefs help)");
+  } else {
+    print_error(io, first,
+                first.front() == '-' ? "unknown option (see densefs help)"
+                                     : "unknown command (see densefs help)");
+  }
   return k_exit_usage;
 }
 

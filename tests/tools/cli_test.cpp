@@ -164,6 +164,9 @@ TEST(cli, unknown_commands_are_usage_errors) {
   r = run_cli({"help", "frobnicate"});
   EXPECT_EQ(r.status, k_exit_usage);
   EXPECT_TRUE(is_one_error_line(r.err));
+  r = run_cli({""});
+  EXPECT_EQ(r.status, k_exit_usage);
+  EXPECT_TRUE(is_one_error_line(r.err));
   r = run_cli({});
   EXPECT_EQ(r.status, k_exit_usage);
   EXPECT_NE(r.err.find("usage"), std::string::npos);
