@@ -255,12 +255,12 @@ TEST_F(attrs, modes_and_owners) {
 TEST_F(attrs, nanosecond_times_survive_remount_and_writes_update_mtime) {
   write_file(path("f"), "times");
   ASSERT_EQ(::mkdir(path("d").c_str(), 0755), 0);
-  struct const timespec set[2] = {{1234567890, 123456789}, {1500000000, 987654321}};
+  const timespec set[2] = {{1234567890, 123456789}, {1500000000, 987654321}};
   ASSERT_EQ(utimensat(AT_FDCWD, path("f").c_str(), set, 0), 0) << strerror(errno);
   ASSERT_EQ(utimensat(AT_FDCWD, path("d").c_str(), set, 0), 0) << strerror(errno);
   // UTIME_OMIT leaves one alone.
   ASSERT_EQ(symlink("f", path("l").c_str()), 0);
-  struct const timespec link_times[2] = {{0, UTIME_OMIT}, {1600000000, 1}};
+  const timespec link_times[2] = {{0, UTIME_OMIT}, {1600000000, 1}};
   ASSERT_EQ(utimensat(AT_FDCWD, path("l").c_str(), link_times, AT_SYMLINK_NOFOLLOW), 0)
       << strerror(errno);
 
@@ -284,7 +284,7 @@ TEST_F(attrs, nanosecond_times_survive_remount_and_writes_update_mtime) {
 
   // A write moves mtime (and ctime) to now; so does creating an entry in a
   // directory.
-  struct const timespec before = now_realtime();
+  const timespec before = now_realtime();
   const int fd = open(path("f").c_str(), O_WRONLY | O_APPEND);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(write(fd, " and more", 9), 9);
@@ -308,7 +308,7 @@ TEST_F(attrs, nanosecond_times_survive_remount_and_writes_update_mtime) {
   EXPECT_EQ(read_file(path("f")), "times and more");
 
   // chmod moves ctime.
-  struct const timespec before_chmod = now_realtime();
+  const timespec before_chmod = now_realtime();
   ASSERT_EQ(utimensat(AT_FDCWD, path("f").c_str(), set, 0), 0);
   ASSERT_EQ(chmod(path("f").c_str(), 0600), 0);
   ASSERT_EQ(stat(path("f").c_str(), &st), 0);

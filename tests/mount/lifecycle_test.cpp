@@ -92,12 +92,12 @@ TEST_F(lifecycle, whole_tree_persists_across_umount_and_remount) {
     ASSERT_EQ(symlink("../dir0/file1", (dir / "link").c_str()), 0);
     ASSERT_EQ(link((dir / "file2").c_str(), (dir / "nested" / "hard").c_str()), 0);
     ASSERT_EQ(setxattr((dir / "file5").c_str(), "user.tag", "t", 1, 0), 0) << strerror(errno);
-    struct const timespec t[2] = {{1000000000 + d, 5}, {1100000000 + d, 999999999}};
+    const timespec t[2] = {{1000000000 + d, 5}, {1100000000 + d, 999999999}};
     ASSERT_EQ(utimensat(AT_FDCWD, (dir / "file0").c_str(), t, 0), 0);
   }
   ASSERT_EQ(mkfifo(path("fifo").c_str(), 0600), 0);
   // Directory mtimes change as entries are added: set them last.
-  struct const timespec dt[2] = {{1200000000, 1}, {1200000000, 2}};
+  const timespec dt[2] = {{1200000000, 1}, {1200000000, 2}};
   for (int d = 0; d < 6; ++d)
     ASSERT_EQ(utimensat(AT_FDCWD, path("dir" + std::to_string(d)).c_str(), dt, 0), 0);
 

@@ -290,10 +290,10 @@ TEST_F(names, special_files_fifo_devices_and_sockets) {
   EXPECT_TRUE(S_ISFIFO(stat_of(path("fifo")).st_mode));
   EXPECT_TRUE(S_ISSOCK(stat_of(path("sock")).st_mode));
   if (root) {
-    struct const stat c = stat_of(path("null"));
+    const auto c = stat_of(path("null"));
     EXPECT_TRUE(S_ISCHR(c.st_mode));
     EXPECT_EQ(c.st_rdev, makedev(1, 3));
-    struct const stat b = stat_of(path("blk"));
+    const auto b = stat_of(path("blk"));
     EXPECT_TRUE(S_ISBLK(b.st_mode));
     EXPECT_EQ(b.st_rdev, makedev(7, 200));
   }
@@ -342,7 +342,7 @@ TEST_F(names, unlinked_open_file_stays_usable_until_last_close_then_is_released)
 
 TEST_F(names, mkdir_rmdir_and_errors) {
   ASSERT_EQ(::mkdir(path("d").c_str(), 0750), 0) << strerror(errno);
-  struct const stat d = stat_of(path("d"));
+  const auto d = stat_of(path("d"));
   EXPECT_TRUE(S_ISDIR(d.st_mode));
   EXPECT_EQ(d.st_mode & 07777, 0750u);
   EXPECT_EQ(d.st_nlink, 2u);
