@@ -235,7 +235,7 @@ TEST_F(lifecycle, fsynced_data_survives_kill_9_of_the_daemon) {
 // and checks the one-line error.
 void expect_mount_refused(const stdfs::path& store, const stdfs::path& mnt, const char* what,
                           const std::string& must_contain = {}) {
-  const auto r = run_command({DENSEFS_BINARY, "mount", store.string(), mnt.string()},
+  const auto r = run_command({densefs_binary(), "mount", store.string(), mnt.string()},
                              std::chrono::seconds(30));
   EXPECT_FALSE(r.timed_out) << what << ": densefs mount did not return";
   EXPECT_NE(r.exit_code, 0) << what << ": densefs mount succeeded";
@@ -264,11 +264,11 @@ TEST_F(lifecycle, cli_refuses_bad_mounts_with_one_line_and_keeps_the_mount_worki
   // A missing mount point, with a good store (a second store, so the lock
   // is not what stops it).
   stdfs::path const second = work_ / "second-store";
-  const auto mkfs = run_command({DENSEFS_BINARY, "mkfs", second.string()});
+  const auto mkfs = run_command({densefs_binary(), "mkfs", second.string()});
   ASSERT_EQ(mkfs.exit_code, 0) << mkfs.err;
   expect_mount_refused(second, work_ / "no-such-mnt", "a missing mount point");
   // mkfs refuses a store that exists.
-  const auto again = run_command({DENSEFS_BINARY, "mkfs", store_.string()});
+  const auto again = run_command({densefs_binary(), "mkfs", store_.string()});
   EXPECT_NE(again.exit_code, 0) << "mkfs over an existing (mounted) store succeeded";
 
   // The existing mount kept working throughout.

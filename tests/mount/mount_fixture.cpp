@@ -92,6 +92,11 @@ std::uint64_t splitmix64(std::uint64_t& state) {
 
 }  // namespace
 
+std::string densefs_binary() {
+  const char* env = std::getenv("DENSEFS_TEST_BINARY");
+  return env != nullptr && *env != '\0' ? env : DENSEFS_BINARY;
+}
+
 command_result run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
   command_result result;
   int out_pipe[2];
@@ -332,8 +337,8 @@ std::optional<std::string> mounted_fs_type(const stdfs::path& dir) {
 
 void mount_test::SetUp() {
   if (access("/dev/fuse", F_OK) != 0) GTEST_SKIP() << "no /dev/fuse: real-mount tests skipped";
-  ASSERT_EQ(access(DENSEFS_BINARY, X_OK), 0)
-      << "the densefs binary " << DENSEFS_BINARY << " is missing: " << errno_text(errno);
+  ASSERT_EQ(access(densefs_binary().c_str(), X_OK), 0)
+      << "the densefs binary " << densefs_binary() << " is missing: " << errno_text(errno);
 
   // /var/tmp: large files here would not fit a small tmpfs /tmp.
   std::string templ = "/var/tmp/densefs-mount-test-XXXXXX";
@@ -345,7 +350,7 @@ void mount_test::SetUp() {
   ASSERT_EQ(::mkdir(mnt_.c_str(), 0755), 0) << errno_text(errno);
   ASSERT_EQ(::mkdir(scratch_.c_str(), 0755), 0) << errno_text(errno);
 
-  const auto mkfs = run_command({DENSEFS_BINARY, "mkfs", store_.string()});
+  const auto mkfs = run_command({densefs_binary(), "mkfs", store_.string()});
   ASSERT_EQ(mkfs.exit_code, 0) << "densefs mkfs " << store_ << " failed:\n" << mkfs.err << mkfs.out;
   ASSERT_NO_FATAL_FAILURE(mount());
 }
@@ -374,7 +379,7 @@ void mount_test::TearDown() {
 void mount_test::mount() {
   ASSERT_FALSE(mounted()) << "mount() while mounted";
   std::string const log_path = (work_ / "daemon.log").string();
-  std::vector<std::string> argv{DENSEFS_BINARY, "mount", "-f", store_.string(), mnt_.string()};
+  std::vector<std::string> argv{densefs_binary(), "mount", "-f", store_.string(), mnt_.string()};
   if (std::string const o = mount_options(); !o.empty()) {
     argv.push_back("-o");
     argv.push_back(o);
@@ -389,9 +394,9 @@ void mount_test::mount() {
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, DENSEFS_BINARY, &actions, nullptr, args.data(), environ);
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  ASSERT_EQ(rc, 0) << "posix_spawn " << DENSEFS_BINARY << ": " << errno_text(rc);
+  ASSERT_EQ(rc, 0) << "posix_spawn " << densefs_binary() << ": " << errno_text(rc);
   ++mount_count_;
 
   const auto deadline = std::chrono::steady_clock::now() + k_mount_timeout;
@@ -463,7 +468,7 @@ std::string mount_test::daemon_log() const {
 }
 
 nlohmann::json mount_test::stats() {
-  const auto r = run_command({DENSEFS_BINARY, "stats", mnt_.string(), "--json"});
+  const auto r = run_command({densefs_binary(), "stats", mnt_.string(), "--json"});
   if (r.exit_code != 0) {
     ADD_FAILURE() << "densefs stats " << mnt_ << " --json failed (exit " << r.exit_code
                   << "): " << r.err;
@@ -487,7 +492,7 @@ std::uint64_t mount_test::stats_u64(const char* field) {
 }
 
 nlohmann::json mount_test::info(const stdfs::path& p) {
-  const auto r = run_command({DENSEFS_BINARY, "info", p.string(), "--json"});
+  const auto r = run_command({densefs_binary(), "info", p.string(), "--json"});
   if (r.exit_code != 0) {
     ADD_FAILURE() << "densefs info " << p << " --json failed (exit " << r.exit_code
                   << "): " << r.err;

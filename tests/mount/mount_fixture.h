@@ -24,6 +24,10 @@ inline constexpr std::uint64_t k_kib = 1024;
 inline constexpr std::uint64_t k_mib = 1024 * k_kib;
 inline constexpr std::uint64_t k_gib = 1024 * k_mib;
 
+// The densefs binary under test: DENSEFS_TEST_BINARY from the environment
+// when set (e.g. a sanitizer build), else the one built with these tests.
+std::string densefs_binary();
+
 struct command_result {
   int exit_code = -1;  // -1 when killed by a signal or timed out
   bool timed_out = false;
