@@ -11,6 +11,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/iterator.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
@@ -119,6 +120,18 @@ std::string xattr_what(std::uint64_t ino, std::string_view name) {
 rocksdb::Slice slice(std::string_view s) { return {s.data(), s.size()}; }
 std::string_view view(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
 
+// Turns off RocksDB's automatic recovery from a full disk: it polls for free
+// space in the background and, while it waits, a manual Resume() only answers
+// "busy", so a writer would keep getting ENOSPC for seconds after space came
+// back. commit() resumes on demand instead.
+class manual_recovery : public rocksdb::EventListener {
+ public:
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status,
+                            bool* auto_recovery) override {
+    *auto_recovery = false;
+  }
+};
+
 // RocksDB options for a densefs store. Both mkfs and open use this, so the
 // column families are always configured the same way.
 struct db_config {
@@ -136,6 +149,12 @@ db_config make_config(std::size_t block_cache_bytes) {
   // RocksDB's info LOG files live in the store directory: keep a few only.
   c.db.keep_log_file_num = 3;
   c.db.max_log_file_size = 8u << 20;
+  // After a write error (disk full) the store recovers in commit() by
+  // calling Resume() itself, at the moment a writer wants to write; RocksDB's
+  // own background retries (and its free-space polling, see manual_recovery)
+  // would make commits fail with "busy" while they run.
+  c.db.max_bgerror_resume_count = 0;
+  c.db.listeners.push_back(std::make_shared<manual_recovery>());
 
   // One block cache shared by every metadata column family, so a walk of a
   // big tree and a stream of reads compete for one budget.
@@ -572,9 +591,11 @@ std::uint64_t store::allocate_ino() {
     wo.sync = true;  // the mark must be durable before any number below it is used
     rocksdb::Status const s =
         db_->Put(wo, cfs_[cf_meta], slice(k_next_ino_key), encode_next_ino(mark));
-    if (!s.ok())
+    if (!s.ok()) {
+      needs_resume_ = true;  // the next commit resumes RocksDB (see commit())
       throw store_error(errno_of(s), "reserving inode numbers in store " + dir_.string() + ": " +
                                          s.ToString());
+    }
     ino_reserved_ = mark;
   }
   return next_ino_++;
@@ -827,6 +848,7 @@ void store::commit(transaction& txn, bool sync) {
       throw store_error(errno_of(s), "store " + dir_.string() +
                                          " cannot resume after an earlier write error: " +
                                          s.ToString());
+    log_info("store " + dir_.string() + ": writing again after an earlier write error");
     needs_resume_ = false;
   }
 
@@ -896,6 +918,7 @@ void store::commit(transaction& txn, bool sync) {
       throw store_error(ENOSPC, "store " + dir_.string() + " is out of space: " + s.ToString());
     throw store_error(errno_of(s), "committing to store " + dir_.string() + ": " + s.ToString());
   }
+  needs_resume_ = false;
   for (auto const& h : deleted) cache_->erase(h);
 }
 

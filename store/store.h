@@ -9,6 +9,7 @@
 
 #include <sys/statvfs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -199,7 +200,9 @@ class store {
   std::unique_ptr<payload_store> payloads_;
   std::unique_ptr<chunk_cache> cache_;
   std::mutex commit_mutex_;
-  bool needs_resume_ = false;  // a write failed (ENOSPC); Resume() before the next (commit_mutex_)
+  // A write failed (disk full): RocksDB refuses writes until Resume(), which
+  // the next commit() calls. Atomic because allocate_ino() sets it too.
+  std::atomic<bool> needs_resume_{false};
   std::mutex ino_mutex_;
   std::uint64_t next_ino_ = 0;      // next number to hand out
   std::uint64_t ino_reserved_ = 0;  // persisted high-water mark

@@ -1,0 +1,101 @@
+// A full disk under the store: the writer gets ENOSPC, what was stored stays
+// readable, and the store works again once space is freed. Needs a small file
+// system of its own, so it mounts a size-limited tmpfs (root only).
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sys/stat.h>
+
+#include "store/store.h"
+#include "tests/store/test_dir.h"
+
+namespace densefs::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string noise(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string out(n, '\0');
+  for (std::size_t i = 0; i + 8 <= n; i += 8) {
+    std::uint64_t const v = rng();
+    std::memcpy(out.data() + i, &v, 8);
+  }
+  return out;
+}
+
+class small_disk : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs for the ENOSPC test";
+    if (::mount("tmpfs", tmp_.path().c_str(), "tmpfs", 0, "size=64m,mode=0700") != 0)
+      GTEST_SKIP() << "cannot mount tmpfs: " << std::strerror(errno);
+    mounted_ = true;
+  }
+  void TearDown() override {
+    if (mounted_) ::umount2(tmp_.path().c_str(), MNT_DETACH);
+  }
+
+  test::temp_dir tmp_;
+  bool mounted_ = false;
+};
+
+TEST_F(small_disk, a_full_disk_gives_enospc_and_keeps_what_was_stored) {
+  fs::path const dir = tmp_ / "store";
+  store::create(dir, codec::codec_options{});
+  // Ballast to free later, so the test can show the store recovers.
+  {
+    std::ofstream ballast(tmp_ / "ballast", std::ios::binary);
+    std::string const mb(1 << 20, 'b');
+    for (int i = 0; i < 40; ++i) ballast << mb;
+  }
+
+  auto s = store::open(dir);
+  std::vector<std::pair<chunk_hash, std::string>> stored;
+  int enospc_at = -1;
+  for (int i = 0; i < 64 && enospc_at < 0; ++i) {
+    std::string data = noise(1 << 20, static_cast<std::uint64_t>(i));
+    prepared_chunk const p = s->prepare_chunk(data);
+    transaction t;
+    t.put_dirent(k_root_ino, "f" + std::to_string(i), {100u + i, S_IFREG});
+    t.ref_chunk(p);
+    try {
+      s->commit(t, true);
+      stored.emplace_back(p.hash, std::move(data));
+    } catch (const store_error& e) {
+      ASSERT_EQ(e.error_number(), ENOSPC) << e.what();
+      enospc_at = i;
+      EXPECT_FALSE(s->get_dirent(k_root_ino, "f" + std::to_string(i)));
+    }
+  }
+  ASSERT_GE(enospc_at, 1) << "the disk never filled up";
+
+  // Everything committed before is intact.
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    EXPECT_TRUE(s->get_dirent(k_root_ino, "f" + std::to_string(i)));
+    EXPECT_TRUE(*s->read_chunk(stored[i].first) == stored[i].second) << i;
+  }
+
+  // Space comes back: the next commit succeeds.
+  // Resume() first flushes what the write-ahead log holds, so the space
+  // freed must exceed that (the ballast is bigger than the data written).
+  fs::remove(tmp_ / "ballast");
+  transaction t;
+  t.put_dirent(k_root_ino, "after", {999, S_IFREG});
+  s->commit(t, true);
+  EXPECT_TRUE(s->get_dirent(k_root_ino, "after"));
+  s.reset();
+
+  auto again = store::open(dir);
+  EXPECT_TRUE(again->get_dirent(k_root_ino, "after"));
+  for (std::size_t i = 0; i < stored.size(); ++i)
+    EXPECT_TRUE(*again->read_chunk(stored[i].first) == stored[i].second) << i;
+}
+
+}  // namespace
+}  // namespace densefs::store
