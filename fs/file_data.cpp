@@ -64,8 +64,10 @@ void filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, ch
     char* dst = out + (pos - offset);
     const std::string* staged = nullptr;
     if (auto it = n.slots.find(index); it != n.slots.end()) {
-      if (it->second.dirty) staged = it->second.dirty.get();
-      else if (!it->second.in_flight.empty()) staged = it->second.in_flight.rbegin()->second.get();
+      if (it->second.dirty)
+        staged = it->second.dirty.get();
+      else if (!it->second.in_flight.empty())
+        staged = it->second.in_flight.rbegin()->second.get();
     }
     if (staged) {
       const std::size_t have =
@@ -144,8 +146,8 @@ void filesystem::submit_slot(node& n, std::uint64_t index) {
   });
 }
 
-void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
-                                   std::uint64_t gen, std::shared_ptr<const std::string> data) {
+void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index, std::uint64_t gen,
+                                   std::shared_ptr<const std::string> data) {
   // CPU work first, with no lock held.
   std::optional<store::prepared_chunk> prepared;
   int error = 0;
@@ -274,8 +276,7 @@ int filesystem::flush_data(std::unique_lock<std::mutex>& lock, node& n) {
   return std::exchange(n.write_error, 0);
 }
 
-std::uint64_t filesystem::plan_truncate(node& n, std::uint64_t new_size,
-                                        store::transaction& txn) {
+std::uint64_t filesystem::plan_truncate(node& n, std::uint64_t new_size, store::transaction& txn) {
   std::uint64_t stored = n.record.stored_bytes;
   for (const auto& [off, ext] :
        store_->extents(n.ino, new_size, std::numeric_limits<std::uint64_t>::max())) {
@@ -304,8 +305,10 @@ void filesystem::apply_truncate(node& n, std::uint64_t new_size) {
     } else if (s.dirty && s.dirty->size() > new_size - slot_start) {
       s.dirty->resize(new_size - slot_start);
     }
-    if (s.empty()) it = n.slots.erase(it);
-    else ++it;
+    if (s.empty())
+      it = n.slots.erase(it);
+    else
+      ++it;
   }
   n.size = new_size;
 }

@@ -75,8 +75,7 @@ class filesystem {
               const char* newname, unsigned int flags);
   void link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname);
   void open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
-  void create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
-              fuse_file_info* fi);
+  void create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
   void read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
   void write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off,
              fuse_file_info* fi);
@@ -97,12 +96,12 @@ class filesystem {
   void fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                  fuse_file_info* fi);
   void copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info* fi_in,
-                       fuse_ino_t ino_out, off_t off_out, fuse_file_info* fi_out,
-                       std::size_t len, int flags);
+                       fuse_ino_t ino_out, off_t off_out, fuse_file_info* fi_out, std::size_t len,
+                       int flags);
 
  private:
   // --- inodes (ops_attr.cpp) ---
-  std::shared_ptr<node> get_node(std::uint64_t ino);  // loads from the store if needed
+  std::shared_ptr<node> get_node(std::uint64_t ino);       // loads from the store if needed
   std::shared_ptr<node> existing_node(std::uint64_t ino);  // ENOENT (ESTALE) when gone
   struct stat to_stat(const store::inode_record& r) const;
   fuse_entry_param entry_for(const node& n) const;  // caller holds meta_mutex_
@@ -113,7 +112,7 @@ class filesystem {
   // Drops the node from memory once the kernel and open files are done
   // with it; deletes it from the store if it has no links left.
   void maybe_release(const std::shared_ptr<node>& n);  // caller holds meta_mutex_
-  void purge(store::transaction& txn, node& n);         // delete data + inode
+  void purge(store::transaction& txn, node& n);        // delete data + inode
   std::unique_ptr<store::transaction> new_txn() const;
   void commit(store::transaction& txn, bool sync = false);
 

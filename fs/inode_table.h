@@ -7,6 +7,8 @@
 // guards every node's `record`, lookups, opens, and all metadata commits.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -38,12 +40,14 @@ struct staged_slot {
 };
 
 struct node : std::enable_shared_from_this<node> {
-  explicit node(const store::inode_record& r) : ino(r.ino), record(r), size(r.size) {}
+  explicit node(const store::inode_record& r)
+      : ino(r.ino), regular(S_ISREG(r.mode)), record(r), size(r.size) {}
 
   const std::uint64_t ino;
+  const bool regular;  // the type never changes: readable without a lock
 
   // --- guarded by filesystem::meta_mutex_ ---
-  store::inode_record record;  // current attributes (record.size tracks `size`)
+  store::inode_record record;        // current attributes (record.size tracks `size`)
   std::uint64_t persisted_size = 0;  // size as committed; never ahead of committed data
   std::uint64_t lookups = 0;
   std::uint32_t opens = 0;

@@ -17,7 +17,9 @@
 namespace densefs::fs {
 namespace {
 
-filesystem* fs_of(fuse_req_t req) { return static_cast<filesystem*>(fuse_req_userdata(req)); }
+filesystem* fs_of(fuse_req_t req) {
+  return static_cast<filesystem*>(fuse_req_userdata(req));
+}
 
 void op_init(void* userdata, fuse_conn_info* conn) {
   static_cast<filesystem*>(userdata)->init(conn);
@@ -33,12 +35,15 @@ void op_forget_multi(fuse_req_t req, std::size_t count, fuse_forget_data* forget
   for (std::size_t i = 0; i < count; ++i) fs_of(req)->forget(forgets[i].ino, forgets[i].nlookup);
   fuse_reply_none(req);
 }
-void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) { fs_of(req)->getattr(req, ino); }
-void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
-                fuse_file_info* fi) {
+void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  fs_of(req)->getattr(req, ino);
+}
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
   fs_of(req)->setattr(req, ino, attr, to_set, fi);
 }
-void op_readlink(fuse_req_t req, fuse_ino_t ino) { fs_of(req)->readlink(req, ino); }
+void op_readlink(fuse_req_t req, fuse_ino_t ino) {
+  fs_of(req)->readlink(req, ino);
+}
 void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
   fs_of(req)->mknod(req, parent, name, mode, rdev);
 }
@@ -61,7 +66,9 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
   fs_of(req)->link(req, ino, newparent, newname);
 }
-void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { fs_of(req)->open(req, ino, fi); }
+void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  fs_of(req)->open(req, ino, fi);
+}
 void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                fuse_file_info* fi) {
   fs_of(req)->create(req, parent, name, mode, fi);
@@ -73,7 +80,9 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size,
               fuse_file_info* fi) {
   fs_of(req)->write(req, ino, buf, size, off, fi);
 }
-void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { fs_of(req)->flush(req, ino, fi); }
+void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  fs_of(req)->flush(req, ino, fi);
+}
 void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fs_of(req)->release(req, ino, fi);
 }
@@ -96,7 +105,9 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   fs_of(req)->fsyncdir(req, ino, datasync, fi);
 }
-void op_statfs(fuse_req_t req, fuse_ino_t ino) { fs_of(req)->statfs(req, ino); }
+void op_statfs(fuse_req_t req, fuse_ino_t ino) {
+  fs_of(req)->statfs(req, ino);
+}
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value,
                  std::size_t size, int flags) {
   fs_of(req)->setxattr(req, ino, name, value, size, flags);
@@ -115,8 +126,8 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
   fs_of(req)->fallocate(req, ino, mode, offset, length, fi);
 }
 void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info* fi_in,
-                        fuse_ino_t ino_out, off_t off_out, fuse_file_info* fi_out,
-                        std::size_t len, int flags) {
+                        fuse_ino_t ino_out, off_t off_out, fuse_file_info* fi_out, std::size_t len,
+                        int flags) {
   fs_of(req)->copy_file_range(req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len, flags);
 }
 

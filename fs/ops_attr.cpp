@@ -31,7 +31,9 @@ store::timestamp from_timespec(const timespec& t) {
 
 filesystem::filesystem(const mount_options& options) : options_(options) {}
 
-filesystem::~filesystem() { shutdown(); }
+filesystem::~filesystem() {
+  shutdown();
+}
 
 void filesystem::start(std::unique_ptr<store::store> store) {
   store_ = std::move(store);
@@ -62,11 +64,11 @@ void filesystem::shutdown() {
   if (!store_) return;
   for (const auto& n : table_.all()) {
     std::unique_lock lock(n->data_mutex);
-    if (!S_ISREG(n->record.mode)) continue;
+    if (!n->regular) continue;
     try {
       if (int error = flush_data(lock, *n)) {
-        log_error("inode " + std::to_string(n->ino) + ": staged data lost at unmount: " +
-                  std::strerror(error));
+        log_error("inode " + std::to_string(n->ino) +
+                  ": staged data lost at unmount: " + std::strerror(error));
       }
     } catch (const std::exception& e) {
       log_error("inode " + std::to_string(n->ino) + ": flush at unmount failed: " + e.what());
@@ -85,7 +87,9 @@ std::unique_ptr<store::transaction> filesystem::new_txn() const {
   return std::make_unique<store::transaction>();
 }
 
-void filesystem::commit(store::transaction& txn, bool sync) { store_->commit(txn, sync); }
+void filesystem::commit(store::transaction& txn, bool sync) {
+  store_->commit(txn, sync);
+}
 
 std::shared_ptr<node> filesystem::get_node(std::uint64_t ino) {
   if (auto n = table_.find(ino)) return n;
@@ -217,8 +221,7 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
     const bool truncating = (to_set & FUSE_SET_ATTR_SIZE) != 0;
     std::unique_lock data_lock(n->data_mutex, std::defer_lock);
     if (truncating) {
-      if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
-      if (!S_ISREG(n->record.mode)) throw fs_error(EINVAL);
+      if (!n->regular) throw fs_error(EINVAL);  // the kernel answers EISDIR itself
       if (attr->st_size < 0) throw fs_error(EINVAL);
       data_lock.lock();
       wait_in_flight(data_lock, *n);
@@ -229,10 +232,14 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
     if (to_set & FUSE_SET_ATTR_MODE) r.mode = (r.mode & S_IFMT) | (attr->st_mode & 07777);
     if (to_set & FUSE_SET_ATTR_UID) r.uid = attr->st_uid;
     if (to_set & FUSE_SET_ATTR_GID) r.gid = attr->st_gid;
-    if (to_set & FUSE_SET_ATTR_ATIME_NOW) r.atime = t;
-    else if (to_set & FUSE_SET_ATTR_ATIME) r.atime = from_timespec(attr->st_atim);
-    if (to_set & FUSE_SET_ATTR_MTIME_NOW) r.mtime = t;
-    else if (to_set & FUSE_SET_ATTR_MTIME) r.mtime = from_timespec(attr->st_mtim);
+    if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+      r.atime = t;
+    else if (to_set & FUSE_SET_ATTR_ATIME)
+      r.atime = from_timespec(attr->st_atim);
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+      r.mtime = t;
+    else if (to_set & FUSE_SET_ATTR_MTIME)
+      r.mtime = from_timespec(attr->st_mtim);
     if (truncating && !(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) r.mtime = t;
     r.ctime = (to_set & FUSE_SET_ATTR_CTIME) ? from_timespec(attr->st_ctim) : t;
     auto txn = new_txn();

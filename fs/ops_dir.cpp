@@ -89,8 +89,7 @@ void filesystem::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode
   });
 }
 
-void filesystem::symlink(fuse_req_t req, const char* target, fuse_ino_t parent,
-                         const char* name) {
+void filesystem::symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
   run_op(req, "symlink", [&] {
     check_name(name);
     const std::size_t length = std::strlen(target);
@@ -335,57 +334,62 @@ void filesystem::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t
                          fuse_file_info* fi, bool plus) {
   run_op(req, plus ? "readdirplus" : "readdir", [&] {
     auto* handle = reinterpret_cast<dir_handle*>(fi->fh);
-    std::lock_guard handle_lock(handle->mutex);
-    if (off == 0) {
-      // (Re)start: snapshot the listing so offsets stay valid while the
-      // directory changes; rewinddir() sees a fresh one.
-      handle->entries.clear();
-      std::lock_guard meta(meta_mutex_);
-      auto n = existing_node(ino);
-      const std::uint64_t dotdot = n->ino == store::k_root_ino ? n->ino : n->record.parent;
-      handle->entries.push_back({".", n->ino, S_IFDIR});
-      handle->entries.push_back({"..", dotdot, S_IFDIR});
-      store_->list_dir(ino, std::nullopt, [&](std::string_view name, const store::dirent_record& d) {
-        handle->entries.push_back({std::string(name), d.ino, d.type});
-        return true;
-      });
-    }
     std::vector<char> buffer(size);
     std::size_t used = 0;
-    std::unique_lock meta(meta_mutex_, std::defer_lock);
-    if (plus) meta.lock();
-    for (std::size_t i = static_cast<std::size_t>(off); i < handle->entries.size(); ++i) {
-      const auto& entry = handle->entries[i];
-      const off_t next = static_cast<off_t>(i + 1);
-      std::size_t needed;
-      if (plus) {
-        fuse_entry_param e{};
-        std::shared_ptr<node> child;
-        if (entry.name == "." || entry.name == "..") {
-          e.attr.st_ino = entry.ino;
-          e.attr.st_mode = entry.type;
-        } else {
-          try {
-            child = get_node(entry.ino);
-          } catch (const fs_error&) {
-            continue;  // removed since the snapshot
-          }
-          e = entry_for(*child);
-        }
-        needed = fuse_add_direntry_plus(req, buffer.data() + used, size - used,
-                                        entry.name.c_str(), &e, next);
-        if (needed > size - used) break;
-        // Every entry the kernel receives (but . and ..) counts as a lookup.
-        if (child) ++child->lookups;
-      } else {
-        struct stat st {};
-        st.st_ino = entry.ino;
-        st.st_mode = entry.type;
-        needed = fuse_add_direntry(req, buffer.data() + used, size - used, entry.name.c_str(),
-                                   &st, next);
-        if (needed > size - used) break;
+    // The reply goes out after the handle's lock is released: once the
+    // kernel has the last batch it may send releasedir, which frees it.
+    {
+      std::lock_guard handle_lock(handle->mutex);
+      if (off == 0) {
+        // (Re)start: snapshot the listing so offsets stay valid while the
+        // directory changes; rewinddir() sees a fresh one.
+        handle->entries.clear();
+        std::lock_guard meta(meta_mutex_);
+        auto n = existing_node(ino);
+        const std::uint64_t dotdot = n->ino == store::k_root_ino ? n->ino : n->record.parent;
+        handle->entries.push_back({".", n->ino, S_IFDIR});
+        handle->entries.push_back({"..", dotdot, S_IFDIR});
+        store_->list_dir(ino, std::nullopt,
+                         [&](std::string_view name, const store::dirent_record& d) {
+                           handle->entries.push_back({std::string(name), d.ino, d.type});
+                           return true;
+                         });
       }
-      used += needed;
+      std::unique_lock meta(meta_mutex_, std::defer_lock);
+      if (plus) meta.lock();
+      for (std::size_t i = static_cast<std::size_t>(off); i < handle->entries.size(); ++i) {
+        const auto& entry = handle->entries[i];
+        const off_t next = static_cast<off_t>(i + 1);
+        std::size_t needed;
+        if (plus) {
+          fuse_entry_param e{};
+          std::shared_ptr<node> child;
+          if (entry.name == "." || entry.name == "..") {
+            e.attr.st_ino = entry.ino;
+            e.attr.st_mode = entry.type;
+          } else {
+            try {
+              child = get_node(entry.ino);
+            } catch (const fs_error&) {
+              continue;  // removed since the snapshot
+            }
+            e = entry_for(*child);
+          }
+          needed = fuse_add_direntry_plus(req, buffer.data() + used, size - used,
+                                          entry.name.c_str(), &e, next);
+          if (needed > size - used) break;
+          // Every entry the kernel receives (but . and ..) counts as a lookup.
+          if (child) ++child->lookups;
+        } else {
+          struct stat st {};
+          st.st_ino = entry.ino;
+          st.st_mode = entry.type;
+          needed = fuse_add_direntry(req, buffer.data() + used, size - used, entry.name.c_str(),
+                                     &st, next);
+          if (needed > size - used) break;
+        }
+        used += needed;
+      }
     }
     fuse_reply_buf(req, buffer.data(), used);
   });

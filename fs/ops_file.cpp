@@ -56,7 +56,8 @@ void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t of
       fuse_reply_buf(req, nullptr, 0);
       return;
     }
-    const std::size_t length = static_cast<std::size_t>(std::min<std::uint64_t>(size, n->size - offset));
+    const std::size_t length =
+        static_cast<std::size_t>(std::min<std::uint64_t>(size, n->size - offset));
     std::vector<char> buffer(length);
     read_data(*n, offset, length, buffer.data());
     lock.unlock();
@@ -64,8 +65,8 @@ void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t of
   });
 }
 
-void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size,
-                       off_t off, fuse_file_info*) {
+void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off,
+                       fuse_file_info*) {
   run_op(req, "write", [&] {
     if (off < 0) throw fs_error(EINVAL);
     auto n = existing_node(ino);
@@ -89,7 +90,7 @@ void filesystem::flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   run_op(req, "flush", [&] {
     auto n = existing_node(ino);
     std::unique_lock lock(n->data_mutex);
-    int error = S_ISREG(n->record.mode) ? flush_data(lock, *n) : 0;
+    int error = n->regular ? flush_data(lock, *n) : 0;
     lock.unlock();
     fuse_reply_err(req, error);
   });
@@ -99,10 +100,10 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   run_op(req, "release", [&] {
     auto n = existing_node(ino);
     std::unique_lock lock(n->data_mutex);
-    int error = S_ISREG(n->record.mode) ? flush_data(lock, *n) : 0;
+    int error = n->regular ? flush_data(lock, *n) : 0;
     if (error != 0) {
-      log_error("inode " + std::to_string(n->ino) + ": data not stored at close: " +
-                std::strerror(error));
+      log_error("inode " + std::to_string(n->ino) +
+                ": data not stored at close: " + std::strerror(error));
     }
     lock.unlock();
     {
@@ -118,7 +119,7 @@ void filesystem::fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
   run_op(req, "fsync", [&] {
     auto n = existing_node(ino);
     std::unique_lock lock(n->data_mutex);
-    int error = S_ISREG(n->record.mode) ? flush_data(lock, *n) : 0;
+    int error = n->regular ? flush_data(lock, *n) : 0;
     lock.unlock();
     if (error == 0) store_->sync();
     fuse_reply_err(req, error);
@@ -137,7 +138,7 @@ void filesystem::fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offse
   run_op(req, "fallocate", [&] {
     if (offset < 0 || length <= 0) throw fs_error(EINVAL);
     auto n = existing_node(ino);
-    if (!S_ISREG(n->record.mode)) throw fs_error(ENODEV);
+    if (!n->regular) throw fs_error(ENODEV);
     const auto begin = static_cast<std::uint64_t>(offset);
     const auto end = begin + static_cast<std::uint64_t>(length);
     std::unique_lock lock(n->data_mutex);
@@ -160,7 +161,8 @@ void filesystem::fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offse
       if (mode & FALLOC_FL_KEEP_SIZE) stop = std::min(end, n->size);
       static const std::string zeros(1 << 20, '\0');
       for (std::uint64_t pos = begin; pos < stop;) {
-        const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), stop - pos));
+        const std::size_t take =
+            static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), stop - pos));
         wait_for_staging_room(lock, *n);
         stage_write(lock, *n, pos, {zeros.data(), take});
         pos += take;
@@ -177,14 +179,14 @@ void filesystem::fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offse
   });
 }
 
-void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
-                                 fuse_file_info*, fuse_ino_t ino_out, off_t off_out,
-                                 fuse_file_info*, std::size_t len, int flags) {
+void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info*,
+                                 fuse_ino_t ino_out, off_t off_out, fuse_file_info*,
+                                 std::size_t len, int flags) {
   run_op(req, "copy_file_range", [&] {
     if (flags != 0 || off_in < 0 || off_out < 0) throw fs_error(EINVAL);
     auto in = existing_node(ino_in);
     auto out = existing_node(ino_out);
-    if (!S_ISREG(in->record.mode) || !S_ISREG(out->record.mode)) throw fs_error(EINVAL);
+    if (!in->regular || !out->regular) throw fs_error(EINVAL);
     constexpr std::uint64_t k_slot = store::k_chunk_size;
     std::uint64_t src = static_cast<std::uint64_t>(off_in);
     std::uint64_t dst = static_cast<std::uint64_t>(off_out);
@@ -205,8 +207,10 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
 
     std::unique_lock out_lock(out->data_mutex, std::defer_lock);
     std::unique_lock in_lock(in->data_mutex, std::defer_lock);
-    if (in == out) out_lock.lock();
-    else std::lock(out_lock, in_lock);
+    if (in == out)
+      out_lock.lock();
+    else
+      std::lock(out_lock, in_lock);
     if (int error = flush_data(out_lock, *out)) throw fs_error(error);
 
     // Whole slots at aligned offsets are shared: the destination references
@@ -224,13 +228,15 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
         const bool source_tail = src + shared + piece == in_size;
         const bool dest_tail = dst + shared + piece >= out->size;
         if (!whole_slot && !(source_tail && dest_tail)) break;
-        for (const auto& [off, ext] : store_->extents(out->ino, dst + shared, dst + shared + k_slot)) {
+        for (const auto& [off, ext] :
+             store_->extents(out->ino, dst + shared, dst + shared + k_slot)) {
           auto chunk = store_->get_chunk(ext.hash);
           r.stored_bytes -= std::min<std::uint64_t>(r.stored_bytes, chunk ? chunk->stored_size : 0);
           txn->delete_extent(out->ino, off);
           txn->unref_chunk(ext.hash);
         }
-        for (const auto& [off, ext] : store_->extents(in->ino, src + shared, src + shared + piece)) {
+        for (const auto& [off, ext] :
+             store_->extents(in->ino, src + shared, src + shared + piece)) {
           auto chunk = store_->get_chunk(ext.hash);
           if (!chunk) throw store::store_error(EIO, "chunk " + ext.hash.hex() + " is missing");
           store::extent_record copy = ext;
@@ -267,7 +273,8 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
     // The rest is copied through the staging path.
     std::vector<char> buffer;
     while (remaining > 0) {
-      const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(remaining, 1 << 20));
+      const std::size_t take =
+          static_cast<std::size_t>(std::min<std::uint64_t>(remaining, 1 << 20));
       buffer.resize(take);
       read_data(*in, src, take, buffer.data());
       stage_write(out_lock, *out, dst, {buffer.data(), take});
