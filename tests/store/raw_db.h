@@ -39,6 +39,8 @@ class raw_db {
       if (names_[i] == name) return handles_[i];
     throw std::runtime_error("no column family " + name);
   }
+  rocksdb::DB* db() const { return db_.get(); }
+
   std::size_t count(const std::string& cf_name) const {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf(cf_name)));
     std::size_t n = 0;

@@ -562,6 +562,32 @@ TEST_F(store_test, concurrent_reads_of_one_chunk_agree) {
   EXPECT_EQ(good, 8);
 }
 
+TEST_F(store_test, concurrent_commits_keep_refcounts_exact) {
+  auto s = open();
+  auto const p = s->prepare_chunk(text_bytes(100000));
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 4; ++th)
+    threads.emplace_back([&, th] {
+      for (int i = 0; i < 50; ++i) {
+        transaction t;
+        t.ref_chunk(p);  // every commit may be the one that creates the chunk
+        t.put_dirent(k_root_ino, "t" + std::to_string(th) + "-" + std::to_string(i),
+                     {1000u + i, S_IFREG});
+        s->commit(t);
+        std::uint64_t const ino = s->allocate_ino();
+        EXPECT_GT(ino, k_root_ino);
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(s->get_chunk(p.hash)->refcount, 200u);
+  int entries = 0;
+  s->list_dir(k_root_ino, std::nullopt, [&](std::string_view, const dirent_record&) {
+    ++entries;
+    return true;
+  });
+  EXPECT_EQ(entries, 200);
+}
+
 // ---- inode numbers, persistence, read-only
 
 TEST_F(store_test, inode_numbers_never_repeat_across_reopen) {
