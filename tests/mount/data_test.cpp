@@ -12,7 +12,18 @@
 namespace densefs::test {
 namespace {
 
-using data = mount_test;
+// Every data test runs with the kernel's writeback cache (the default) and
+// without it: the two send very different WRITE patterns to the daemon.
+class data : public mount_test, public ::testing::WithParamInterface<std::string> {
+ protected:
+  std::string mount_options() const override { return GetParam(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(mount_options, data,
+                         ::testing::Values(std::string(), std::string("no_writeback_cache")),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param.empty() ? std::string("default") : info.param;
+                         });
 
 std::string zeros(std::size_t n) {
   return std::string(n, '\0');
@@ -34,7 +45,7 @@ std::string codec_of(const nlohmann::json& chunk) {
   return c.dump();
 }
 
-TEST_F(data, jpeg_corpus_round_trips_byte_exact) {
+TEST_P(data, jpeg_corpus_round_trips_byte_exact) {
   stdfs::path const corpus = DENSEFS_CORPUS_JPEG;
   if (!stdfs::is_directory(corpus)) GTEST_SKIP() << "corpus " << corpus << " missing: skipped";
   std::map<std::string, std::string> files;
@@ -68,7 +79,7 @@ struct sized_file {
   bool compressible;
 };
 
-TEST_F(data, files_of_edge_sizes_round_trip_after_write_reopen_and_remount) {
+TEST_P(data, files_of_edge_sizes_round_trip_after_write_reopen_and_remount) {
   std::vector<sized_file> files;
   std::uint64_t seed = 1;
   for (std::uint64_t size :
@@ -122,7 +133,7 @@ TEST_F(data, files_of_edge_sizes_round_trip_after_write_reopen_and_remount) {
   check_all("after remount");
 }
 
-TEST_F(data, sparse_6gib_file_reads_holes_as_zeros_and_stores_little) {
+TEST_P(data, sparse_6gib_file_reads_holes_as_zeros_and_stores_little) {
   std::uint64_t const size = 6 * k_gib;
   struct region {
     std::uint64_t offset;
@@ -192,7 +203,7 @@ TEST_F(data, sparse_6gib_file_reads_holes_as_zeros_and_stores_little) {
   check("after remount");
 }
 
-TEST_F(data, overwrite_in_the_middle_of_a_20mib_file) {
+TEST_P(data, overwrite_in_the_middle_of_a_20mib_file) {
   std::string content = random_bytes(20 * k_mib, 21);
   write_file(path("big"), content);
   const auto before = info(path("big"));
@@ -237,7 +248,7 @@ TEST_F(data, overwrite_in_the_middle_of_a_20mib_file) {
   EXPECT_TRUE(same_bytes(content, read_file(path("big")))) << "after remount";
 }
 
-TEST_F(data, reads_see_unflushed_writes_through_another_fd) {
+TEST_P(data, reads_see_unflushed_writes_through_another_fd) {
   const int wfd = open(path("f").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   ASSERT_GE(wfd, 0) << strerror(errno);
   std::string const first = random_bytes(5 * k_mib + 100 * k_kib, 31);
@@ -266,7 +277,7 @@ TEST_F(data, reads_see_unflushed_writes_through_another_fd) {
   EXPECT_TRUE(same_bytes(expected, read_file(path("f")))) << "after close";
 }
 
-TEST_F(data, truncate_shrinks_grows_with_zeros_and_never_resurrects_old_bytes) {
+TEST_P(data, truncate_shrinks_grows_with_zeros_and_never_resurrects_old_bytes) {
   std::string const original = random_bytes(10 * k_mib, 41);
   write_file(path("t"), original);
   auto size_of = [&](const stdfs::path& p) {
@@ -328,7 +339,7 @@ TEST_F(data, truncate_shrinks_grows_with_zeros_and_never_resurrects_old_bytes) {
   EXPECT_TRUE(same_bytes(ft_expected, read_file(path("ft")))) << "after remount";
 }
 
-TEST_F(data, info_reports_chunks_and_codecs_per_file) {
+TEST_P(data, info_reports_chunks_and_codecs_per_file) {
   std::string const text = compressible_bytes(8 * k_mib + 1000, 51);
   std::string const noise = random_bytes(4 * k_mib, 52);
   write_file(path("text"), text);
@@ -366,7 +377,7 @@ TEST_F(data, info_reports_chunks_and_codecs_per_file) {
   EXPECT_EQ(c["chunks"][0]["refcount"].get<std::uint64_t>(), 2u) << c.dump();
 }
 
-TEST_F(data, copy_file_range_copies_exactly_and_shares_chunks) {
+TEST_P(data, copy_file_range_copies_exactly_and_shares_chunks) {
   std::string const content = random_bytes(12 * k_mib + 5, 61);
   write_file(path("src"), content);
   const auto chunks_before = stats_u64("chunks");
