@@ -4,7 +4,7 @@ namespace densefs::store {
 
 chunk_cache::value chunk_cache::find(const chunk_hash& hash) {
   std::lock_guard lock(mutex_);
-  auto const it = index_.find(hash);
+  const auto it = index_.find(hash);
   if (it == index_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
   return it->second->second;
@@ -14,12 +14,12 @@ chunk_cache::value chunk_cache::get_or_load(const chunk_hash& hash, const loader
   std::promise<value> promise;
   {
     std::unique_lock lock(mutex_);
-    if (auto const it = index_.find(hash); it != index_.end()) {
+    if (const auto it = index_.find(hash); it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
       return it->second->second;
     }
-    if (auto const it = loading_.find(hash); it != loading_.end()) {
-      std::shared_future<value> const pending = it->second;
+    if (const auto it = loading_.find(hash); it != loading_.end()) {
+      const std::shared_future<value> pending = it->second;
       lock.unlock();
       return pending.get();  // rethrows the loader's exception
     }
@@ -49,11 +49,11 @@ void chunk_cache::insert(const chunk_hash& hash, value v) {
 
 void chunk_cache::insert_locked(const chunk_hash& hash, value v) {
   if (!v) return;
-  std::size_t const size = v->size();
+  const std::size_t size = v->size();
   // A value larger than the whole budget would evict everything and then be
   // evicted itself; serve it uncached.
   if (size > capacity_) return;
-  if (auto const it = index_.find(hash); it != index_.end()) {
+  if (const auto it = index_.find(hash); it != index_.end()) {
     used_ -= it->second->second->size();
     lru_.erase(it->second);
     index_.erase(it);
@@ -71,7 +71,7 @@ void chunk_cache::insert_locked(const chunk_hash& hash, value v) {
 
 void chunk_cache::erase(const chunk_hash& hash) {
   std::lock_guard lock(mutex_);
-  auto const it = index_.find(hash);
+  const auto it = index_.find(hash);
   if (it == index_.end()) return;
   used_ -= it->second->second->size();
   lru_.erase(it->second);

@@ -46,7 +46,7 @@ class chunk_cache {
   // One mutex: it guards only map and list updates (no I/O or decoding
   // happens under it), so it is held for well under a microsecond per read.
   mutable std::mutex mutex_;
-  std::size_t const capacity_;
+  const std::size_t capacity_;
   std::size_t used_ = 0;
   lru_list lru_;  // front = most recently used
   std::unordered_map<chunk_hash, lru_list::iterator, chunk_hash_hasher> index_;

@@ -33,8 +33,8 @@ std::optional<chunk_hash> chunk_hash::from_hex(std::string_view hex) {
   if (hex.size() != k_size * 2) return std::nullopt;
   chunk_hash h;
   for (std::size_t i = 0; i < k_size; ++i) {
-    int const hi = hex_digit(hex[2 * i]);
-    int const lo = hex_digit(hex[2 * i + 1]);
+    const int hi = hex_digit(hex[2 * i]);
+    const int lo = hex_digit(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) return std::nullopt;
     h.bytes[i] = static_cast<std::uint8_t>(hi << 4 | lo);
   }

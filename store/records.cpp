@@ -24,9 +24,15 @@ void put_be64(std::string& out, std::uint64_t v) {
 void put_le(std::string& out, std::uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
 }
-void put_u8(std::string& out, std::uint8_t v) { out += static_cast<char>(v); }
-void put_u32(std::string& out, std::uint32_t v) { put_le(out, v, 4); }
-void put_u64(std::string& out, std::uint64_t v) { put_le(out, v, 8); }
+void put_u8(std::string& out, std::uint8_t v) {
+  out += static_cast<char>(v);
+}
+void put_u32(std::string& out, std::uint32_t v) {
+  put_le(out, v, 4);
+}
+void put_u64(std::string& out, std::uint64_t v) {
+  put_le(out, v, 8);
+}
 void put_time(std::string& out, const timestamp& t) {
   put_u64(out, static_cast<std::uint64_t>(t.sec));
   put_u32(out, t.nsec);
@@ -60,7 +66,7 @@ class reader {
 
   void expect_version() {
     if (data_.empty()) fail("empty value");
-    std::uint8_t const v = u8();
+    const std::uint8_t v = u8();
     if (v != k_record_version)
       fail("unknown record version " + std::to_string(v) + " (this build reads version " +
            std::to_string(k_record_version) + ")");
@@ -86,12 +92,12 @@ class reader {
   }
   std::string_view bytes(std::size_t n) {
     need(n);
-    std::string_view const s = data_.substr(pos_, n);
+    const std::string_view s = data_.substr(pos_, n);
     pos_ += n;
     return s;
   }
   std::string string(std::string_view what) {
-    std::uint32_t const n = u32();
+    const std::uint32_t n = u32();
     if (n > remaining())
       fail(std::string(what) + " length " + std::to_string(n) + " exceeds the " +
            std::to_string(remaining()) + " bytes left");
@@ -104,8 +110,7 @@ class reader {
 
  private:
   void need(std::size_t n) {
-    if (remaining() < n)
-      fail("value is truncated (" + std::to_string(data_.size()) + " bytes)");
+    if (remaining() < n) fail("value is truncated (" + std::to_string(data_.size()) + " bytes)");
   }
 
   std::string_view data_;
@@ -136,7 +141,9 @@ std::string dirent_key(std::uint64_t parent, std::string_view name) {
   return k;
 }
 
-std::string dirent_prefix(std::uint64_t parent) { return inode_key(parent); }
+std::string dirent_prefix(std::uint64_t parent) {
+  return inode_key(parent);
+}
 
 std::string extent_key(std::uint64_t ino, std::uint64_t file_offset) {
   std::string k = extent_prefix(ino);
@@ -144,7 +151,9 @@ std::string extent_key(std::uint64_t ino, std::uint64_t file_offset) {
   return k;
 }
 
-std::string extent_prefix(std::uint64_t ino) { return inode_key(ino); }
+std::string extent_prefix(std::uint64_t ino) {
+  return inode_key(ino);
+}
 
 std::string xattr_key(std::uint64_t ino, std::string_view name) {
   std::string k = xattr_prefix(ino);
@@ -152,7 +161,9 @@ std::string xattr_key(std::uint64_t ino, std::string_view name) {
   return k;
 }
 
-std::string xattr_prefix(std::uint64_t ino) { return inode_key(ino); }
+std::string xattr_prefix(std::uint64_t ino) {
+  return inode_key(ino);
+}
 
 std::string orphan_key(std::uint64_t ino) {
   std::string k(k_orphan_prefix);
@@ -282,12 +293,12 @@ chunk_record detail::decode_chunk(std::string_view value, std::string_view key_d
   reader in(value, "chunk", std::string(key_description));
   in.expect_version();
   chunk_record r;
-  std::uint8_t const codec = in.u8();
+  const std::uint8_t codec = in.u8();
   r.plain_size = in.u32();
   r.stored_size = in.u32();
   r.refcount = in.u64();
   r.checksum = in.u64();
-  std::uint8_t const location = in.u8();
+  const std::uint8_t location = in.u8();
   in.expect_end();
   if (!codec::is_known_codec(codec)) in.fail("unknown codec id " + std::to_string(codec));
   r.codec = static_cast<codec::codec_id>(codec);
@@ -350,12 +361,14 @@ std::string encode_next_ino(std::uint64_t next_ino) {
 std::uint64_t decode_next_ino(std::string_view value) {
   reader in(value, "next_ino", std::string(k_next_ino_key));
   in.expect_version();
-  std::uint64_t const v = in.u64();
+  const std::uint64_t v = in.u64();
   in.expect_end();
   return v;
 }
 
-std::string encode_orphan() { return start_value(); }
+std::string encode_orphan() {
+  return start_value();
+}
 
 void check_orphan(std::uint64_t ino, std::string_view value) {
   reader in(value, "orphan", "inode " + std::to_string(ino));
@@ -363,12 +376,20 @@ void check_orphan(std::uint64_t ino, std::string_view value) {
   in.expect_end();
 }
 
-dirent_record decode_dirent(std::string_view value) { return detail::decode_dirent(value, ""); }
+dirent_record decode_dirent(std::string_view value) {
+  return detail::decode_dirent(value, "");
+}
 
-extent_record decode_extent(std::string_view value) { return detail::decode_extent(value, ""); }
+extent_record decode_extent(std::string_view value) {
+  return detail::decode_extent(value, "");
+}
 
-chunk_record decode_chunk(std::string_view value) { return detail::decode_chunk(value, ""); }
+chunk_record decode_chunk(std::string_view value) {
+  return detail::decode_chunk(value, "");
+}
 
-std::string decode_xattr_value(std::string_view value) { return detail::decode_xattr_value(value, ""); }
+std::string decode_xattr_value(std::string_view value) {
+  return detail::decode_xattr_value(value, "");
+}
 
 }  // namespace densefs::store

@@ -39,7 +39,7 @@ void rocksdb_payload_store::remove(rocksdb::WriteBatch& batch, const chunk_hash&
 
 std::string rocksdb_payload_store::get(const chunk_hash& hash) {
   std::string value;
-  rocksdb::Status const s = db_->Get(rocksdb::ReadOptions(), cf_, key_of(hash), &value);
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_, key_of(hash), &value);
   if (!s.ok()) fail(hash, s);
   return value;
 }
@@ -47,10 +47,10 @@ std::string rocksdb_payload_store::get(const chunk_hash& hash) {
 std::vector<std::string> rocksdb_payload_store::get_many(std::span<const chunk_hash> hashes) {
   std::vector<rocksdb::Slice> keys;
   keys.reserve(hashes.size());
-  for (auto const& h : hashes) keys.push_back(key_of(h));
-  std::vector<rocksdb::ColumnFamilyHandle*> const cfs(hashes.size(), cf_);
+  for (const auto& h : hashes) keys.push_back(key_of(h));
+  const std::vector<rocksdb::ColumnFamilyHandle*> cfs(hashes.size(), cf_);
   std::vector<std::string> values;
-  std::vector<rocksdb::Status> const statuses =
+  const std::vector<rocksdb::Status> statuses =
       db_->MultiGet(rocksdb::ReadOptions(), cfs, keys, &values);
   for (std::size_t i = 0; i < hashes.size(); ++i)
     if (!statuses[i].ok()) fail(hashes[i], statuses[i]);

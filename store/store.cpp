@@ -61,7 +61,9 @@ constexpr std::uint64_t k_ino_reserve = 1024;
 // files, which compaction does not rewrite.
 constexpr std::uint64_t k_min_blob_size = 4096;
 
-std::string errno_text(int e) { return std::strerror(e); }
+std::string errno_text(int e) {
+  return std::strerror(e);
+}
 
 timestamp now() {
   struct timespec ts {};
@@ -78,7 +80,7 @@ bool is_no_space(const rocksdb::Status& s) {
 // The errno a RocksDB failure is reported as at the FUSE boundary.
 int errno_of(const rocksdb::Status& s) {
   if (is_no_space(s)) return ENOSPC;
-  std::string const text = s.ToString();
+  const std::string text = s.ToString();
   if (s.IsPathNotFound()) return ENOENT;
   if (text.find("Permission denied") != std::string::npos) return EACCES;
   if (text.find("Read-only file system") != std::string::npos) return EROFS;
@@ -94,7 +96,7 @@ std::string printable(std::string_view name) {
   static constexpr char k_digits[] = "0123456789abcdef";
   std::string out = "\"";
   for (char c : name) {
-    auto const b = static_cast<unsigned char>(c);
+    const auto b = static_cast<unsigned char>(c);
     if (b >= 0x20 && b < 0x7f && c != '"' && c != '\\') {
       out += c;
     } else {
@@ -117,8 +119,12 @@ std::string xattr_what(std::uint64_t ino, std::string_view name) {
   return "xattr " + printable(name) + " of inode " + std::to_string(ino);
 }
 
-rocksdb::Slice slice(std::string_view s) { return {s.data(), s.size()}; }
-std::string_view view(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
+rocksdb::Slice slice(std::string_view s) {
+  return {s.data(), s.size()};
+}
+std::string_view view(const rocksdb::Slice& s) {
+  return {s.data(), s.size()};
+}
 
 // Turns off RocksDB's automatic recovery from a full disk: it polls for free
 // space in the background and, while it waits, a manual Resume() only answers
@@ -158,7 +164,7 @@ db_config make_config(std::size_t block_cache_bytes) {
 
   // One block cache shared by every metadata column family, so a walk of a
   // big tree and a stream of reads compete for one budget.
-  std::shared_ptr<rocksdb::Cache> const cache = rocksdb::NewLRUCache(block_cache_bytes);
+  const std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(block_cache_bytes);
   rocksdb::BlockBasedTableOptions meta_table;
   meta_table.block_cache = cache;
   // Lookups of names that do not exist (create, rsync's probes) are common:
@@ -192,7 +198,7 @@ void close_db(rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*>& handle
   if (!db) return;
   for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
   handles.clear();
-  rocksdb::Status const s = db->Close();
+  const rocksdb::Status s = db->Close();
   if (!s.ok()) log_error("closing store " + dir.string() + ": " + s.ToString());
 }
 
@@ -213,32 +219,32 @@ std::string new_uuid() {
 }
 
 void fsync_path(const fs::path& path, int flags) {
-  int const fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
   if (fd < 0) throw store_error(errno, "cannot open " + path.string() + ": " + errno_text(errno));
-  int const rc = ::fsync(fd);
-  int const e = errno;
+  const int rc = ::fsync(fd);
+  const int e = errno;
   ::close(fd);
   if (rc != 0) throw store_error(e, "cannot sync " + path.string() + ": " + errno_text(e));
 }
 
 // Writes a small file so that it appears complete or not at all.
 void write_file_durably(const fs::path& path, std::string_view content) {
-  fs::path const tmp = path.string() + ".tmp";
-  int const fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const fs::path tmp = path.string() + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) throw store_error(errno, "cannot create " + tmp.string() + ": " + errno_text(errno));
   std::size_t done = 0;
   while (done < content.size()) {
-    ssize_t const n = ::write(fd, content.data() + done, content.size() - done);
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int const e = errno;
+      const int e = errno;
       ::close(fd);
       throw store_error(e, "cannot write " + tmp.string() + ": " + errno_text(e));
     }
     done += static_cast<std::size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int const e = errno;
+    const int e = errno;
     throw store_error(e, "cannot write " + tmp.string() + ": " + errno_text(e));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0)
@@ -258,10 +264,10 @@ std::string format_marker_text(const format_marker& m) {
 
 // Reads STORE/FORMAT. Errors are one line a user can act on.
 format_marker read_format_marker(const fs::path& dir) {
-  fs::path const path = dir / k_format_file;
-  int const fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const fs::path path = dir / k_format_file;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    int const e = errno;
+    const int e = errno;
     if (e == ENOENT)
       throw store_error(EINVAL, dir.string() +
                                     " is not a densefs store (no FORMAT file; create one with "
@@ -274,16 +280,16 @@ format_marker read_format_marker(const fs::path& dir) {
   do {
     n = ::read(fd, buf, sizeof(buf));
   } while (n < 0 && errno == EINTR);
-  int const e = errno;
+  const int e = errno;
   ::close(fd);
   if (n < 0) throw store_error(e, "cannot read " + path.string() + ": " + errno_text(e));
   std::string_view text(buf, static_cast<std::size_t>(n));
 
-  auto const not_marker = [&](const std::string& why) {
-    return store_error(EINVAL, dir.string() + " is not a densefs store (" + path.string() +
-                                   " " + why + ")");
+  const auto not_marker = [&](const std::string& why) {
+    return store_error(
+        EINVAL, dir.string() + " is not a densefs store (" + path.string() + " " + why + ")");
   };
-  std::size_t const first_end = text.find('\n');
+  const std::size_t first_end = text.find('\n');
   if (first_end == std::string_view::npos || text.substr(0, first_end) != k_format_magic)
     throw not_marker("does not start with \"densefs store\"");
 
@@ -293,10 +299,10 @@ format_marker read_format_marker(const fs::path& dir) {
   while (pos < text.size()) {
     std::size_t end = text.find('\n', pos);
     if (end == std::string_view::npos) end = text.size();
-    std::string_view const line = text.substr(pos, end - pos);
+    const std::string_view line = text.substr(pos, end - pos);
     pos = end + 1;
     if (line.starts_with("format_version=")) {
-      std::string_view const digits = line.substr(15);
+      const std::string_view digits = line.substr(15);
       std::uint64_t v = 0;
       if (digits.empty() || digits.size() > 9 ||
           !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
@@ -403,9 +409,13 @@ void transaction::ref_chunk(const prepared_chunk& chunk) {
   if (chunk.encoded && !d.encoded) d.encoded = chunk.encoded;
 }
 
-void transaction::unref_chunk(const chunk_hash& hash) { ensure(impl_).chunks[hash].delta -= 1; }
+void transaction::unref_chunk(const chunk_hash& hash) {
+  ensure(impl_).chunks[hash].delta -= 1;
+}
 
-bool transaction::empty() const { return !impl_ || (impl_->ops.empty() && impl_->chunks.empty()); }
+bool transaction::empty() const {
+  return !impl_ || (impl_->ops.empty() && impl_->chunks.empty());
+}
 
 chunk_missing::chunk_missing(const chunk_hash& h)
     : store_error(EIO, "chunk " + h.hex() +
@@ -426,13 +436,13 @@ store::~store() {
 
 void store::create(const std::filesystem::path& dir, const codec::codec_options& codec) {
   std::error_code ec;
-  auto const status = fs::symlink_status(dir, ec);
+  const auto status = fs::symlink_status(dir, ec);
   if (fs::exists(status)) {
     if (!fs::is_directory(fs::status(dir, ec)))
       throw store_error(ENOTDIR, dir.string() + " exists and is not a directory");
     if (!fs::is_empty(dir, ec) || ec)
-      throw store_error(EEXIST, dir.string() +
-                                    " is not empty; mkfs needs a new or empty directory");
+      throw store_error(EEXIST,
+                        dir.string() + " is not empty; mkfs needs a new or empty directory");
   } else {
     fs::create_directories(dir, ec);
     if (ec)
@@ -452,8 +462,8 @@ void store::create(const std::filesystem::path& dir, const codec::codec_options&
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::Status s = rocksdb::DB::Open(config.db, dir.string(), config.cfs, &handles, &raw);
   if (!s.ok())
-    throw store_error(errno_of(s), "cannot create the database in " + dir.string() + ": " +
-                                       s.ToString());
+    throw store_error(errno_of(s),
+                      "cannot create the database in " + dir.string() + ": " + s.ToString());
   std::unique_ptr<rocksdb::DB> db(raw);
 
   store_settings settings;
@@ -480,35 +490,35 @@ void store::create(const std::filesystem::path& dir, const codec::codec_options&
   close_db(db.get(), handles, dir);
   db.reset();
   if (!s.ok())
-    throw store_error(errno_of(s), "cannot initialise the store in " + dir.string() + ": " +
-                                       s.ToString());
+    throw store_error(errno_of(s),
+                      "cannot initialise the store in " + dir.string() + ": " + s.ToString());
 
   // FORMAT comes last: a store whose mkfs was interrupted has none, so it is
   // refused as "not a store" instead of being half used.
-  write_file_durably(dir / k_format_file,
-                     format_marker_text({k_format_version, settings.uuid}));
+  write_file_durably(dir / k_format_file, format_marker_text({k_format_version, settings.uuid}));
 }
 
 void store::check(const std::filesystem::path& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
-    int const e = errno;
-    if (e == ENOENT) throw store_error(ENOENT, "store directory " + dir.string() + " does not exist");
+    const int e = errno;
+    if (e == ENOENT)
+      throw store_error(ENOENT, "store directory " + dir.string() + " does not exist");
     throw store_error(e, "cannot access store directory " + dir.string() + ": " + errno_text(e));
   }
   if (!S_ISDIR(st.st_mode))
     throw store_error(ENOTDIR, "store " + dir.string() + " is not a directory");
-  format_marker const m = read_format_marker(dir);
+  const format_marker m = read_format_marker(dir);
   refuse_newer(dir, m.format_version);
 }
 
 int store::lock(const std::filesystem::path& dir) {
-  fs::path const path = dir / k_lock_file;
-  int const fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  const fs::path path = dir / k_lock_file;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0)
     throw store_error(errno, "cannot open lock file " + path.string() + ": " + errno_text(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    int const e = errno;
+    const int e = errno;
     ::close(fd);
     if (e == EWOULDBLOCK)
       throw store_error(EBUSY, "store " + dir.string() + " is in use (already mounted?)");
@@ -525,7 +535,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   db_config config = make_config(options.block_cache_bytes);
   rocksdb::DB* raw = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::Status const s =
+  const rocksdb::Status s =
       options.read_only
           ? rocksdb::DB::OpenForReadOnly(config.db, dir.string(), config.cfs, &handles, &raw)
           : rocksdb::DB::Open(config.db, dir.string(), config.cfs, &handles, &raw);
@@ -535,13 +545,13 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   self->cfs_ = std::move(handles);
 
   std::string value;
-  rocksdb::Status const gs =
+  const rocksdb::Status gs =
       self->db_->Get(rocksdb::ReadOptions(), self->cfs_[cf_meta], slice(k_settings_key), &value);
   if (gs.IsNotFound())
     throw store_error(EIO, "store " + dir.string() + " has no settings record (damaged store)");
   if (!gs.ok())
-    throw store_error(errno_of(gs), "reading settings of store " + dir.string() + ": " +
-                                        gs.ToString());
+    throw store_error(errno_of(gs),
+                      "reading settings of store " + dir.string() + ": " + gs.ToString());
   self->settings_ = decode_settings(value);
   // FORMAT was checked already; the database is checked too because it is
   // the authority (FORMAT could have been copied from another store).
@@ -550,51 +560,50 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     self->codec_ = codec::parse_codec_spec(self->settings_.codec_spec);
   } catch (const codec::codec_error& e) {
     throw store_error(EINVAL, "store " + dir.string() + " names codec \"" +
-                                  self->settings_.codec_spec + "\" that this densefs cannot use: " +
-                                  e.what());
+                                  self->settings_.codec_spec +
+                                  "\" that this densefs cannot use: " + e.what());
   }
 
   // Where inode allocation resumes: the persisted high-water mark, and never
   // below an inode that exists (belt and braces against a damaged counter).
   std::uint64_t next = k_root_ino + 1;
-  rocksdb::Status const ns =
+  const rocksdb::Status ns =
       self->db_->Get(rocksdb::ReadOptions(), self->cfs_[cf_meta], slice(k_next_ino_key), &value);
   if (ns.ok()) {
     next = std::max(next, decode_next_ino(value));
   } else if (!ns.IsNotFound()) {
-    throw store_error(errno_of(ns), "reading the inode counter of store " + dir.string() + ": " +
-                                        ns.ToString());
+    throw store_error(errno_of(ns),
+                      "reading the inode counter of store " + dir.string() + ": " + ns.ToString());
   }
   std::unique_ptr<rocksdb::Iterator> it(
       self->db_->NewIterator(rocksdb::ReadOptions(), self->cfs_[cf_inodes]));
   it->SeekToLast();
   if (it->Valid()) next = std::max(next, decode_u64_be(view(it->key())) + 1);
   if (!it->status().ok())
-    throw store_error(EIO, "scanning inodes of store " + dir.string() + ": " +
-                               it->status().ToString());
+    throw store_error(EIO,
+                      "scanning inodes of store " + dir.string() + ": " + it->status().ToString());
   it.reset();
   self->next_ino_ = self->ino_reserved_ = next;
 
-  self->payloads_ = std::make_unique<rocksdb_payload_store>(self->db_.get(),
-                                                            self->cfs_[cf_payloads]);
+  self->payloads_ =
+      std::make_unique<rocksdb_payload_store>(self->db_.get(), self->cfs_[cf_payloads]);
   self->cache_ = std::make_unique<chunk_cache>(options.chunk_cache_bytes);
   return self;
 }
 
 std::uint64_t store::allocate_ino() {
-  if (options_.read_only)
-    throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
+  if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   std::lock_guard lock(ino_mutex_);
   if (next_ino_ >= ino_reserved_) {
-    std::uint64_t const mark = next_ino_ + k_ino_reserve;
+    const std::uint64_t mark = next_ino_ + k_ino_reserve;
     rocksdb::WriteOptions wo;
     wo.sync = true;  // the mark must be durable before any number below it is used
-    rocksdb::Status const s =
+    const rocksdb::Status s =
         db_->Put(wo, cfs_[cf_meta], slice(k_next_ino_key), encode_next_ino(mark));
     if (!s.ok()) {
       needs_resume_ = true;  // the next commit resumes RocksDB (see commit())
-      throw store_error(errno_of(s), "reserving inode numbers in store " + dir_.string() + ": " +
-                                         s.ToString());
+      throw store_error(errno_of(s),
+                        "reserving inode numbers in store " + dir_.string() + ": " + s.ToString());
     }
     ino_reserved_ = mark;
   }
@@ -609,18 +618,18 @@ std::optional<std::string> get_value(rocksdb::DB& db, rocksdb::ColumnFamilyHandl
                                      std::string_view key, const fs::path& dir,
                                      const std::string& what) {
   std::string value;
-  rocksdb::Status const s = db.Get(rocksdb::ReadOptions(), cf, slice(key), &value);
+  const rocksdb::Status s = db.Get(rocksdb::ReadOptions(), cf, slice(key), &value);
   if (s.IsNotFound()) return std::nullopt;
   if (!s.ok())
-    throw store_error(errno_of(s), "reading " + what + " in store " + dir.string() + ": " +
-                                       s.ToString());
+    throw store_error(errno_of(s),
+                      "reading " + what + " in store " + dir.string() + ": " + s.ToString());
   return value;
 }
 
 void check_iterator(const rocksdb::Iterator& it, const fs::path& dir, const std::string& what) {
   if (!it.status().ok())
-    throw store_error(errno_of(it.status()), what + " in store " + dir.string() + ": " +
-                                                 it.status().ToString());
+    throw store_error(errno_of(it.status()),
+                      what + " in store " + dir.string() + ": " + it.status().ToString());
 }
 
 // Bounds for scanning all keys that start with an 8-byte big-endian number:
@@ -648,15 +657,15 @@ struct u64_prefix_scan {
 }  // namespace
 
 std::optional<inode_record> store::get_inode(std::uint64_t ino) const {
-  auto const v = get_value(*db_, cfs_[cf_inodes], inode_key(ino), dir_,
-                           "inode " + std::to_string(ino));
+  const auto v =
+      get_value(*db_, cfs_[cf_inodes], inode_key(ino), dir_, "inode " + std::to_string(ino));
   if (!v) return std::nullopt;
   return decode_inode(ino, *v);
 }
 
 std::optional<dirent_record> store::get_dirent(std::uint64_t parent, std::string_view name) const {
-  std::string const what = dirent_what(parent, name);
-  auto const v = get_value(*db_, cfs_[cf_dirents], dirent_key(parent, name), dir_, what);
+  const std::string what = dirent_what(parent, name);
+  const auto v = get_value(*db_, cfs_[cf_dirents], dirent_key(parent, name), dir_, what);
   if (!v) return std::nullopt;
   return detail::decode_dirent(*v, what);
 }
@@ -667,11 +676,11 @@ void store::list_dir(std::uint64_t parent, std::optional<std::string_view> after
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_dirents]));
   it->Seek(after ? dirent_key(parent, *after) : scan.lower);
   for (; it->Valid() && scan.in_prefix(it->key()); it->Next()) {
-    std::string_view const name = view(it->key()).substr(8);
+    const std::string_view name = view(it->key()).substr(8);
     if (after && name == *after) continue;
-    std::string const what = dirent_what(parent, name);
+    const std::string what = dirent_what(parent, name);
     if (name.empty()) throw store_error(EIO, "corrupt dirent record for " + what + ": empty name");
-    dirent_record const r = detail::decode_dirent(view(it->value()), what);
+    const dirent_record r = detail::decode_dirent(view(it->value()), what);
     if (!fn(name, r)) return;
   }
   check_iterator(*it, dir_, "listing directory " + std::to_string(parent));
@@ -681,7 +690,7 @@ bool store::dir_is_empty(std::uint64_t parent) const {
   u64_prefix_scan scan(parent);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_dirents]));
   it->Seek(scan.lower);
-  bool const empty = !(it->Valid() && scan.in_prefix(it->key()));
+  const bool empty = !(it->Valid() && scan.in_prefix(it->key()));
   check_iterator(*it, dir_, "listing directory " + std::to_string(parent));
   return empty;
 }
@@ -693,7 +702,7 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
   if (begin >= end) return out;
   u64_prefix_scan scan(ino);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_extents]));
-  std::string const start = extent_key(ino, begin);
+  const std::string start = extent_key(ino, begin);
   // An extent that starts before `begin` may still cover it: start from the
   // last extent at or before `begin` (the lower bound keeps us in this inode).
   it->SeekForPrev(start);
@@ -702,13 +711,13 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
     it->Seek(start);
   }
   for (; it->Valid() && scan.in_prefix(it->key()); it->Next()) {
-    std::string_view const key = view(it->key());
+    const std::string_view key = view(it->key());
     if (key.size() != 16)
       throw store_error(EIO, "corrupt extent key of inode " + std::to_string(ino) + ": " +
                                  std::to_string(key.size()) + " bytes instead of 16");
-    std::uint64_t const offset = decode_u64_be(key.substr(8));
+    const std::uint64_t offset = decode_u64_be(key.substr(8));
     if (offset >= end) break;
-    extent_record const r = detail::decode_extent(view(it->value()), extent_what(ino, offset));
+    const extent_record r = detail::decode_extent(view(it->value()), extent_what(ino, offset));
     if (offset + r.length > begin) out.emplace_back(offset, r);
   }
   check_iterator(*it, dir_, "reading extents of inode " + std::to_string(ino));
@@ -716,8 +725,8 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
 }
 
 std::optional<std::string> store::get_xattr(std::uint64_t ino, std::string_view name) const {
-  std::string const what = xattr_what(ino, name);
-  auto const v = get_value(*db_, cfs_[cf_xattrs], xattr_key(ino, name), dir_, what);
+  const std::string what = xattr_what(ino, name);
+  const auto v = get_value(*db_, cfs_[cf_xattrs], xattr_key(ino, name), dir_, what);
   if (!v) return std::nullopt;
   return detail::decode_xattr_value(*v, what);
 }
@@ -733,26 +742,26 @@ std::vector<std::string> store::list_xattrs(std::uint64_t ino) const {
 }
 
 std::optional<chunk_record> store::get_chunk(const chunk_hash& hash) const {
-  std::string const what = "chunk " + hash.hex();
-  auto const v = get_value(*db_, cfs_[cf_chunks], hash.view(), dir_, what);
+  const std::string what = "chunk " + hash.hex();
+  const auto v = get_value(*db_, cfs_[cf_chunks], hash.view(), dir_, what);
   if (!v) return std::nullopt;
   return detail::decode_chunk(*v, what);
 }
 
 std::vector<std::uint64_t> store::orphans() const {
   std::vector<std::uint64_t> out;
-  std::string const lower(k_orphan_prefix);
+  const std::string lower(k_orphan_prefix);
   std::string upper(k_orphan_prefix);
   upper.back() = static_cast<char>(upper.back() + 1);  // "orphan0": just past the prefix
-  rocksdb::Slice const upper_slice = slice(upper);
+  const rocksdb::Slice upper_slice = slice(upper);
   rocksdb::ReadOptions ro;
   ro.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_meta]));
   for (it->Seek(lower); it->Valid(); it->Next()) {
-    std::string_view const key = view(it->key());
+    const std::string_view key = view(it->key());
     if (key.size() != lower.size() + 8)
       throw store_error(EIO, "corrupt orphan key in store " + dir_.string());
-    std::uint64_t const ino = decode_u64_be(key.substr(lower.size()));
+    const std::uint64_t ino = decode_u64_be(key.substr(lower.size()));
     check_orphan(ino, view(it->value()));
     out.push_back(ino);
   }
@@ -809,7 +818,7 @@ std::shared_ptr<const std::string> store::read_chunk(const chunk_hash& hash) con
     if (stored.size() != rec->stored_size)
       chunk_failure("chunk " + hash.hex() + ": payload is " + std::to_string(stored.size()) +
                     " bytes, its record says " + std::to_string(rec->stored_size));
-    std::uint64_t const sum = stored_checksum(stored);
+    const std::uint64_t sum = stored_checksum(stored);
     if (sum != rec->checksum) {
       char buf[96];
       std::snprintf(buf, sizeof(buf), " (XXH3 %016llx, expected %016llx)",
@@ -834,8 +843,7 @@ std::shared_ptr<const std::string> store::read_chunk(const chunk_hash& hash) con
 // ---------------------------------------------------------------- commit
 
 void store::commit(transaction& txn, bool sync) {
-  if (options_.read_only)
-    throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
+  if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   if (txn.empty()) return;
   transaction::impl& t = *txn.impl_;
 
@@ -843,17 +851,17 @@ void store::commit(transaction& txn, bool sync) {
   if (needs_resume_) {
     // An earlier write failed (disk full); RocksDB stays read-only until told
     // to resume, which succeeds once space is back.
-    rocksdb::Status const s = db_->Resume();
+    const rocksdb::Status s = db_->Resume();
     if (!s.ok())
-      throw store_error(errno_of(s), "store " + dir_.string() +
-                                         " cannot resume after an earlier write error: " +
-                                         s.ToString());
+      throw store_error(errno_of(s),
+                        "store " + dir_.string() +
+                            " cannot resume after an earlier write error: " + s.ToString());
     log_info("store " + dir_.string() + ": writing again after an earlier write error");
     needs_resume_ = false;
   }
 
   rocksdb::WriteBatch batch;
-  auto const check_batch = [&](const rocksdb::Status& s) {
+  const auto check_batch = [&](const rocksdb::Status& s) {
     if (!s.ok())
       throw store_error(EIO, "building a commit for store " + dir_.string() + ": " + s.ToString());
   };
@@ -863,7 +871,7 @@ void store::commit(transaction& txn, bool sync) {
   }
 
   std::vector<chunk_hash> deleted;
-  for (auto const& [hash, d] : t.chunks) {
+  for (const auto& [hash, d] : t.chunks) {
     if (d.delta == 0) continue;
     std::optional<chunk_record> rec = get_chunk(hash);
     if (!rec) {
@@ -873,7 +881,7 @@ void store::commit(transaction& txn, bool sync) {
         continue;
       }
       if (!d.encoded) throw chunk_missing(hash);
-      std::string const& bytes = d.encoded->bytes;
+      const std::string& bytes = d.encoded->bytes;
       if (bytes.size() > std::numeric_limits<std::uint32_t>::max())
         throw store_error(EIO, "chunk " + hash.hex() + ": stored size too large");
       chunk_record r;
@@ -911,7 +919,7 @@ void store::commit(transaction& txn, bool sync) {
 
   rocksdb::WriteOptions wo;
   wo.sync = sync;
-  rocksdb::Status const s = db_->Write(wo, &batch);
+  const rocksdb::Status s = db_->Write(wo, &batch);
   if (!s.ok()) {
     needs_resume_ = true;
     if (is_no_space(s))
@@ -919,12 +927,12 @@ void store::commit(transaction& txn, bool sync) {
     throw store_error(errno_of(s), "committing to store " + dir_.string() + ": " + s.ToString());
   }
   needs_resume_ = false;
-  for (auto const& h : deleted) cache_->erase(h);
+  for (const auto& h : deleted) cache_->erase(h);
 }
 
 void store::sync() {
   if (options_.read_only) return;
-  rocksdb::Status const s = db_->FlushWAL(true);
+  const rocksdb::Status s = db_->FlushWAL(true);
   if (!s.ok())
     throw store_error(errno_of(s), "syncing store " + dir_.string() + ": " + s.ToString());
 }
@@ -946,7 +954,7 @@ store_stats store::stats() const {
   {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_inodes]));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      inode_record const r = decode_inode(decode_u64_be(view(it->key())), view(it->value()));
+      const inode_record r = decode_inode(decode_u64_be(view(it->key())), view(it->value()));
       if (S_ISREG(r.mode)) {
         ++st.files;
         st.logical_bytes += r.size;
@@ -965,12 +973,12 @@ store_stats store::stats() const {
   {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_chunks]));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      chunk_record const r = detail::decode_chunk(
+      const chunk_record r = detail::decode_chunk(
           view(it->value()), "chunk " + chunk_hash::from_bytes(view(it->key())).hex());
       ++st.chunks;
       st.unique_plain_bytes += r.plain_size;
       st.stored_bytes += r.stored_size;
-      auto const id = static_cast<std::size_t>(r.codec);
+      const auto id = static_cast<std::size_t>(r.codec);
       if (id < std::size(st.chunks_by_codec)) {
         ++st.chunks_by_codec[id];
         st.stored_by_codec[id] += r.stored_size;
@@ -1003,9 +1011,9 @@ std::string to_json(const store_stats& s) {
   j["disk_bytes"] = s.disk_bytes;
   j["chunks_by_codec"] = s.chunks_by_codec;
   j["stored_by_codec"] = s.stored_by_codec;
-  j["ratio"] = s.logical_bytes == 0 ? 0.0
-                                    : static_cast<double>(s.stored_bytes) /
-                                          static_cast<double>(s.logical_bytes);
+  j["ratio"] = s.logical_bytes == 0
+                   ? 0.0
+                   : static_cast<double>(s.stored_bytes) / static_cast<double>(s.logical_bytes);
   nlohmann::json codecs = nlohmann::json::object();
   for (std::size_t i = 0; i < std::size(s.chunks_by_codec); ++i) {
     // raw and zstd always appear, so scripts can rely on them.

@@ -12,8 +12,12 @@
 namespace densefs::store {
 namespace {
 
-chunk_hash hash_of(int i) { return sha256_of(std::to_string(i)); }
-chunk_cache::value bytes(std::size_t n) { return std::make_shared<const std::string>(n, 'x'); }
+chunk_hash hash_of(int i) {
+  return sha256_of(std::to_string(i));
+}
+chunk_cache::value bytes(std::size_t n) {
+  return std::make_shared<const std::string>(n, 'x');
+}
 
 TEST(store_chunk_cache, evicts_least_recently_used_by_bytes) {
   chunk_cache cache(300);
@@ -21,7 +25,7 @@ TEST(store_chunk_cache, evicts_least_recently_used_by_bytes) {
   cache.insert(hash_of(2), bytes(100));
   cache.insert(hash_of(3), bytes(100));
   EXPECT_EQ(cache.size_bytes(), 300u);
-  ASSERT_TRUE(cache.find(hash_of(1)));  // 1 is now the most recent
+  ASSERT_TRUE(cache.find(hash_of(1)));   // 1 is now the most recent
   cache.insert(hash_of(4), bytes(100));  // evicts 2, the least recent
   EXPECT_TRUE(cache.find(hash_of(1)));
   EXPECT_FALSE(cache.find(hash_of(2)));
@@ -55,7 +59,7 @@ TEST(store_chunk_cache, concurrent_misses_load_once) {
   chunk_cache cache(1 << 20);
   std::atomic<int> loads{0};
   std::atomic<int> started{0};
-  auto const loader = [&] {
+  const auto loader = [&] {
     ++loads;
     // Stay in the loader long enough for every thread to arrive.
     while (started < 8) std::this_thread::yield();
@@ -71,7 +75,7 @@ TEST(store_chunk_cache, concurrent_misses_load_once) {
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(loads, 1);
-  for (auto const& r : results) EXPECT_EQ(r, results[0]);
+  for (const auto& r : results) EXPECT_EQ(r, results[0]);
   EXPECT_EQ(cache.get_or_load(hash_of(1), [&] { return bytes(1); })->size(), 1000u);
 }
 
@@ -79,7 +83,7 @@ TEST(store_chunk_cache, failed_loads_reach_every_waiter_and_are_not_cached) {
   chunk_cache cache(1 << 20);
   std::atomic<int> started{0};
   std::atomic<int> failures{0};
-  auto const failing = [&]() -> chunk_cache::value {
+  const auto failing = [&]() -> chunk_cache::value {
     while (started < 4) std::this_thread::yield();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     throw std::runtime_error("bad chunk");
@@ -103,7 +107,7 @@ TEST(store_chunk_cache, failed_loads_reach_every_waiter_and_are_not_cached) {
 TEST(store_chunk_cache, zero_budget_still_serves_loads) {
   chunk_cache cache(0);
   int loads = 0;
-  auto const loader = [&] {
+  const auto loader = [&] {
     ++loads;
     return bytes(10);
   };

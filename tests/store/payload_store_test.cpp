@@ -34,8 +34,8 @@ TEST(store_payloads, put_get_get_many_remove) {
   ASSERT_TRUE(raw.db()->Write(rocksdb::WriteOptions(), &batch).ok());
 
   EXPECT_EQ(payloads.get(hashes[3]), values[3]);
-  std::vector<chunk_hash> const order = {hashes[4], hashes[0], hashes[2], hashes[4]};
-  std::vector<std::string> const got = payloads.get_many(order);
+  const std::vector<chunk_hash> order = {hashes[4], hashes[0], hashes[2], hashes[4]};
+  const std::vector<std::string> got = payloads.get_many(order);
   ASSERT_EQ(got.size(), 4u);
   EXPECT_EQ(got[0], values[4]);
   EXPECT_EQ(got[1], values[0]);

@@ -19,12 +19,13 @@ class raw_db {
  public:
   explicit raw_db(const std::filesystem::path& dir) {
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    for (const char* name : {store::k_cf_meta, store::k_cf_inodes, store::k_cf_dirents,
-                             store::k_cf_extents, store::k_cf_chunks, store::k_cf_payloads,
-                             store::k_cf_xattrs})
+    for (const char* name :
+         {store::k_cf_meta, store::k_cf_inodes, store::k_cf_dirents, store::k_cf_extents,
+          store::k_cf_chunks, store::k_cf_payloads, store::k_cf_xattrs})
       cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
     rocksdb::DB* db = nullptr;
-    rocksdb::Status const s = rocksdb::DB::Open(rocksdb::DBOptions(), dir.string(), cfs, &handles_, &db);
+    const rocksdb::Status s =
+        rocksdb::DB::Open(rocksdb::DBOptions(), dir.string(), cfs, &handles_, &db);
     if (!s.ok()) throw std::runtime_error("raw open: " + s.ToString());
     db_.reset(db);
     for (std::size_t i = 0; i < cfs.size(); ++i) names_.push_back(cfs[i].name);
@@ -49,14 +50,14 @@ class raw_db {
   }
   std::string get(const std::string& cf_name, const std::string& key) const {
     std::string v;
-    rocksdb::Status const s = db_->Get(rocksdb::ReadOptions(), cf(cf_name), key, &v);
+    const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf(cf_name), key, &v);
     if (!s.ok()) throw std::runtime_error("raw get: " + s.ToString());
     return v;
   }
   void put(const std::string& cf_name, const std::string& key, const std::string& value) {
     rocksdb::WriteOptions wo;
     wo.sync = true;
-    rocksdb::Status const s = db_->Put(wo, cf(cf_name), key, value);
+    const rocksdb::Status s = db_->Put(wo, cf(cf_name), key, value);
     if (!s.ok()) throw std::runtime_error("raw put: " + s.ToString());
   }
 

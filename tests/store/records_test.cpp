@@ -73,6 +73,7 @@ store_settings sample_settings() {
 }
 
 // Golden bytes, spelled out field by field as in docs/format.md.
+// clang-format off
 constexpr const char* k_inode_hex =
     "01"                                 // version
     "a4810000" "e8030000" "64000000"     // mode, uid, gid
@@ -100,6 +101,7 @@ constexpr const char* k_settings_hex =
     "01" "01000000" "00f1536500000000" "05000000"
     "24000000" "30303030303030302d303030302d343030302d383030302d303030303030303030303030"
     "0c000000" "7a7374643a6c6576656c3d33";
+// clang-format on
 
 TEST(store_records, inode_golden_bytes) {
   EXPECT_EQ(to_hex(encode_inode(sample_file())), k_inode_hex);
@@ -109,7 +111,7 @@ TEST(store_records, inode_golden_bytes) {
 }
 
 TEST(store_records, dirent_golden_bytes) {
-  dirent_record const d{0x1122334455667788ull, S_IFDIR};
+  const dirent_record d{0x1122334455667788ull, S_IFDIR};
   EXPECT_EQ(to_hex(encode_dirent(d)), k_dirent_hex);
   EXPECT_EQ(decode_dirent(from_hex(k_dirent_hex)), d);
 }
@@ -190,7 +192,8 @@ void expect_corrupt(const std::function<void()>& decode, const std::string& kind
 }
 
 // Every strict prefix and a one-byte extension of `good` must be refused.
-void expect_exact_length(const std::string& good, const std::function<void(std::string_view)>& decode,
+void expect_exact_length(const std::string& good,
+                         const std::function<void(std::string_view)>& decode,
                          const std::string& kind) {
   for (std::size_t n = 0; n < good.size(); ++n)
     expect_corrupt([&] { decode(std::string_view(good).substr(0, n)); }, kind);
@@ -203,14 +206,20 @@ void expect_exact_length(const std::string& good, const std::function<void(std::
 }
 
 TEST(store_records, truncated_overlong_and_unknown_version_values_are_eio) {
-  expect_exact_length(from_hex(k_inode_hex), [](auto v) { decode_inode(42, v); }, "inode");
-  expect_exact_length(from_hex(k_symlink_hex), [](auto v) { decode_inode(7, v); }, "inode");
-  expect_exact_length(from_hex(k_dirent_hex), [](auto v) { decode_dirent(v); }, "dirent");
-  expect_exact_length(from_hex(k_extent_hex), [](auto v) { decode_extent(v); }, "extent");
-  expect_exact_length(from_hex(k_chunk_hex), [](auto v) { decode_chunk(v); }, "chunk");
-  expect_exact_length(from_hex(k_settings_hex), [](auto v) { decode_settings(v); }, "settings");
-  expect_exact_length(from_hex("010204000000000000"), [](auto v) { decode_next_ino(v); },
-                      "next_ino");
+  expect_exact_length(
+      from_hex(k_inode_hex), [](auto v) { decode_inode(42, v); }, "inode");
+  expect_exact_length(
+      from_hex(k_symlink_hex), [](auto v) { decode_inode(7, v); }, "inode");
+  expect_exact_length(
+      from_hex(k_dirent_hex), [](auto v) { decode_dirent(v); }, "dirent");
+  expect_exact_length(
+      from_hex(k_extent_hex), [](auto v) { decode_extent(v); }, "extent");
+  expect_exact_length(
+      from_hex(k_chunk_hex), [](auto v) { decode_chunk(v); }, "chunk");
+  expect_exact_length(
+      from_hex(k_settings_hex), [](auto v) { decode_settings(v); }, "settings");
+  expect_exact_length(
+      from_hex("010204000000000000"), [](auto v) { decode_next_ino(v); }, "next_ino");
   expect_corrupt([] { decode_xattr_value(""); }, "xattr");
   expect_corrupt([] { decode_xattr_value(from_hex("026869")); }, "xattr");
   expect_corrupt([] { check_orphan(1, ""); }, "orphan");
@@ -265,9 +274,9 @@ TEST(store_records, out_of_range_fields_are_eio) {
 }
 
 TEST(store_records, hash_hex_round_trip) {
-  chunk_hash const h = sha256_of("abc");
+  const chunk_hash h = sha256_of("abc");
   EXPECT_EQ(h.hex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  auto const back = chunk_hash::from_hex(h.hex());
+  const auto back = chunk_hash::from_hex(h.hex());
   ASSERT_TRUE(back);
   EXPECT_EQ(*back, h);
   EXPECT_EQ(chunk_hash::from_bytes(h.view()), h);

@@ -5,11 +5,11 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <sys/stat.h>
 
 #include "store/store.h"
 #include "tests/store/test_dir.h"
@@ -23,7 +23,7 @@ std::string noise(std::size_t n, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::string out(n, '\0');
   for (std::size_t i = 0; i + 8 <= n; i += 8) {
-    std::uint64_t const v = rng();
+    const std::uint64_t v = rng();
     std::memcpy(out.data() + i, &v, 8);
   }
   return out;
@@ -46,12 +46,12 @@ class small_disk : public ::testing::Test {
 };
 
 TEST_F(small_disk, a_full_disk_gives_enospc_and_keeps_what_was_stored) {
-  fs::path const dir = tmp_ / "store";
+  const fs::path dir = tmp_ / "store";
   store::create(dir, codec::codec_options{});
   // Ballast to free later, so the test can show the store recovers.
   {
     std::ofstream ballast(tmp_ / "ballast", std::ios::binary);
-    std::string const mb(1 << 20, 'b');
+    const std::string mb(1 << 20, 'b');
     for (int i = 0; i < 40; ++i) ballast << mb;
   }
 
@@ -60,7 +60,7 @@ TEST_F(small_disk, a_full_disk_gives_enospc_and_keeps_what_was_stored) {
   int enospc_at = -1;
   for (int i = 0; i < 64 && enospc_at < 0; ++i) {
     std::string data = noise(1 << 20, static_cast<std::uint64_t>(i));
-    prepared_chunk const p = s->prepare_chunk(data);
+    const prepared_chunk p = s->prepare_chunk(data);
     transaction t;
     t.put_dirent(k_root_ino, "f" + std::to_string(i), {100u + i, S_IFREG});
     t.ref_chunk(p);

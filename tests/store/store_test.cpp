@@ -26,7 +26,7 @@ std::string random_bytes(std::size_t n, std::uint32_t seed) {
   std::mt19937_64 rng(seed);
   std::string out(n, '\0');
   for (std::size_t i = 0; i < n; i += 8) {
-    std::uint64_t const v = rng();
+    const std::uint64_t v = rng();
     std::memcpy(out.data() + i, &v, std::min<std::size_t>(8, n - i));
   }
   return out;
@@ -85,7 +85,7 @@ TEST_F(store_test, mkfs_makes_a_private_store_with_a_root_directory) {
   ASSERT_EQ(::stat(dir().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
 
-  std::string const format = read_file(dir() / "FORMAT");
+  const std::string format = read_file(dir() / "FORMAT");
   EXPECT_TRUE(format.starts_with("densefs store\nformat_version=1\nuuid=")) << format;
   EXPECT_TRUE(format.ends_with("\n"));
 
@@ -98,7 +98,7 @@ TEST_F(store_test, mkfs_makes_a_private_store_with_a_root_directory) {
   EXPECT_EQ(s->settings().codec_spec, codec::format_codec_spec(codec::codec_options{}));
   EXPECT_GT(s->settings().created.sec, 1600000000);
 
-  auto const root = s->get_inode(k_root_ino);
+  const auto root = s->get_inode(k_root_ino);
   ASSERT_TRUE(root);
   EXPECT_EQ(root->mode, static_cast<std::uint32_t>(S_IFDIR | 0755));
   EXPECT_EQ(root->nlink, 2u);
@@ -124,7 +124,7 @@ TEST_F(store_test, mkfs_refuses_a_non_empty_directory_and_chmods_an_empty_one) {
   EXPECT_EQ(message.find('\n'), std::string::npos);
   EXPECT_NE(message.find(dir().string()), std::string::npos);
 
-  fs::path const empty = tmp_ / "empty";
+  const fs::path empty = tmp_ / "empty";
   ASSERT_EQ(::mkdir(empty.c_str(), 0755), 0);
   store::create(empty, {});
   struct stat st {};
@@ -181,13 +181,13 @@ TEST_F(store_test, open_refuses_a_newer_format_recorded_in_the_database) {
 }
 
 TEST_F(store_test, lock_is_exclusive) {
-  int const fd = store::lock(dir());
+  const int fd = store::lock(dir());
   ASSERT_GE(fd, 0);
   std::string message;
   EXPECT_EQ(error_of([&] { store::lock(dir()); }, &message), EBUSY);
   EXPECT_NE(message.find("in use"), std::string::npos) << message;
   ::close(fd);
-  int const again = store::lock(dir());
+  const int again = store::lock(dir());
   EXPECT_GE(again, 0);
   ::close(again);
   struct stat st {};
@@ -199,7 +199,7 @@ TEST_F(store_test, lock_is_exclusive) {
 
 TEST_F(store_test, transaction_changes_are_visible_after_commit_not_before) {
   auto s = open();
-  std::uint64_t const ino = s->allocate_ino();
+  const std::uint64_t ino = s->allocate_ino();
   transaction t;
   EXPECT_TRUE(t.empty());
   t.put_inode(make_inode(ino, S_IFREG | 0600, 10));
@@ -284,7 +284,7 @@ TEST_F(store_test, directories_do_not_leak_into_each_other) {
   t.put_dirent(256, "in-256", {12, S_IFREG});
   t.put_dirent(~0ull, "in-max", {13, S_IFREG});
   s->commit(t);
-  auto const list = [&](std::uint64_t dir) {
+  const auto list = [&](std::uint64_t dir) {
     std::vector<std::string> names;
     s->list_dir(dir, std::nullopt, [&](std::string_view n, const dirent_record&) {
       names.emplace_back(n);
@@ -304,7 +304,7 @@ TEST_F(store_test, directories_do_not_leak_into_each_other) {
 TEST_F(store_test, extents_query_includes_an_extent_that_starts_before_the_range) {
   auto s = open();
   chunk_hash h;
-  auto const ext = [&](std::uint32_t len) { return extent_record{h, 0, len}; };
+  const auto ext = [&](std::uint32_t len) { return extent_record{h, 0, len}; };
   transaction t;
   t.put_extent(4, 0, ext(1 << 20));  // neighbour before
   t.put_extent(5, 0, ext(100));
@@ -313,9 +313,9 @@ TEST_F(store_test, extents_query_includes_an_extent_that_starts_before_the_range
   t.put_extent(6, 0, ext(1 << 20));  // neighbour after
   s->commit(t);
 
-  auto const offsets = [&](std::uint64_t ino, std::uint64_t b, std::uint64_t e) {
+  const auto offsets = [&](std::uint64_t ino, std::uint64_t b, std::uint64_t e) {
     std::vector<std::uint64_t> out;
-    for (auto const& [off, r] : s->extents(ino, b, e)) out.push_back(off);
+    for (const auto& [off, r] : s->extents(ino, b, e)) out.push_back(off);
     return out;
   };
   using v = std::vector<std::uint64_t>;
@@ -331,7 +331,7 @@ TEST_F(store_test, extents_query_includes_an_extent_that_starts_before_the_range
   EXPECT_EQ(offsets(5, 10, 10), v{});
   EXPECT_EQ(offsets(6, 10, 20), v{0});
   EXPECT_EQ(offsets(7, 0, 100), v{});
-  auto const e = s->extents(5, 120, 130);
+  const auto e = s->extents(5, 120, 130);
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].second.length, 50u);
 }
@@ -339,12 +339,12 @@ TEST_F(store_test, extents_query_includes_an_extent_that_starts_before_the_range
 // ---- chunks
 
 TEST_F(store_test, identical_chunks_are_stored_once) {
-  std::string const data = text_bytes(300000);
+  const std::string data = text_bytes(300000);
   chunk_hash hash;
   {
     auto s = open();
-    prepared_chunk const a = s->prepare_chunk(data);
-    prepared_chunk const b = s->prepare_chunk(data);
+    const prepared_chunk a = s->prepare_chunk(data);
+    const prepared_chunk b = s->prepare_chunk(data);
     ASSERT_TRUE(a.encoded);  // not in the store yet: both encoded
     EXPECT_EQ(a.hash, b.hash);
     EXPECT_EQ(a.hash, sha256_of(data));
@@ -353,7 +353,7 @@ TEST_F(store_test, identical_chunks_are_stored_once) {
     t.ref_chunk(a);
     t.ref_chunk(b);
     s->commit(t);
-    auto const rec = s->get_chunk(hash);
+    const auto rec = s->get_chunk(hash);
     ASSERT_TRUE(rec);
     EXPECT_EQ(rec->refcount, 2u);
     EXPECT_EQ(rec->plain_size, data.size());
@@ -361,7 +361,7 @@ TEST_F(store_test, identical_chunks_are_stored_once) {
     EXPECT_LT(rec->stored_size, data.size() / 4);
 
     // Now it exists: prepare skips encoding and a reference only counts.
-    prepared_chunk const c = s->prepare_chunk(data);
+    const prepared_chunk c = s->prepare_chunk(data);
     EXPECT_FALSE(c.encoded);
     EXPECT_TRUE(s->prepare_chunk(data, true).encoded);
     transaction t2;
@@ -376,11 +376,11 @@ TEST_F(store_test, identical_chunks_are_stored_once) {
 }
 
 TEST_F(store_test, releasing_the_last_reference_deletes_chunk_and_payload) {
-  std::string const data = random_bytes(100000, 1);
+  const std::string data = random_bytes(100000, 1);
   chunk_hash hash;
   {
     auto s = open();
-    prepared_chunk const p = s->prepare_chunk(data);
+    const prepared_chunk p = s->prepare_chunk(data);
     hash = p.hash;
     transaction t;
     t.ref_chunk(p);
@@ -409,7 +409,7 @@ TEST_F(store_test, releasing_the_last_reference_deletes_chunk_and_payload) {
 
 TEST_F(store_test, refcount_underflow_clamps_to_zero) {
   auto s = open();
-  prepared_chunk const p = s->prepare_chunk("abc");
+  const prepared_chunk p = s->prepare_chunk("abc");
   transaction t;
   t.ref_chunk(p);
   s->commit(t);
@@ -428,7 +428,7 @@ TEST_F(store_test, refcount_underflow_clamps_to_zero) {
 
 TEST_F(store_test, referencing_a_missing_chunk_without_payload_writes_nothing) {
   auto s = open();
-  prepared_chunk const real = s->prepare_chunk(text_bytes(5000));
+  const prepared_chunk real = s->prepare_chunk(text_bytes(5000));
   prepared_chunk ghost;
   ghost.hash = sha256_of("never stored");
   ghost.plain_size = 12;
@@ -461,12 +461,17 @@ TEST_F(store_test, referencing_a_missing_chunk_without_payload_writes_nothing) {
 
 TEST_F(store_test, read_chunk_returns_exact_bytes_for_raw_and_zstd) {
   auto s = open();
-  std::vector<std::string> datas = {random_bytes(k_chunk_size, 2), text_bytes(k_chunk_size),
-                                    random_bytes(1 << 20, 3), text_bytes(100), "", "x",
-                                    random_bytes(4095, 4), random_bytes(4097, 5)};
+  std::vector<std::string> datas = {random_bytes(k_chunk_size, 2),
+                                    text_bytes(k_chunk_size),
+                                    random_bytes(1 << 20, 3),
+                                    text_bytes(100),
+                                    "",
+                                    "x",
+                                    random_bytes(4095, 4),
+                                    random_bytes(4097, 5)};
   transaction t;
   std::vector<prepared_chunk> prepared;
-  for (auto const& d : datas) {
+  for (const auto& d : datas) {
     prepared.push_back(s->prepare_chunk(d));
     t.ref_chunk(prepared.back());
   }
@@ -475,7 +480,7 @@ TEST_F(store_test, read_chunk_returns_exact_bytes_for_raw_and_zstd) {
   EXPECT_EQ(s->get_chunk(prepared[1].hash)->codec, codec::codec_id::zstd);
   EXPECT_EQ(s->get_chunk(prepared[2].hash)->codec, codec::codec_id::raw);
   for (std::size_t i = 0; i < datas.size(); ++i) {
-    auto const got = s->read_chunk(prepared[i].hash);
+    const auto got = s->read_chunk(prepared[i].hash);
     ASSERT_TRUE(got);
     EXPECT_EQ(got->size(), datas[i].size()) << i;
     EXPECT_TRUE(*got == datas[i]) << "chunk " << i << " differs";
@@ -487,7 +492,7 @@ TEST_F(store_test, read_chunk_returns_exact_bytes_for_raw_and_zstd) {
 // Damages the stored payload of `hash` behind the store's back.
 void damage_payload(const fs::path& dir, const chunk_hash& hash, bool truncate) {
   test::raw_db db(dir);
-  std::string const key(hash.view());
+  const std::string key(hash.view());
   std::string v = db.get(k_cf_payloads, key);
   if (truncate) {
     v.pop_back();
@@ -498,14 +503,14 @@ void damage_payload(const fs::path& dir, const chunk_hash& hash, bool truncate) 
 }
 
 TEST_F(store_test, read_chunk_detects_a_damaged_payload) {
-  std::string const big = text_bytes(1 << 20);   // zstd, in a blob file
-  std::string const small = random_bytes(1000, 6);  // raw, inline in the SST
+  const std::string big = text_bytes(1 << 20);      // zstd, in a blob file
+  const std::string small = random_bytes(1000, 6);  // raw, inline in the SST
   chunk_hash big_hash, small_hash;
   {
     auto s = open();
     transaction t;
-    auto const a = s->prepare_chunk(big);
-    auto const b = s->prepare_chunk(small);
+    const auto a = s->prepare_chunk(big);
+    const auto b = s->prepare_chunk(small);
     big_hash = a.hash;
     small_hash = b.hash;
     t.ref_chunk(a);
@@ -529,7 +534,7 @@ TEST_F(store_test, read_chunk_detects_a_damaged_chunk_record) {
   chunk_hash hash;
   {
     auto s = open();
-    auto const p = s->prepare_chunk(text_bytes(50000));
+    const auto p = s->prepare_chunk(text_bytes(50000));
     hash = p.hash;
     transaction t;
     t.ref_chunk(p);
@@ -547,8 +552,8 @@ TEST_F(store_test, read_chunk_detects_a_damaged_chunk_record) {
 
 TEST_F(store_test, concurrent_reads_of_one_chunk_agree) {
   auto s = open();
-  std::string const data = text_bytes(k_chunk_size);
-  auto const p = s->prepare_chunk(data);
+  const std::string data = text_bytes(k_chunk_size);
+  const auto p = s->prepare_chunk(data);
   transaction t;
   t.ref_chunk(p);
   s->commit(t);
@@ -564,7 +569,7 @@ TEST_F(store_test, concurrent_reads_of_one_chunk_agree) {
 
 TEST_F(store_test, concurrent_commits_keep_refcounts_exact) {
   auto s = open();
-  auto const p = s->prepare_chunk(text_bytes(100000));
+  const auto p = s->prepare_chunk(text_bytes(100000));
   std::vector<std::thread> threads;
   for (int th = 0; th < 4; ++th)
     threads.emplace_back([&, th] {
@@ -574,7 +579,7 @@ TEST_F(store_test, concurrent_commits_keep_refcounts_exact) {
         t.put_dirent(k_root_ino, "t" + std::to_string(th) + "-" + std::to_string(i),
                      {1000u + i, S_IFREG});
         s->commit(t);
-        std::uint64_t const ino = s->allocate_ino();
+        const std::uint64_t ino = s->allocate_ino();
         EXPECT_GT(ino, k_root_ino);
       }
     });
@@ -596,7 +601,7 @@ TEST_F(store_test, inode_numbers_never_repeat_across_reopen) {
   {
     auto s = open();
     for (int i = 0; i < 2000; ++i) {
-      std::uint64_t const ino = s->allocate_ino();
+      const std::uint64_t ino = s->allocate_ino();
       EXPECT_GT(ino, k_root_ino);
       EXPECT_TRUE(seen.insert(ino).second) << ino;
       highest_before = std::max(highest_before, ino);
@@ -605,7 +610,7 @@ TEST_F(store_test, inode_numbers_never_repeat_across_reopen) {
   for (int round = 0; round < 3; ++round) {
     auto s = open();
     for (int i = 0; i < 10; ++i) {
-      std::uint64_t const ino = s->allocate_ino();
+      const std::uint64_t ino = s->allocate_ino();
       EXPECT_GT(ino, highest_before);
       EXPECT_TRUE(seen.insert(ino).second) << ino;
     }
@@ -622,11 +627,11 @@ TEST_F(store_test, allocation_skips_numbers_already_used_by_inodes) {
 }
 
 TEST_F(store_test, everything_persists_across_close_and_reopen) {
-  std::string const data = text_bytes(200000);
+  const std::string data = text_bytes(200000);
   chunk_hash hash;
   {
     auto s = open();
-    auto const p = s->prepare_chunk(data);
+    const auto p = s->prepare_chunk(data);
     hash = p.hash;
     transaction t;
     t.put_inode(make_inode(20, S_IFREG | 0644, data.size()));
@@ -670,7 +675,7 @@ TEST_F(store_test, read_only_open_reads_but_refuses_changes) {
 
 TEST_F(store_test, statvfs_describes_the_store_file_system) {
   auto s = open();
-  struct statvfs const v = s->statvfs();
+  const struct statvfs v = s->statvfs();
   EXPECT_GT(v.f_blocks, 0u);
   EXPECT_GT(v.f_bsize, 0u);
 }
@@ -678,11 +683,11 @@ TEST_F(store_test, statvfs_describes_the_store_file_system) {
 // ---- stats
 
 TEST_F(store_test, stats_count_files_bytes_chunks_and_dedup) {
-  std::string const text = text_bytes(300000);
-  std::string const noise = random_bytes(100000, 7);
+  const std::string text = text_bytes(300000);
+  const std::string noise = random_bytes(100000, 7);
   auto s = open();
-  auto const a = s->prepare_chunk(text);
-  auto const b = s->prepare_chunk(noise);
+  const auto a = s->prepare_chunk(text);
+  const auto b = s->prepare_chunk(noise);
   transaction t;
   t.put_inode(make_inode(10, S_IFREG | 0644, text.size()));
   t.put_extent(10, 0, {a.hash, 0, static_cast<std::uint32_t>(text.size())});
@@ -696,7 +701,7 @@ TEST_F(store_test, stats_count_files_bytes_chunks_and_dedup) {
   t.put_inode(make_inode(13, S_IFLNK | 0777, 3));
   s->commit(t, true);
 
-  store_stats const st = s->stats();
+  const store_stats st = s->stats();
   EXPECT_EQ(st.files, 2u);
   EXPECT_EQ(st.directories, 2u);  // root and 12
   EXPECT_EQ(st.logical_bytes, 2 * text.size() + noise.size() + 5000);
@@ -704,7 +709,7 @@ TEST_F(store_test, stats_count_files_bytes_chunks_and_dedup) {
   EXPECT_EQ(st.chunks, 2u);
   EXPECT_EQ(st.unique_plain_bytes, text.size() + noise.size());
   EXPECT_EQ(st.dedup_saved_bytes, text.size());
-  std::uint64_t const zstd_stored = s->get_chunk(a.hash)->stored_size;
+  const std::uint64_t zstd_stored = s->get_chunk(a.hash)->stored_size;
   EXPECT_EQ(st.stored_bytes, zstd_stored + noise.size());
   EXPECT_EQ(st.chunks_by_codec[0], 1u);
   EXPECT_EQ(st.chunks_by_codec[1], 1u);
@@ -712,7 +717,7 @@ TEST_F(store_test, stats_count_files_bytes_chunks_and_dedup) {
   EXPECT_EQ(st.stored_by_codec[1], zstd_stored);
   EXPECT_GT(st.disk_bytes, 0u);
 
-  auto const j = nlohmann::json::parse(to_json(st));
+  const auto j = nlohmann::json::parse(to_json(st));
   EXPECT_EQ(j["files"], 2);
   EXPECT_EQ(j["logical_bytes"], st.logical_bytes);
   EXPECT_EQ(j["stored_bytes"], st.stored_bytes);
@@ -725,7 +730,7 @@ TEST_F(store_test, stats_count_files_bytes_chunks_and_dedup) {
 }
 
 TEST(store_json, empty_store_stats_have_zero_ratio) {
-  auto const j = nlohmann::json::parse(to_json(store_stats{}));
+  const auto j = nlohmann::json::parse(to_json(store_stats{}));
   EXPECT_EQ(j["ratio"], 0.0);
   EXPECT_EQ(j["codecs"]["raw"]["chunks"], 0);
   EXPECT_EQ(j["codecs"]["zstd"]["chunks"], 0);

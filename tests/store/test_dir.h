@@ -34,7 +34,7 @@ inline std::string to_hex(std::string_view bytes) {
   static constexpr char k_digits[] = "0123456789abcdef";
   std::string out;
   for (char c : bytes) {
-    auto const b = static_cast<unsigned char>(c);
+    const auto b = static_cast<unsigned char>(c);
     out += k_digits[b >> 4];
     out += k_digits[b & 0xf];
   }
@@ -42,7 +42,7 @@ inline std::string to_hex(std::string_view bytes) {
 }
 
 inline std::string from_hex(std::string_view hex) {
-  auto const digit = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  const auto digit = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
   std::string out;
   for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
     out += static_cast<char>(digit(hex[i]) << 4 | digit(hex[i + 1]));
