@@ -17,12 +17,21 @@ namespace densefs::test {
 
 class raw_db {
  public:
-  explicit raw_db(const std::filesystem::path& dir) {
+  // blob_payloads: configure the payloads column family like the store does
+  // (large values to blob files), so a flush writes the same kind of files.
+  explicit raw_db(const std::filesystem::path& dir, bool blob_payloads = false) {
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
     for (const char* name :
          {store::k_cf_meta, store::k_cf_inodes, store::k_cf_dirents, store::k_cf_extents,
-          store::k_cf_chunks, store::k_cf_payloads, store::k_cf_xattrs})
-      cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
+          store::k_cf_chunks, store::k_cf_payloads, store::k_cf_xattrs}) {
+      rocksdb::ColumnFamilyOptions o;
+      if (blob_payloads && std::string(name) == store::k_cf_payloads) {
+        o.enable_blob_files = true;
+        o.min_blob_size = 4096;
+        o.compression = rocksdb::kNoCompression;
+      }
+      cfs.emplace_back(name, o);
+    }
     rocksdb::DB* db = nullptr;
     const rocksdb::Status s =
         rocksdb::DB::Open(rocksdb::DBOptions(), dir.string(), cfs, &handles_, &db);
@@ -41,6 +50,14 @@ class raw_db {
     throw std::runtime_error("no column family " + name);
   }
   rocksdb::DB* db() const { return db_.get(); }
+
+  // Moves everything from the write-ahead log into table and blob files.
+  void flush_all() {
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    const rocksdb::Status s = db_->Flush(fo, handles_);
+    if (!s.ok()) throw std::runtime_error("raw flush: " + s.ToString());
+  }
 
   std::size_t count(const std::string& cf_name) const {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf(cf_name)));
