@@ -141,7 +141,10 @@ class filesystem {
   void encode_and_commit(std::shared_ptr<node> n, std::uint64_t slot_index, std::uint64_t gen,
                          std::shared_ptr<const std::string> data);
   void wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n);
-  void persist_attributes(node& n);  // commits record_dirty attributes
+  // Flushes a regular file for flush/fsync/release; when that changed what
+  // the kernel caches (st_blocks, size), tells it to drop its attributes so
+  // `du` right after close() is right.
+  int flush_and_invalidate(node& n);
 
   mount_options options_;
   fuse_session* session_ = nullptr;

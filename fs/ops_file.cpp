@@ -89,23 +89,17 @@ void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::siz
 void filesystem::flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   run_op(req, "flush", [&] {
     auto n = existing_node(ino);
-    std::unique_lock lock(n->data_mutex);
-    int error = n->regular ? flush_data(lock, *n) : 0;
-    lock.unlock();
-    fuse_reply_err(req, error);
+    fuse_reply_err(req, flush_and_invalidate(*n));
   });
 }
 
 void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   run_op(req, "release", [&] {
     auto n = existing_node(ino);
-    std::unique_lock lock(n->data_mutex);
-    int error = n->regular ? flush_data(lock, *n) : 0;
-    if (error != 0) {
+    if (int error = flush_and_invalidate(*n)) {
       log_error("inode " + std::to_string(n->ino) +
                 ": data not stored at close: " + std::strerror(error));
     }
-    lock.unlock();
     {
       std::lock_guard meta(meta_mutex_);
       if (n->opens > 0) --n->opens;
@@ -118,12 +112,31 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 void filesystem::fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
   run_op(req, "fsync", [&] {
     auto n = existing_node(ino);
-    std::unique_lock lock(n->data_mutex);
-    int error = n->regular ? flush_data(lock, *n) : 0;
-    lock.unlock();
+    const int error = flush_and_invalidate(*n);
     if (error == 0) store_->sync();
     fuse_reply_err(req, error);
   });
+}
+
+int filesystem::flush_and_invalidate(node& n) {
+  if (!n.regular) return 0;
+  std::uint64_t stored_before, stored_after;
+  {
+    std::lock_guard meta(meta_mutex_);
+    stored_before = n.record.stored_bytes;
+  }
+  std::unique_lock lock(n.data_mutex);
+  const int error = flush_data(lock, n);
+  lock.unlock();
+  {
+    std::lock_guard meta(meta_mutex_);
+    stored_after = n.record.stored_bytes;
+  }
+  // Attributes only (negative offset): no page locks are taken, so this is
+  // safe inside a request for the same inode.
+  if (stored_after != stored_before && session_)
+    fuse_lowlevel_notify_inval_inode(session_, n.ino, -1, 0);
+  return error;
 }
 
 void filesystem::fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
