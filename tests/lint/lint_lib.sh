@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the tests/lint/*_test.sh scripts.
 
 # Prints the path of a tool: on PATH, or where tools/setup.sh installs it.

@@ -5,6 +5,7 @@
 # usage: systemd_unit_test.sh SOURCE_DIR
 set -euo pipefail
 src=${1:?usage: systemd_unit_test.sh SOURCE_DIR}
+# shellcheck source=lint_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lint_lib.sh"
 
 analyze=$(find_tool systemd-analyze) || missing_tool "systemd-analyze (Debian systemd)"

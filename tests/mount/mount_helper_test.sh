@@ -13,6 +13,7 @@
 # it. When another densefs is installed, case 4 runs with the line rewritten
 # to the form of case 2, and case 3 is reported as not run.
 # usage: mount_helper_test.sh DENSEFS_BINARY SOURCE_DIR
+# shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
 
 [[ -x /sbin/mount.fuse3 || -x /usr/sbin/mount.fuse3 ]] || missing_tool "mount.fuse3 (Debian fuse3)"
@@ -25,8 +26,7 @@ mkdir -p "$mnt"
 # Plain umount(8) returns when the kernel has let go; the daemon may still be
 # flushing and holding the store lock. Wait for the lock like a script would.
 wait_store_free() {
-  local i
-  for i in $(seq 1 300); do
+  for _ in $(seq 1 300); do
     if flock --nonblock "$store/LOCK.densefs" true 2>/dev/null; then return 0; fi
     sleep 0.1
   done
@@ -81,7 +81,7 @@ fi
 # 4. The fstab line from the docs, with this test's paths.
 line=$(grep -v '^#' "$src/docs/examples/fstab" | grep -m1 'fuse.densefs') ||
   fail "docs/examples/fstab has no fuse.densefs line"
-read -r doc_store doc_mnt doc_type doc_options _ <<<"$line"
+read -r _ _ doc_type doc_options _ <<<"$line"
 [[ $doc_type == fuse.densefs ]] || fail "docs/examples/fstab: type is $doc_type"
 if [[ $same_binary -eq 1 ]]; then
   printf '%s %s fuse.densefs %s 0 0\n' "$store" "$mnt" "$doc_options" >"$work/fstab"

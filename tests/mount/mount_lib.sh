@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the tests/mount/*_test.sh scripts, which ctest runs as
 # `bash X_test.sh DENSEFS_BINARY SOURCE_DIR` (exit 77: skipped).
 #

@@ -8,6 +8,7 @@
 # usage: pjdfstest_test.sh DENSEFS_BINARY SOURCE_DIR
 # Environment: DENSEFS_PJDFSTEST_PATH tests another directory instead of a
 # densefs mount (to see what a reference file system fails).
+# shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
 
 pjdfstest=$(find_tool pjdfstest) || missing_tool "pjdfstest (cargo install pjdfstest)"

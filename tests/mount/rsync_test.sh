@@ -10,6 +10,7 @@
 #   have something to preserve. Prints rsync times to densefs and to a plain
 #   directory on the same disk (informational, not asserted).
 # usage: rsync_test.sh DENSEFS_BINARY SOURCE_DIR
+# shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
 
 command -v rsync >/dev/null || missing_tool rsync
