@@ -160,6 +160,10 @@ db_config make_config(std::size_t block_cache_bytes) {
   // own background retries (and its free-space polling, see manual_recovery)
   // would make commits fail with "busy" while they run.
   c.db.max_bgerror_resume_count = 0;
+  // Payload bytes go through the WAL before a flush moves them to blob files;
+  // a column family that is rarely written (xattrs, say) would otherwise pin
+  // old WAL files, and the store would hold every payload twice on disk.
+  c.db.max_total_wal_size = 128u << 20;
   c.db.listeners.push_back(std::make_shared<manual_recovery>());
 
   // One block cache shared by every metadata column family, so a walk of a
@@ -172,6 +176,10 @@ db_config make_config(std::size_t block_cache_bytes) {
   meta_table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   rocksdb::ColumnFamilyOptions meta;
   meta.table_factory.reset(rocksdb::NewBlockBasedTableFactory(meta_table));
+  // Metadata records are small; RocksDB preallocates each WAL file at 1.1x
+  // the largest write buffer, so oversized buffers show up as disk usage of
+  // an empty store.
+  meta.write_buffer_size = 16u << 20;
 
   rocksdb::ColumnFamilyOptions payloads;
   rocksdb::BlockBasedTableOptions payload_table;
@@ -179,6 +187,7 @@ db_config make_config(std::size_t block_cache_bytes) {
   // chunks are cached above, so they get no block cache of their own.
   payload_table.no_block_cache = true;
   payloads.table_factory.reset(rocksdb::NewBlockBasedTableFactory(payload_table));
+  payloads.write_buffer_size = 32u << 20;
   payloads.enable_blob_files = true;
   payloads.min_blob_size = k_min_blob_size;
   // Payloads are already compressed by our codecs; compressing again would
