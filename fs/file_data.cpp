@@ -54,6 +54,18 @@ static void read_committed(const store::store& st, std::uint64_t ino, std::uint6
   }
 }
 
+std::uint64_t filesystem::drop_extents(store::transaction& txn, std::uint64_t ino,
+                                       std::uint64_t begin, std::uint64_t end) const {
+  std::uint64_t stored = 0;
+  for (const auto& [off, ext] : store_->extents(ino, begin, end)) {
+    if (off < begin) continue;  // starts before the range: not ours to drop
+    if (auto chunk = store_->get_chunk(ext.hash)) stored += chunk->stored_size;
+    txn.delete_extent(ino, off);
+    txn.unref_chunk(ext.hash);
+  }
+  return stored;
+}
+
 void filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, char* out) {
   const std::uint64_t end = offset + length;
   std::uint64_t pos = offset;
@@ -171,12 +183,8 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
         if (n->purged) break;
         auto txn = new_txn();
         store::inode_record r = n->record;
-        for (const auto& [off, ext] : store_->extents(n->ino, slot_start, slot_start + k_slot)) {
-          auto old = store_->get_chunk(ext.hash);
-          r.stored_bytes -= std::min<std::uint64_t>(r.stored_bytes, old ? old->stored_size : 0);
-          txn->delete_extent(n->ino, off);
-          txn->unref_chunk(ext.hash);
-        }
+        r.stored_bytes -=
+            std::min(r.stored_bytes, drop_extents(*txn, n->ino, slot_start, slot_start + k_slot));
         if (prepared) {
           txn->put_extent(n->ino, slot_start,
                           {prepared->hash, 0, static_cast<std::uint32_t>(data->size())});
@@ -277,22 +285,17 @@ int filesystem::flush_data(std::unique_lock<std::mutex>& lock, node& n) {
 }
 
 std::uint64_t filesystem::plan_truncate(node& n, std::uint64_t new_size, store::transaction& txn) {
-  std::uint64_t stored = n.record.stored_bytes;
-  for (const auto& [off, ext] :
-       store_->extents(n.ino, new_size, std::numeric_limits<std::uint64_t>::max())) {
-    if (off >= new_size) {
-      auto chunk = store_->get_chunk(ext.hash);
-      stored -= std::min<std::uint64_t>(stored, chunk ? chunk->stored_size : 0);
-      txn.delete_extent(n.ino, off);
-      txn.unref_chunk(ext.hash);
-    } else {
-      // Shrink the extent; the chunk stays shared as it is.
+  constexpr std::uint64_t k_end = std::numeric_limits<std::uint64_t>::max();
+  for (const auto& [off, ext] : store_->extents(n.ino, new_size, k_end)) {
+    if (off < new_size) {
+      // The extent that straddles the new end shrinks; its chunk stays as is.
       store::extent_record shorter = ext;
       shorter.length = static_cast<std::uint32_t>(new_size - off);
       txn.put_extent(n.ino, off, shorter);
     }
   }
-  return stored;
+  const std::uint64_t dropped = drop_extents(txn, n.ino, new_size, k_end);
+  return n.record.stored_bytes - std::min(n.record.stored_bytes, dropped);
 }
 
 void filesystem::apply_truncate(node& n, std::uint64_t new_size) {

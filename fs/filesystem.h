@@ -114,6 +114,11 @@ class filesystem {
   void maybe_release(const std::shared_ptr<node>& n);  // caller holds meta_mutex_
   void purge(store::transaction& txn, node& n);        // delete data + inode
   std::unique_ptr<store::transaction> new_txn() const;
+  // Adds to txn the removal of every extent of `ino` that starts in
+  // [begin, end), dropping its chunk reference; returns the stored bytes
+  // those extents accounted for (to subtract from the inode's stored_bytes).
+  std::uint64_t drop_extents(store::transaction& txn, std::uint64_t ino, std::uint64_t begin,
+                             std::uint64_t end) const;
   void commit(store::transaction& txn, bool sync = false);
 
   // --- namespace helpers (ops_dir.cpp) ---

@@ -241,13 +241,8 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
         const bool source_tail = src + shared + piece == in_size;
         const bool dest_tail = dst + shared + piece >= out->size;
         if (!whole_slot && !(source_tail && dest_tail)) break;
-        for (const auto& [off, ext] :
-             store_->extents(out->ino, dst + shared, dst + shared + k_slot)) {
-          auto chunk = store_->get_chunk(ext.hash);
-          r.stored_bytes -= std::min<std::uint64_t>(r.stored_bytes, chunk ? chunk->stored_size : 0);
-          txn->delete_extent(out->ino, off);
-          txn->unref_chunk(ext.hash);
-        }
+        r.stored_bytes -= std::min(
+            r.stored_bytes, drop_extents(*txn, out->ino, dst + shared, dst + shared + k_slot));
         for (const auto& [off, ext] :
              store_->extents(in->ino, src + shared, src + shared + piece)) {
           auto chunk = store_->get_chunk(ext.hash);
