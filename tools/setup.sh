@@ -271,6 +271,15 @@ run_tests() {
   rc=${PIPESTATUS[0]}
   set -e
 
+  # The measurements the rsync test prints (ctest shows a passing test's
+  # output only in its log).
+  local last_log=$build_dir/Testing/Temporary/LastTest.log
+  if [[ -f $last_log ]] && grep -q '^rsync -aHAX time:' "$last_log"; then
+    echo
+    echo "rsync test measurements:"
+    grep -E '^(source: |densefs stats: |rsync -aHAX time: )' "$last_log" | sed 's/^/  /'
+  fi
+
   # The plain summary CI reads, derived from ctest's own closing lines.
   local total failed skipped passed
   total=$(sed -nE 's/.*tests passed, [0-9]+ tests? failed out of ([0-9]+).*/\1/p' "$ctest_log" | tail -n1)
