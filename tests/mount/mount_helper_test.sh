@@ -6,12 +6,13 @@
 #   2. mount -t fuse 'DENSEFS#STORE' MNT            (fuse helper, old fstab form)
 #   3. mount -t fuse.densefs STORE MNT              (needs densefs installed)
 #   4. the fstab line in docs/examples/fstab        (mount -T FSTAB MNT)
+#   5. what systemd runs for docs/examples/*.mount  (mount What Where -t -o)
 # Each must show up as type fuse.densefs with the store as source, keep what
 # the previous one wrote, and unmount with plain umount(8).
-# Cases 3 and 4 need the binary under test to be the installed one (dash's
+# Cases 3-5 need the binary under test to be the installed one (dash's
 # default PATH: /usr/local/bin, /usr/bin, ...); tools/setup.sh test installs
-# it. When another densefs is installed, case 4 runs with the line rewritten
-# to the form of case 2, and case 3 is reported as not run.
+# it. When another densefs is installed, cases 4 and 5 run rewritten to the
+# form of case 2, and case 3 is reported as not run.
 # usage: mount_helper_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
@@ -91,4 +92,20 @@ fi
 echo "fstab: $(cat "$work/fstab")"
 env -i /bin/mount -T "$work/fstab" "$mnt" || fail "mount -T FSTAB $mnt (the docs' fstab line) failed"
 check_mounted "fstab line '$doc_options'"
+
+# 5. What systemd runs for docs/examples/*.mount: mount What Where -t Type -o
+# Options, with an empty environment (no systemd as PID 1 here to start it).
+unit=$(find "$src/docs/examples" -name '*.mount' | head -n1)
+[[ -n $unit ]] || fail "docs/examples has no .mount unit"
+unit_type=$(sed -n 's/^Type=//p' "$unit")
+unit_options=$(sed -n 's/^Options=//p' "$unit")
+[[ $unit_type == fuse.densefs ]] || fail "$unit: Type=$unit_type"
+if [[ $same_binary -eq 1 ]]; then
+  env -i /bin/mount "$store" "$mnt" -t "$unit_type" -o "$unit_options" ||
+    fail "mount STORE MNT -t $unit_type -o $unit_options (as $(basename "$unit")) failed"
+else
+  env -i /bin/mount "$densefs#$store" "$mnt" -t fuse -o "$unit_options" ||
+    fail "mount 'DENSEFS#STORE' MNT -t fuse -o $unit_options (as $(basename "$unit")) failed"
+fi
+check_mounted "systemd unit $(basename "$unit") (Options=$unit_options)"
 echo "PASS"
