@@ -178,9 +178,10 @@ run_demo() {
 
   local store=$demo_dir/store mnt=$demo_dir/mnt
   mkdir -p "$demo_dir" "$mnt"
-  if mountpoint -q "$mnt"; then
+  # findmnt, not mountpoint: a mount whose daemon died cannot be stat()ed.
+  if findmnt -n "$mnt" >/dev/null; then
     log "unmounting the previous demo mount at $mnt"
-    densefs umount "$mnt"
+    densefs umount "$mnt" || umount -l "$mnt"
   fi
   if [[ ! -e $store ]]; then
     log "creating the store: densefs mkfs $store"
