@@ -113,6 +113,7 @@ class filesystem {
   // with it; deletes it from the store if it has no links left.
   void maybe_release(const std::shared_ptr<node>& n);  // caller holds meta_mutex_
   void purge(store::transaction& txn, node& n);        // delete data + inode
+  void purge_orphans();
   std::unique_ptr<store::transaction> new_txn() const;
   // Adds to txn the removal of every extent of `ino` that starts in
   // [begin, end), dropping its chunk reference; returns the stored bytes

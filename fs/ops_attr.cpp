@@ -44,8 +44,12 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   workers_ = std::make_unique<worker_pool>(threads);
 
-  // Files unlinked while open when the last session ended: nothing can
-  // reach them any more, so their data goes now.
+  purge_orphans();
+}
+
+// Files unlinked while open (or still known to the kernel): once no session
+// can reach them, at mount after a crash and at unmount, their data goes.
+void filesystem::purge_orphans() {
   for (std::uint64_t ino : store_->orphans()) {
     auto r = store_->get_inode(ino);
     auto txn = new_txn();
@@ -56,7 +60,7 @@ void filesystem::start(std::unique_ptr<store::store> store) {
       txn->remove_orphan(ino);
     }
     commit(*txn, true);
-    log_info("released orphaned inode " + std::to_string(ino));
+    log_debug("released orphaned inode " + std::to_string(ino));
   }
 }
 
@@ -75,6 +79,11 @@ void filesystem::shutdown() {
     }
   }
   workers_.reset();  // drains the queue
+  try {
+    purge_orphans();  // the kernel is gone: nothing references them now
+  } catch (const std::exception& e) {
+    log_error(std::string("releasing unlinked files failed (the next mount retries): ") + e.what());
+  }
   try {
     store_->sync();
   } catch (const std::exception& e) {

@@ -60,6 +60,10 @@ constexpr std::uint64_t k_ino_reserve = 1024;
 // Payloads below this stay inline in the SST files; larger ones go to blob
 // files, which compaction does not rewrite.
 constexpr std::uint64_t k_min_blob_size = 4096;
+// Free space kept back from file data (see check_space_for): at least two
+// payload memtables, so a flush always fits.
+constexpr std::uint64_t k_min_space_reserve = 40u << 20;
+constexpr std::uint64_t k_max_space_reserve = 256u << 20;
 
 std::string errno_text(int e) {
   return std::strerror(e);
@@ -164,6 +168,10 @@ db_config make_config(std::size_t block_cache_bytes) {
   // a column family that is rarely written (xattrs, say) would otherwise pin
   // old WAL files, and the store would hold every payload twice on disk.
   c.db.max_total_wal_size = 128u << 20;
+  // Replaying the WAL at open keeps what it finds in memtables instead of
+  // flushing it, so a store on a full disk still mounts (and files can be
+  // deleted).
+  c.db.avoid_flush_during_recovery = true;
   c.db.listeners.push_back(std::make_shared<manual_recovery>());
 
   // One block cache shared by every metadata column family, so a walk of a
@@ -187,7 +195,7 @@ db_config make_config(std::size_t block_cache_bytes) {
   // chunks are cached above, so they get no block cache of their own.
   payload_table.no_block_cache = true;
   payloads.table_factory.reset(rocksdb::NewBlockBasedTableFactory(payload_table));
-  payloads.write_buffer_size = 32u << 20;
+  payloads.write_buffer_size = 16u << 20;
   payloads.enable_blob_files = true;
   payloads.min_blob_size = k_min_blob_size;
   // Payloads are already compressed by our codecs; compressing again would
@@ -851,6 +859,26 @@ std::shared_ptr<const std::string> store::read_chunk(const chunk_hash& hash) con
 
 // ---------------------------------------------------------------- commit
 
+void store::check_space_for(std::uint64_t bytes) const {
+  struct ::statvfs sv {};
+  if (::statvfs(dir_.c_str(), &sv) != 0) return;  // cannot tell: let RocksDB decide
+  const std::uint64_t block = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+  const std::uint64_t total = static_cast<std::uint64_t>(sv.f_blocks) * block;
+  const std::uint64_t free = static_cast<std::uint64_t>(sv.f_bavail) * block;
+  // New file data may not eat into a reserve kept for metadata (unlink and
+  // rename must work on a full disk) and for RocksDB's own flushes (a
+  // memtable full of payloads becomes a blob file before its WAL goes). If
+  // RocksDB itself hits ENOSPC it stops writing until Resume() can flush,
+  // which on a full disk is never.
+  const std::uint64_t reserve =
+      std::clamp<std::uint64_t>(total / 50, k_min_space_reserve, k_max_space_reserve);
+  if (free < bytes + reserve) {
+    throw store_error(ENOSPC, "store " + dir_.string() + " is full: " + std::to_string(free) +
+                                  " bytes free, " + std::to_string(bytes) +
+                                  " needed plus a reserve of " + std::to_string(reserve));
+  }
+}
+
 void store::commit(transaction& txn, bool sync) {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   if (txn.empty()) return;
@@ -880,6 +908,7 @@ void store::commit(transaction& txn, bool sync) {
   }
 
   std::vector<chunk_hash> deleted;
+  std::uint64_t new_payload_bytes = 0;
   for (const auto& [hash, d] : t.chunks) {
     if (d.delta == 0) continue;
     std::optional<chunk_record> rec = get_chunk(hash);
@@ -902,6 +931,7 @@ void store::commit(transaction& txn, bool sync) {
       r.location = payload_location::rocksdb;
       check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(r)));
       payloads_->put(batch, hash, bytes);
+      new_payload_bytes += bytes.size();
       continue;
     }
     std::uint64_t count = rec->refcount;
@@ -925,6 +955,8 @@ void store::commit(transaction& txn, bool sync) {
       check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec)));
     }
   }
+
+  if (new_payload_bytes > 0) check_space_for(new_payload_bytes);
 
   rocksdb::WriteOptions wo;
   wo.sync = sync;

@@ -96,14 +96,14 @@ class chunk_missing : public store_error {
 };
 
 struct store_stats {
-  std::uint64_t files = 0;           // regular files
+  std::uint64_t files = 0;  // regular files
   std::uint64_t directories = 0;
-  std::uint64_t logical_bytes = 0;   // sum of regular file sizes
-  std::uint64_t referenced_bytes = 0;  // plain bytes referenced by extents (holes excluded)
-  std::uint64_t chunks = 0;            // unique chunks
-  std::uint64_t unique_plain_bytes = 0;  // plain bytes of unique chunks
-  std::uint64_t stored_bytes = 0;        // stored bytes of unique chunks
-  std::uint64_t dedup_saved_bytes = 0;   // referenced_bytes - unique_plain_bytes
+  std::uint64_t logical_bytes = 0;        // sum of regular file sizes
+  std::uint64_t referenced_bytes = 0;     // plain bytes referenced by extents (holes excluded)
+  std::uint64_t chunks = 0;               // unique chunks
+  std::uint64_t unique_plain_bytes = 0;   // plain bytes of unique chunks
+  std::uint64_t stored_bytes = 0;         // stored bytes of unique chunks
+  std::uint64_t dedup_saved_bytes = 0;    // referenced_bytes - unique_plain_bytes
   std::uint64_t chunks_by_codec[4] = {};  // index: codec id
   std::uint64_t stored_by_codec[4] = {};
   std::uint64_t disk_bytes = 0;  // bytes the store directory occupies on disk
@@ -190,6 +190,9 @@ class store {
 
  private:
   store(std::filesystem::path dir, store_open_options options);
+  // Throws store_error(ENOSPC) unless `bytes` more payload fit while keeping
+  // the space reserve; nothing has been written when it throws.
+  void check_space_for(std::uint64_t bytes) const;
 
   std::filesystem::path dir_;
   store_open_options options_;

@@ -52,7 +52,7 @@ TEST_F(small_disk, a_full_disk_gives_enospc_and_keeps_what_was_stored) {
   {
     std::ofstream ballast(tmp_ / "ballast", std::ios::binary);
     const std::string mb(1 << 20, 'b');
-    for (int i = 0; i < 40; ++i) ballast << mb;
+    for (int i = 0; i < 12; ++i) ballast << mb;
   }
 
   auto s = store::open(dir);
@@ -75,18 +75,29 @@ TEST_F(small_disk, a_full_disk_gives_enospc_and_keeps_what_was_stored) {
   }
   ASSERT_GE(enospc_at, 1) << "the disk never filled up";
 
+  // The refusal kept a reserve: a metadata-only commit (an unlink, say) still
+  // works on the "full" disk.
+  {
+    transaction t;
+    t.delete_dirent(k_root_ino, "f0");
+    s->commit(t, true);
+    t = transaction{};
+    t.put_dirent(k_root_ino, "f0", {100u, S_IFREG});
+    s->commit(t, true);
+  }
+
   // Everything committed before is intact.
   for (std::size_t i = 0; i < stored.size(); ++i) {
     EXPECT_TRUE(s->get_dirent(k_root_ino, "f" + std::to_string(i)));
     EXPECT_TRUE(*s->read_chunk(stored[i].first) == stored[i].second) << i;
   }
 
-  // Space comes back: the next commit succeeds.
-  // Resume() first flushes what the write-ahead log holds, so the space
-  // freed must exceed that (the ballast is bigger than the data written).
+  // Space comes back: new data fits again.
   fs::remove(tmp_ / "ballast");
+  const std::string more = noise(1 << 20, 1000);
   transaction t;
   t.put_dirent(k_root_ino, "after", {999, S_IFREG});
+  t.ref_chunk(s->prepare_chunk(more));
   s->commit(t, true);
   EXPECT_TRUE(s->get_dirent(k_root_ino, "after"));
   s.reset();
