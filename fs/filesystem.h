@@ -144,6 +144,10 @@ class filesystem {
   void wait_in_flight(std::unique_lock<std::mutex>& lock, node& n);
   std::uint64_t plan_truncate(node& n, std::uint64_t new_size, store::transaction& txn);
   void apply_truncate(node& n, std::uint64_t new_size);
+  // Commits new attributes `r` for n, truncating to new_size when given, as
+  // one transaction. Caller holds n.data_mutex (in-flight drained) when
+  // truncating, and meta_mutex_.
+  void commit_attributes(node& n, store::inode_record r, std::optional<std::uint64_t> new_size);
   void encode_and_commit(std::shared_ptr<node> n, std::uint64_t slot_index, std::uint64_t gen,
                          std::shared_ptr<const std::string> data);
   void wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n);

@@ -251,27 +251,35 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
       r.mtime = from_timespec(attr->st_mtim);
     if (truncating && !(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) r.mtime = t;
     r.ctime = (to_set & FUSE_SET_ATTR_CTIME) ? from_timespec(attr->st_ctim) : t;
-    auto txn = new_txn();
-    store::inode_record persisted = persistable(*n, r);
-    if (truncating) {
-      const auto new_size = static_cast<std::uint64_t>(attr->st_size);
-      r.stored_bytes = plan_truncate(*n, new_size, *txn);
-      r.size = new_size;
-      persisted = r;
-      // Staged data below the new end is not committed yet: the persisted
-      // size must not claim it (it would read as zeros after a crash).
-      persisted.size = n->has_staged() ? std::min(new_size, n->persisted_size) : new_size;
-    }
-    persisted.stored_bytes = r.stored_bytes;
-    txn->put_inode(persisted);
-    commit(*txn);
-    if (truncating) apply_truncate(*n, r.size);
-    if (truncating) n->persisted_size = persisted.size;
-    n->record = r;
-    n->record_dirty = false;
+    commit_attributes(
+        *n, r,
+        truncating ? std::optional(static_cast<std::uint64_t>(attr->st_size)) : std::nullopt);
+    r = n->record;
     struct stat st = to_stat(r);
     fuse_reply_attr(req, &st, options_.attr_timeout);
   });
+}
+
+void filesystem::commit_attributes(node& n, store::inode_record r,
+                                   std::optional<std::uint64_t> new_size) {
+  auto txn = new_txn();
+  store::inode_record persisted = persistable(n, r);
+  if (new_size) {
+    r.stored_bytes = plan_truncate(n, *new_size, *txn);
+    r.size = *new_size;
+    persisted = r;
+    // Staged data below the new end is not committed yet: the persisted
+    // size must not claim it (it would read as zeros after a crash).
+    persisted.size = n.has_staged() ? std::min(*new_size, n.persisted_size) : *new_size;
+  }
+  txn->put_inode(persisted);
+  commit(*txn);
+  if (new_size) {
+    apply_truncate(n, r.size);
+    n.persisted_size = persisted.size;
+  }
+  n.record = r;
+  n.record_dirty = false;
 }
 
 void filesystem::statfs(fuse_req_t req, fuse_ino_t) {

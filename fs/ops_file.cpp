@@ -16,10 +16,20 @@ namespace densefs::fs {
 
 void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   run_op(req, "open", [&] {
-    std::lock_guard meta(meta_mutex_);
     auto n = existing_node(ino);
-    if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
     if (options_.read_only && (fi->flags & O_ACCMODE) != O_RDONLY) throw fs_error(EROFS);
+    if ((fi->flags & O_TRUNC) && n->regular && (fi->flags & O_ACCMODE) != O_RDONLY) {
+      // libfuse negotiates atomic_o_trunc: O_TRUNC arrives here, not as a
+      // separate setattr, and updates mtime and ctime like a truncate.
+      std::unique_lock data(n->data_mutex);
+      wait_in_flight(data, *n);
+      std::lock_guard meta(meta_mutex_);
+      store::inode_record r = n->record;
+      r.mtime = r.ctime = now();
+      commit_attributes(*n, r, 0);
+    }
+    std::lock_guard meta(meta_mutex_);
+    if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
     ++n->opens;
     // The kernel's page cache stays valid across opens: every change goes
     // through this mount, and writes and truncates update it.

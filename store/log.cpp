@@ -17,20 +17,28 @@ std::mutex g_stderr_mutex;  // one line at a time from many threads
 
 const char* level_name(log_level level) {
   switch (level) {
-    case log_level::error: return "error";
-    case log_level::warning: return "warning";
-    case log_level::info: return "info";
-    case log_level::debug: return "debug";
+    case log_level::error:
+      return "error";
+    case log_level::warning:
+      return "warning";
+    case log_level::info:
+      return "info";
+    case log_level::debug:
+      return "debug";
   }
   return "?";
 }
 
 int syslog_priority(log_level level) {
   switch (level) {
-    case log_level::error: return LOG_ERR;
-    case log_level::warning: return LOG_WARNING;
-    case log_level::info: return LOG_INFO;
-    case log_level::debug: return LOG_DEBUG;
+    case log_level::error:
+      return LOG_ERR;
+    case log_level::warning:
+      return LOG_WARNING;
+    case log_level::info:
+      return LOG_INFO;
+    case log_level::debug:
+      return LOG_DEBUG;
   }
   return LOG_INFO;
 }
@@ -42,7 +50,9 @@ void log_to_syslog(bool enabled) {
   if (!enabled) g_syslog = false;
 }
 
-void log_set_verbose(bool verbose) { g_verbose = verbose; }
+void log_set_verbose(bool verbose) {
+  g_verbose = verbose;
+}
 
 void log(log_level level, std::string_view message) {
   if (level == log_level::debug && !g_verbose) return;

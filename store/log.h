@@ -12,9 +12,17 @@ void log_to_syslog(bool enabled);
 void log_set_verbose(bool verbose);  // debug lines only when set
 void log(log_level level, std::string_view message);
 
-inline void log_error(std::string_view m) { log(log_level::error, m); }
-inline void log_warning(std::string_view m) { log(log_level::warning, m); }
-inline void log_info(std::string_view m) { log(log_level::info, m); }
-inline void log_debug(std::string_view m) { log(log_level::debug, m); }
+inline void log_error(std::string_view m) {
+  log(log_level::error, m);
+}
+inline void log_warning(std::string_view m) {
+  log(log_level::warning, m);
+}
+inline void log_info(std::string_view m) {
+  log(log_level::info, m);
+}
+inline void log_debug(std::string_view m) {
+  log(log_level::debug, m);
+}
 
 }  // namespace densefs

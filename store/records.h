@@ -42,7 +42,7 @@ struct timestamp {
 
 // One file, directory, symlink or special file.
 struct inode_record {
-  std::uint64_t ino = 0;  // from the key, not stored in the value
+  std::uint64_t ino = 0;   // from the key, not stored in the value
   std::uint32_t mode = 0;  // st_mode: type and permission bits
   std::uint32_t uid = 0;
   std::uint32_t gid = 0;

@@ -67,6 +67,8 @@ test_packages=(
   # systemd-analyze verifies docs/examples/*.mount; shellcheck checks the
   # shell scripts
   systemd shellcheck
+  # clang-format checks the C++ formatting (tests/lint/format_test.sh)
+  clang-format git
   diffutils findutils
 )
 

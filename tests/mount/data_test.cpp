@@ -432,5 +432,28 @@ TEST_P(data, copy_file_range_copies_exactly_and_shares_chunks) {
   EXPECT_TRUE(same_bytes(target, read_file(path("dst2")))) << "after remount";
 }
 
+// open(O_TRUNC) empties the file and marks mtime and ctime, whether the
+// kernel sends it as part of OPEN (atomic_o_trunc) or as a setattr.
+TEST_P(data, open_with_o_trunc_empties_the_file_and_updates_times) {
+  write_file(path("t"), compressible_bytes(5 << 20, 3));
+  struct stat before {};
+  ASSERT_EQ(::stat(path("t").c_str(), &before), 0);
+  ::usleep(20000);
+  const int fd = ::open(path("t").c_str(), O_WRONLY | O_TRUNC);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_EQ(::close(fd), 0);
+  struct stat after {};
+  ASSERT_EQ(::stat(path("t").c_str(), &after), 0);
+  EXPECT_EQ(after.st_size, 0);
+  EXPECT_TRUE(read_file(path("t")).empty());
+  auto later = [](const timespec& a, const timespec& b) {
+    return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec > b.tv_nsec);
+  };
+  EXPECT_TRUE(later(after.st_mtim, before.st_mtim));
+  EXPECT_TRUE(later(after.st_ctim, before.st_ctim));
+  remount();
+  EXPECT_TRUE(read_file(path("t")).empty());
+}
+
 }  // namespace
 }  // namespace densefs::test
