@@ -4,7 +4,10 @@
 #include "fs/mount.h"
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -250,8 +253,39 @@ void filesystem::init(fuse_conn_info* conn) {
   conn->time_gran = 1;  // timestamps are kept to the nanosecond
 }
 
+// Changes the read-only flag of a live densefs mount. MS_REMOUNT replaces the
+// per-mount flags, so the current ones are carried over.
+static int remount(const mount_options& options) {
+  struct statfs fs_info {};
+  if (::statfs(options.mountpoint.c_str(), &fs_info) != 0)
+    throw std::runtime_error("cannot remount " + options.mountpoint.string() + ": " +
+                             std::strerror(errno));
+  constexpr long k_fuse_super_magic = 0x65735546;
+  if (fs_info.f_type != k_fuse_super_magic)
+    throw std::runtime_error("cannot remount " + options.mountpoint.string() +
+                             ": not a densefs mount");
+  struct statvfs current {};
+  ::statvfs(options.mountpoint.c_str(), &current);
+  unsigned long flags = MS_REMOUNT;
+  if (current.f_flag & ST_NOSUID) flags |= MS_NOSUID;
+  if (current.f_flag & ST_NODEV) flags |= MS_NODEV;
+  if (current.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  if (current.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (current.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+  if (current.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  if (options.read_only) flags |= MS_RDONLY;
+  if (::mount(nullptr, options.mountpoint.c_str(), nullptr, flags, nullptr) != 0)
+    throw std::runtime_error("cannot remount " + options.mountpoint.string() + ": " +
+                             std::strerror(errno));
+  return 0;
+}
+
 int mount(const mount_options& requested) {
   mount_options options = requested;
+  if (options.remount) {
+    options.mountpoint = std::filesystem::absolute(options.mountpoint);
+    return remount(options);
+  }
   if (options.debug) options.foreground = true;
   options.store_dir = std::filesystem::absolute(options.store_dir);
   options.mountpoint = std::filesystem::absolute(options.mountpoint);

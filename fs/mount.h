@@ -19,6 +19,9 @@ struct mount_options {
   bool single_threaded = false;
   bool allow_other = false;  // only when asked; default_permissions is always on
   bool read_only = false;
+  // `mount -o remount,ro|rw MNT`: switch an existing densefs mount between
+  // read-only and read-write (the kernel enforces it); nothing else changes.
+  bool remount = false;
   // Kernel caches. Every change made through the mount invalidates what it
   // changes, so these are safe; 0 turns a cache off.
   double entry_timeout = 1.0;

@@ -97,6 +97,8 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     flag(o.read_only, true);
   } else if (key == "rw") {
     flag(o.read_only, false);
+  } else if (key == "remount") {
+    flag(o.remount, true);
   } else if (key == "writeback_cache") {
     flag(o.writeback_cache, true);
   } else if (key == "no_writeback_cache") {

@@ -280,5 +280,26 @@ TEST_F(lifecycle, cli_refuses_bad_mounts_with_one_line_and_keeps_the_mount_worki
   EXPECT_EQ(read_file(path("new")), "written after the refusals");
 }
 
+// `mount -o remount,ro` reaches densefs as `densefs STORE MNT -o remount,ro`
+// (mount.fuse3 and fstab run it that way): the mount turns read-only and
+// back, and the data stays.
+TEST_F(lifecycle, remount_switches_between_read_only_and_read_write) {
+  write_file(path("before"), "kept");
+  auto remount_as = [&](const char* mode) {
+    const auto r = run_command(
+        {densefs_binary(), store_.string(), mnt_.string(), "-o", std::string("remount,") + mode});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  };
+  remount_as("ro");
+  const int fd = ::open(path("new").c_str(), O_CREAT | O_WRONLY, 0644);
+  EXPECT_LT(fd, 0);
+  EXPECT_EQ(errno, EROFS);
+  if (fd >= 0) ::close(fd);
+  EXPECT_EQ(read_file(path("before")), "kept");
+  remount_as("rw");
+  write_file(path("new"), "written");
+  EXPECT_EQ(read_file(path("new")), "written");
+}
+
 }  // namespace
 }  // namespace densefs::test
