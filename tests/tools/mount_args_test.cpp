@@ -23,6 +23,7 @@ TEST(mount_args, defaults_with_two_paths) {
   EXPECT_FALSE(o.single_threaded);
   EXPECT_FALSE(o.allow_other);
   EXPECT_FALSE(o.read_only);
+  EXPECT_FALSE(o.remount);
   EXPECT_EQ(o.entry_timeout, d.entry_timeout);
   EXPECT_EQ(o.attr_timeout, d.attr_timeout);
   EXPECT_EQ(o.negative_timeout, d.negative_timeout);
@@ -30,6 +31,13 @@ TEST(mount_args, defaults_with_two_paths) {
   EXPECT_EQ(o.encode_threads, d.encode_threads);
   EXPECT_EQ(o.max_staged_bytes, d.max_staged_bytes);
   EXPECT_TRUE(o.codec_spec.empty());
+  EXPECT_TRUE(o.fuse_options.empty());
+}
+
+TEST(mount_args, remount_is_understood_not_passed_to_fuse) {
+  const fs::mount_options o = parse_mount_args({"/s", "/m", "-o", "rw,remount,ro"});
+  EXPECT_TRUE(o.remount);
+  EXPECT_TRUE(o.read_only);
   EXPECT_TRUE(o.fuse_options.empty());
 }
 
