@@ -126,9 +126,11 @@ void filesystem::stage_write(std::unique_lock<std::mutex>& lock, node& n, std::u
     if (b.size() < in_slot + take) b.resize(in_slot + take, '\0');
     std::memcpy(b.data() + in_slot, data.data() + (pos - offset), take);
     pos += take;
-    // A full slot goes to the encoder now, so a long sequential write is
-    // encoded while it streams in and never sits whole in memory.
-    if (b.size() == k_slot) submit_slot(n, index);
+    // A write that fills a slot to its end goes to the encoder now, so a
+    // long sequential write is encoded while it streams in and never sits
+    // whole in memory. (Not "the buffer is 4 MiB": an overwrite inside a
+    // loaded slot would then re-encode 4 MiB on every write.)
+    if (in_slot + take == k_slot) submit_slot(n, index);
   }
   if (end > n.size) {
     n.size = end;
@@ -147,6 +149,7 @@ void filesystem::submit_slot(node& n, std::uint64_t index) {
   s.dirty.reset();
   const std::uint64_t gen = s.dirty_gen;
   s.in_flight.emplace(gen, data);
+  ++s.jobs;
   --n.dirty_slots;
   ++n.in_flight_slots;
   {
@@ -195,8 +198,19 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
             r.stored_bytes += existing->stored_size;
           }
         }
-        const std::uint64_t persisted =
-            std::max(n->persisted_size, std::min(n->size, slot_start + data->size()));
+        // The persisted size may only cover data that is committed: it stops
+        // at the lowest slot that still holds staged bytes (other than this
+        // version), so a crash never exposes zeros that were never written.
+        std::uint64_t lowest_staged = std::numeric_limits<std::uint64_t>::max();
+        for (const auto& [i, other] : n->slots) {
+          const bool staged = other.dirty || other.in_flight.size() > other.in_flight.count(gen);
+          if (staged) {
+            lowest_staged = i * k_slot;
+            break;
+          }
+        }
+        const std::uint64_t persisted = std::max(
+            n->persisted_size, std::min({n->size, slot_start + data->size(), lowest_staged}));
         store::inode_record p = r;
         p.size = persisted;
         txn->put_inode(p);
@@ -204,6 +218,7 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
         n->record.stored_bytes = r.stored_bytes;
         n->persisted_size = persisted;
         s.committed_gen = gen;
+        s.in_flight.erase(s.in_flight.begin(), s.in_flight.upper_bound(gen));
         break;
       } catch (const store::chunk_missing&) {
         // The chunk we meant to share was released meanwhile: encode it.
@@ -224,13 +239,16 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
     }
   }
   s.in_flight.erase(gen);
+  --s.jobs;
   if (error != 0) {
     if (n->write_error == 0) n->write_error = error;
-    // Keep the data staged (unless a newer version exists) so a flush after
-    // space is freed can still store it.
-    if (!s.dirty && s.committed_gen < gen) {
+    // Keep the data staged so a flush after space is freed can still store
+    // it, unless a newer version exists (it was built on top of this one).
+    const bool newer = s.dirty || s.committed_gen > gen ||
+                       (!s.in_flight.empty() && s.in_flight.rbegin()->first > gen);
+    if (!newer) {
       s.dirty = std::make_shared<std::string>(*data);
-      s.dirty_gen = gen;
+      s.dirty_gen = n->next_gen++;
       ++n->dirty_slots;
     }
   }

@@ -33,10 +33,16 @@ struct staged_slot {
   std::uint64_t dirty_gen = 0;
   // Versions handed to the encoder and not yet committed, by generation.
   // Reads use the newest; commits of older generations are dropped.
+  // A commit of generation g drops every entry <= g: an older version must
+  // never serve a read or become the base of a new write once a newer one
+  // has landed.
   std::map<std::uint64_t, std::shared_ptr<const std::string>> in_flight;
   std::uint64_t committed_gen = 0;
+  // Encode jobs still running for this slot, obsolete ones included: the
+  // slot (and its committed_gen) must outlive them.
+  std::size_t jobs = 0;
 
-  bool empty() const { return !dirty && in_flight.empty(); }
+  bool empty() const { return !dirty && in_flight.empty() && jobs == 0; }
 };
 
 struct node : std::enable_shared_from_this<node> {

@@ -336,6 +336,7 @@ void filesystem::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t
     auto* handle = reinterpret_cast<dir_handle*>(fi->fh);
     std::vector<char> buffer(size);
     std::size_t used = 0;
+    std::vector<std::shared_ptr<node>> counted;  // lookups this reply adds
     // The reply goes out after the handle's lock is released: once the
     // kernel has the last batch it may send releasedir, which frees it.
     {
@@ -379,7 +380,10 @@ void filesystem::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t
                                           entry.name.c_str(), &e, next);
           if (needed > size - used) break;
           // Every entry the kernel receives (but . and ..) counts as a lookup.
-          if (child) ++child->lookups;
+          if (child) {
+            ++child->lookups;
+            counted.push_back(child);
+          }
         } else {
           struct stat st {};
           st.st_ino = entry.ino;
@@ -391,7 +395,14 @@ void filesystem::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t
         used += needed;
       }
     }
-    fuse_reply_buf(req, buffer.data(), used);
+    if (fuse_reply_buf(req, buffer.data(), used) != 0 && !counted.empty()) {
+      // The kernel never got these entries: it will not forget them.
+      std::lock_guard meta(meta_mutex_);
+      for (const auto& child : counted) {
+        --child->lookups;
+        maybe_release(child);
+      }
+    }
   });
 }
 

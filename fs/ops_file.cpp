@@ -52,6 +52,7 @@ void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
     if (fuse_reply_create(req, &e, fi) != 0) {
       --n->lookups;
       --n->opens;
+      maybe_release(n);
     }
   });
 }
@@ -106,7 +107,15 @@ void filesystem::flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   run_op(req, "release", [&] {
     auto n = existing_node(ino);
-    if (int error = flush_and_invalidate(*n)) {
+    int error;
+    try {
+      error = flush_and_invalidate(*n);
+    } catch (const std::exception& e) {
+      log_error("inode " + std::to_string(n->ino) + ": flush at close failed: " + e.what());
+      error = EIO;
+    }
+    // The handle is gone whatever happened: the open count must drop.
+    if (error != 0) {
       log_error("inode " + std::to_string(n->ino) +
                 ": data not stored at close: " + std::strerror(error));
     }
@@ -215,30 +224,32 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
     std::uint64_t dst = static_cast<std::uint64_t>(off_out);
     std::uint64_t copied = 0;
 
-    // Land both files' staged data so their extents are final.
-    std::uint64_t in_size;
-    {
-      std::unique_lock lock(in->data_mutex);
-      if (int error = flush_data(lock, *in)) throw fs_error(error);
-      in_size = in->size;
+    // Land both files' staged data first, one file at a time, so that their
+    // extents are likely final. Never wait while holding the other file's
+    // lock: the commits being waited for may need it.
+    for (const auto& n : {in, out}) {
+      std::unique_lock lock(n->data_mutex);
+      if (int error = flush_data(lock, *n)) throw fs_error(error);
     }
-    if (src >= in_size) {
-      fuse_reply_write(req, 0);
-      return;
-    }
-    std::uint64_t remaining = std::min<std::uint64_t>(len, in_size - src);
-
     std::unique_lock out_lock(out->data_mutex, std::defer_lock);
     std::unique_lock in_lock(in->data_mutex, std::defer_lock);
     if (in == out)
       out_lock.lock();
     else
       std::lock(out_lock, in_lock);
-    if (int error = flush_data(out_lock, *out)) throw fs_error(error);
+    const std::uint64_t in_size = in->size;  // read under the lock: truncates race
+    if (src >= in_size) {
+      fuse_reply_write(req, 0);
+      return;
+    }
+    std::uint64_t remaining = std::min<std::uint64_t>(len, in_size - src);
 
     // Whole slots at aligned offsets are shared: the destination references
     // the source's chunks, nothing is copied or re-encoded.
-    if (in != out && !in->has_staged() && src % k_slot == 0 && dst % k_slot == 0) {
+    // Sharing reads both files' committed extents: only when neither has
+    // staged data (new writes may have arrived since the flush above).
+    if (in != out && !in->has_staged() && !out->has_staged() && src % k_slot == 0 &&
+        dst % k_slot == 0) {
       std::lock_guard meta(meta_mutex_);
       auto txn = new_txn();
       store::inode_record r = out->record;
