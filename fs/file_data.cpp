@@ -150,6 +150,7 @@ void filesystem::submit_slot(node& n, std::uint64_t index) {
   const std::uint64_t gen = s.dirty_gen;
   s.in_flight.emplace(gen, data);
   ++s.jobs;
+  n.running_jobs.insert(gen);
   --n.dirty_slots;
   ++n.in_flight_slots;
   {
@@ -240,6 +241,7 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
   }
   s.in_flight.erase(gen);
   --s.jobs;
+  n->running_jobs.erase(gen);
   if (error != 0) {
     if (n->write_error == 0) n->write_error = error;
     // Keep the data staged so a flush after space is freed can still store
@@ -286,9 +288,11 @@ void filesystem::wait_in_flight(std::unique_lock<std::mutex>& lock, node& n) {
 int filesystem::flush_data(std::unique_lock<std::mutex>& lock, node& n) {
   for (auto& [index, s] : n.slots)
     if (s.dirty) submit_slot(n, index);
-  wait_in_flight(lock, n);
+  const std::uint64_t staged_so_far = n.next_gen - 1;
+  n.data_cv.wait(lock,
+                 [&] { return n.running_jobs.empty() || *n.running_jobs.begin() > staged_so_far; });
   std::lock_guard meta(meta_mutex_);
-  if (n.write_error == 0 && n.dirty_slots == 0 && !n.purged &&
+  if (n.write_error == 0 && !n.has_staged() && !n.purged &&
       (n.persisted_size != n.size || n.record_dirty)) {
     // Everything is committed: the persisted size may now be the real one.
     auto txn = new_txn();

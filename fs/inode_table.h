@@ -70,6 +70,10 @@ struct node : std::enable_shared_from_this<node> {
   std::uint64_t size;               // logical size including staged writes
   std::map<std::uint64_t, staged_slot> slots;
   std::uint64_t next_gen = 1;
+  // Generations of the encode jobs still running. A flush waits only for the
+  // ones submitted before it, so a writer that keeps writing to the same
+  // file cannot starve another handle's fsync.
+  std::set<std::uint64_t> running_jobs;
   // Atomic so maybe_release (under meta_mutex only) can see them; changed
   // only with data_mutex held.
   std::atomic<std::size_t> dirty_slots{0};
