@@ -13,7 +13,7 @@
 
 #include "store/store.h"
 #include "tests/store/raw_db.h"
-#include "tests/store/test_dir.h"
+#include "tests/temp_dir.h"
 
 #ifndef DENSEFS_SOURCE_DIR
 #error "DENSEFS_SOURCE_DIR must name the source tree (set in tests/CMakeLists.txt)"

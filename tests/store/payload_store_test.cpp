@@ -10,7 +10,7 @@
 #include "store/error.h"
 #include "store/store.h"
 #include "tests/store/raw_db.h"
-#include "tests/store/test_dir.h"
+#include "tests/temp_dir.h"
 
 namespace densefs::store {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "store/error.h"
-#include "tests/store/test_dir.h"
+#include "tests/temp_dir.h"
 
 namespace densefs::store {
 namespace {

@@ -12,7 +12,7 @@
 #include <random>
 
 #include "store/store.h"
-#include "tests/store/test_dir.h"
+#include "tests/temp_dir.h"
 
 namespace densefs::store {
 namespace {

@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "tests/store/raw_db.h"
-#include "tests/store/test_dir.h"
+#include "tests/temp_dir.h"
 
 namespace densefs::store {
 namespace {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/temp_dir.h"
 #include "tools/tool_main.h"
 
 namespace densefs::tools::testing {
@@ -39,26 +40,6 @@ inline ::testing::AssertionResult is_one_error_line(const std::string& err) {
   return ::testing::AssertionSuccess();
 }
 
-// A fresh directory removed with everything in it at the end of the test.
-class temp_dir {
- public:
-  temp_dir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "densefs-tools-XXXXXX");
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using test::temp_dir;
 
 }  // namespace densefs::tools::testing

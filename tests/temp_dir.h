@@ -1,4 +1,5 @@
-// A private temporary directory per test, removed afterwards.
+// A private temporary directory per test, removed with everything in it
+// afterwards. Shared by the unit tests of every folder.
 #pragma once
 
 #include <stdlib.h>
