@@ -185,14 +185,14 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
       try {
         std::lock_guard meta(meta_mutex_);
         if (n->purged) break;
-        auto txn = new_txn();
+        store::transaction txn;
         store::inode_record r = n->record;
         r.stored_bytes -=
-            std::min(r.stored_bytes, drop_extents(*txn, n->ino, slot_start, slot_start + k_slot));
+            std::min(r.stored_bytes, drop_extents(txn, n->ino, slot_start, slot_start + k_slot));
         if (prepared) {
-          txn->put_extent(n->ino, slot_start,
-                          {prepared->hash, 0, static_cast<std::uint32_t>(data->size())});
-          txn->ref_chunk(*prepared);
+          txn.put_extent(n->ino, slot_start,
+                         {prepared->hash, 0, static_cast<std::uint32_t>(data->size())});
+          txn.ref_chunk(*prepared);
           if (prepared->encoded) {
             r.stored_bytes += prepared->encoded->bytes.size();
           } else if (auto existing = store_->get_chunk(prepared->hash)) {
@@ -214,8 +214,8 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
             n->persisted_size, std::min({n->size, slot_start + data->size(), lowest_staged}));
         store::inode_record p = r;
         p.size = persisted;
-        txn->put_inode(p);
-        commit(*txn);
+        txn.put_inode(p);
+        commit(txn);
         n->record.stored_bytes = r.stored_bytes;
         n->persisted_size = persisted;
         s.committed_gen = gen;
@@ -295,11 +295,11 @@ int filesystem::flush_data(std::unique_lock<std::mutex>& lock, node& n) {
   if (n.write_error == 0 && !n.has_staged() && !n.purged &&
       (n.persisted_size != n.size || n.record_dirty)) {
     // Everything is committed: the persisted size may now be the real one.
-    auto txn = new_txn();
+    store::transaction txn;
     store::inode_record r = n.record;
     r.size = n.size;
-    txn->put_inode(r);
-    commit(*txn);
+    txn.put_inode(r);
+    commit(txn);
     n.persisted_size = n.size;
     n.record_dirty = false;
   }

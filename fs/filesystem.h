@@ -101,8 +101,7 @@ class filesystem {
 
  private:
   // --- inodes (ops_attr.cpp) ---
-  std::shared_ptr<node> get_node(std::uint64_t ino);       // loads from the store if needed
-  std::shared_ptr<node> existing_node(std::uint64_t ino);  // ENOENT (ESTALE) when gone
+  std::shared_ptr<node> get_node(std::uint64_t ino);  // loads from the store if needed
   struct stat to_stat(const store::inode_record& r) const;
   fuse_entry_param entry_for(const node& n) const;  // caller holds meta_mutex_
   // Replies with an entry for `n` and counts the lookup.
@@ -114,7 +113,6 @@ class filesystem {
   void maybe_release(const std::shared_ptr<node>& n);  // caller holds meta_mutex_
   void purge(store::transaction& txn, node& n);        // delete data + inode
   void purge_orphans();
-  std::unique_ptr<store::transaction> new_txn() const;
   // Adds to txn the removal of every extent of `ino` that starts in
   // [begin, end), dropping its chunk reference; returns the stored bytes
   // those extents accounted for (to subtract from the inode's stored_bytes).
@@ -126,7 +124,6 @@ class filesystem {
   std::shared_ptr<node> make_node(fuse_req_t req, node& parent, const char* name, mode_t mode,
                                   dev_t rdev, std::string_view symlink_target);
   void check_name(const char* name) const;
-  void touch_dir(node& dir, const store::timestamp& now);  // mtime+ctime
   std::string info_json(node& n);
 
   // --- file data (file_data.cpp), all with n.data_mutex held ---

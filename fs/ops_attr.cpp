@@ -52,14 +52,14 @@ void filesystem::start(std::unique_ptr<store::store> store) {
 void filesystem::purge_orphans() {
   for (std::uint64_t ino : store_->orphans()) {
     auto r = store_->get_inode(ino);
-    auto txn = new_txn();
+    store::transaction txn;
     if (r) {
       node n(*r);
-      purge(*txn, n);
+      purge(txn, n);
     } else {
-      txn->remove_orphan(ino);
+      txn.remove_orphan(ino);
     }
-    commit(*txn, true);
+    commit(txn, true);
     log_debug("released orphaned inode " + std::to_string(ino));
   }
 }
@@ -92,10 +92,6 @@ void filesystem::shutdown() {
   store_.reset();
 }
 
-std::unique_ptr<store::transaction> filesystem::new_txn() const {
-  return std::make_unique<store::transaction>();
-}
-
 void filesystem::commit(store::transaction& txn, bool sync) {
   store_->commit(txn, sync);
 }
@@ -107,11 +103,6 @@ std::shared_ptr<node> filesystem::get_node(std::uint64_t ino) {
   auto fresh = std::make_shared<node>(*r);
   fresh->persisted_size = r->size;
   return table_.insert(std::move(fresh));
-}
-
-std::shared_ptr<node> filesystem::existing_node(std::uint64_t ino) {
-  auto n = get_node(ino);
-  return n;
 }
 
 struct stat filesystem::to_stat(const store::inode_record& r) const {
@@ -175,10 +166,10 @@ void filesystem::maybe_release(const std::shared_ptr<node>& n) {
   if (n->lookups != 0 || n->opens != 0 || n->ino == store::k_root_ino) return;
   if (n->has_staged()) return;  // the last background commit calls us again
   if (n->record.nlink == 0 && !n->purged) {
-    auto txn = new_txn();
-    purge(*txn, *n);
+    store::transaction txn;
+    purge(txn, *n);
     try {
-      commit(*txn);
+      commit(txn);
     } catch (const std::exception& e) {
       // Stays an orphan in the store; the next mount releases it.
       log_error("inode " + std::to_string(n->ino) + ": release failed: " + e.what());
@@ -217,7 +208,7 @@ void filesystem::forget(fuse_ino_t ino, std::uint64_t nlookup) {
 void filesystem::getattr(fuse_req_t req, fuse_ino_t ino) {
   run_op(req, "getattr", [&] {
     std::lock_guard meta(meta_mutex_);
-    auto n = existing_node(ino);
+    auto n = get_node(ino);
     struct stat st = to_stat(n->record);
     fuse_reply_attr(req, &st, options_.attr_timeout);
   });
@@ -226,7 +217,7 @@ void filesystem::getattr(fuse_req_t req, fuse_ino_t ino) {
 void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set,
                          fuse_file_info* fi) {
   run_op(req, "setattr", [&] {
-    auto n = existing_node(ino);
+    auto n = get_node(ino);
     const bool truncating = (to_set & FUSE_SET_ATTR_SIZE) != 0;
     std::unique_lock data_lock(n->data_mutex, std::defer_lock);
     if (truncating) {
@@ -262,18 +253,18 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
 
 void filesystem::commit_attributes(node& n, store::inode_record r,
                                    std::optional<std::uint64_t> new_size) {
-  auto txn = new_txn();
+  store::transaction txn;
   store::inode_record persisted = persistable(n, r);
   if (new_size) {
-    r.stored_bytes = plan_truncate(n, *new_size, *txn);
+    r.stored_bytes = plan_truncate(n, *new_size, txn);
     r.size = *new_size;
     persisted = r;
     // Staged data below the new end is not committed yet: the persisted
     // size must not claim it (it would read as zeros after a crash).
     persisted.size = n.has_staged() ? std::min(*new_size, n.persisted_size) : *new_size;
   }
-  txn->put_inode(persisted);
-  commit(*txn);
+  txn.put_inode(persisted);
+  commit(txn);
   if (new_size) {
     apply_truncate(n, r.size);
     n.persisted_size = persisted.size;

@@ -16,11 +16,6 @@ void filesystem::check_name(const char* name) const {
   if (length == 0) throw fs_error(ENOENT);
 }
 
-void filesystem::touch_dir(node& dir, const store::timestamp& t) {
-  dir.record.mtime = t;
-  dir.record.ctime = t;
-}
-
 // Creates an inode and its directory entry in one commit. Caller holds
 // meta_mutex_.
 std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const char* name,
@@ -54,11 +49,11 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   p.mtime = p.ctime = t;
   if (S_ISDIR(mode)) ++p.nlink;
 
-  auto txn = new_txn();
-  txn->put_inode(r);
-  txn->put_dirent(parent.ino, name, {r.ino, r.mode & S_IFMT});
-  txn->put_inode(persistable(parent, p));
-  commit(*txn);
+  store::transaction txn;
+  txn.put_inode(r);
+  txn.put_dirent(parent.ino, name, {r.ino, r.mode & S_IFMT});
+  txn.put_inode(persistable(parent, p));
+  commit(txn);
   parent.record = p;
   auto n = std::make_shared<node>(r);
   n->persisted_size = r.size;
@@ -75,7 +70,7 @@ void filesystem::mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode
         type != S_IFBLK)
       throw fs_error(EINVAL);
     std::lock_guard meta(meta_mutex_);
-    auto p = existing_node(parent);
+    auto p = get_node(parent);
     reply_entry(req, make_node(req, *p, name, type | (mode & 07777), rdev, {}));
   });
 }
@@ -84,7 +79,7 @@ void filesystem::mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode
   run_op(req, "mkdir", [&] {
     check_name(name);
     std::lock_guard meta(meta_mutex_);
-    auto p = existing_node(parent);
+    auto p = get_node(parent);
     reply_entry(req, make_node(req, *p, name, S_IFDIR | (mode & 07777), 0, {}));
   });
 }
@@ -96,7 +91,7 @@ void filesystem::symlink(fuse_req_t req, const char* target, fuse_ino_t parent, 
     if (length == 0) throw fs_error(ENOENT);
     if (length >= 4096) throw fs_error(ENAMETOOLONG);
     std::lock_guard meta(meta_mutex_);
-    auto p = existing_node(parent);
+    auto p = get_node(parent);
     reply_entry(req, make_node(req, *p, name, S_IFLNK | 0777, 0, {target, length}));
   });
 }
@@ -104,7 +99,7 @@ void filesystem::symlink(fuse_req_t req, const char* target, fuse_ino_t parent, 
 void filesystem::readlink(fuse_req_t req, fuse_ino_t ino) {
   run_op(req, "readlink", [&] {
     std::lock_guard meta(meta_mutex_);
-    auto n = existing_node(ino);
+    auto n = get_node(ino);
     if (!S_ISLNK(n->record.mode)) throw fs_error(EINVAL);
     fuse_reply_readlink(req, n->record.symlink_target.c_str());
   });
@@ -115,17 +110,17 @@ void filesystem::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     check_name(name);
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
-    auto p = existing_node(parent);
+    auto p = get_node(parent);
     auto d = store_->get_dirent(parent, name);
     if (!d) throw fs_error(ENOENT);
     auto n = get_node(d->ino);
     if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
     const store::timestamp t = now();
-    auto txn = new_txn();
-    txn->delete_dirent(parent, name);
+    store::transaction txn;
+    txn.delete_dirent(parent, name);
     store::inode_record pr = p->record;
     pr.mtime = pr.ctime = t;
-    txn->put_inode(persistable(*p, pr));
+    txn.put_inode(persistable(*p, pr));
     store::inode_record r = n->record;
     if (r.nlink > 0) --r.nlink;
     r.ctime = t;
@@ -133,17 +128,17 @@ void filesystem::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (r.nlink == 0) {
       if (n->lookups == 0 && n->opens == 0 && !n->has_staged()) {
         purge_now = true;
-        purge(*txn, *n);
+        purge(txn, *n);
       } else {
         // Open or still known to the kernel: readable until the last close
         // and forget. Recorded so a crash cannot leak it.
-        txn->add_orphan(n->ino);
-        txn->put_inode(persistable(*n, r));
+        txn.add_orphan(n->ino);
+        txn.put_inode(persistable(*n, r));
       }
     } else {
-      txn->put_inode(persistable(*n, r));
+      txn.put_inode(persistable(*n, r));
     }
-    commit(*txn);
+    commit(txn);
     p->record = pr;
     n->record = r;
     if (purge_now) {
@@ -161,21 +156,21 @@ void filesystem::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (std::strcmp(name, "..") == 0) throw fs_error(ENOTEMPTY);
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
-    auto p = existing_node(parent);
+    auto p = get_node(parent);
     auto d = store_->get_dirent(parent, name);
     if (!d) throw fs_error(ENOENT);
     auto n = get_node(d->ino);
     if (!S_ISDIR(n->record.mode)) throw fs_error(ENOTDIR);
     if (!store_->dir_is_empty(n->ino)) throw fs_error(ENOTEMPTY);
     const store::timestamp t = now();
-    auto txn = new_txn();
-    txn->delete_dirent(parent, name);
+    store::transaction txn;
+    txn.delete_dirent(parent, name);
     store::inode_record pr = p->record;
     pr.mtime = pr.ctime = t;
     if (pr.nlink > 2) --pr.nlink;
-    txn->put_inode(persistable(*p, pr));
-    purge(*txn, *n);  // a directory holds no data: it goes at once
-    commit(*txn);
+    txn.put_inode(persistable(*p, pr));
+    purge(txn, *n);  // a directory holds no data: it goes at once
+    commit(txn);
     p->record = pr;
     n->record.nlink = 0;
     n->record.ctime = t;
@@ -194,8 +189,8 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
     if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) throw fs_error(EINVAL);
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
-    auto from_dir = existing_node(parent);
-    auto to_dir = existing_node(newparent);
+    auto from_dir = get_node(parent);
+    auto to_dir = get_node(newparent);
     if (!S_ISDIR(to_dir->record.mode)) throw fs_error(ENOTDIR);
     auto from_entry = store_->get_dirent(parent, name);
     if (!from_entry) throw fs_error(ENOENT);
@@ -210,14 +205,14 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
       auto [it, inserted] = changed.try_emplace(n->ino, n, n->record);
       return it->second.second;
     };
-    auto txn = new_txn();
+    store::transaction txn;
 
     if (flags & RENAME_EXCHANGE) {
       if (!to_entry) throw fs_error(ENOENT);
       auto dst = get_node(to_entry->ino);
       const bool dst_is_dir = S_ISDIR(dst->record.mode);
-      txn->put_dirent(parent, name, *to_entry);
-      txn->put_dirent(newparent, newname, *from_entry);
+      txn.put_dirent(parent, name, *to_entry);
+      txn.put_dirent(newparent, newname, *from_entry);
       if (parent != newparent) {
         if (src_is_dir) {
           edit(src).parent = newparent;
@@ -250,19 +245,19 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
         if (dst_is_dir) {
           dr.nlink = 0;
           --edit(to_dir).nlink;
-          purge(*txn, *dst);
+          purge(txn, *dst);
           dst->purged = true;
         } else if (--dr.nlink == 0) {
           if (dst->lookups == 0 && dst->opens == 0 && !dst->has_staged()) {
-            purge(*txn, *dst);
+            purge(txn, *dst);
             dst->purged = true;
           } else {
-            txn->add_orphan(dst->ino);
+            txn.add_orphan(dst->ino);
           }
         }
       }
-      txn->delete_dirent(parent, name);
-      txn->put_dirent(newparent, newname, *from_entry);
+      txn.delete_dirent(parent, name);
+      txn.put_dirent(newparent, newname, *from_entry);
       if (src_is_dir && parent != newparent) {
         edit(src).parent = newparent;
         --edit(from_dir).nlink;
@@ -276,9 +271,9 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
     tr.mtime = tr.ctime = t;
     for (auto& [ino, entry] : changed) {
       auto& [n, r] = entry;
-      if (!n->purged) txn->put_inode(persistable(*n, r));
+      if (!n->purged) txn.put_inode(persistable(*n, r));
     }
-    commit(*txn);
+    commit(txn);
     for (auto& [ino, entry] : changed) {
       auto& [n, r] = entry;
       n->record = r;
@@ -293,8 +288,8 @@ void filesystem::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, cons
     check_name(newname);
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
-    auto n = existing_node(ino);
-    auto p = existing_node(newparent);
+    auto n = get_node(ino);
+    auto p = get_node(newparent);
     if (S_ISDIR(n->record.mode)) throw fs_error(EPERM);
     if (!S_ISDIR(p->record.mode)) throw fs_error(ENOTDIR);
     if (store_->get_dirent(newparent, newname)) throw fs_error(EEXIST);
@@ -305,12 +300,12 @@ void filesystem::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, cons
     r.ctime = t;
     store::inode_record pr = p->record;
     pr.mtime = pr.ctime = t;
-    auto txn = new_txn();
-    txn->put_dirent(newparent, newname, {n->ino, r.mode & S_IFMT});
-    txn->put_inode(persistable(*n, r));
-    txn->put_inode(persistable(*p, pr));
-    txn->remove_orphan(n->ino);  // linkat(AT_EMPTY_PATH) of an unlinked file
-    commit(*txn);
+    store::transaction txn;
+    txn.put_dirent(newparent, newname, {n->ino, r.mode & S_IFMT});
+    txn.put_inode(persistable(*n, r));
+    txn.put_inode(persistable(*p, pr));
+    txn.remove_orphan(n->ino);  // linkat(AT_EMPTY_PATH) of an unlinked file
+    commit(txn);
     n->record = r;
     p->record = pr;
     reply_entry(req, n);
@@ -321,7 +316,7 @@ void filesystem::opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   run_op(req, "opendir", [&] {
     {
       std::lock_guard meta(meta_mutex_);
-      auto n = existing_node(ino);
+      auto n = get_node(ino);
       if (!S_ISDIR(n->record.mode)) throw fs_error(ENOTDIR);
     }
     auto handle = std::make_unique<dir_handle>();
@@ -346,7 +341,7 @@ void filesystem::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t
         // directory changes; rewinddir() sees a fresh one.
         handle->entries.clear();
         std::lock_guard meta(meta_mutex_);
-        auto n = existing_node(ino);
+        auto n = get_node(ino);
         const std::uint64_t dotdot = n->ino == store::k_root_ino ? n->ino : n->record.parent;
         handle->entries.push_back({".", n->ino, S_IFDIR});
         handle->entries.push_back({"..", dotdot, S_IFDIR});

@@ -16,7 +16,7 @@ namespace densefs::fs {
 
 void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   run_op(req, "open", [&] {
-    auto n = existing_node(ino);
+    auto n = get_node(ino);
     if (options_.read_only && (fi->flags & O_ACCMODE) != O_RDONLY) throw fs_error(EROFS);
     if ((fi->flags & O_TRUNC) && n->regular && (fi->flags & O_ACCMODE) != O_RDONLY) {
       // libfuse negotiates atomic_o_trunc: O_TRUNC arrives here, not as a
@@ -43,7 +43,7 @@ void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
   run_op(req, "create", [&] {
     check_name(name);
     std::lock_guard meta(meta_mutex_);
-    auto p = existing_node(parent);
+    auto p = get_node(parent);
     auto n = make_node(req, *p, name, S_IFREG | (mode & 07777), 0, {});
     fuse_entry_param e = entry_for(*n);
     ++n->lookups;
@@ -60,7 +60,7 @@ void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
 void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off,
                       fuse_file_info*) {
   run_op(req, "read", [&] {
-    auto n = existing_node(ino);
+    auto n = get_node(ino);
     std::unique_lock lock(n->data_mutex);
     const auto offset = static_cast<std::uint64_t>(off);
     if (off < 0 || offset >= n->size) {
@@ -80,7 +80,7 @@ void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::siz
                        fuse_file_info*) {
   run_op(req, "write", [&] {
     if (off < 0) throw fs_error(EINVAL);
-    auto n = existing_node(ino);
+    auto n = get_node(ino);
     std::unique_lock lock(n->data_mutex);
     if (n->write_error != 0) throw fs_error(std::exchange(n->write_error, 0));
     wait_for_staging_room(lock, *n);
@@ -99,14 +99,14 @@ void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::siz
 
 void filesystem::flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   run_op(req, "flush", [&] {
-    auto n = existing_node(ino);
+    auto n = get_node(ino);
     fuse_reply_err(req, flush_and_invalidate(*n));
   });
 }
 
 void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   run_op(req, "release", [&] {
-    auto n = existing_node(ino);
+    auto n = get_node(ino);
     int error;
     try {
       error = flush_and_invalidate(*n);
@@ -130,7 +130,7 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 
 void filesystem::fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
   run_op(req, "fsync", [&] {
-    auto n = existing_node(ino);
+    auto n = get_node(ino);
     const int error = flush_and_invalidate(*n);
     if (error == 0) store_->sync();
     fuse_reply_err(req, error);
@@ -169,7 +169,7 @@ void filesystem::fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offse
                            fuse_file_info*) {
   run_op(req, "fallocate", [&] {
     if (offset < 0 || length <= 0) throw fs_error(EINVAL);
-    auto n = existing_node(ino);
+    auto n = get_node(ino);
     if (!n->regular) throw fs_error(ENODEV);
     const auto begin = static_cast<std::uint64_t>(offset);
     const auto end = begin + static_cast<std::uint64_t>(length);
@@ -216,8 +216,8 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
                                  std::size_t len, int flags) {
   run_op(req, "copy_file_range", [&] {
     if (flags != 0 || off_in < 0 || off_out < 0) throw fs_error(EINVAL);
-    auto in = existing_node(ino_in);
-    auto out = existing_node(ino_out);
+    auto in = get_node(ino_in);
+    auto out = get_node(ino_out);
     if (!in->regular || !out->regular) throw fs_error(EINVAL);
     constexpr std::uint64_t k_slot = store::k_chunk_size;
     std::uint64_t src = static_cast<std::uint64_t>(off_in);
@@ -251,7 +251,7 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
     if (in != out && !in->has_staged() && !out->has_staged() && src % k_slot == 0 &&
         dst % k_slot == 0) {
       std::lock_guard meta(meta_mutex_);
-      auto txn = new_txn();
+      store::transaction txn;
       store::inode_record r = out->record;
       std::uint64_t shared = 0;
       while (remaining > shared) {
@@ -263,7 +263,7 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
         const bool dest_tail = dst + shared + piece >= out->size;
         if (!whole_slot && !(source_tail && dest_tail)) break;
         r.stored_bytes -= std::min(
-            r.stored_bytes, drop_extents(*txn, out->ino, dst + shared, dst + shared + k_slot));
+            r.stored_bytes, drop_extents(txn, out->ino, dst + shared, dst + shared + k_slot));
         for (const auto& [off, ext] :
              store_->extents(in->ino, src + shared, src + shared + piece)) {
           auto chunk = store_->get_chunk(ext.hash);
@@ -274,8 +274,8 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
           if (start >= stop) continue;
           copy.chunk_offset = static_cast<std::uint32_t>(ext.chunk_offset + (start - off));
           copy.length = static_cast<std::uint32_t>(stop - start);
-          txn->put_extent(out->ino, dst + (start - src), copy);
-          txn->ref_chunk({ext.hash, chunk->plain_size, std::nullopt});
+          txn.put_extent(out->ino, dst + (start - src), copy);
+          txn.ref_chunk({ext.hash, chunk->plain_size, std::nullopt});
           r.stored_bytes += chunk->stored_size;
         }
         shared += piece;
@@ -287,8 +287,8 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
         if (new_end > r.size) r.size = new_end;
         store::inode_record p = r;
         p.size = std::max(out->persisted_size, r.size);
-        txn->put_inode(p);
-        commit(*txn);
+        txn.put_inode(p);
+        commit(txn);
         out->record = r;
         out->size = r.size;
         out->persisted_size = p.size;

@@ -83,16 +83,16 @@ void filesystem::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, cons
     if (size > 65536) throw fs_error(E2BIG);
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
-    auto n = existing_node(ino);
+    auto n = get_node(ino);
     const bool exists = store_->get_xattr(n->ino, name).has_value();
     if ((flags & XATTR_CREATE) && exists) throw fs_error(EEXIST);
     if ((flags & XATTR_REPLACE) && !exists) throw fs_error(ENODATA);
     store::inode_record r = n->record;
     r.ctime = now();
-    auto txn = new_txn();
-    txn->put_xattr(n->ino, name, {value, size});
-    txn->put_inode(persistable(*n, r));
-    commit(*txn);
+    store::transaction txn;
+    txn.put_xattr(n->ino, name, {value, size});
+    txn.put_inode(persistable(*n, r));
+    commit(txn);
     n->record = r;
     if (n->xattr_names) n->xattr_names->insert(name);
     fuse_reply_err(req, 0);
@@ -108,7 +108,7 @@ void filesystem::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std:
     std::shared_ptr<node> n;
     {
       std::lock_guard meta(meta_mutex_);
-      n = existing_node(ino);
+      n = get_node(ino);
     }
     if (std::strcmp(name, k_xattr_info) == 0) {
       reply_value(req, info_json(*n), size);
@@ -135,7 +135,7 @@ void filesystem::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
     std::string list;
     {
       std::lock_guard meta(meta_mutex_);
-      auto n = existing_node(ino);
+      auto n = get_node(ino);
       for (const auto& name : store_->list_xattrs(n->ino)) {
         list += name;
         list += '\0';
@@ -150,14 +150,14 @@ void filesystem::removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
     if (is_virtual(name)) throw fs_error(EPERM);
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
-    auto n = existing_node(ino);
+    auto n = get_node(ino);
     if (!store_->get_xattr(n->ino, name)) throw fs_error(ENODATA);
     store::inode_record r = n->record;
     r.ctime = now();
-    auto txn = new_txn();
-    txn->delete_xattr(n->ino, name);
-    txn->put_inode(persistable(*n, r));
-    commit(*txn);
+    store::transaction txn;
+    txn.delete_xattr(n->ino, name);
+    txn.put_inode(persistable(*n, r));
+    commit(txn);
     n->record = r;
     if (n->xattr_names) n->xattr_names->erase(name);
     fuse_reply_err(req, 0);
