@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace densefs::codec {
 
@@ -18,8 +19,8 @@ namespace densefs::codec {
 enum class codec_id : std::uint8_t {
   raw = 0,
   zstd = 1,
-  broccoli = 2,  // reserved for the codecs issue
-  lepton = 3,    // reserved for the codecs issue
+  broccoli = 2,  // Dropbox's catable Brotli (Rust `brotli` crate, codec/rust/)
+  lepton = 3,    // lossless JPEG recompression (Rust `lepton_jpeg`, codec/rust/)
 };
 
 // "raw", "zstd", ...; "unknown(N)" for ids this build does not know.
@@ -36,8 +37,13 @@ class codec_error : public std::runtime_error {
 
 // What the writer does with plain chunk data. Defaults are the mount defaults.
 struct codec_options {
-  codec_id preferred = codec_id::zstd;  // zstd or raw for now
-  int zstd_level = 3;                   // 1..19 (negative fast levels allowed down to -7)
+  codec_id preferred = codec_id::zstd;
+  int zstd_level = 3;  // 1..19 (negative fast levels allowed down to -7)
+  // Broccoli (spec keys quality=, window=): brotli quality 0..11 and log2 of
+  // the window 10..24. Quality 5 with a 4 MiB window is within a few percent
+  // of brotli -q 9 on text at six times the speed (FIELD-NOTES).
+  int broccoli_quality = 5;
+  int broccoli_window = 22;
   // A chunk is stored raw unless its codec saves at least this fraction:
   // decoding costs CPU on every read, so a 1% saving is not worth it.
   double min_savings = 0.03;
@@ -51,12 +57,35 @@ std::string format_codec_spec(const codec_options& options);
 struct encoded_chunk {
   codec_id codec = codec_id::raw;
   std::string bytes;  // what is stored
+  // Set when options.preferred could not take this chunk (Lepton rejected the
+  // JPEG, or an encoding failed its verification) and a fallback codec was
+  // used instead; `fallback_reason` says why, for the log and the counters.
+  std::optional<codec_id> fell_back_from;
+  std::string fallback_reason;
 };
 
 // Encodes with options.preferred and falls back to raw when the saving is
 // below options.min_savings ("not worth it"). Thread-safe; reuses
 // per-thread compression contexts.
+//
+// Verify before admit: every Lepton and Broccoli encoding is decoded and
+// compared with `plain` before it is returned. When the preferred codec
+// rejects the chunk or its encoding does not verify, the chunk is encoded
+// with zstd at options.zstd_level instead (then the raw guard applies) and
+// fell_back_from says so. Lepton takes only chunks that start with a JPEG
+// SOI marker; other chunks fall back to zstd without a decode attempt.
 encoded_chunk encode_chunk(std::string_view plain, const codec_options& options);
+
+// Joins Broccoli streams (each one a complete stored broccoli chunk) into
+// one valid Brotli stream that stock `brotli -d` decodes to the
+// concatenation of their plain contents. Costs O(number of pieces) plus a
+// copy: no recompression. Throws codec_error if a piece is not a catable
+// Broccoli stream.
+std::string concat_broccoli(const std::vector<std::string_view>& pieces);
+
+// Lepton encodes and decodes one JPEG with up to this many threads of its
+// own (default 1; densefs parallelises across chunks instead).
+void set_lepton_threads(unsigned threads);
 
 // Decodes stored bytes into exactly plain_size bytes. The input is untrusted:
 // any corruption, a wrong output size or an unknown codec id throws
