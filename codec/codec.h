@@ -76,6 +76,12 @@ struct encoded_chunk {
 // SOI marker; other chunks fall back to zstd without a decode attempt.
 encoded_chunk encode_chunk(std::string_view plain, const codec_options& options);
 
+// Decodes a standalone stream whose plain size is not known in advance (a
+// file made by `densefs codec compress`: concatenated zstd frames, a Broccoli
+// or plain Brotli stream, a Lepton file). Fails with codec_error instead of
+// producing more than max_plain_size bytes. For raw, returns `stored`.
+std::string decode_any_size(codec_id codec, std::string_view stored, std::size_t max_plain_size);
+
 // Joins Broccoli streams (each one a complete stored broccoli chunk) into
 // one valid Brotli stream that stock `brotli -d` decodes to the
 // concatenation of their plain contents. Costs O(number of pieces) plus a

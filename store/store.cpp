@@ -817,32 +817,38 @@ namespace {
 }
 }  // namespace
 
+store::stored_chunk store::read_stored_chunk(const chunk_hash& hash) const {
+  std::optional<chunk_record> rec;
+  try {
+    rec = get_chunk(hash);
+  } catch (const store_error& e) {
+    chunk_failure(e.what());
+  }
+  if (!rec) chunk_failure("chunk " + hash.hex() + " is missing");
+  std::string stored;
+  try {
+    stored = payloads_->get(hash);
+  } catch (const store_error& e) {
+    chunk_failure(e.what());
+  }
+  if (stored.size() != rec->stored_size)
+    chunk_failure("chunk " + hash.hex() + ": payload is " + std::to_string(stored.size()) +
+                  " bytes, its record says " + std::to_string(rec->stored_size));
+  const std::uint64_t sum = stored_checksum(stored);
+  if (sum != rec->checksum) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), " (XXH3 %016llx, expected %016llx)",
+                  static_cast<unsigned long long>(sum),
+                  static_cast<unsigned long long>(rec->checksum));
+    chunk_failure("chunk " + hash.hex() + ": checksum mismatch" + buf);
+  }
+  return {*rec, std::move(stored)};
+}
+
 std::shared_ptr<const std::string> store::read_chunk(const chunk_hash& hash) const {
   return cache_->get_or_load(hash, [&]() -> std::shared_ptr<const std::string> {
-    std::optional<chunk_record> rec;
-    try {
-      rec = get_chunk(hash);
-    } catch (const store_error& e) {
-      chunk_failure(e.what());
-    }
-    if (!rec) chunk_failure("chunk " + hash.hex() + " is missing");
-    std::string stored;
-    try {
-      stored = payloads_->get(hash);
-    } catch (const store_error& e) {
-      chunk_failure(e.what());
-    }
-    if (stored.size() != rec->stored_size)
-      chunk_failure("chunk " + hash.hex() + ": payload is " + std::to_string(stored.size()) +
-                    " bytes, its record says " + std::to_string(rec->stored_size));
-    const std::uint64_t sum = stored_checksum(stored);
-    if (sum != rec->checksum) {
-      char buf[96];
-      std::snprintf(buf, sizeof(buf), " (XXH3 %016llx, expected %016llx)",
-                    static_cast<unsigned long long>(sum),
-                    static_cast<unsigned long long>(rec->checksum));
-      chunk_failure("chunk " + hash.hex() + ": checksum mismatch" + buf);
-    }
+    auto [record, stored] = read_stored_chunk(hash);
+    const chunk_record* rec = &record;
     std::string plain;
     try {
       plain = codec::decode_chunk(rec->codec, stored, rec->plain_size);

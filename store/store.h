@@ -170,6 +170,15 @@ class store {
   // store_error(EIO) naming the chunk on any mismatch (and logs it).
   std::shared_ptr<const std::string> read_chunk(const chunk_hash& hash) const;
 
+  // A chunk's stored bytes as they are (not decoded), with their record:
+  // payload fetched and XXH3 checked (store_error(EIO) and a log line on a
+  // mismatch). For exports that reuse stored encodings (cat --encoding=br).
+  struct stored_chunk {
+    chunk_record record;
+    std::string bytes;
+  };
+  stored_chunk read_stored_chunk(const chunk_hash& hash) const;
+
   // Applies a transaction atomically. sync=true also syncs the WAL.
   // Throws store_error: ENOSPC when the disk is full (nothing applied),
   // EIO otherwise; chunk_missing as described above.
