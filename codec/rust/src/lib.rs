@@ -1,0 +1,565 @@
+//! densefs' Rust glue: Lepton (Microsoft's `lepton_jpeg`) and Broccoli
+//! (Dropbox's catable `brotli`) behind a small C ABI, declared in
+//! `../densefs_codec_rs.h`.
+//!
+//! Rules every entry point follows:
+//! - it never unwinds into C: the body runs under `catch_unwind` and a panic
+//!   becomes `DENSEFS_RS_PANIC` with the panic message;
+//! - it returns a `densefs_rs_result` whose `data`/`error` are owned by Rust
+//!   and released with `densefs_rs_free`;
+//! - decoders treat their input as hostile: output is bounded by the caller's
+//!   `max_out` and working memory by fixed limits (window size, image size).
+
+use std::ffi::{c_char, CString};
+use std::io::{Cursor, Write};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use brotli::concat::{BroCatli, BroCatliResult};
+use brotli::enc::BrotliEncoderParams;
+use brotli::{BrotliDecompressStream, BrotliResult, BrotliState, HeapAlloc, HuffmanCode};
+use lepton_jpeg::{EnabledFeatures, LeptonThreadPool, SingleThreadPool, DEFAULT_THREAD_POOL};
+
+pub const DENSEFS_RS_OK: i32 = 0;
+/// The input is valid but this codec does not take it (Lepton: not a JPEG it
+/// can recompress). Not corruption: the caller falls back to another codec.
+pub const DENSEFS_RS_REJECTED: i32 = 1;
+/// The input is corrupt, truncated or has trailing bytes.
+pub const DENSEFS_RS_CORRUPT: i32 = 2;
+/// The output would exceed `max_out`.
+pub const DENSEFS_RS_TOO_LARGE: i32 = 3;
+/// A bad argument (null pointer, quality or window out of range).
+pub const DENSEFS_RS_BAD_ARGUMENT: i32 = 4;
+/// A panic inside Rust, caught at the boundary.
+pub const DENSEFS_RS_PANIC: i32 = 5;
+
+/// Lepton refuses JPEGs wider or taller than this, when encoding and when
+/// decoding. It bounds a hostile file's coefficient buffers: about 6 bytes
+/// per pixel at 4:4:4, so at most ~400 MiB for 8192 x 8192 (a 50-megapixel
+/// photo, 8160 x 6120, still fits). Larger images fall back to zstd.
+const LEPTON_MAX_SIDE: u32 = 8192;
+
+/// Largest brotli window a stream may declare (the format's non-large
+/// maximum); the decoder refuses large-window streams, so its ring buffer is
+/// at most 16 MiB whatever the input says.
+const BROTLI_MAX_LGWIN: i32 = 24;
+const BROTLI_MIN_LGWIN: i32 = 10;
+
+#[repr(C)]
+pub struct densefs_rs_result {
+    pub status: i32,
+    /// Output bytes (null when empty or on error); owned by Rust.
+    pub data: *mut u8,
+    pub len: usize,
+    /// NUL-terminated message when status != OK (else null); owned by Rust.
+    pub error: *mut c_char,
+}
+
+struct Failure {
+    status: i32,
+    message: String,
+}
+
+fn fail<T>(status: i32, message: impl Into<String>) -> Result<T, Failure> {
+    Err(Failure {
+        status,
+        message: message.into(),
+    })
+}
+
+fn into_result(r: std::thread::Result<Result<Vec<u8>, Failure>>) -> densefs_rs_result {
+    let (status, data, message) = match r {
+        Ok(Ok(v)) => (DENSEFS_RS_OK, v, None),
+        Ok(Err(f)) => (f.status, Vec::new(), Some(f.message)),
+        Err(payload) => {
+            let what = if let Some(s) = payload.downcast_ref::<&str>() {
+                (*s).to_string()
+            } else if let Some(s) = payload.downcast_ref::<String>() {
+                s.clone()
+            } else {
+                "unknown panic".to_string()
+            };
+            (
+                DENSEFS_RS_PANIC,
+                Vec::new(),
+                Some(format!("panic in Rust codec: {what}")),
+            )
+        }
+    };
+    let error = match message {
+        Some(m) => {
+            CString::new(m.replace('\0', " ")).map_or(std::ptr::null_mut(), CString::into_raw)
+        }
+        None => std::ptr::null_mut(),
+    };
+    let len = data.len();
+    let data = if len == 0 {
+        std::ptr::null_mut()
+    } else {
+        Box::into_raw(data.into_boxed_slice()) as *mut u8
+    };
+    densefs_rs_result {
+        status,
+        data,
+        len,
+        error,
+    }
+}
+
+/// Runs `f` so that no panic crosses the C ABI.
+fn guarded(f: impl FnOnce() -> Result<Vec<u8>, Failure>) -> densefs_rs_result {
+    into_result(catch_unwind(AssertUnwindSafe(f)))
+}
+
+/// # Safety
+/// `ptr` must be null or point to `len` readable bytes that outlive the call.
+unsafe fn input<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8], Failure> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return fail(
+            DENSEFS_RS_BAD_ARGUMENT,
+            "null input pointer with a non-zero length",
+        );
+    }
+    // SAFETY: the caller guarantees `len` readable bytes at `ptr`.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// Releases what a `densefs_rs_*` call returned; resets the fields. Safe to
+/// call twice and on a zeroed struct.
+///
+/// # Safety
+/// `r` must be null or a result returned by this library and not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn densefs_rs_free(r: *mut densefs_rs_result) {
+    if r.is_null() {
+        return;
+    }
+    // SAFETY: per the contract, `r` points to a live result of ours.
+    let r = unsafe { &mut *r };
+    if !r.data.is_null() {
+        // SAFETY: `data`/`len` came from Box<[u8]>::into_raw in into_result.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(r.data, r.len)) });
+    }
+    if !r.error.is_null() {
+        // SAFETY: `error` came from CString::into_raw in into_result.
+        drop(unsafe { CString::from_raw(r.error) });
+    }
+    r.data = std::ptr::null_mut();
+    r.len = 0;
+    r.error = std::ptr::null_mut();
+}
+
+// ---------------------------------------------------------------- Lepton
+
+/// The same features for encoding and decoding: densefs is the only writer
+/// of its Lepton payloads, and the decoder must accept exactly what the
+/// encoder produced (SIMD-compatible 16-bit estimates, as lepton_jpeg writes).
+fn lepton_features(threads: u32, max_file_size: usize) -> EnabledFeatures {
+    let mut f = EnabledFeatures::compat_lepton_vector_write();
+    f.max_jpeg_width = LEPTON_MAX_SIDE;
+    f.max_jpeg_height = LEPTON_MAX_SIDE;
+    f.max_processor_threads = threads.max(1);
+    f.max_jpeg_file_size = u32::try_from(max_file_size).unwrap_or(u32::MAX);
+    f
+}
+
+fn with_lepton_pool<T>(threads: u32, f: impl FnOnce(&dyn LeptonThreadPool) -> T) -> T {
+    if threads <= 1 {
+        // Runs everything on the calling thread: densefs parallelises across
+        // chunks, so by default one chunk is one thread.
+        f(&SingleThreadPool::default())
+    } else {
+        f(&DEFAULT_THREAD_POOL)
+    }
+}
+
+/// Encoding failures are rejections (the JPEG is one lepton_jpeg does not
+/// take: the caller falls back); decoding failures are corruption.
+fn lepton_failure(e: lepton_jpeg::LeptonError, decoding: bool) -> Failure {
+    let status = if decoding {
+        DENSEFS_RS_CORRUPT
+    } else {
+        DENSEFS_RS_REJECTED
+    };
+    Failure {
+        status,
+        message: format!(
+            "lepton: {:?}: {}",
+            e.exit_code(),
+            e.message().lines().next().unwrap_or("")
+        ),
+    }
+}
+
+/// A Vec writer that refuses to grow past `max`.
+struct BoundedWriter {
+    buf: Vec<u8>,
+    max: usize,
+    overflowed: bool,
+}
+
+impl Write for BoundedWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if data.len() > self.max - self.buf.len() {
+            self.overflowed = true;
+            return Err(std::io::Error::other("output exceeds the allowed size"));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Encodes one JPEG into a Lepton file. Does not verify: the caller decodes
+/// and compares (lepton_jpeg can produce a file that decodes to different
+/// bytes without an error).
+///
+/// # Safety
+/// `jpeg` must point to `len` readable bytes (or be null with len 0).
+#[no_mangle]
+pub unsafe extern "C" fn densefs_rs_lepton_encode(
+    jpeg: *const u8,
+    len: usize,
+    threads: u32,
+) -> densefs_rs_result {
+    guarded(|| {
+        // SAFETY: forwarded caller contract.
+        let jpeg = unsafe { input(jpeg, len) }?;
+        let features = lepton_features(threads, jpeg.len());
+        let mut out = Vec::with_capacity(jpeg.len());
+        with_lepton_pool(threads, |pool| {
+            lepton_jpeg::encode_lepton(
+                &mut Cursor::new(jpeg),
+                &mut Cursor::new(&mut out),
+                &features,
+                pool,
+            )
+        })
+        .map_err(|e| lepton_failure(e, false))?;
+        Ok(out)
+    })
+}
+
+/// Decodes a Lepton file into at most `max_out` bytes.
+///
+/// # Safety
+/// `lep` must point to `len` readable bytes (or be null with len 0).
+#[no_mangle]
+pub unsafe extern "C" fn densefs_rs_lepton_decode(
+    lep: *const u8,
+    len: usize,
+    max_out: usize,
+    threads: u32,
+) -> densefs_rs_result {
+    guarded(|| {
+        // SAFETY: forwarded caller contract.
+        let lep = unsafe { input(lep, len) }?;
+        let features = lepton_features(threads, max_out);
+        let mut out = BoundedWriter {
+            buf: Vec::new(),
+            max: max_out,
+            overflowed: false,
+        };
+        let r = with_lepton_pool(threads, |pool| {
+            lepton_jpeg::decode_lepton(&mut Cursor::new(lep), &mut out, &features, pool)
+        });
+        if out.overflowed {
+            return fail(
+                DENSEFS_RS_TOO_LARGE,
+                format!("lepton: decodes to more than {max_out} bytes"),
+            );
+        }
+        r.map_err(|e| lepton_failure(e, true))?;
+        Ok(out.buf)
+    })
+}
+
+// -------------------------------------------------------------- Broccoli
+
+/// The window (log2) a brotli stream declares in its first bits (RFC 7932
+/// section 9.1); None for large-window streams or a short input.
+fn brotli_window_bits(stream: &[u8]) -> Option<i32> {
+    let b = *stream.first()?;
+    if b & 1 == 0 {
+        return Some(16);
+    }
+    let n = (b >> 1) & 7;
+    if n != 0 {
+        return Some(17 + i32::from(n));
+    }
+    match (b >> 4) & 7 {
+        0 => Some(17),
+        1 => None, // large window (not RFC 7932)
+        m => Some(8 + i32::from(m)),
+    }
+}
+
+/// Compresses `len` bytes into one catable, appendable Broccoli stream with
+/// the magic-number header: any number of such streams join with
+/// densefs_rs_broccoli_concat, and each one alone is a valid brotli stream.
+///
+/// # Safety
+/// `plain` must point to `len` readable bytes (or be null with len 0).
+#[no_mangle]
+pub unsafe extern "C" fn densefs_rs_broccoli_compress(
+    plain: *const u8,
+    len: usize,
+    quality: i32,
+    lgwin: i32,
+) -> densefs_rs_result {
+    guarded(|| {
+        // SAFETY: forwarded caller contract.
+        let plain = unsafe { input(plain, len) }?;
+        if !(0..=11).contains(&quality) {
+            return fail(
+                DENSEFS_RS_BAD_ARGUMENT,
+                format!("broccoli quality {quality} is outside 0..11"),
+            );
+        }
+        if !(BROTLI_MIN_LGWIN..=BROTLI_MAX_LGWIN).contains(&lgwin) {
+            return fail(
+                DENSEFS_RS_BAD_ARGUMENT,
+                format!("broccoli window {lgwin} is outside 10..24"),
+            );
+        }
+        let params = BrotliEncoderParams {
+            quality,
+            lgwin,
+            size_hint: plain.len(),
+            catable: true,
+            appendable: true,
+            magic_number: true,
+            use_dictionary: false, // catable streams cannot use it (the encoder forces this too)
+            ..BrotliEncoderParams::default()
+        };
+        let mut out = Vec::with_capacity(plain.len() / 2 + 64);
+        brotli::BrotliCompress(&mut Cursor::new(plain), &mut out, &params).map_err(|e| {
+            Failure {
+                status: DENSEFS_RS_CORRUPT,
+                message: format!("broccoli: compression failed: {e}"),
+            }
+        })?;
+        Ok(out)
+    })
+}
+
+/// Decodes one brotli stream (Broccoli or plain) into at most `max_out`
+/// bytes. The input must hold exactly one stream: truncation, trailing
+/// bytes and large-window streams are errors.
+///
+/// # Safety
+/// `stored` must point to `len` readable bytes (or be null with len 0).
+#[no_mangle]
+pub unsafe extern "C" fn densefs_rs_broccoli_decompress(
+    stored: *const u8,
+    len: usize,
+    max_out: usize,
+) -> densefs_rs_result {
+    guarded(|| {
+        // SAFETY: forwarded caller contract.
+        let stored = unsafe { input(stored, len) }?;
+        match brotli_window_bits(stored) {
+            None if stored.is_empty() => return fail(DENSEFS_RS_CORRUPT, "broccoli: empty stream"),
+            None => {
+                return fail(
+                    DENSEFS_RS_CORRUPT,
+                    "broccoli: large-window streams are not accepted",
+                )
+            }
+            Some(_) => {}
+        }
+        // new_strict: RFC 7932 windows only, so at most a 16 MiB ring buffer.
+        let mut state = BrotliState::new_strict(
+            HeapAlloc::<u8>::new(0),
+            HeapAlloc::<u32>::new(0),
+            HeapAlloc::<HuffmanCode>::new(HuffmanCode::default()),
+        );
+        let mut out: Vec<u8> = Vec::new();
+        let mut scratch = vec![0u8; (max_out.saturating_add(1)).clamp(1, 256 << 10)];
+        let mut in_offset = 0usize;
+        let mut total_out = 0usize;
+        loop {
+            let mut avail_in = stored.len() - in_offset;
+            let mut avail_out = scratch.len();
+            let mut out_offset = 0usize;
+            let r = BrotliDecompressStream(
+                &mut avail_in,
+                &mut in_offset,
+                stored,
+                &mut avail_out,
+                &mut out_offset,
+                &mut scratch,
+                &mut total_out,
+                &mut state,
+            );
+            if out_offset > max_out - out.len() {
+                return fail(
+                    DENSEFS_RS_TOO_LARGE,
+                    format!("broccoli: decodes to more than {max_out} bytes"),
+                );
+            }
+            out.extend_from_slice(&scratch[..out_offset]);
+            match r {
+                BrotliResult::ResultSuccess => {
+                    if in_offset != stored.len() {
+                        return fail(
+                            DENSEFS_RS_CORRUPT,
+                            format!(
+                                "broccoli: {} bytes after the end of the stream",
+                                stored.len() - in_offset
+                            ),
+                        );
+                    }
+                    return Ok(out);
+                }
+                BrotliResult::NeedsMoreOutput => continue,
+                BrotliResult::NeedsMoreInput => {
+                    return fail(DENSEFS_RS_CORRUPT, "broccoli: stream is truncated")
+                }
+                BrotliResult::ResultFailure => {
+                    return fail(DENSEFS_RS_CORRUPT, "broccoli: corrupt stream")
+                }
+            }
+        }
+    })
+}
+
+/// Joins `n` complete Broccoli streams into one brotli stream that decodes
+/// to the concatenation of their contents. No recompression.
+///
+/// # Safety
+/// `pieces` and `lens` must each point to `n` elements; each piece to its
+/// length in readable bytes (a piece may be null when its length is 0).
+#[no_mangle]
+pub unsafe extern "C" fn densefs_rs_broccoli_concat(
+    pieces: *const *const u8,
+    lens: *const usize,
+    n: usize,
+) -> densefs_rs_result {
+    guarded(|| {
+        if n > 0 && (pieces.is_null() || lens.is_null()) {
+            return fail(DENSEFS_RS_BAD_ARGUMENT, "null piece array");
+        }
+        let mut slices = Vec::with_capacity(n);
+        for i in 0..n {
+            // SAFETY: the caller guarantees n elements in each array and
+            // lens[i] readable bytes at pieces[i].
+            let (p, l) = unsafe { (*pieces.add(i), *lens.add(i)) };
+            slices.push(unsafe { input(p, l) }?);
+        }
+        // Every piece must fit the window the joined stream declares: use
+        // the largest one.
+        let mut lgwin = BROTLI_MIN_LGWIN;
+        for (i, s) in slices.iter().enumerate() {
+            match brotli_window_bits(s) {
+                Some(w) => lgwin = lgwin.max(w),
+                None => return fail(
+                    DENSEFS_RS_CORRUPT,
+                    format!(
+                        "broccoli concat: piece {i} is not a brotli stream with a standard window"
+                    ),
+                ),
+            }
+        }
+        let mut cat = BroCatli::new_with_window_size(lgwin as u8);
+        let total: usize = slices.iter().map(|s| s.len()).sum();
+        let mut out = vec![0u8; total + 64];
+        let mut out_offset = 0usize;
+        for (i, s) in slices.iter().enumerate() {
+            cat.new_brotli_file();
+            let mut in_offset = 0usize;
+            loop {
+                match cat.stream(s, &mut in_offset, &mut out, &mut out_offset) {
+                    BroCatliResult::NeedsMoreInput => break,
+                    BroCatliResult::NeedsMoreOutput => {
+                        let grow = out.len().max(64);
+                        out.resize(out.len() + grow, 0);
+                    }
+                    other => {
+                        return fail(
+                            DENSEFS_RS_CORRUPT,
+                            format!("broccoli concat: piece {i} cannot be joined ({other:?})"),
+                        )
+                    }
+                }
+            }
+        }
+        loop {
+            match cat.finish(&mut out, &mut out_offset) {
+                BroCatliResult::Success => break,
+                BroCatliResult::NeedsMoreOutput => {
+                    let grow = out.len().max(64);
+                    out.resize(out.len() + grow, 0);
+                }
+                other => {
+                    return fail(
+                        DENSEFS_RS_CORRUPT,
+                        format!("broccoli concat: cannot finish ({other:?})"),
+                    )
+                }
+            }
+        }
+        out.truncate(out_offset);
+        Ok(out)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn take(mut r: densefs_rs_result) -> Result<Vec<u8>, (i32, String)> {
+        let out = if r.status == DENSEFS_RS_OK {
+            Ok(if r.len == 0 {
+                Vec::new()
+            } else {
+                unsafe { std::slice::from_raw_parts(r.data, r.len) }.to_vec()
+            })
+        } else {
+            Err((
+                r.status,
+                unsafe { std::ffi::CStr::from_ptr(r.error) }
+                    .to_string_lossy()
+                    .into_owned(),
+            ))
+        };
+        unsafe { densefs_rs_free(&mut r) };
+        out
+    }
+
+    #[test]
+    fn broccoli_round_trip_and_concat() {
+        let a = b"hello hello hello world ".repeat(1000);
+        let b = b"another piece of text, another piece ".repeat(500);
+        let ca = take(unsafe { densefs_rs_broccoli_compress(a.as_ptr(), a.len(), 5, 22) }).unwrap();
+        let cb = take(unsafe { densefs_rs_broccoli_compress(b.as_ptr(), b.len(), 5, 18) }).unwrap();
+        assert_eq!(
+            take(unsafe { densefs_rs_broccoli_decompress(ca.as_ptr(), ca.len(), a.len()) })
+                .unwrap(),
+            a
+        );
+        assert_eq!(
+            take(unsafe { densefs_rs_broccoli_decompress(ca.as_ptr(), ca.len(), a.len() - 1) })
+                .unwrap_err()
+                .0,
+            DENSEFS_RS_TOO_LARGE
+        );
+        let ptrs = [ca.as_ptr(), cb.as_ptr()];
+        let lens = [ca.len(), cb.len()];
+        let joined =
+            take(unsafe { densefs_rs_broccoli_concat(ptrs.as_ptr(), lens.as_ptr(), 2) }).unwrap();
+        let mut expect = a.clone();
+        expect.extend_from_slice(&b);
+        assert_eq!(
+            take(unsafe {
+                densefs_rs_broccoli_decompress(joined.as_ptr(), joined.len(), usize::MAX)
+            })
+            .unwrap(),
+            expect
+        );
+    }
+}
