@@ -50,6 +50,9 @@ std::string filesystem::info_json(node& n) {
   }
   std::lock_guard meta(meta_mutex_);
   j["ino"] = n.ino;
+  // The store directory: `densefs cat` finds the daemon's control socket
+  // there (STORE/control.sock, docs/export.md).
+  j["store"] = store_->dir().string();
   j["type"] = type_name(n.record.mode);
   j["size"] = n.record.size;
   j["stored_bytes"] = n.record.stored_bytes;
