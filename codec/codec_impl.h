@@ -41,9 +41,24 @@ class chunk_codec {
   virtual std::string format_options(const codec_options& options) const = 0;
 };
 
+// Thrown by an encoder whose codec does not take this input (Lepton and a
+// JPEG it cannot recompress, or a failure inside the Rust library while
+// encoding): encode_chunk() then falls back to zstd instead of failing the
+// write. Bad options stay plain codec_errors.
+class codec_rejected : public codec_error {
+ public:
+  using codec_error::codec_error;
+};
+
 // One factory per codec (one .cpp each).
 std::unique_ptr<chunk_codec> make_raw_codec();
 std::unique_ptr<chunk_codec> make_zstd_codec();
+std::unique_ptr<chunk_codec> make_broccoli_codec();
+std::unique_ptr<chunk_codec> make_lepton_codec();
+
+// Bounded decoders for decode_any_size(): at most max_plain_size bytes out.
+std::string broccoli_decode_any_size(std::string_view stored, std::size_t max_plain_size);
+std::string lepton_decode_any_size(std::string_view stored, std::size_t max_plain_size);
 
 // Shared helpers for option values; throw codec_error naming `key`.
 int parse_int_option(std::string_view key, std::string_view value);

@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include <zstd.h>
+
 #include "codec/codec_impl.h"
 
 namespace densefs::codec {
@@ -25,6 +27,8 @@ struct registry {
   registry() {
     add(detail::make_raw_codec());
     add(detail::make_zstd_codec());
+    add(detail::make_broccoli_codec());
+    add(detail::make_lepton_codec());
   }
 
   void add(std::unique_ptr<chunk_codec> c) {
@@ -126,26 +130,85 @@ std::string format_codec_spec(const codec_options& options) {
   return std::string(c.name()) + c.format_options(options);
 }
 
+namespace {
+
+// FF D8 FF: a JPEG SOI marker followed by another marker. The same test as
+// classify.h's starts_like_jpeg(), kept local so the codec list does not
+// depend on the classifier.
+bool looks_like_jpeg(std::string_view b) {
+  return b.size() >= 3 && b[0] == '\xff' && b[1] == '\xd8' && b[2] == '\xff';
+}
+
+// Codecs whose encoders run in the Rust library: their output is decoded and
+// compared with the input before it is admitted.
+bool needs_verification(codec_id id) {
+  return id == codec_id::lepton || id == codec_id::broccoli;
+}
+
+// The largest stored size worth keeping: it must save at least min_savings
+// of the chunk, and always at least one byte.
+std::size_t worthwhile_limit(std::size_t plain_size, double min_savings) {
+  const double savings = std::clamp(min_savings, 0.0, 1.0);
+  const auto limit =
+      static_cast<std::size_t>(std::floor(static_cast<double>(plain_size) * (1.0 - savings)));
+  return std::min(limit, plain_size - 1);
+}
+
+// Encodes with `c`, or stores raw when that is not worth it.
+encoded_chunk encode_or_raw(const chunk_codec& c, std::string_view plain,
+                            const codec_options& options) {
+  encoded_chunk result;
+  if (c.id() != codec_id::raw && !plain.empty() &&
+      c.encode(plain, options, worthwhile_limit(plain.size(), options.min_savings), result.bytes)) {
+    result.codec = c.id();
+    return result;
+  }
+  result.codec = codec_id::raw;
+  result.bytes.assign(plain);
+  return result;
+}
+
+}  // namespace
+
 encoded_chunk encode_chunk(std::string_view plain, const codec_options& options) {
   if (plain.size() > detail::k_max_plain_size) {
     throw codec_error("chunk of " + std::to_string(plain.size()) + " bytes is too large to encode");
   }
   const auto& c = find_or_throw(options.preferred);
-  encoded_chunk result;
-  if (options.preferred != codec_id::raw && !plain.empty()) {
-    // Worth keeping only when it saves at least min_savings of the chunk,
-    // and always at least one byte.
-    const double savings = std::clamp(options.min_savings, 0.0, 1.0);
-    auto limit =
-        static_cast<std::size_t>(std::floor(static_cast<double>(plain.size()) * (1.0 - savings)));
-    limit = std::min(limit, plain.size() - 1);
-    if (c.encode(plain, options, limit, result.bytes)) {
-      result.codec = options.preferred;
-      return result;
+  if (!needs_verification(options.preferred) || plain.empty()) {
+    return encode_or_raw(c, plain, options);
+  }
+
+  // Verify before admit, and fall back to zstd when the preferred codec
+  // does not take the chunk.
+  std::string reason;
+  if (options.preferred == codec_id::lepton && !looks_like_jpeg(plain)) {
+    reason = "not a JPEG (no FF D8 FF at the start)";
+  } else {
+    try {
+      encoded_chunk e = encode_or_raw(c, plain, options);
+      if (e.codec == codec_id::raw && options.preferred == codec_id::broccoli) {
+        return e;  // not worth it: zstd would not do better than brotli
+      }
+      if (e.codec == codec_id::raw) {
+        reason = "lepton saved less than min_savings";
+      } else {
+        try {
+          if (c.decode(e.bytes, plain.size()) == plain) return e;
+          reason = codec_name(options.preferred) + " encoding decodes to different bytes";
+        } catch (const codec_error& err) {
+          reason = codec_name(options.preferred) + " encoding does not decode: " + err.what();
+        }
+      }
+    } catch (const detail::codec_rejected& err) {
+      reason = err.what();
     }
   }
-  result.codec = codec_id::raw;
-  result.bytes.assign(plain);
+  codec_options fallback = options;
+  fallback.preferred = codec_id::zstd;
+  encoded_chunk result = encode_or_raw(find_or_throw(codec_id::zstd), plain, fallback);
+  result.fell_back_from = options.preferred;
+  result.fallback_reason = std::move(reason);
   return result;
 }
 
@@ -156,6 +219,69 @@ std::string decode_chunk(codec_id codec, std::string_view stored, std::size_t pl
                       " plain bytes, more than any chunk can hold");
   }
   return c.decode(stored, plain_size);
+}
+
+namespace {
+
+// Any number of zstd frames back to back (what `zstd` writes, and what
+// `cat a.zst b.zst` makes), skippable frames included, at most `max` bytes.
+std::string zstd_decode_any_size(std::string_view stored, std::size_t max) {
+  struct dctx_deleter {
+    void operator()(ZSTD_DStream* d) const { ZSTD_freeDStream(d); }
+  };
+  const std::unique_ptr<ZSTD_DStream, dctx_deleter> ds(ZSTD_createDStream());
+  if (!ds) throw codec_error("zstd: cannot allocate a decompression context");
+  if (stored.empty()) throw codec_error("zstd stream is empty (no frame)");
+  std::string out;
+  ZSTD_inBuffer in{stored.data(), stored.size(), 0};
+  std::size_t last = 0;
+  std::string buf(std::min<std::size_t>(max + 1, ZSTD_DStreamOutSize()), '\0');
+  while (in.pos < in.size) {
+    ZSTD_outBuffer ob{buf.data(), buf.size(), 0};
+    last = ZSTD_decompressStream(ds.get(), &ob, &in);
+    if (ZSTD_isError(last)) {
+      throw codec_error(std::string("zstd: corrupt stream: ") + ZSTD_getErrorName(last));
+    }
+    if (ob.pos > max - out.size()) {
+      throw codec_error("zstd stream decodes to more than " + std::to_string(max) + " bytes");
+    }
+    out.append(buf.data(), ob.pos);
+    if (ob.pos == 0 && in.pos == in.size) break;
+  }
+  // Input consumed: drain what the decoder still holds.
+  while (last != 0) {
+    ZSTD_outBuffer ob{buf.data(), buf.size(), 0};
+    last = ZSTD_decompressStream(ds.get(), &ob, &in);
+    if (ZSTD_isError(last)) {
+      throw codec_error(std::string("zstd: corrupt stream: ") + ZSTD_getErrorName(last));
+    }
+    if (ob.pos > max - out.size()) {
+      throw codec_error("zstd stream decodes to more than " + std::to_string(max) + " bytes");
+    }
+    out.append(buf.data(), ob.pos);
+    if (ob.pos == 0 && last != 0) throw codec_error("zstd stream is truncated");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string decode_any_size(codec_id codec, std::string_view stored, std::size_t max_plain_size) {
+  switch (codec) {
+    case codec_id::raw:
+      if (stored.size() > max_plain_size) {
+        throw codec_error("raw stream of " + std::to_string(stored.size()) +
+                          " bytes is larger than " + std::to_string(max_plain_size));
+      }
+      return std::string(stored);
+    case codec_id::zstd:
+      return zstd_decode_any_size(stored, max_plain_size);
+    case codec_id::broccoli:
+      return detail::broccoli_decode_any_size(stored, max_plain_size);
+    case codec_id::lepton:
+      return detail::lepton_decode_any_size(stored, max_plain_size);
+  }
+  throw codec_error("unknown codec id " + std::to_string(static_cast<unsigned>(codec)));
 }
 
 }  // namespace densefs::codec

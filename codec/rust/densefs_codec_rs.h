@@ -48,8 +48,7 @@ densefs_rs_result densefs_rs_lepton_decode(const uint8_t* lep, size_t len, size_
  * (Broccoli or plain, standard windows only) and stops at max_out bytes. */
 densefs_rs_result densefs_rs_broccoli_compress(const uint8_t* plain, size_t len, int32_t quality,
                                                int32_t lgwin);
-densefs_rs_result densefs_rs_broccoli_decompress(const uint8_t* stored, size_t len,
-                                                 size_t max_out);
+densefs_rs_result densefs_rs_broccoli_decompress(const uint8_t* stored, size_t len, size_t max_out);
 /* Joins n Broccoli streams into one brotli stream decoding to the
  * concatenation of their contents (no recompression). */
 densefs_rs_result densefs_rs_broccoli_concat(const uint8_t* const* pieces, const size_t* lens,
