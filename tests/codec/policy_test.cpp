@@ -1,0 +1,180 @@
+// The per-type codec policy: the built-in table, the override grammar, its
+// errors, and the canonical form.
+#include "codec/policy.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace densefs::codec {
+namespace {
+
+// Lepton (3) and Broccoli (2) are Rust codecs a build may not have yet;
+// assertions that need them to encode or to be in the registry are skipped
+// without them. The policy itself names them either way.
+bool have_rust_codecs() {
+  return is_known_codec(static_cast<std::uint8_t>(codec_id::lepton)) &&
+         is_known_codec(static_cast<std::uint8_t>(codec_id::broccoli));
+}
+
+// Asserts that parse_policy(spec) throws a codec_error whose message
+// contains `token`.
+void expect_rejected(const std::string& spec, const std::string& token) {
+  try {
+    parse_policy(spec);
+    ADD_FAILURE() << "'" << spec << "' was accepted";
+  } catch (const codec_error& e) {
+    EXPECT_NE(std::string(e.what()).find(token), std::string::npos)
+        << "error for '" << spec << "' does not name '" << token << "': " << e.what();
+  }
+}
+
+TEST(policy_test, default_table) {
+  const policy p = default_policy();
+  EXPECT_EQ(p.for_type(file_type::jpeg).preferred, codec_id::lepton);
+  for (const auto t : {file_type::image, file_type::video, file_type::audio, file_type::archive}) {
+    EXPECT_EQ(p.for_type(t).preferred, codec_id::raw) << file_type_name(t);
+  }
+  for (const auto t : {file_type::text, file_type::document, file_type::database}) {
+    EXPECT_EQ(p.for_type(t).preferred, codec_id::broccoli) << file_type_name(t);
+    EXPECT_EQ(p.for_type(t).broccoli_quality, 5);
+    EXPECT_EQ(p.for_type(t).broccoli_window, 22);
+  }
+  for (const auto t : {file_type::other, file_type::executable, file_type::unknown}) {
+    EXPECT_EQ(p.for_type(t).preferred, codec_id::zstd) << file_type_name(t);
+    EXPECT_EQ(p.for_type(t).zstd_level, 3);
+  }
+  for (const auto& o : p.by_type) EXPECT_DOUBLE_EQ(o.min_savings, 0.03);
+}
+
+TEST(policy_test, unknown_type_numbers_use_the_unknown_entry) {
+  policy p = default_policy();
+  p.for_type(file_type::unknown).zstd_level = 7;
+  EXPECT_EQ(p.for_type(static_cast<file_type>(200)).zstd_level, 7);
+}
+
+TEST(policy_test, default_keyword) {
+  EXPECT_EQ(parse_policy("default"), default_policy());
+  EXPECT_EQ(parse_policy("zstd/default"), default_policy());
+}
+
+TEST(policy_test, single_codec_spec_applies_to_every_type) {
+  // What stores made before per-type policies persisted.
+  const policy p = parse_policy("zstd:level=3");
+  for (const auto& o : p.by_type) {
+    EXPECT_EQ(o.preferred, codec_id::zstd);
+    EXPECT_EQ(o.zstd_level, 3);
+  }
+  const policy q = parse_policy("zstd:level=9:min_savings=0.1");
+  for (const auto& o : q.by_type) {
+    EXPECT_EQ(o.zstd_level, 9);
+    EXPECT_DOUBLE_EQ(o.min_savings, 0.1);
+  }
+  for (const auto& o : parse_policy("raw").by_type) EXPECT_EQ(o.preferred, codec_id::raw);
+}
+
+TEST(policy_test, per_type_overrides_apply_left_to_right) {
+  const policy p = parse_policy("default/jpeg=zstd/text=zstd:level=9");
+  EXPECT_EQ(p.for_type(file_type::jpeg).preferred, codec_id::zstd);
+  EXPECT_EQ(p.for_type(file_type::jpeg).zstd_level, 3);
+  EXPECT_EQ(p.for_type(file_type::text).preferred, codec_id::zstd);
+  EXPECT_EQ(p.for_type(file_type::text).zstd_level, 9);
+  EXPECT_EQ(p.for_type(file_type::document).preferred, codec_id::broccoli);
+  EXPECT_EQ(p.for_type(file_type::video).preferred, codec_id::raw);
+
+  // Overrides alone start from the built-in table.
+  EXPECT_EQ(parse_policy("jpeg=zstd"), parse_policy("default/jpeg=zstd"));
+  // A later entry replaces an earlier one.
+  EXPECT_EQ(parse_policy("video=zstd/video=raw"), default_policy());
+  const policy all_zstd_but_archive = parse_policy("zstd:level=1/archive=raw");
+  EXPECT_EQ(all_zstd_but_archive.for_type(file_type::archive).preferred, codec_id::raw);
+  EXPECT_EQ(all_zstd_but_archive.for_type(file_type::jpeg).zstd_level, 1);
+}
+
+TEST(policy_test, broccoli_and_lepton_options) {
+  const policy p = parse_policy("text=broccoli:quality=9:window=24/jpeg=lepton:min_savings=0.05");
+  EXPECT_EQ(p.for_type(file_type::text).preferred, codec_id::broccoli);
+  EXPECT_EQ(p.for_type(file_type::text).broccoli_quality, 9);
+  EXPECT_EQ(p.for_type(file_type::text).broccoli_window, 24);
+  EXPECT_EQ(p.for_type(file_type::jpeg).preferred, codec_id::lepton);
+  EXPECT_DOUBLE_EQ(p.for_type(file_type::jpeg).min_savings, 0.05);
+  expect_rejected("text=broccoli:quality=12", "quality=12");
+  expect_rejected("text=broccoli:level=3", "level");
+  expect_rejected("jpeg=lepton:quality=3", "quality");
+}
+
+TEST(policy_test, bad_specs_name_the_token) {
+  expect_rejected("", "empty");
+  expect_rejected("default/", "empty");
+  expect_rejected("default//text=zstd", "empty");
+  expect_rejected("picture=zstd", "picture");
+  expect_rejected("JPEG=zstd", "JPEG");
+  expect_rejected("text=gzip", "gzip");
+  expect_rejected("lz4", "lz4");
+  expect_rejected("text=zstd:level=99", "99");
+  expect_rejected("text=zstd:speed=3", "speed");
+  expect_rejected("text=zstd:level", "level");
+  expect_rejected("text=", "text=");
+  expect_rejected("=zstd", "=zstd");
+  expect_rejected("raw:min_savings=0.1", "min_savings");
+  // The entry is quoted so a long spec points at the bad part.
+  expect_rejected("default/jpeg=zstd/text=zstd:level=x", "text=zstd:level=x");
+}
+
+TEST(policy_test, equality_compares_every_option) {
+  const policy a = default_policy();
+  policy b = default_policy();
+  EXPECT_EQ(a, b);
+  b.for_type(file_type::text).broccoli_quality = 6;
+  EXPECT_FALSE(a == b);
+  b = a;
+  b.for_type(file_type::text).broccoli_window = 20;
+  EXPECT_FALSE(a == b);
+  b = a;
+  b.for_type(file_type::other).zstd_level = 4;
+  EXPECT_FALSE(a == b);
+  b = a;
+  b.for_type(file_type::image).min_savings = 0.5;
+  EXPECT_FALSE(a == b);
+  b = a;
+  b.for_type(file_type::executable).preferred = codec_id::raw;
+  EXPECT_FALSE(a == b);
+}
+
+TEST(policy_test, canonical_form) {
+  const std::string s = format_policy(default_policy());
+  EXPECT_EQ(s.rfind("unknown=zstd:level=3/other=zstd:level=3/jpeg=lepton/image=raw/", 0), 0u) << s;
+  EXPECT_NE(s.find("/text=broccoli"), std::string::npos) << s;
+  EXPECT_NE(s.find("/executable=zstd:level=3"), std::string::npos) << s;
+  // Every type appears exactly once, in file_type order.
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < k_file_type_count; ++i) {
+    const std::string key = std::string(file_type_name(static_cast<file_type>(i))) + "=";
+    const auto found = s.find(key, at);
+    ASSERT_NE(found, std::string::npos) << key;
+    at = found + key.size();
+  }
+}
+
+TEST(policy_test, round_trip) {
+  for (const auto* spec :
+       {"default", "zstd:level=3", "raw", "zstd:level=19:min_savings=0.2",
+        "default/jpeg=zstd/text=zstd:level=9", "default/text=broccoli:quality=9:window=24",
+        "default/jpeg=lepton:min_savings=0.1/document=raw", "zstd:level=-5/video=zstd:level=1"}) {
+    const policy p = parse_policy(spec);
+    const std::string canonical = format_policy(p);
+    EXPECT_EQ(parse_policy(canonical), p) << spec << " -> " << canonical;
+    EXPECT_EQ(format_policy(parse_policy(canonical)), canonical) << spec;
+  }
+}
+
+TEST(policy_test, rust_codecs_in_the_registry_agree) {
+  if (!have_rust_codecs()) GTEST_SKIP() << "this build has no Lepton/Broccoli codecs yet";
+  // With the real codecs linked in, the registry parses the policy's specs.
+  const policy p = default_policy();
+  EXPECT_EQ(format_codec_spec(p.for_type(file_type::jpeg)).rfind("lepton", 0), 0u);
+  EXPECT_EQ(parse_codec_spec(format_codec_spec(p.for_type(file_type::text))).broccoli_quality, 5);
+}
+
+}  // namespace
+}  // namespace densefs::codec
