@@ -14,6 +14,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "fs/control_server.h"
 #include "fs/filesystem.h"
 #include "store/log.h"
 
@@ -329,12 +330,27 @@ int mount(const mount_options& requested) {
   daemonizer daemon;
   if (!options.foreground) daemon.fork_now();
   // From here on threads may start: RocksDB's and our worker pool.
+  // --- control socket (fs/control_server.h, docs/export.md) ---
+  // STORE/control.sock serves `densefs cat --encoding=br` on this mount. It
+  // starts a thread, so after the fork; it is ready before the parent exits
+  // (a `densefs cat` right after `densefs mount` finds it); it reads the
+  // store `fs` owns, so it stops before fs.shutdown() closes it. Without it
+  // the mount still works.
+  control_server control(options.store_dir);
+  // --- end control socket ---
   try {
-    fs.start(store::store::open(options.store_dir));
+    auto s = store::store::open(options.store_dir);
+    register_store_handlers(control, *s);  // control socket
+    fs.start(std::move(s));
   } catch (const std::exception& e) {
     log_error(std::string("cannot open store: ") + e.what());
     daemon.report(false);
     return 1;
+  }
+  try {
+    control.start();  // control socket
+  } catch (const std::exception& e) {
+    log_error(std::string(e.what()) + " (densefs cat --encoding=br will not work on this mount)");
   }
   daemon.report(true);
   log_info("mounted " + options.store_dir.string() + " on " + options.mountpoint.string());
@@ -348,6 +364,7 @@ int mount(const mount_options& requested) {
     result = fuse_session_loop_mt(session.se, config);
     fuse_loop_cfg_destroy(config);
   }
+  control.stop();  // control socket: before the store closes
   fs.shutdown();
   log_info("unmounted " + options.mountpoint.string());
   ::close(lock_fd);

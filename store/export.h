@@ -1,0 +1,58 @@
+// Exporting a stored file as a byte stream: its plain bytes (identity) or
+// one Brotli stream (br) built by joining the file's stored Broccoli chunks
+// without recompressing them. What `densefs cat` and the daemon's "cat"
+// control request serve (docs/export.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string_view>
+
+#include "codec/codec.h"
+
+namespace densefs::store {
+
+class store;
+
+enum class export_encoding { identity, br };
+
+// "identity" or "br"; nothing for any other name.
+std::optional<export_encoding> export_encoding_from_name(std::string_view name);
+
+// What an export did (for logs and tests).
+struct export_summary {
+  std::uint64_t size = 0;          // the file's plain size
+  std::uint64_t bytes_out = 0;     // bytes given to the sink
+  std::size_t pieces = 0;          // br: Brotli streams joined
+  std::size_t reused_pieces = 0;   // br: stored Broccoli chunks copied as they are
+  std::size_t encoded_pieces = 0;  // br: pieces compressed during the export
+};
+
+struct export_options {
+  // Broccoli settings for the pieces compressed on the fly (extents stored
+  // with another codec, partial extents, holes): the codec defaults.
+  int broccoli_quality = codec::codec_options{}.broccoli_quality;
+  int broccoli_window = codec::codec_options{}.broccoli_window;
+};
+
+// Resolves an absolute path inside the store ("/dir/file") to an inode
+// number through the directory entries from the root. Symlinks are not
+// followed. Throws store_error: ENOENT, ENOTDIR, EINVAL (relative path).
+std::uint64_t resolve_path(const store& s, std::string_view path);
+
+// Writes the content of regular file `ino` to `sink`. identity: plain bytes,
+// streamed a chunk at a time. br: one Brotli stream (stock `brotli -d`
+// decodes it to the file): every extent that uses a whole chunk stored as
+// Broccoli is copied as stored; everything else is compressed with
+// Broccoli, and the pieces are joined by codec::concat_broccoli. The joined
+// stream is built in memory (about the file's Brotli size) and given to
+// the sink at the end. Throws store_error (ENOENT: no such inode, EISDIR /
+// EINVAL: not a regular file, EIO: a chunk failed its checks) or
+// codec_error.
+export_summary export_file(const store& s, std::uint64_t ino, export_encoding encoding,
+                           const std::function<void(std::string_view)>& sink,
+                           const export_options& options = {});
+
+}  // namespace densefs::store
