@@ -1,6 +1,9 @@
 #include "tools/cli.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -60,6 +63,116 @@ std::filesystem::path absolute_path(const std::string& text) {
   std::filesystem::path p = std::filesystem::absolute(text).lexically_normal();
   if (p.has_relative_path() && !p.has_filename()) p = p.parent_path();
   return p;
+}
+
+namespace {
+
+[[noreturn]] void throw_errno(const std::string& path) {
+  throw std::system_error(errno, std::generic_category(), path);
+}
+
+}  // namespace
+
+output_file::output_file(const std::string& path, const tool_io& io) : path_(path) {
+  if (path == "-") {
+    stream_ = &io.out;
+    return;
+  }
+  const std::filesystem::path target(path);
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+  std::string pattern = (dir / ("." + target.filename().string() + ".densefs-XXXXXX")).string();
+  fd_ = ::mkostemp(pattern.data(), O_CLOEXEC);
+  if (fd_ < 0) throw_errno(path);
+  temp_ = pattern;
+  // mkstemp makes 0600; a result file gets the usual 0666 minus umask.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd_, 0666 & ~mask);
+}
+
+output_file::~output_file() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!temp_.empty()) ::unlink(temp_.c_str());
+}
+
+void output_file::write(std::string_view bytes) {
+  if (stream_ != nullptr) {
+    stream_->write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!*stream_) throw std::system_error(EIO, std::generic_category(), "standard output");
+    return;
+  }
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(path_);
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+void output_file::commit() {
+  if (stream_ != nullptr) {
+    stream_->flush();
+    if (!*stream_) throw std::system_error(EIO, std::generic_category(), "standard output");
+    return;
+  }
+  if (::fsync(fd_) != 0) throw_errno(path_);
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    throw_errno(path_);
+  }
+  fd_ = -1;
+  if (::rename(temp_.c_str(), path_.c_str()) != 0) throw_errno(path_);
+  temp_.clear();
+}
+
+input_file::input_file(const std::string& path) : path_(path == "-" ? "standard input" : path) {
+  if (path == "-") {
+    fd_ = STDIN_FILENO;
+    return;
+  }
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw_errno(path);
+  owned_ = true;
+  struct stat st {};
+  if (::fstat(fd_, &st) == 0 && S_ISDIR(st.st_mode)) {
+    errno = EISDIR;
+    throw_errno(path);
+  }
+}
+
+input_file::~input_file() {
+  if (owned_) ::close(fd_);
+}
+
+std::string input_file::read(std::size_t n) {
+  std::string out(n, '\0');
+  std::size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::read(fd_, out.data() + done, n - done);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(path_);
+    }
+    if (got == 0) break;
+    done += static_cast<std::size_t>(got);
+  }
+  out.resize(done);
+  return out;
+}
+
+std::string input_file::read_all(std::size_t limit) {
+  std::string out;
+  for (;;) {
+    std::string piece = read(1u << 20);
+    if (piece.empty()) return out;
+    out += piece;
+    if (out.size() > limit) {
+      throw std::system_error(EFBIG, std::generic_category(),
+                              path_ + " (more than " + std::to_string(limit) + " bytes)");
+    }
+  }
 }
 
 }  // namespace densefs::tools

@@ -6,7 +6,9 @@
 
 #include <filesystem>
 #include <optional>
+#include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tools/tool_main.h"
@@ -30,5 +32,46 @@ std::optional<std::string> read_xattr(const std::string& path, const char* name)
 // `text` made absolute and normal, without a trailing '/': the daemon runs
 // in /, and mount tables list paths without one.
 std::filesystem::path absolute_path(const std::string& text);
+
+// Where a command writes a result file: "-" is io.out; any other path is
+// written to a temporary file beside it and renamed over it by commit(), so
+// a failed command never leaves a partial OUT (the destructor removes the
+// temporary file). Failures throw std::system_error naming the path.
+class output_file {
+ public:
+  output_file(const std::string& path, const tool_io& io);
+  ~output_file();
+  output_file(const output_file&) = delete;
+  output_file& operator=(const output_file&) = delete;
+
+  void write(std::string_view bytes);
+  void commit();
+
+ private:
+  std::string path_;
+  std::string temp_;
+  std::ostream* stream_ = nullptr;  // for "-"
+  int fd_ = -1;
+};
+
+// An input file ("-" is standard input), read in pieces or whole. Failures
+// throw std::system_error naming the path.
+class input_file {
+ public:
+  explicit input_file(const std::string& path);
+  ~input_file();
+  input_file(const input_file&) = delete;
+  input_file& operator=(const input_file&) = delete;
+
+  // Up to n bytes; fewer only at the end of the input.
+  std::string read(std::size_t n);
+  // Everything that is left; throws std::system_error(EFBIG) past `limit`.
+  std::string read_all(std::size_t limit);
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool owned_ = false;
+};
 
 }  // namespace densefs::tools

@@ -22,8 +22,8 @@ struct command {
 };
 
 constexpr command k_commands[] = {
-    {"mkfs", mkfs_main},   {"mount", mount_main}, {"umount", umount_main},
-    {"stats", stats_main}, {"info", info_main},
+    {"mkfs", mkfs_main}, {"mount", mount_main}, {"umount", umount_main}, {"stats", stats_main},
+    {"info", info_main}, {"cat", cat_main},     {"codec", codec_main},
 };
 
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
@@ -35,6 +35,10 @@ commands:
   umount MOUNTPOINT                  unmount; returns once the store is written
   stats STORE|MOUNTPOINT [--json]    logical and stored size, ratio, dedup savings
   info PATH [--json]                 how one file is stored: chunks and codecs
+  cat [--encoding br|identity] [--store STORE] [-o OUT] PATH
+                                     a file's bytes, or one Brotli stream of them
+                                     built from its stored chunks (docs/export.md)
+  codec compress|decompress|concat   the codecs on standalone files
   help [COMMAND]                     this text, or a command's options
 
 `densefs STORE MOUNTPOINT -o OPTIONS` mounts too (mount -t fuse.densefs, fstab).
