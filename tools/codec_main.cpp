@@ -86,7 +86,7 @@ int decompress(codec::codec_id id, std::uint64_t max_size, const std::string& in
 }
 
 int concat(const std::string& out_path, const std::vector<std::string>& in_paths,
-           const tool_io& io) {
+           std::uint64_t max_size, const tool_io& io) {
   std::vector<std::string> pieces;
   for (const auto& p : in_paths) pieces.push_back(input_file(p).read_all(std::size_t{1} << 34));
   const std::vector<std::string_view> views(pieces.begin(), pieces.end());
@@ -95,6 +95,16 @@ int concat(const std::string& out_path, const std::vector<std::string>& in_paths
     joined = codec::concat_broccoli(views);
   } catch (const codec::codec_error& e) {
     throw codec::codec_error(std::string("cannot join: ") + e.what());
+  }
+  // concat_broccoli checks only the pieces' headers: decode the result, so
+  // a file that is not a Broccoli stream never yields a corrupt OUT.
+  try {
+    (void)codec::decode_any_size(codec::codec_id::broccoli, joined, max_size);
+  } catch (const codec::codec_error& e) {
+    throw codec::codec_error(
+        std::string("cannot join: the joined stream does not decode (is every IN made by "
+                    "`densefs codec compress --codec broccoli`?): ") +
+        e.what());
   }
   output_file out(out_path, io);
   out.write(joined);
@@ -109,6 +119,7 @@ int codec_main(const std::vector<std::string>& args, const tool_io& io) {
   app.require_subcommand(1);
 
   std::string codec_name, in_path, out_path;
+  std::uint64_t max_size = std::uint64_t{1} << 30;
   std::optional<int> quality, window, level;
   auto* c = app.add_subcommand("compress", "compress IN into OUT (- for stdin/stdout)");
   c->add_option("--codec", codec_name, "lepton, broccoli or zstd")->required();
@@ -118,7 +129,6 @@ int codec_main(const std::vector<std::string>& args, const tool_io& io) {
   c->add_option("IN", in_path, "input file, - for standard input")->required();
   c->add_option("OUT", out_path, "output file, - for standard output")->required();
 
-  std::uint64_t max_size = std::uint64_t{1} << 30;
   auto* d = app.add_subcommand("decompress", "decompress IN into OUT (- for stdin/stdout)");
   d->add_option("--codec", codec_name, "lepton, broccoli or zstd")->required();
   d->add_option("--max-size", max_size, "refuse outputs larger than this (bytes, default 1 GiB)");
@@ -128,13 +138,16 @@ int codec_main(const std::vector<std::string>& args, const tool_io& io) {
   std::vector<std::string> inputs;
   auto* j = app.add_subcommand("concat", "join broccoli files into one Brotli stream");
   j->add_option("OUT", out_path, "output file, - for standard output")->required();
+  j->add_option("--max-size", max_size,
+                "the joined stream is decoded to check it: refuse more than this (bytes, "
+                "default 1 GiB)");
   j->add_option("IN", inputs, "files made by `densefs codec compress --codec broccoli`")
       ->required();
 
   if (auto done = parse_cli(app, args, io)) return *done;
 
   try {
-    if (j->parsed()) return concat(out_path, inputs, io);
+    if (j->parsed()) return concat(out_path, inputs, max_size, io);
     const codec::codec_id id = parse_codec(codec_name);
     if (d->parsed()) return decompress(id, max_size, in_path, out_path, io);
 
