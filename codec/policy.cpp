@@ -98,6 +98,11 @@ policy parse_policy(std::string_view spec) {
 }
 
 std::string format_policy(const policy& p) {
+  // One codec for everything reads best as just that codec (and is what
+  // stores made before per-type policies persisted).
+  bool uniform = true;
+  for (const codec_options& o : p.by_type) uniform = uniform && same_options(o, p.by_type[0]);
+  if (uniform) return format_codec_spec(p.by_type[0]);
   std::string s;
   for (std::size_t i = 0; i < p.by_type.size(); ++i) {
     if (i > 0) s += '/';

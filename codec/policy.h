@@ -41,8 +41,9 @@ policy default_policy();
 policy parse_policy(std::string_view spec);
 
 // The canonical spec: every type listed, in file_type order, e.g.
-// "unknown=zstd:level=3/other=zstd:level=3/jpeg=lepton/...". Round-trips
-// through parse_policy().
+// "unknown=zstd:level=3/other=zstd:level=3/jpeg=lepton/...", or just the
+// codec spec ("zstd:level=3") when every type uses the same codec.
+// Round-trips through parse_policy().
 std::string format_policy(const policy& p);
 
 }  // namespace densefs::codec

@@ -32,7 +32,39 @@ bool all_zero(std::string_view data) {
   return true;
 }
 
+// The type of a file whose first bytes are `head`: a magic number wins;
+// otherwise the name it was created with (text formats have no magic);
+// otherwise what the bytes look like.
+codec::file_type classify_file(std::string_view head, codec::file_type name_type) {
+  head = head.substr(0, codec::k_classify_head_bytes);
+  const codec::file_type by_content = codec::classify(head, {});
+  const bool guessed = by_content == codec::file_type::text ||
+                       by_content == codec::file_type::other ||
+                       by_content == codec::file_type::unknown;
+  if (guessed && name_type != codec::file_type::unknown) return name_type;
+  return by_content;
+}
+
 }  // namespace
+
+filesystem::chunk_encoding filesystem::encoding_for(codec::file_type type,
+                                                    std::string_view plain) const {
+  chunk_encoding how;
+  how.options = store_->policy().for_type(type);
+  // Ingest fast, compress hard later: Lepton runs at a few MB/s per core,
+  // so a JPEG is stored at once with fast zstd and queued for the
+  // background re-encoder, which swaps the payload when Lepton is done.
+  if (how.options.preferred == codec::codec_id::lepton && !options_.lepton_sync &&
+      codec::starts_like_jpeg(plain)) {
+    const double min_savings = how.options.min_savings;
+    how.options = codec::codec_options{};
+    how.options.preferred = codec::codec_id::zstd;
+    how.options.zstd_level = 1;
+    how.options.min_savings = min_savings;
+    how.queue_recompress = true;
+  }
+  return how;
+}
 
 // Copies committed file bytes [begin, begin + length) into out; holes are zeros.
 static void read_committed(const store::store& st, std::uint64_t ino, std::uint64_t begin,
@@ -96,6 +128,7 @@ void filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, ch
 void filesystem::stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,
                              std::string_view data) {
   const std::uint64_t end = offset + data.size();
+  if (offset == 0 && !data.empty()) n.type = classify_file(data, n.name_type);
   std::uint64_t pos = offset;
   while (pos < end) {
     const std::uint64_t index = pos / k_slot;
@@ -157,18 +190,20 @@ void filesystem::submit_slot(node& n, std::uint64_t index) {
     std::lock_guard lock(staging_mutex_);
     in_flight_bytes_ += data->size();
   }
-  workers_->submit([this, np = n.shared_from_this(), index, gen, data] {
-    encode_and_commit(np, index, gen, data);
+  workers_->submit([this, np = n.shared_from_this(), index, gen, data, type = n.type] {
+    encode_and_commit(np, index, gen, data, type);
   });
 }
 
 void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index, std::uint64_t gen,
-                                   std::shared_ptr<const std::string> data) {
+                                   std::shared_ptr<const std::string> data,
+                                   codec::file_type type) {
   // CPU work first, with no lock held.
+  const chunk_encoding how = encoding_for(type, *data);
   std::optional<store::prepared_chunk> prepared;
   int error = 0;
   try {
-    if (!all_zero(*data)) prepared = store_->prepare_chunk(*data);
+    if (!all_zero(*data)) prepared = store_->prepare_chunk(*data, how.options);
   } catch (const std::exception& e) {
     log_error("inode " + std::to_string(n->ino) + ": encoding failed: " + e.what());
     error = EIO;
@@ -195,6 +230,14 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
           txn.ref_chunk(*prepared);
           if (prepared->encoded) {
             r.stored_bytes += prepared->encoded->bytes.size();
+            if (prepared->encoded->fell_back_from) {
+              r.flags |= store::k_inode_fell_back;
+              log_debug("inode " + std::to_string(n->ino) + ": chunk " + prepared->hash.hex() +
+                        " stored with " + codec::codec_name(prepared->encoded->codec) +
+                        " instead of " + codec::codec_name(*prepared->encoded->fell_back_from) +
+                        ": " + prepared->encoded->fallback_reason);
+            }
+            if (how.queue_recompress) txn.queue_recompress(prepared->hash, n->ino);
           } else if (auto existing = store_->get_chunk(prepared->hash)) {
             r.stored_bytes += existing->stored_size;
           }
@@ -212,11 +255,16 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
         }
         const std::uint64_t persisted = std::max(
             n->persisted_size, std::min({n->size, slot_start + data->size(), lowest_staged}));
+        r.type = type;
         store::inode_record p = r;
         p.size = persisted;
         txn.put_inode(p);
         commit(txn);
         n->record.stored_bytes = r.stored_bytes;
+        n->record.type = r.type;
+        n->record.flags = r.flags;
+        if (how.queue_recompress && prepared && prepared->encoded && recompressor_)
+          recompressor_->notify();
         n->persisted_size = persisted;
         s.committed_gen = gen;
         s.in_flight.erase(s.in_flight.begin(), s.in_flight.upper_bound(gen));
@@ -227,7 +275,7 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
           error = EIO;
           break;
         }
-        prepared = store_->prepare_chunk(*data, true);
+        prepared = store_->prepare_chunk(*data, how.options, true);
       } catch (const store::store_error& e) {
         log_error("inode " + std::to_string(n->ino) + ": commit failed: " + e.what());
         error = e.error_number();

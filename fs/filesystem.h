@@ -20,6 +20,7 @@
 
 #include "fs/inode_table.h"
 #include "fs/mount.h"
+#include "fs/recompressor.h"
 #include "fs/worker_pool.h"
 #include "store/store.h"
 
@@ -145,8 +146,16 @@ class filesystem {
   // one transaction. Caller holds n.data_mutex (in-flight drained) when
   // truncating, and meta_mutex_.
   void commit_attributes(node& n, store::inode_record r, std::optional<std::uint64_t> new_size);
+  // How a chunk of a file of `type` is encoded at write time.
+  struct chunk_encoding {
+    codec::codec_options options;
+    bool queue_recompress = false;  // stored fast now, re-encoded in the background
+  };
+  chunk_encoding encoding_for(codec::file_type type, std::string_view plain) const;
+  // Background re-encoding of one queued chunk (recompressor threads).
+  void recompress_chunk(const store::recompress_item& item);
   void encode_and_commit(std::shared_ptr<node> n, std::uint64_t slot_index, std::uint64_t gen,
-                         std::shared_ptr<const std::string> data);
+                         std::shared_ptr<const std::string> data, codec::file_type type);
   void wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n);
   // Flushes a regular file for flush/fsync/release; when that changed what
   // the kernel caches (st_blocks, size), tells it to drop its attributes so
@@ -157,6 +166,7 @@ class filesystem {
   fuse_session* session_ = nullptr;
   std::unique_ptr<store::store> store_;
   std::unique_ptr<worker_pool> workers_;
+  std::unique_ptr<recompressor> recompressor_;
   std::mutex meta_mutex_;
   inode_table table_;
 

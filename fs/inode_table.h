@@ -47,7 +47,7 @@ struct staged_slot {
 
 struct node : std::enable_shared_from_this<node> {
   explicit node(const store::inode_record& r)
-      : ino(r.ino), regular(S_ISREG(r.mode)), record(r), size(r.size) {}
+      : ino(r.ino), regular(S_ISREG(r.mode)), record(r), size(r.size), type(r.type) {}
 
   const std::uint64_t ino;
   const bool regular;  // the type never changes: readable without a lock
@@ -68,6 +68,11 @@ struct node : std::enable_shared_from_this<node> {
   std::mutex data_mutex;
   std::condition_variable data_cv;  // signalled when an in-flight slot commits
   std::uint64_t size;               // logical size including staged writes
+  // What the file holds (codec::classify on its first bytes and the name it
+  // was created with); picks the codec for its chunks. Copied into
+  // record.type when a chunk commits.
+  codec::file_type type;
+  codec::file_type name_type = codec::file_type::unknown;  // from the name at create
   std::map<std::uint64_t, staged_slot> slots;
   std::uint64_t next_gen = 1;
   // Generations of the encode jobs still running. A flush waits only for the

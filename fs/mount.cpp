@@ -2,6 +2,7 @@
 // mount(), which does every fallible step before daemonizing so that errors
 // reach the user's terminal as one line.
 #include "fs/mount.h"
+#include "codec/policy.h"
 
 #include <fcntl.h>
 #include <sys/mount.h>
@@ -299,7 +300,7 @@ int mount(const mount_options& requested) {
                              std::strerror(errno));
   if (!S_ISDIR(st.st_mode))
     throw std::runtime_error("mountpoint " + options.mountpoint.string() + " is not a directory");
-  if (!options.codec_spec.empty()) codec::parse_codec_spec(options.codec_spec);
+  if (!options.codec_spec.empty()) codec::parse_policy(options.codec_spec);
   const int lock_fd = store::store::lock(options.store_dir);
 
   std::string fuse_opts = "fsname=" + escape_option(options.store_dir.string()) +

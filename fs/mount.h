@@ -35,8 +35,17 @@ struct mount_options {
   // Bytes of file data staged in memory (dirty + being encoded) before
   // writers wait for the encoder: bounds memory on huge sequential writes.
   std::size_t max_staged_bytes = 256u << 20;
-  // Overrides the store's codec settings when set (-o codec=zstd:level=9).
+  // Overrides the store's codec policy when set (-o codec=SPEC, the grammar
+  // of codec/policy.h, e.g. "default/text=zstd:level=9" or "zstd").
   std::string codec_spec;
+  // Lepton is slow (a few MB/s per core): by default a new JPEG is stored at
+  // once with a fast codec and re-encoded with Lepton in the background
+  // (-o lepton=background); -o lepton=sync encodes it with Lepton before the
+  // write is acknowledged as committed.
+  bool lepton_sync = false;
+  // Threads of the background re-encoder (idle CPU priority); 0 turns it off
+  // (queued chunks wait for a later mount or `densefs recompress`).
+  unsigned recompress_threads = 1;
   // Other -o options passed to the kernel/libfuse as they are (e.g. "noatime").
   std::vector<std::string> fuse_options;
 };

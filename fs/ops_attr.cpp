@@ -37,14 +37,17 @@ filesystem::~filesystem() {
 
 void filesystem::start(std::unique_ptr<store::store> store) {
   store_ = std::move(store);
-  if (!options_.codec_spec.empty()) {
-    store_->set_codec_options(codec::parse_codec_spec(options_.codec_spec));
-  }
+  if (!options_.codec_spec.empty()) store_->set_policy(codec::parse_policy(options_.codec_spec));
   unsigned threads = options_.encode_threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   workers_ = std::make_unique<worker_pool>(threads);
 
   purge_orphans();
+  if (options_.recompress_threads > 0 && !options_.read_only) {
+    recompressor_ = std::make_unique<recompressor>(
+        *store_, options_.recompress_threads,
+        [this](const store::recompress_item& item) { recompress_chunk(item); });
+  }
 }
 
 // Files unlinked while open (or still known to the kernel): once no session
@@ -66,6 +69,7 @@ void filesystem::purge_orphans() {
 
 void filesystem::shutdown() {
   if (!store_) return;
+  recompressor_.reset();  // finishes the chunk in progress; the rest stays queued
   for (const auto& n : table_.all()) {
     std::unique_lock lock(n->data_mutex);
     if (!n->regular) continue;

@@ -44,6 +44,9 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   r.symlink_target = std::string(symlink_target);
   r.size = symlink_target.size();
   r.atime = r.mtime = r.ctime = r.btime = t;
+  // The name is all there is to go on until the first bytes arrive (and the
+  // only hint for text formats that have no magic number).
+  if (S_ISREG(mode)) r.type = codec::classify({}, name);
 
   store::inode_record p = parent.record;
   p.mtime = p.ctime = t;
@@ -57,6 +60,7 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   parent.record = p;
   auto n = std::make_shared<node>(r);
   n->persisted_size = r.size;
+  n->name_type = r.type;
   n->xattr_names.emplace();  // a new inode has none
   return table_.insert(std::move(n));
 }

@@ -57,6 +57,12 @@ std::string filesystem::info_json(node& n) {
   j["size"] = n.record.size;
   j["stored_bytes"] = n.record.stored_bytes;
   j["pending_bytes"] = pending;
+  if (S_ISREG(n.record.mode)) {
+    // What the classifier decided and the policy codec that follows from it.
+    j["file_type"] = std::string(codec::file_type_name(n.record.type));
+    j["policy_codec"] = codec::format_codec_spec(store_->policy().for_type(n.record.type));
+    j["fell_back"] = (n.record.flags & store::k_inode_fell_back) != 0;
+  }
   auto chunks = nlohmann::json::array();
   if (S_ISREG(n.record.mode)) {
     for (const auto& [offset, extent] :
@@ -70,6 +76,7 @@ std::string filesystem::info_json(node& n) {
         c["plain_size"] = record->plain_size;
         c["stored_size"] = record->stored_size;
         c["refcount"] = record->refcount;
+        c["recompress_queued"] = store_->is_queued_for_recompress(extent.hash);
       }
       chunks.push_back(std::move(c));
     }

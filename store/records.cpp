@@ -14,6 +14,9 @@ namespace {
 // Every value starts with this byte. A reader refuses other versions rather
 // than guessing at a layout it does not know.
 constexpr std::uint8_t k_record_version = 1;
+// Inode values gained the file type and flags in version 2; version 1 values
+// (stores written before per-type codecs) still decode, as file_type unknown.
+constexpr std::uint8_t k_inode_record_version = 2;
 
 constexpr std::uint32_t k_max_nsec = 999'999'999;
 
@@ -64,12 +67,16 @@ class reader {
 
   [[noreturn]] void fail(std::string_view why) const { corrupt(kind_, key_, why); }
 
-  void expect_version() {
+  void expect_version() { expect_version_up_to(k_record_version); }
+
+  // Returns the version; accepts 1..newest.
+  std::uint8_t expect_version_up_to(std::uint8_t newest) {
     if (data_.empty()) fail("empty value");
     const std::uint8_t v = u8();
-    if (v != k_record_version)
-      fail("unknown record version " + std::to_string(v) + " (this build reads version " +
-           std::to_string(k_record_version) + ")");
+    if (v < 1 || v > newest)
+      fail("unknown record version " + std::to_string(v) + " (this build reads versions 1 to " +
+           std::to_string(newest) + ")");
+    return v;
   }
 
   std::uint64_t le(int bytes) {
@@ -165,6 +172,12 @@ std::string xattr_prefix(std::uint64_t ino) {
   return inode_key(ino);
 }
 
+std::string recompress_key(const chunk_hash& hash) {
+  std::string k(k_recompress_prefix);
+  k.append(hash.view());
+  return k;
+}
+
 std::string orphan_key(std::uint64_t ino) {
   std::string k(k_orphan_prefix);
   put_be64(k, ino);
@@ -186,8 +199,9 @@ std::uint64_t decode_u64_be(std::string_view eight_bytes) {
 // symlink_target (u32 length + bytes)
 
 std::string encode_inode(const inode_record& r) {
-  std::string out = start_value();
-  out.reserve(101 + r.symlink_target.size());
+  std::string out;
+  out.reserve(103 + r.symlink_target.size());
+  put_u8(out, k_inode_record_version);
   put_u32(out, r.mode);
   put_u32(out, r.uid);
   put_u32(out, r.gid);
@@ -201,12 +215,14 @@ std::string encode_inode(const inode_record& r) {
   put_time(out, r.ctime);
   put_time(out, r.btime);
   put_string(out, r.symlink_target);
+  put_u8(out, static_cast<std::uint8_t>(r.type));
+  put_u8(out, r.flags);
   return out;
 }
 
 inode_record decode_inode(std::uint64_t ino, std::string_view value) {
   reader in(value, "inode", "inode " + std::to_string(ino));
-  in.expect_version();
+  const std::uint8_t version = in.expect_version_up_to(k_inode_record_version);
   inode_record r;
   r.ino = ino;
   r.mode = in.u32();
@@ -222,6 +238,13 @@ inode_record decode_inode(std::uint64_t ino, std::string_view value) {
   r.ctime = in.time("ctime");
   r.btime = in.time("btime");
   r.symlink_target = in.string("symlink target");
+  if (version >= 2) {
+    const std::uint8_t type = in.u8();
+    if (!codec::is_known_file_type(type)) in.fail("unknown file type " + std::to_string(type));
+    r.type = static_cast<codec::file_type>(type);
+    r.flags = in.u8();
+    if (r.flags & ~k_inode_fell_back) in.fail("unknown flag bits " + std::to_string(r.flags));
+  }
   in.expect_end();
   return r;
 }
@@ -390,6 +413,23 @@ chunk_record decode_chunk(std::string_view value) {
 
 std::string decode_xattr_value(std::string_view value) {
   return detail::decode_xattr_value(value, "");
+}
+
+// ---- recompress entry ----
+// version u8 | ino u64
+
+std::string encode_recompress(std::uint64_t ino) {
+  std::string out = start_value();
+  put_u64(out, ino);
+  return out;
+}
+
+std::uint64_t decode_recompress(const chunk_hash& hash, std::string_view value) {
+  reader in(value, "recompress", "chunk " + hash.hex());
+  in.expect_version();
+  const std::uint64_t ino = in.u64();
+  in.expect_end();
+  return ino;
 }
 
 }  // namespace densefs::store

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "codec/classify.h"
 #include "codec/codec.h"
 #include "store/hash.h"
 
@@ -53,8 +54,20 @@ struct inode_record {
   std::uint64_t parent = 0;  // directories only: the parent directory (for "..")
   timestamp atime, mtime, ctime, btime;
   std::string symlink_target;  // symlinks only
+  // Regular files (record version 2): what the classifier made of the file
+  // (codec::file_type, picks the codec policy) and inode_flags bits.
+  codec::file_type type = codec::file_type::unknown;
+  std::uint8_t flags = 0;
 
   bool operator==(const inode_record&) const = default;
+};
+
+// inode_record::flags bits.
+enum inode_flags : std::uint8_t {
+  // The policy's codec could not take at least one chunk of this file
+  // (Lepton rejected the JPEG, or an encoding failed its verification) and a
+  // fallback codec stored it instead.
+  k_inode_fell_back = 1,
 };
 
 struct dirent_record {
@@ -105,6 +118,10 @@ std::string xattr_key(std::uint64_t ino, std::string_view name);
 std::string xattr_prefix(std::uint64_t ino);
 std::string orphan_key(std::uint64_t ino);  // in k_cf_meta
 inline constexpr std::string_view k_orphan_prefix = "orphan/";
+// Chunks stored with a fast codec and waiting for background re-encoding
+// (Lepton): "recompress/" + 32-byte hash, in k_cf_meta.
+std::string recompress_key(const chunk_hash& hash);
+inline constexpr std::string_view k_recompress_prefix = "recompress/";
 inline constexpr std::string_view k_settings_key = "settings";
 inline constexpr std::string_view k_next_ino_key = "next_ino";
 
@@ -129,6 +146,10 @@ std::string decode_xattr_value(std::string_view value);
 std::string encode_next_ino(std::uint64_t next_ino);
 std::uint64_t decode_next_ino(std::string_view value);
 std::string encode_orphan();
+// Value of a recompress entry: the inode that wrote the chunk (whose
+// stored_bytes the swap adjusts).
+std::string encode_recompress(std::uint64_t ino);
+std::uint64_t decode_recompress(const chunk_hash& hash, std::string_view value);
 void check_orphan(std::uint64_t ino, std::string_view value);  // throws on corruption
 
 }  // namespace densefs::store

@@ -369,9 +369,16 @@ struct chunk_delta {
 // commit, because the column family handles belong to the store (a
 // transaction is built without one) and because a commit that throws
 // chunk_missing must leave the transaction intact for the caller's retry.
+struct payload_replacement {
+  chunk_hash hash;
+  std::uint64_t expected_checksum = 0;
+  codec::encoded_chunk encoded;
+};
+
 struct transaction::impl {
   std::vector<txn_op> ops;
   std::map<chunk_hash, chunk_delta> chunks;  // ordered: commits are deterministic
+  std::vector<payload_replacement> replacements;
 };
 
 transaction::transaction() : impl_(std::make_unique<impl>()) {}
@@ -430,8 +437,19 @@ void transaction::unref_chunk(const chunk_hash& hash) {
   ensure(impl_).chunks[hash].delta -= 1;
 }
 
+void transaction::queue_recompress(const chunk_hash& hash, std::uint64_t ino) {
+  ensure(impl_).ops.push_back({cf_meta, false, recompress_key(hash), encode_recompress(ino)});
+}
+void transaction::drop_recompress(const chunk_hash& hash) {
+  ensure(impl_).ops.push_back({cf_meta, true, recompress_key(hash), {}});
+}
+void transaction::replace_payload(const chunk_hash& hash, std::uint64_t expected_checksum,
+                                  codec::encoded_chunk encoded) {
+  ensure(impl_).replacements.push_back({hash, expected_checksum, std::move(encoded)});
+}
+
 bool transaction::empty() const {
-  return !impl_ || (impl_->ops.empty() && impl_->chunks.empty());
+  return !impl_ || (impl_->ops.empty() && impl_->chunks.empty() && impl_->replacements.empty());
 }
 
 chunk_missing::chunk_missing(const chunk_hash& h)
@@ -451,7 +469,7 @@ store::~store() {
   db_.reset();
 }
 
-void store::create(const std::filesystem::path& dir, const codec::codec_options& codec) {
+void store::create(const std::filesystem::path& dir, const codec::policy& policy) {
   std::error_code ec;
   const auto status = fs::symlink_status(dir, ec);
   if (fs::exists(status)) {
@@ -485,7 +503,7 @@ void store::create(const std::filesystem::path& dir, const codec::codec_options&
 
   store_settings settings;
   settings.uuid = new_uuid();
-  settings.codec_spec = codec::format_codec_spec(codec);
+  settings.codec_spec = codec::format_policy(policy);
   settings.created = now();
 
   inode_record root;
@@ -574,7 +592,9 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   // the authority (FORMAT could have been copied from another store).
   refuse_newer(dir, self->settings_.format_version);
   try {
-    self->codec_ = codec::parse_codec_spec(self->settings_.codec_spec);
+    // Stores made before per-type policies hold a single codec spec, which
+    // parse_policy reads as "every type uses this codec".
+    self->policy_ = codec::parse_policy(self->settings_.codec_spec);
   } catch (const codec::codec_error& e) {
     throw store_error(EINVAL, "store " + dir.string() + " names codec \"" +
                                   self->settings_.codec_spec +
@@ -786,13 +806,58 @@ std::vector<std::uint64_t> store::orphans() const {
   return out;
 }
 
-// ---------------------------------------------------------------- chunks
-
-prepared_chunk store::prepare_chunk(std::string_view plain) const {
-  return prepare_chunk(plain, false);
+std::vector<recompress_item> store::pending_recompress(
+    std::size_t limit, const std::optional<chunk_hash>& after) const {
+  std::vector<recompress_item> out;
+  std::string lower(k_recompress_prefix);
+  if (after) lower.append(after->view());
+  std::string upper(k_recompress_prefix);
+  upper.back() = static_cast<char>(upper.back() + 1);  // just past the prefix
+  const rocksdb::Slice upper_slice = slice(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_meta]));
+  for (it->Seek(lower); it->Valid() && out.size() < limit; it->Next()) {
+    const std::string_view key = view(it->key());
+    if (key.size() != k_recompress_prefix.size() + 32)
+      throw store_error(EIO, "corrupt recompress key in store " + dir_.string());
+    const chunk_hash hash = chunk_hash::from_bytes(key.substr(k_recompress_prefix.size()));
+    if (after && hash == *after) continue;
+    out.push_back({hash, decode_recompress(hash, view(it->value()))});
+  }
+  check_iterator(*it, dir_, "listing queued re-encodings");
+  return out;
 }
 
+void store::for_each_inode(const std::function<bool(const inode_record&)>& fn) const {
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_inodes]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (!fn(decode_inode(decode_u64_be(view(it->key())), view(it->value())))) return;
+  }
+  check_iterator(*it, dir_, "scanning inodes");
+}
+
+bool store::is_queued_for_recompress(const chunk_hash& hash) const {
+  std::string value;
+  const rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), cfs_[cf_meta], recompress_key(hash), &value);
+  if (s.IsNotFound()) return false;
+  if (!s.ok())
+    throw store_error(errno_of(s), "reading the re-encoding queue of store " + dir_.string() +
+                                       ": " + s.ToString());
+  return true;
+}
+
+// ---------------------------------------------------------------- chunks
+
 prepared_chunk store::prepare_chunk(std::string_view plain, bool force_encode) const {
+  return prepare_chunk(plain, policy_.for_type(codec::file_type::other), force_encode);
+}
+
+prepared_chunk store::prepare_chunk(std::string_view plain, const codec::codec_options& options,
+                                    bool force_encode) const {
   if (plain.size() > k_chunk_size)
     throw store_error(EINVAL, "chunk of " + std::to_string(plain.size()) +
                                   " bytes exceeds the chunk size " + std::to_string(k_chunk_size));
@@ -803,7 +868,7 @@ prepared_chunk store::prepare_chunk(std::string_view plain, bool force_encode) c
   // lookup instead of a compression.
   if (!force_encode && get_chunk(p.hash)) return p;
   try {
-    p.encoded = codec::encode_chunk(plain, codec_);
+    p.encoded = codec::encode_chunk(plain, options);
   } catch (const codec::codec_error& e) {
     throw store_error(EIO, "encoding chunk " + p.hash.hex() + ": " + e.what());
   }
@@ -818,6 +883,11 @@ namespace {
 }  // namespace
 
 store::stored_chunk store::read_stored_chunk(const chunk_hash& hash) const {
+  return read_stored_chunk_once(hash, true);
+}
+
+store::stored_chunk store::read_stored_chunk_once(const chunk_hash& hash,
+                                                  bool retry_on_swap) const {
   std::optional<chunk_record> rec;
   try {
     rec = get_chunk(hash);
@@ -831,10 +901,23 @@ store::stored_chunk store::read_stored_chunk(const chunk_hash& hash) const {
   } catch (const store_error& e) {
     chunk_failure(e.what());
   }
+  const std::uint64_t sum = stored_checksum(stored);
+  if (stored.size() != rec->stored_size || sum != rec->checksum) {
+    // The record and the payload are read one after the other: a background
+    // re-encoding may have swapped both in between. If the record changed,
+    // read again; if it did not, the payload is damaged.
+    if (retry_on_swap) {
+      std::optional<chunk_record> now;
+      try {
+        now = get_chunk(hash);
+      } catch (const store_error&) {
+      }
+      if (now && *now != *rec) return read_stored_chunk_once(hash, false);
+    }
+  }
   if (stored.size() != rec->stored_size)
     chunk_failure("chunk " + hash.hex() + ": payload is " + std::to_string(stored.size()) +
                   " bytes, its record says " + std::to_string(rec->stored_size));
-  const std::uint64_t sum = stored_checksum(stored);
   if (sum != rec->checksum) {
     char buf[96];
     std::snprintf(buf, sizeof(buf), " (XXH3 %016llx, expected %016llx)",
@@ -954,12 +1037,27 @@ void store::commit(transaction& txn, bool sync) {
     }
     if (count == 0) {
       check_batch(batch.Delete(cfs_[cf_chunks], slice(hash.view())));
+      check_batch(batch.Delete(cfs_[cf_meta], recompress_key(hash)));
       payloads_->remove(batch, hash);
       deleted.push_back(hash);
     } else {
       rec->refcount = count;
       check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec)));
     }
+  }
+
+  for (payload_replacement& r : t.replacements) {
+    std::optional<chunk_record> rec = get_chunk(r.hash);
+    if (!rec || rec->checksum != r.expected_checksum) continue;  // deleted or swapped meanwhile
+    if (t.chunks.count(r.hash)) continue;  // never mixed with reference changes
+    const std::string& bytes = r.encoded.bytes;
+    if (bytes.size() > std::numeric_limits<std::uint32_t>::max()) continue;
+    rec->codec = r.encoded.codec;
+    rec->stored_size = static_cast<std::uint32_t>(bytes.size());
+    rec->checksum = stored_checksum(bytes);
+    check_batch(batch.Put(cfs_[cf_chunks], slice(r.hash.view()), encode_chunk(*rec)));
+    payloads_->put(batch, r.hash, bytes);
+    new_payload_bytes += bytes.size();
   }
 
   if (new_payload_bytes > 0) check_space_for(new_payload_bytes);
@@ -995,6 +1093,7 @@ struct statvfs store::statvfs() const {
 
 store_stats store::stats() const {
   store_stats st;
+  st.policy = codec::format_policy(policy_);
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;  // one pass over everything would evict the working set
 
@@ -1005,6 +1104,11 @@ store_stats store::stats() const {
       if (S_ISREG(r.mode)) {
         ++st.files;
         st.logical_bytes += r.size;
+        store_stats::type_stats& t = st.by_type[static_cast<std::size_t>(r.type)];
+        ++t.files;
+        t.logical_bytes += r.size;
+        t.stored_bytes += r.stored_bytes;
+        if (r.flags & k_inode_fell_back) ++t.fallbacks;
       } else if (S_ISDIR(r.mode)) {
         ++st.directories;
       }
@@ -1029,9 +1133,20 @@ store_stats store::stats() const {
       if (id < std::size(st.chunks_by_codec)) {
         ++st.chunks_by_codec[id];
         st.stored_by_codec[id] += r.stored_size;
+        st.plain_by_codec[id] += r.plain_size;
       }
     }
     check_iterator(*it, dir_, "scanning chunks");
+  }
+  {
+    std::string upper(k_recompress_prefix);
+    upper.back() = static_cast<char>(upper.back() + 1);
+    const rocksdb::Slice upper_slice = slice(upper);
+    rocksdb::ReadOptions mro = ro;
+    mro.iterate_upper_bound = &upper_slice;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(mro, cfs_[cf_meta]));
+    for (it->Seek(slice(k_recompress_prefix)); it->Valid(); it->Next()) ++st.pending_recompress;
+    check_iterator(*it, dir_, "counting queued re-encodings");
   }
   st.dedup_saved_bytes =
       st.referenced_bytes > st.unique_plain_bytes ? st.referenced_bytes - st.unique_plain_bytes : 0;
@@ -1044,6 +1159,14 @@ store_stats store::stats() const {
   }
   return st;
 }
+
+namespace {
+// Fraction of `plain` saved (0 when nothing is stored, negative when the
+// stored form is larger).
+double savings(std::uint64_t plain, std::uint64_t stored) {
+  return plain == 0 ? 0.0 : 1.0 - static_cast<double>(stored) / static_cast<double>(plain);
+}
+}  // namespace
 
 std::string to_json(const store_stats& s) {
   nlohmann::json j;
@@ -1058,6 +1181,9 @@ std::string to_json(const store_stats& s) {
   j["disk_bytes"] = s.disk_bytes;
   j["chunks_by_codec"] = s.chunks_by_codec;
   j["stored_by_codec"] = s.stored_by_codec;
+  j["plain_by_codec"] = s.plain_by_codec;
+  j["pending_recompress"] = s.pending_recompress;
+  j["policy"] = s.policy;
   j["ratio"] = s.logical_bytes == 0
                    ? 0.0
                    : static_cast<double>(s.stored_bytes) / static_cast<double>(s.logical_bytes);
@@ -1066,9 +1192,24 @@ std::string to_json(const store_stats& s) {
     // raw and zstd always appear, so scripts can rely on them.
     if (s.chunks_by_codec[i] == 0 && i > static_cast<std::size_t>(codec::codec_id::zstd)) continue;
     codecs[codec::codec_name(static_cast<codec::codec_id>(i))] = {
-        {"chunks", s.chunks_by_codec[i]}, {"stored_bytes", s.stored_by_codec[i]}};
+        {"chunks", s.chunks_by_codec[i]},
+        {"plain_bytes", s.plain_by_codec[i]},
+        {"stored_bytes", s.stored_by_codec[i]},
+        {"savings", savings(s.plain_by_codec[i], s.stored_by_codec[i])}};
   }
   j["codecs"] = codecs;
+  nlohmann::json types = nlohmann::json::object();
+  for (std::size_t i = 0; i < codec::k_file_type_count; ++i) {
+    const store_stats::type_stats& t = s.by_type[i];
+    if (t.files == 0) continue;
+    types[std::string(codec::file_type_name(static_cast<codec::file_type>(i)))] = {
+        {"files", t.files},
+        {"logical_bytes", t.logical_bytes},
+        {"stored_bytes", t.stored_bytes},
+        {"savings", savings(t.logical_bytes, t.stored_bytes)},
+        {"fallbacks", t.fallbacks}};
+  }
+  j["types"] = types;
   return j.dump();
 }
 

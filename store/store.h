@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "codec/policy.h"
 #include "store/error.h"
 #include "store/hash.h"
 #include "store/records.h"
@@ -42,6 +43,12 @@ struct prepared_chunk {
   chunk_hash hash;
   std::uint32_t plain_size = 0;
   std::optional<codec::encoded_chunk> encoded;  // absent: "should already exist"
+};
+
+// A chunk waiting for background re-encoding, and the file that wrote it.
+struct recompress_item {
+  chunk_hash hash;
+  std::uint64_t ino = 0;
 };
 
 struct store_open_options {
@@ -79,6 +86,18 @@ class transaction {
   void ref_chunk(const prepared_chunk& chunk);
   void unref_chunk(const chunk_hash& hash);
 
+  // The background re-encoding queue (persisted, so a crash or unmount
+  // loses no work). A chunk deleted at refcount 0 leaves the queue too.
+  void queue_recompress(const chunk_hash& hash, std::uint64_t ino);
+  void drop_recompress(const chunk_hash& hash);
+  // Swaps a chunk's stored encoding for `encoded` (same plain content, so no
+  // extent changes). Applied only if the chunk still exists with payload
+  // checksum `expected_checksum` at commit time; otherwise silently skipped
+  // (it was deleted or swapped meanwhile). The caller has verified that
+  // `encoded` decodes to the chunk's plain content.
+  void replace_payload(const chunk_hash& hash, std::uint64_t expected_checksum,
+                       codec::encoded_chunk encoded);
+
   bool empty() const;
 
  private:
@@ -106,19 +125,34 @@ struct store_stats {
   std::uint64_t dedup_saved_bytes = 0;    // referenced_bytes - unique_plain_bytes
   std::uint64_t chunks_by_codec[4] = {};  // index: codec id
   std::uint64_t stored_by_codec[4] = {};
+  std::uint64_t plain_by_codec[4] = {};
   std::uint64_t disk_bytes = 0;  // bytes the store directory occupies on disk
+  // Per file type (index: codec::file_type): regular files, their logical
+  // size, their stored_bytes, and how many fell back from the policy codec.
+  struct type_stats {
+    std::uint64_t files = 0;
+    std::uint64_t logical_bytes = 0;
+    std::uint64_t stored_bytes = 0;
+    std::uint64_t fallbacks = 0;
+  };
+  type_stats by_type[codec::k_file_type_count] = {};
+  std::uint64_t pending_recompress = 0;  // chunks queued for background re-encoding
+  std::string policy;                    // the codec policy in effect (codec/policy.h)
 };
 
 // The JSON that `densefs stats --json` prints and the user.densefs.stats xattr
-// returns: every field above by name, plus "ratio" (stored/logical) and
-// "codecs": {"raw": {"chunks": N, "stored_bytes": N}, "zstd": {...}}.
+// returns: every field above by name, plus "ratio" (stored/logical),
+// "codecs": {"raw": {"chunks": N, "plain_bytes": N, "stored_bytes": N,
+// "savings": F}, ...} and "types": {"jpeg": {"files": N, "logical_bytes": N,
+// "stored_bytes": N, "savings": F, "fallbacks": N}, ...} (types with files).
 std::string to_json(const store_stats& s);
 
 class store {
  public:
   // mkfs: creates a new store in `dir` (created if missing; must be empty).
   // The directory is made private to its owner (0700).
-  static void create(const std::filesystem::path& dir, const codec::codec_options& codec);
+  static void create(const std::filesystem::path& dir,
+                     const codec::policy& policy = codec::default_policy());
 
   // Cheap checks without RocksDB (no threads are started, so this is safe
   // before fuse_daemonize()): the directory exists, is a store, and its
@@ -162,8 +196,11 @@ class store {
 
   // Hashes and encodes plain chunk data (CPU work: call it from a worker
   // pool, not a FUSE thread). Skips encoding when the chunk already exists.
-  prepared_chunk prepare_chunk(std::string_view plain) const;
-  prepared_chunk prepare_chunk(std::string_view plain, bool force_encode) const;
+  // `options` is the codec to encode with (see policy()).
+  prepared_chunk prepare_chunk(std::string_view plain, const codec::codec_options& options,
+                               bool force_encode = false) const;
+  // The same with the policy's codec for file_type::other.
+  prepared_chunk prepare_chunk(std::string_view plain, bool force_encode = false) const;
 
   // The plain content of a chunk: payload fetched, XXH3 checked, decoded,
   // size checked; served from the decoded-chunk cache when present. Throws
@@ -193,20 +230,28 @@ class store {
   // Walks inodes and chunks (O(store size)); for `densefs stats`.
   store_stats stats() const;
 
-  // Codec options used for new chunks (settings, overridable per mount).
-  void set_codec_options(const codec::codec_options& options) { codec_ = options; }
-  const codec::codec_options& codec_options() const { return codec_; }
+  // The codec policy for new chunks (settings, overridable per mount).
+  void set_policy(const codec::policy& p) { policy_ = p; }
+  const codec::policy& policy() const { return policy_; }
+
+  // Up to `limit` queued re-encodings, in hash order, after `after` if set.
+  std::vector<recompress_item> pending_recompress(std::size_t limit,
+                                                  const std::optional<chunk_hash>& after) const;
+  bool is_queued_for_recompress(const chunk_hash& hash) const;
+  // Every inode in number order; the callback returns false to stop.
+  void for_each_inode(const std::function<bool(const inode_record&)>& fn) const;
 
  private:
   store(std::filesystem::path dir, store_open_options options);
   // Throws store_error(ENOSPC) unless `bytes` more payload fit while keeping
   // the space reserve; nothing has been written when it throws.
   void check_space_for(std::uint64_t bytes) const;
+  stored_chunk read_stored_chunk_once(const chunk_hash& hash, bool retry_on_swap) const;
 
   std::filesystem::path dir_;
   store_open_options options_;
   store_settings settings_;
-  codec::codec_options codec_;
+  codec::policy policy_;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // owned; closed in ~store
   std::unique_ptr<payload_store> payloads_;

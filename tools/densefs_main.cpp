@@ -22,8 +22,9 @@ struct command {
 };
 
 constexpr command k_commands[] = {
-    {"mkfs", mkfs_main}, {"mount", mount_main}, {"umount", umount_main}, {"stats", stats_main},
-    {"info", info_main}, {"cat", cat_main},     {"codec", codec_main},
+    {"mkfs", mkfs_main},   {"mount", mount_main}, {"umount", umount_main},
+    {"stats", stats_main}, {"info", info_main},   {"analyze", analyze_main},
+    {"cat", cat_main},     {"codec", codec_main}, {"recompress", recompress_main},
 };
 
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
@@ -35,6 +36,10 @@ commands:
   umount MOUNTPOINT                  unmount; returns once the store is written
   stats STORE|MOUNTPOINT [--json]    logical and stored size, ratio, dedup savings
   info PATH [--json]                 how one file is stored: chunks and codecs
+  analyze DIR [--json] [--codec SPEC] [--full]
+                                     what densefs would save on a directory (a dry run)
+  recompress STORE [--json]          re-encode an unmounted store's chunks under
+                                     its codec policy (chunks only get smaller)
   cat [--encoding br|identity] [--store STORE] [-o OUT] PATH
                                      a file's bytes, or one Brotli stream of them
                                      built from its stored chunks (docs/export.md)

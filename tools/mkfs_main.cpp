@@ -1,7 +1,7 @@
 // densefs mkfs STORE [--codec SPEC]
 #include <filesystem>
 
-#include "codec/codec.h"
+#include "codec/policy.h"
 #include "store/store.h"
 #include "tools/cli.h"
 
@@ -11,25 +11,26 @@ int mkfs_main(const std::vector<std::string>& args, const tool_io& io) {
   CLI::App app{"Create a densefs store in STORE (created if missing; must be empty).",
                "densefs mkfs"};
   std::string dir;
-  std::string spec = codec::format_codec_spec(codec::codec_options{});
+  std::string spec = "default";
   app.add_option("STORE", dir, "store directory")->required();
   app.add_option("--codec", spec,
-                 "codec for new chunks: raw, zstd, zstd:level=N[:min_savings=F] "
-                 "(default " +
-                     spec + ")");
+                 "codec policy for new chunks (docs/policy.md): \"default\" (JPEG -> lepton, "
+                 "text/documents -> broccoli, compressed media -> raw, else zstd), one codec for "
+                 "everything (raw, zstd:level=N, broccoli:quality=Q, lepton), or changes to the "
+                 "default such as default/text=zstd:level=9");
   if (auto done = parse_cli(app, args, io)) return *done;
 
-  codec::codec_options options;
+  codec::policy options;
   try {
-    options = codec::parse_codec_spec(spec);
+    options = codec::parse_policy(spec);
   } catch (const codec::codec_error& e) {
     print_error(io, "mkfs", std::string("--codec: ") + e.what());
     return k_exit_usage;
   }
   const std::filesystem::path path = absolute_path(dir);
   store::store::create(path, options);
-  io.out << "created densefs store " << path.string() << " (codec "
-         << codec::format_codec_spec(options) << ")\n"
+  io.out << "created densefs store " << path.string() << " (codec policy "
+         << codec::format_policy(options) << ")\n"
          << "mount it with: densefs mount " << path.string() << " MOUNTPOINT\n";
   return k_exit_ok;
 }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "codec/codec.h"
+#include "codec/policy.h"
 #include "store/records.h"
 #include "tools/tool_main.h"
 
@@ -110,10 +111,21 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     flag(o.foreground, true);
   } else if (key == "codec") {
     try {
-      o.codec_spec = codec::format_codec_spec(codec::parse_codec_spec(value));
+      o.codec_spec = codec::format_policy(codec::parse_policy(value));
     } catch (const codec::codec_error& e) {
       throw usage_error("bad value in -o codec=" + std::string(value) + ": " + e.what());
     }
+  } else if (key == "lepton" && has_value) {
+    if (value == "sync") {
+      o.lepton_sync = true;
+    } else if (value == "background") {
+      o.lepton_sync = false;
+    } else {
+      throw usage_error("bad value in -o lepton=" + std::string(value) +
+                        ": expected background or sync");
+    }
+  } else if (key == "recompress_threads" && has_value) {
+    o.recompress_threads = parse_count(key, value, 64);
   } else if (key == "entry_timeout" && has_value) {
     o.entry_timeout = parse_seconds(key, value);
   } else if (key == "attr_timeout" && has_value) {

@@ -1,5 +1,7 @@
 #include "tools/render.h"
 
+#include <cstdio>
+
 #include "tools/format.h"
 
 namespace densefs::tools {
@@ -7,6 +9,15 @@ namespace {
 
 std::uint64_t u64(const json& j, const char* key) {
   return j.at(key).get<std::uint64_t>();
+}
+
+// "22.4%" of `plain` saved; "-" when there is nothing.
+std::string human_savings(std::uint64_t plain, std::uint64_t stored) {
+  if (plain == 0) return "-";
+  const double saved = 100.0 * (1.0 - static_cast<double>(stored) / static_cast<double>(plain));
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f%%", saved);
+  return buf;
 }
 
 }  // namespace
@@ -28,11 +39,33 @@ std::string render_stats(const std::string& source, const json& j) {
   };
   std::string out = format_table(rows);
 
-  std::vector<std::vector<std::string>> codecs = {{"codec", "chunks", "stored"}};
+  if (j.contains("pending_recompress") && u64(j, "pending_recompress") != 0) {
+    out += "background re-encoding: " + std::to_string(u64(j, "pending_recompress")) +
+           " chunks queued\n";
+  }
+
+  std::vector<std::vector<std::string>> codecs = {{"codec", "chunks", "plain", "stored", "saved"}};
   for (const auto& [name, c] : j.at("codecs").items()) {
-    codecs.push_back({name, std::to_string(u64(c, "chunks")), human_size(u64(c, "stored_bytes"))});
+    const std::uint64_t plain = c.value("plain_bytes", std::uint64_t{0});
+    const std::uint64_t stored_c = u64(c, "stored_bytes");
+    codecs.push_back({name, std::to_string(u64(c, "chunks")), human_size(plain),
+                      human_size(stored_c), human_savings(plain, stored_c)});
   }
   if (codecs.size() > 1) out += "\n" + format_table(codecs);
+
+  if (j.contains("types") && !j.at("types").empty()) {
+    std::vector<std::vector<std::string>> types = {
+        {"file type", "files", "logical", "stored", "saved", "fallbacks"}};
+    for (const auto& [name, t] : j.at("types").items()) {
+      const std::uint64_t plain = u64(t, "logical_bytes");
+      const std::uint64_t stored_t = u64(t, "stored_bytes");
+      types.push_back({name, std::to_string(u64(t, "files")), human_size(plain),
+                       human_size(stored_t), human_savings(plain, stored_t),
+                       std::to_string(u64(t, "fallbacks"))});
+    }
+    out += "\n" + format_table(types);
+  }
+  if (j.contains("policy")) out += "\npolicy: " + j.at("policy").get<std::string>() + "\n";
   return out;
 }
 
@@ -48,6 +81,12 @@ std::string render_info(const std::string& path, const json& j, bool abbreviate_
     out += ", " + human_size(pending) + " not yet flushed";
   }
   out += '\n';
+  if (j.contains("file_type")) {
+    out += "file type " + j.at("file_type").get<std::string>() + ", policy codec " +
+           j.at("policy_codec").get<std::string>();
+    if (j.value("fell_back", false)) out += " (some chunks fell back to another codec)";
+    out += '\n';
+  }
   if (chunks.empty()) return out;
 
   std::vector<std::vector<std::string>> rows = {
@@ -58,8 +97,9 @@ std::string render_info(const std::string& path, const json& j, bool abbreviate_
     if (abbreviate_hashes && hash.size() > 16) hash = hash.substr(0, 16) + "...";
     rows.push_back({std::to_string(u64(c, "offset")), std::to_string(u64(c, "length")),
                     c.at("codec").get<std::string>(), std::to_string(u64(c, "plain_size")),
-                    std::to_string(u64(c, "stored_size")), std::to_string(u64(c, "refcount")),
-                    hash});
+                    std::to_string(u64(c, "stored_size")) +
+                        (c.value("recompress_queued", false) ? " (queued)" : ""),
+                    std::to_string(u64(c, "refcount")), hash});
   }
   return out + format_table(rows);
 }

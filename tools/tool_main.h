@@ -34,7 +34,9 @@ int mount_main(const std::vector<std::string>& args, const tool_io& io);
 int umount_main(const std::vector<std::string>& args, const tool_io& io);
 int stats_main(const std::vector<std::string>& args, const tool_io& io);
 int info_main(const std::vector<std::string>& args, const tool_io& io);
+int analyze_main(const std::vector<std::string>& args, const tool_io& io);
 int codec_main(const std::vector<std::string>& args, const tool_io& io);
 int cat_main(const std::vector<std::string>& args, const tool_io& io);
+int recompress_main(const std::vector<std::string>& args, const tool_io& io);
 
 }  // namespace densefs::tools

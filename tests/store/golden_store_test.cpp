@@ -37,7 +37,7 @@ TEST(store_golden, DISABLED_make_golden_store_v1) {
   const char* out = std::getenv("DENSEFS_GOLDEN_OUT");
   ASSERT_NE(out, nullptr) << "set DENSEFS_GOLDEN_OUT";
   const fs::path dir = fs::path(out) / "store";
-  store::create(dir, codec::codec_options{});
+  store::create(dir, codec::parse_policy("zstd:level=3"));
   auto s = store::open(dir);
   const std::string text = golden_text();
   const prepared_chunk hello = s->prepare_chunk(k_hello);

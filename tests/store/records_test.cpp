@@ -103,11 +103,40 @@ constexpr const char* k_settings_hex =
     "0c000000" "7a7374643a6c6576656c3d33";
 // clang-format on
 
+void expect_corrupt(const std::function<void()>& decode, const std::string& kind);
+
+// Version 2 is version 1 with the version byte 02 and two bytes appended:
+// the file type and the flags.
+std::string as_v2(std::string v1_hex, std::string_view type_and_flags) {
+  v1_hex.replace(0, 2, "02");
+  return v1_hex + std::string(type_and_flags);
+}
+
 TEST(store_records, inode_golden_bytes) {
-  EXPECT_EQ(to_hex(encode_inode(sample_file())), k_inode_hex);
-  EXPECT_EQ(to_hex(encode_inode(sample_symlink())), k_symlink_hex);
-  EXPECT_EQ(decode_inode(42, from_hex(k_inode_hex)), sample_file());
+  inode_record jpeg = sample_file();
+  jpeg.type = codec::file_type::jpeg;
+  jpeg.flags = k_inode_fell_back;
+  EXPECT_EQ(to_hex(encode_inode(jpeg)), as_v2(k_inode_hex, "0201"));
+  EXPECT_EQ(to_hex(encode_inode(sample_symlink())), as_v2(k_symlink_hex, "0000"));
+  EXPECT_EQ(decode_inode(42, from_hex(as_v2(k_inode_hex, "0201"))), jpeg);
+  EXPECT_EQ(decode_inode(7, from_hex(as_v2(k_symlink_hex, "0000"))), sample_symlink());
+}
+
+TEST(store_records, inode_version_1_still_decodes_as_an_unclassified_file) {
+  const inode_record r = decode_inode(42, from_hex(k_inode_hex));
+  EXPECT_EQ(r, sample_file());
+  EXPECT_EQ(r.type, codec::file_type::unknown);
+  EXPECT_EQ(r.flags, 0);
   EXPECT_EQ(decode_inode(7, from_hex(k_symlink_hex)), sample_symlink());
+}
+
+TEST(store_records, inode_version_2_rejects_unknown_types_and_flags) {
+  expect_corrupt([&] { decode_inode(42, from_hex(as_v2(k_inode_hex, "ff00"))); }, "inode");
+  expect_corrupt([&] { decode_inode(42, from_hex(as_v2(k_inode_hex, "0280"))); }, "inode");
+  expect_corrupt([&] { decode_inode(42, from_hex(as_v2(k_inode_hex, "02"))); }, "inode");
+  expect_corrupt([&] { decode_inode(42, from_hex(as_v2(k_inode_hex, "020100"))); }, "inode");
+  expect_corrupt([&] { decode_inode(42, from_hex("03" + std::string(k_inode_hex).substr(2))); },
+                 "inode");
 }
 
 TEST(store_records, dirent_golden_bytes) {

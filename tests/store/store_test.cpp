@@ -61,7 +61,7 @@ int error_of(F&& f, std::string* message = nullptr) {
 
 class store_test : public ::testing::Test {
  protected:
-  void SetUp() override { store::create(dir(), codec::codec_options{}); }
+  void SetUp() override { store::create(dir(), codec::parse_policy("zstd:level=3")); }
   fs::path dir() const { return tmp_ / "store"; }
   std::unique_ptr<store> open(store_open_options o = {}) { return store::open(dir(), o); }
 
@@ -95,7 +95,7 @@ TEST_F(store_test, mkfs_makes_a_private_store_with_a_root_directory) {
   EXPECT_EQ(s->settings().uuid.size(), 36u);
   EXPECT_NE(format.find("uuid=" + s->settings().uuid + "\n"), std::string::npos);
   EXPECT_EQ(s->settings().uuid[14], '4');  // version 4 UUID
-  EXPECT_EQ(s->settings().codec_spec, codec::format_codec_spec(codec::codec_options{}));
+  EXPECT_EQ(s->settings().codec_spec, codec::format_policy(codec::parse_policy("zstd:level=3")));
   EXPECT_GT(s->settings().created.sec, 1600000000);
 
   const auto root = s->get_inode(k_root_ino);
@@ -109,18 +109,22 @@ TEST_F(store_test, mkfs_makes_a_private_store_with_a_root_directory) {
   EXPECT_TRUE(s->dir_is_empty(k_root_ino));
 }
 
-TEST_F(store_test, mkfs_records_the_codec_settings) {
-  codec::codec_options o;
-  o.zstd_level = 9;
-  store::create(tmp_ / "nine", o);
+TEST_F(store_test, mkfs_records_the_codec_policy) {
+  const codec::policy p = codec::parse_policy("default/text=zstd:level=9");
+  store::create(tmp_ / "nine", p);
   auto s = store::open(tmp_ / "nine");
-  EXPECT_EQ(s->settings().codec_spec, codec::format_codec_spec(o));
-  EXPECT_EQ(s->codec_options().zstd_level, 9);
+  EXPECT_EQ(s->settings().codec_spec, codec::format_policy(p));
+  EXPECT_EQ(s->policy().for_type(codec::file_type::text).zstd_level, 9);
+  EXPECT_EQ(s->policy().for_type(codec::file_type::text).preferred, codec::codec_id::zstd);
+  EXPECT_TRUE(s->policy() == p);
+
+  store::create(tmp_ / "default");
+  EXPECT_TRUE(store::open(tmp_ / "default")->policy() == codec::default_policy());
 }
 
 TEST_F(store_test, mkfs_refuses_a_non_empty_directory_and_chmods_an_empty_one) {
   std::string message;
-  EXPECT_EQ(error_of([&] { store::create(dir(), {}); }, &message), EEXIST);
+  EXPECT_EQ(error_of([&] { store::create(dir()); }, &message), EEXIST);
   EXPECT_EQ(message.find('\n'), std::string::npos);
   EXPECT_NE(message.find(dir().string()), std::string::npos);
 

@@ -28,7 +28,7 @@ TEST(cli, mkfs_creates_a_store_that_checks) {
   EXPECT_NE(r.out.find(dir), std::string::npos) << r.out;
   EXPECT_NO_THROW(store::store::check(dir));
   auto s = store::store::open(dir, store::store_open_options{.read_only = true});
-  EXPECT_EQ(s->settings().codec_spec, "zstd:level=3");
+  EXPECT_EQ(s->settings().codec_spec, codec::format_policy(codec::default_policy()));
 }
 
 TEST(cli, mkfs_records_the_codec) {

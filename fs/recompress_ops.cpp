@@ -1,0 +1,80 @@
+// Background re-encoding of queued chunks: the filesystem side of
+// recompressor.h. A chunk is named by its plain content, so swapping its
+// payload for a smaller encoding changes no extent; only the stored_bytes of
+// the file that queued it (and the per-codec totals) change.
+#include <limits>
+
+#include "fs/filesystem.h"
+#include "store/log.h"
+
+namespace densefs::fs {
+
+void filesystem::recompress_chunk(const store::recompress_item& item) {
+  const std::optional<store::chunk_record> rec = store_->get_chunk(item.hash);
+  store::transaction txn;
+  txn.drop_recompress(item.hash);
+  if (!rec) {  // deleted meanwhile (its queue entry normally goes with it)
+    commit(txn);
+    return;
+  }
+
+  // The target is the policy codec of the file that queued the chunk (JPEG
+  // when that file is gone: only Lepton work is queued today).
+  codec::file_type type = codec::file_type::jpeg;
+  if (auto r = store_->get_inode(item.ino); r && r->type != codec::file_type::unknown)
+    type = r->type;
+  const codec::codec_options target = store_->policy().for_type(type);
+
+  std::optional<codec::encoded_chunk> better;
+  bool fell_back = false;
+  if (rec->codec != target.preferred) {
+    const std::shared_ptr<const std::string> plain = store_->read_chunk(item.hash);
+    codec::encoded_chunk encoded = codec::encode_chunk(*plain, target);  // verified
+    fell_back = encoded.fell_back_from.has_value();
+    if (fell_back) {
+      log_debug("chunk " + item.hash.hex() + ": stays " + codec::codec_name(rec->codec) + ", " +
+                codec::codec_name(*encoded.fell_back_from) + " refused it: " +
+                encoded.fallback_reason);
+    }
+    if (encoded.codec == target.preferred && encoded.bytes.size() < rec->stored_size)
+      better = std::move(encoded);
+  }
+  const std::uint64_t saved = better ? rec->stored_size - better->bytes.size() : 0;
+  if (better) txn.replace_payload(item.hash, rec->checksum, std::move(*better));
+
+  std::lock_guard meta(meta_mutex_);
+  // Account the change to the file that wrote the chunk, if it still uses it.
+  if (saved > 0 || fell_back) {
+    bool references = false;
+    for (const auto& [off, ext] :
+         store_->extents(item.ino, 0, std::numeric_limits<std::uint64_t>::max())) {
+      if (ext.hash == item.hash) {
+        references = true;
+        break;
+      }
+    }
+    if (references) {
+      const auto adjust = [&](store::inode_record& r) {
+        r.stored_bytes -= std::min(r.stored_bytes, saved);
+        if (fell_back) r.flags |= store::k_inode_fell_back;
+      };
+      if (auto n = table_.find(item.ino)) {
+        if (!n->purged) {
+          store::inode_record r = n->record;
+          adjust(r);
+          txn.put_inode(persistable(*n, r));
+          commit(txn);
+          n->record.stored_bytes = r.stored_bytes;
+          n->record.flags = r.flags;
+          return;
+        }
+      } else if (auto r = store_->get_inode(item.ino)) {
+        adjust(*r);
+        txn.put_inode(*r);
+      }
+    }
+  }
+  commit(txn);
+}
+
+}  // namespace densefs::fs

@@ -1,0 +1,107 @@
+#include "fs/recompressor.h"
+
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "store/log.h"
+
+namespace densefs::fs {
+namespace {
+
+// Re-encoding is optional work: it must only use CPU nobody else wants.
+// SCHED_IDLE runs the thread only when a core would otherwise idle; nice 19
+// is the fallback where SCHED_IDLE is refused.
+void lower_own_priority() {
+  sched_param param{};
+  if (::sched_setscheduler(0, SCHED_IDLE, &param) != 0)
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
+}
+
+// Queue entries read per store scan.
+constexpr std::size_t k_batch = 64;
+// A pass that found nothing to do sleeps until notified or this long (items
+// left queued after an error are retried then).
+constexpr auto k_idle_poll = std::chrono::seconds(60);
+
+}  // namespace
+
+recompressor::recompressor(const store::store& store, unsigned threads, job work)
+    : store_(store), work_(std::move(work)) {
+  if (threads == 0) threads = 1;
+  for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+}
+
+recompressor::~recompressor() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void recompressor::notify() {
+  {
+    std::lock_guard lock(mutex_);
+    notified_ = true;
+  }
+  cv_.notify_one();
+}
+
+std::size_t recompressor::busy() const {
+  std::lock_guard lock(mutex_);
+  return in_progress_.size();
+}
+
+std::optional<store::recompress_item> recompressor::next_locked() {
+  for (int refill = 0; refill < 2; ++refill) {
+    while (!batch_.empty()) {
+      store::recompress_item item = batch_.back();
+      batch_.pop_back();
+      if (!in_progress_.count(item.hash)) return item;
+    }
+    try {
+      batch_ = store_.pending_recompress(k_batch, cursor_);
+    } catch (const std::exception& e) {
+      log_error(std::string("background re-encoding: cannot read the queue: ") + e.what());
+      batch_.clear();
+      return std::nullopt;
+    }
+    if (batch_.empty()) {
+      cursor_.reset();  // end of the queue: the next pass starts over
+      return std::nullopt;
+    }
+    cursor_ = batch_.back().hash;
+    std::reverse(batch_.begin(), batch_.end());  // hand out in hash order
+  }
+  return std::nullopt;
+}
+
+void recompressor::run() {
+  lower_own_priority();
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    std::optional<store::recompress_item> item = next_locked();
+    if (!item) {
+      cv_.wait_for(lock, k_idle_poll, [&] { return stopping_ || notified_; });
+      notified_ = false;
+      continue;
+    }
+    in_progress_.insert(item->hash);
+    lock.unlock();
+    try {
+      work_(*item);
+    } catch (const std::exception& e) {
+      log_error("background re-encoding of chunk " + item->hash.hex() + " failed: " + e.what());
+    }
+    lock.lock();
+    in_progress_.erase(item->hash);
+  }
+}
+
+}  // namespace densefs::fs

@@ -1,0 +1,55 @@
+// The background re-encoder: threads at idle CPU priority that walk the
+// store's persisted queue of chunks stored with a fast codec (new JPEGs,
+// stored with zstd at write time) and hand each one to a callback that
+// re-encodes it (Lepton) and swaps its payload. The queue lives in the
+// store, so work survives unmount and crashes; this class only schedules.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "store/store.h"
+
+namespace densefs::fs {
+
+class recompressor {
+ public:
+  using job = std::function<void(const store::recompress_item&)>;
+
+  // Starts `threads` threads (at least 1). `work` must handle its own
+  // errors; an item it leaves queued is retried on the next pass.
+  recompressor(const store::store& store, unsigned threads, job work);
+  ~recompressor();  // finishes the items in progress, then joins
+  recompressor(const recompressor&) = delete;
+  recompressor& operator=(const recompressor&) = delete;
+
+  // New items were queued: wake idle threads.
+  void notify();
+  // Chunks being re-encoded right now.
+  std::size_t busy() const;
+
+ private:
+  void run();
+  // The next queued item nobody is working on, or nothing when a full pass
+  // over the queue found none.
+  std::optional<store::recompress_item> next_locked();
+
+  const store::store& store_;
+  job work_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool notified_ = false;
+  std::vector<store::recompress_item> batch_;  // read ahead from the queue
+  std::optional<store::chunk_hash> cursor_;    // last hash read from the queue
+  std::set<store::chunk_hash> in_progress_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace densefs::fs

@@ -1,0 +1,208 @@
+// densefs recompress STORE [--threads N] [--json]: re-encodes the chunks of
+// an unmounted store under its current codec policy (after a codec was
+// added, or to finish queued background work at once). A chunk is replaced
+// only by a verified encoding that is smaller; it never grows.
+//
+// On a live mount the daemon owns the store; `densefs recompress PATH` asks
+// it through the control socket to queue PATH's chunks for its background
+// re-encoder and follows the queue until they are done.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "codec/classify.h"
+#include "codec/policy.h"
+#include "store/store.h"
+#include "tools/cli.h"
+#include "tools/format.h"
+
+namespace densefs::tools {
+namespace {
+
+struct chunk_job {
+  store::chunk_hash hash;
+  codec::codec_options target;
+};
+
+struct totals {
+  std::atomic<std::uint64_t> examined{0};
+  std::atomic<std::uint64_t> reencoded{0};
+  std::atomic<std::uint64_t> fallbacks{0};
+  std::atomic<std::uint64_t> failed{0};
+  std::atomic<std::uint64_t> before{0};  // stored bytes of the re-encoded chunks, before
+  std::atomic<std::uint64_t> after{0};   // and after
+};
+
+// The file's type; files written before per-type policies (type unknown)
+// are classified from their first bytes now.
+codec::file_type type_of(const store::store& s, const store::inode_record& r) {
+  if (r.type != codec::file_type::unknown) return r.type;
+  const auto first = s.extents(r.ino, 0, 1);
+  if (first.empty() || first.front().first != 0) return codec::file_type::unknown;
+  try {
+    const auto plain = s.read_chunk(first.front().second.hash);
+    const std::string_view head(*plain);
+    return codec::classify(head.substr(first.front().second.chunk_offset,
+                                       codec::k_classify_head_bytes),
+                           {});
+  } catch (const std::exception&) {
+    return codec::file_type::unknown;  // reported when its chunk is re-encoded
+  }
+}
+
+}  // namespace
+
+int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
+  CLI::App app{"Re-encode the chunks of an unmounted store under its codec policy (for example "
+               "after a codec was added). Chunks only ever get smaller.",
+               "densefs recompress"};
+  std::string path;
+  unsigned threads = 0;
+  bool as_json = false;
+  app.add_option("STORE", path, "an unmounted store directory")->required();
+  app.add_option("--threads", threads, "encoding threads (default: one per core)")
+      ->check(CLI::Range(1u, 1024u));
+  app.add_flag("--json", as_json, "print the summary as JSON");
+  if (auto done = parse_cli(app, args, io)) return *done;
+
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::path(path) / "FORMAT", ec)) {
+    print_error(io, "recompress", path + " is not a densefs store");
+    return k_exit_failure;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  const int lock_fd = store::store::lock(path);  // throws "already mounted"
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } lock_guard{lock_fd};
+  store::store_open_options options;
+  options.chunk_cache_bytes = 0;  // every chunk is read once
+  const auto s = store::store::open(path, options);
+  const codec::policy& policy = s->policy();
+
+  // Plan: every chunk whose codec differs from its file's policy codec.
+  std::vector<chunk_job> jobs;
+  std::set<store::chunk_hash> planned;
+  std::map<std::uint64_t, codec::file_type> classified;  // inodes typed only now
+  std::vector<std::uint64_t> files;
+  totals t;
+  s->for_each_inode([&](const store::inode_record& r) {
+    if (!S_ISREG(r.mode)) return true;
+    files.push_back(r.ino);
+    const codec::file_type type = type_of(*s, r);
+    if (type != r.type) classified[r.ino] = type;
+    const codec::codec_options& target = policy.for_type(type);
+    for (const auto& [off, ext] : s->extents(r.ino, 0, std::numeric_limits<std::uint64_t>::max())) {
+      const auto rec = s->get_chunk(ext.hash);
+      if (!rec || rec->codec == target.preferred || planned.count(ext.hash)) continue;
+      planned.insert(ext.hash);
+      jobs.push_back({ext.hash, target});
+    }
+    return true;
+  });
+
+  // Work: a few threads pull jobs; each chunk is its own small commit, so an
+  // interrupted run keeps what it finished.
+  const bool progress = !as_json && ::isatty(STDERR_FILENO) == 1 && &io.err == &std::cerr;
+  std::atomic<std::size_t> next{0};
+  std::mutex commit_mutex, error_mutex;
+  std::string first_error;
+  const auto work = [&] {
+    for (std::size_t i = next++; i < jobs.size(); i = next++) {
+      const chunk_job& job = jobs[i];
+      ++t.examined;
+      try {
+        const auto rec = s->get_chunk(job.hash);
+        if (!rec) continue;
+        const auto plain = s->read_chunk(job.hash);
+        codec::encoded_chunk encoded = codec::encode_chunk(*plain, job.target);  // verified
+        if (encoded.fell_back_from) ++t.fallbacks;
+        store::transaction txn;
+        txn.drop_recompress(job.hash);
+        if (encoded.codec == job.target.preferred && encoded.bytes.size() < rec->stored_size) {
+          t.before += rec->stored_size;
+          t.after += encoded.bytes.size();
+          ++t.reencoded;
+          txn.replace_payload(job.hash, rec->checksum, std::move(encoded));
+        }
+        std::lock_guard lock(commit_mutex);
+        s->commit(txn);
+      } catch (const std::exception& e) {
+        ++t.failed;
+        std::lock_guard lock(error_mutex);
+        if (first_error.empty()) first_error = "chunk " + job.hash.hex() + ": " + e.what();
+      }
+      if (progress) {
+        std::lock_guard lock(error_mutex);
+        io.err << "\rrecompress: " << t.examined << "/" << jobs.size() << " chunks, "
+               << human_size(t.before) << " -> " << human_size(t.after) << "   " << std::flush;
+      }
+    }
+  };
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  {
+    std::vector<std::jthread> pool;
+    for (unsigned i = 0; i < std::min<std::size_t>(threads, std::max<std::size_t>(1, jobs.size()));
+         ++i)
+      pool.emplace_back(work);
+  }
+  if (progress) io.err << "\n";
+
+  // Accounting: stored_bytes of every file from its chunks as they are now,
+  // and the types classified on the way.
+  for (std::uint64_t ino : files) {
+    auto r = s->get_inode(ino);
+    if (!r) continue;
+    store::inode_record updated = *r;
+    std::uint64_t stored = 0;
+    for (const auto& [off, ext] : s->extents(ino, 0, std::numeric_limits<std::uint64_t>::max()))
+      if (auto rec = s->get_chunk(ext.hash)) stored += rec->stored_size;
+    updated.stored_bytes = stored;
+    if (auto it = classified.find(ino); it != classified.end()) updated.type = it->second;
+    if (updated == *r) continue;
+    store::transaction txn;
+    txn.put_inode(updated);
+    s->commit(txn);
+  }
+  s->sync();
+
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (as_json) {
+    nlohmann::json j;
+    j["store"] = absolute_path(path).string();
+    j["files"] = files.size();
+    j["chunks_examined"] = t.examined.load();
+    j["chunks_reencoded"] = t.reencoded.load();
+    j["stored_bytes_before"] = t.before.load();
+    j["stored_bytes_after"] = t.after.load();
+    j["fallbacks"] = t.fallbacks.load();
+    j["failed"] = t.failed.load();
+    j["seconds"] = seconds;
+    io.out << j.dump(2) << '\n';
+  } else {
+    io.out << "recompressed " << t.reencoded << " of " << t.examined << " chunks in "
+           << files.size() << " files: " << human_size(t.before) << " -> "
+           << human_size(t.after) << " (" << t.fallbacks << " fell back, " << t.failed
+           << " failed) in " << static_cast<int>(seconds * 10) / 10.0 << " s\n";
+  }
+  if (t.failed != 0) {
+    print_error(io, "recompress", std::to_string(t.failed.load()) +
+                                      " chunks could not be re-encoded; first: " + first_error);
+    return k_exit_failure;
+  }
+  return k_exit_ok;
+}
+
+}  // namespace densefs::tools
