@@ -298,6 +298,27 @@ fn brotli_window_bits(stream: &[u8]) -> Option<i32> {
     }
 }
 
+/// True when `stream` starts like a stream of densefs_rs_broccoli_compress:
+/// the window bits, then a metadata block holding the catable magic number
+/// (0xe1 0x97 0x81). Streams without it may use the static dictionary or end
+/// with a last-block marker, and cannot be joined.
+fn is_catable_broccoli(stream: &[u8]) -> bool {
+    let Some(&b) = stream.first() else {
+        return false;
+    };
+    let window_header_bits = if b & 1 == 0 {
+        1
+    } else if (b >> 1) & 7 != 0 {
+        4
+    } else {
+        7
+    };
+    // ISLAST, MNIBBLES, reserved, MSKIPBYTES, MSKIPLEN: 14 bits, then the
+    // metadata starts at the next byte boundary.
+    let start = (window_header_bits + 14 + 7) / 8;
+    stream.get(start..start + 3) == Some(&[0xe1, 0x97, 0x81][..])
+}
+
 /// Compresses `len` bytes into one catable, appendable Broccoli stream with
 /// the magic-number header: any number of such streams join with
 /// densefs_rs_broccoli_concat, and each one alone is a valid brotli stream.
@@ -456,13 +477,13 @@ pub unsafe extern "C" fn densefs_rs_broccoli_concat(
         let mut lgwin = BROTLI_MIN_LGWIN;
         for (i, s) in slices.iter().enumerate() {
             match brotli_window_bits(s) {
-                Some(w) => lgwin = lgwin.max(w),
-                None => return fail(
-                    DENSEFS_RS_CORRUPT,
-                    format!(
-                        "broccoli concat: piece {i} is not a brotli stream with a standard window"
-                    ),
-                ),
+                Some(w) if is_catable_broccoli(s) => lgwin = lgwin.max(w),
+                _ => {
+                    return fail(
+                        DENSEFS_RS_CORRUPT,
+                        format!("broccoli concat: piece {i} is not a catable Broccoli stream"),
+                    )
+                }
             }
         }
         let mut cat = BroCatli::new_with_window_size(lgwin as u8);
