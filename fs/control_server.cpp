@@ -15,6 +15,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "store/error.h"
@@ -417,8 +418,22 @@ json parse_line(const std::string& line) {
 }  // namespace
 
 json control_client::request(const json& request) {
-  send_all(fd_, json_line(request));
-  json header = parse_line(read_line());
+  std::optional<control_error> send_failed;
+  try {
+    send_all(fd_, json_line(request));
+  } catch (const control_error& e) {
+    // A daemon that refuses the connection (busy, not the owner) answers
+    // and closes without reading: its answer is the better error.
+    send_failed = e;
+  }
+  std::string line;
+  try {
+    line = read_line();
+  } catch (const control_error&) {
+    if (send_failed) throw *send_failed;
+    throw;
+  }
+  json header = parse_line(line);
   if (!header.contains("ok") || !header["ok"].is_boolean())
     throw control_error(EPROTO, "the daemon's answer has no \"ok\"");
   if (!header["ok"].get<bool>()) throw_reported(header);
