@@ -69,6 +69,8 @@ test_packages=(
   systemd shellcheck
   # clang-format checks the C++ formatting (tests/lint/format_test.sh)
   clang-format git
+  # stock brotli decodes concat_broccoli output (tests/codec/broccoli_test.cpp)
+  brotli
   diffutils findutils
 )
 
@@ -92,19 +94,20 @@ apt_install() {
 # --- Test tools --------------------------------------------------------------
 
 cargo_version_ok() {
-  # pjdfstest 0.2 needs Rust >= 1.85 (Debian's plain `cargo` is 1.63).
+  # densefs links lepton_jpeg (Rust >= 1.89; pjdfstest 0.2 needs 1.85), and
+  # Debian's plain `cargo`/`rustc` are 1.63.
   local v
   v=$("$1" --version 2>/dev/null | awk '{print $2}') || return 1
   [[ -n $v ]] || return 1
-  [[ $(printf '%s\n1.85.0\n' "$v" | sort -V | head -n1) == 1.85.0 ]]
+  [[ $(printf '%s\n1.89.0\n' "$v" | sort -V | head -n1) == 1.89.0 ]]
 }
 
-install_pjdfstest() {
-  if command -v pjdfstest >/dev/null 2>&1; then
-    echo "pjdfstest: $(command -v pjdfstest)"
-    return 0
-  fi
-  local cargo=""
+# Sets `cargo` to a cargo >= 1.89 (with its rustc beside it), installing
+# Debian's rustc-web/cargo-web when none is on PATH. densefs itself needs it:
+# codec/rust builds the Lepton and Broccoli codecs.
+cargo=""
+ensure_rust_toolchain() {
+  [[ -n $cargo ]] && return 0
   if command -v cargo >/dev/null 2>&1 && cargo_version_ok "$(command -v cargo)"; then
     cargo=$(command -v cargo)
   else
@@ -113,10 +116,19 @@ install_pjdfstest() {
     apt_install rustc-web cargo-web
     cargo=/usr/bin/cargo
     cargo_version_ok "$cargo" || {
-      echo "setup.sh: $cargo is older than 1.85; pjdfstest cannot be built" >&2
-      return 1
+      echo "setup.sh: $cargo is older than 1.89; densefs cannot be built" >&2
+      exit 1
     }
   fi
+  echo "cargo: $cargo ($("$cargo" --version))"
+}
+
+install_pjdfstest() {
+  if command -v pjdfstest >/dev/null 2>&1; then
+    echo "pjdfstest: $(command -v pjdfstest)"
+    return 0
+  fi
+  ensure_rust_toolchain
   log "building pjdfstest with $cargo (a few minutes, once)"
   CARGO_HOME=$cargo_home "$cargo" install --quiet --locked pjdfstest
   command -v pjdfstest >/dev/null
@@ -153,10 +165,12 @@ ensure_fuse_device() {
 build() {
   local tests=$1
   log "configuring $build_dir (tests: $tests)"
-  cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DDENSEFS_BUILD_TESTS="$tests" >/dev/null
+  ensure_rust_toolchain
+  CARGO_HOME=$cargo_home cmake -S "$repo" -B "$build_dir" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDENSEFS_BUILD_TESTS="$tests" \
+    -DDENSEFS_CARGO="$cargo" >/dev/null
   log "building (ninja -C $build_dir)"
-  ninja -C "$build_dir"
+  CARGO_HOME=$cargo_home ninja -C "$build_dir"
   log "installing densefs to /usr/local/bin"
   cmake --install "$build_dir" --prefix /usr/local >/dev/null
   # `mount -t fuse.densefs` and fstab lines go through mount.fuse3, which
