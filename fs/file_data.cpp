@@ -196,8 +196,7 @@ void filesystem::submit_slot(node& n, std::uint64_t index) {
 }
 
 void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index, std::uint64_t gen,
-                                   std::shared_ptr<const std::string> data,
-                                   codec::file_type type) {
+                                   std::shared_ptr<const std::string> data, codec::file_type type) {
   // CPU work first, with no lock held.
   const chunk_encoding how = encoding_for(type, *data);
   std::optional<store::prepared_chunk> prepared;

@@ -340,7 +340,9 @@ int mount(const mount_options& requested) {
   control_server control(options.store_dir);
   // --- end control socket ---
   try {
-    auto s = store::store::open(options.store_dir);
+    store::store_open_options open_options;
+    open_options.chunk_cache_bytes = options.chunk_cache_bytes;
+    auto s = store::store::open(options.store_dir, open_options);
     register_store_handlers(control, *s);  // control socket
     fs.start(std::move(s));
   } catch (const std::exception& e) {

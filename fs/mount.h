@@ -46,6 +46,9 @@ struct mount_options {
   // Threads of the background re-encoder (idle CPU priority); 0 turns it off
   // (queued chunks wait for a later mount or `densefs recompress`).
   unsigned recompress_threads = 1;
+  // Decoded chunks kept in memory, shared by all files (a re-read photo
+  // costs no Lepton decode).
+  std::size_t chunk_cache_bytes = 256u << 20;
   // Other -o options passed to the kernel/libfuse as they are (e.g. "noatime").
   std::vector<std::string> fuse_options;
 };

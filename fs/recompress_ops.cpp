@@ -33,8 +33,8 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
     fell_back = encoded.fell_back_from.has_value();
     if (fell_back) {
       log_debug("chunk " + item.hash.hex() + ": stays " + codec::codec_name(rec->codec) + ", " +
-                codec::codec_name(*encoded.fell_back_from) + " refused it: " +
-                encoded.fallback_reason);
+                codec::codec_name(*encoded.fell_back_from) +
+                " refused it: " + encoded.fallback_reason);
     }
     if (encoded.codec == target.preferred && encoded.bytes.size() < rec->stored_size)
       better = std::move(encoded);

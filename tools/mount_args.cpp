@@ -21,11 +21,18 @@ const char* const k_mount_usage =
   -o OPTIONS            comma-separated, may be repeated:
      ro / rw            read-only / read-write (default rw)
      allow_other        let other users access the mount
-     codec=SPEC         codec for new chunks: raw, zstd, zstd:level=N[:min_savings=F]
+     codec=SPEC         codec policy for new chunks (docs/policy.md): default,
+                        one codec (raw, zstd:level=N, broccoli:quality=Q, lepton)
+                        or changes such as default/text=zstd:level=9
+     lepton=background|sync  JPEGs: store fast and re-encode with Lepton in
+                        the background (default), or encode before commit
+     recompress_threads=N  background re-encoding threads, idle priority
+                        (default 1; 0 leaves queued work for later)
+     chunk_cache=SIZE   decoded chunks kept in memory (default 256M; 0 = none)
      entry_timeout=SEC  kernel dentry cache (default 1)
      attr_timeout=SEC   kernel attribute cache (default 1)
      negative_timeout=SEC  cache of missing names (default 0)
-     writeback_cache / no_writeback_cache   kernel write-back caching (default on)
+     writeback_cache / no_writeback_cache   kernel write-back caching (default off)
      encode_threads=N   compression threads (default: one per core)
      max_staged=SIZE    file data staged in memory before writers wait
                         (default 256M; K/M/G suffixes)
@@ -143,8 +150,11 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
       bad_value(key, value, "at least one chunk (4M)");
     }
     o.max_staged_bytes = bytes;
+  } else if (key == "chunk_cache" && has_value) {
+    o.chunk_cache_bytes = parse_size(key, value);
   } else if (key == "entry_timeout" || key == "attr_timeout" || key == "negative_timeout" ||
-             key == "encode_threads" || key == "max_staged") {
+             key == "encode_threads" || key == "max_staged" || key == "chunk_cache" ||
+             key == "lepton" || key == "recompress_threads") {
     throw usage_error("-o " + std::string(key) + " needs a value (" + std::string(key) + "=...)");
   } else {
     // libfuse and the kernel know the rest (noatime, nosuid, max_read=, ...)

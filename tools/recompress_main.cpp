@@ -52,9 +52,8 @@ codec::file_type type_of(const store::store& s, const store::inode_record& r) {
   try {
     const auto plain = s.read_chunk(first.front().second.hash);
     const std::string_view head(*plain);
-    return codec::classify(head.substr(first.front().second.chunk_offset,
-                                       codec::k_classify_head_bytes),
-                           {});
+    return codec::classify(
+        head.substr(first.front().second.chunk_offset, codec::k_classify_head_bytes), {});
   } catch (const std::exception&) {
     return codec::file_type::unknown;  // reported when its chunk is re-encoded
   }
@@ -63,9 +62,10 @@ codec::file_type type_of(const store::store& s, const store::inode_record& r) {
 }  // namespace
 
 int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
-  CLI::App app{"Re-encode the chunks of an unmounted store under its codec policy (for example "
-               "after a codec was added). Chunks only ever get smaller.",
-               "densefs recompress"};
+  CLI::App app{
+      "Re-encode the chunks of an unmounted store under its codec policy (for example "
+      "after a codec was added). Chunks only ever get smaller.",
+      "densefs recompress"};
   std::string path;
   unsigned threads = 0;
   bool as_json = false;
@@ -193,13 +193,14 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
     io.out << j.dump(2) << '\n';
   } else {
     io.out << "recompressed " << t.reencoded << " of " << t.examined << " chunks in "
-           << files.size() << " files: " << human_size(t.before) << " -> "
-           << human_size(t.after) << " (" << t.fallbacks << " fell back, " << t.failed
-           << " failed) in " << static_cast<int>(seconds * 10) / 10.0 << " s\n";
+           << files.size() << " files: " << human_size(t.before) << " -> " << human_size(t.after)
+           << " (" << t.fallbacks << " fell back, " << t.failed << " failed) in "
+           << static_cast<int>(seconds * 10) / 10.0 << " s\n";
   }
   if (t.failed != 0) {
-    print_error(io, "recompress", std::to_string(t.failed.load()) +
-                                      " chunks could not be re-encoded; first: " + first_error);
+    print_error(
+        io, "recompress",
+        std::to_string(t.failed.load()) + " chunks could not be re-encoded; first: " + first_error);
     return k_exit_failure;
   }
   return k_exit_ok;
