@@ -26,6 +26,8 @@
 
 namespace densefs::fs {
 
+class control_server;
+
 // A POSIX error to reply with; not logged (ENOENT, EEXIST... are normal).
 class fs_error : public std::runtime_error {
  public:
@@ -58,6 +60,8 @@ class filesystem {
   // Flushes everything staged and stops the workers (unmount, SIGTERM).
   void shutdown();
   void set_session(fuse_session* se) { session_ = se; }
+  // Control-socket requests that need the running file system ("recompress").
+  void register_control_handlers(control_server& server);
 
   // FUSE operations (one reply on every path; see run_op in ops_common.h).
   void init(fuse_conn_info* conn);

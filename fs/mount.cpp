@@ -345,6 +345,7 @@ int mount(const mount_options& requested) {
     auto s = store::store::open(options.store_dir, open_options);
     register_store_handlers(control, *s);  // control socket
     fs.start(std::move(s));
+    fs.register_control_handlers(control);  // control socket: "recompress"
   } catch (const std::exception& e) {
     log_error(std::string("cannot open store: ") + e.what());
     daemon.report(false);

@@ -465,6 +465,16 @@ store::store(std::filesystem::path dir, store_open_options options)
 store::~store() {
   cache_.reset();
   payloads_.reset();
+  if (db_ && !options_.read_only) {
+    // Memtables to table and blob files now: otherwise their write-ahead
+    // logs stay on disk until some later mount fills a memtable, and every
+    // mount's recovery adds one more (a store of 30 MiB of photos was seen
+    // using 80 MiB on disk).
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    const rocksdb::Status s = db_->Flush(fo, cfs_);
+    if (!s.ok()) log_error("flushing store " + dir_.string() + " at close: " + s.ToString());
+  }
   close_db(db_.get(), cfs_, dir_);
   db_.reset();
 }

@@ -38,8 +38,8 @@ commands:
   info PATH [--json]                 how one file is stored: chunks and codecs
   analyze DIR [--json] [--codec SPEC] [--full]
                                      what densefs would save on a directory (a dry run)
-  recompress STORE [--json]          re-encode an unmounted store's chunks under
-                                     its codec policy (chunks only get smaller)
+  recompress STORE|PATH [--json]     re-encode chunks under the codec policy: an
+                                     unmounted store, or PATH on a live mount
   cat [--encoding br|identity] [--store STORE] [-o OUT] PATH
                                      a file's bytes, or one Brotli stream of them
                                      built from its stored chunks (docs/export.md)
