@@ -60,8 +60,7 @@ int cat_offline(const std::string& store_dir, const std::string& path,
   return k_exit_ok;
 }
 
-int cat_live(const std::string& path, store::export_encoding encoding, output_file& out,
-             const tool_io& io) {
+int cat_live(const std::string& path, store::export_encoding encoding, output_file& out) {
   // Opening the file is the permission check: the kernel decides whether
   // the caller may read it.
   fd_guard file;
@@ -114,7 +113,6 @@ int cat_live(const std::string& path, store::export_encoding encoding, output_fi
       {{"op", "cat"}, {"ino", static_cast<std::uint64_t>(st.st_ino)}, {"encoding", "br"}});
   client->read_body([&](std::string_view bytes) { out.write(bytes); });
   out.commit();
-  (void)io;
   return k_exit_ok;
 }
 
@@ -143,7 +141,7 @@ int cat_main(const std::vector<std::string>& args, const tool_io& io) {
   try {
     output_file out(out_path, io);
     if (!store_dir.empty()) return cat_offline(store_dir, path, *encoding, out);
-    return cat_live(path, *encoding, out, io);
+    return cat_live(path, *encoding, out);
   } catch (const std::system_error& e) {
     print_error(io, "cat", e.what());
   } catch (const fs::control_error& e) {
