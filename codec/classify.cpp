@@ -341,7 +341,7 @@ const std::unordered_map<std::string_view, file_type>& trusted_extensions() {
           "lua"sv, "tcl"sv, "r"sv, "jl"sv, "js"sv, "mjs"sv, "cjs"sv, "jsx"sv, "ts"sv, "tsx"sv,
           "vue"sv, "svelte"sv, "coffee"sv, "elm"sv, "erl"sv, "hrl"sv, "ex"sv, "exs"sv, "hs"sv,
           "lhs"sv, "ml"sv, "mli"sv, "clj"sv, "cljs"sv, "lisp"sv, "el"sv, "scm"sv, "rkt"sv, "awk"sv,
-          "sed"sv, "sql"sv,
+          "sed"sv, "sql"sv, "vim"sv,
           // shells and builds
           "sh"sv, "bash"sv, "zsh"sv, "fish"sv, "ksh"sv, "csh"sv, "ps1"sv, "bat"sv, "cmd"sv,
           "cmake"sv, "mk"sv, "mak"sv, "make"sv, "am"sv, "ac"sv, "m4"sv, "in"sv, "bzl"sv, "ninja"sv,
