@@ -208,3 +208,43 @@ TEST_F(export_files, errors_are_one_line_and_leave_no_output) {
 
 }  // namespace
 }  // namespace densefs::test
+
+namespace densefs::test {
+namespace {
+
+// -o allow_other: other users read files through the mount, but the control
+// socket is the owner's: their br export fails with a clear line, and
+// identity (a plain read) works.
+class export_other_user : public export_files {
+ protected:
+  std::string mount_options() const override { return "allow_other"; }
+};
+
+TEST_F(export_other_user, br_is_for_the_owner_identity_for_every_reader) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a command as another user";
+  if (run_command({"sh", "-c", "command -v setpriv"}).exit_code != 0)
+    GTEST_SKIP() << "setpriv (util-linux) is missing";
+  // The test directories are private; let "nobody" reach the mount (the
+  // store directory stays 0700).
+  stdfs::permissions(
+      work_, stdfs::perms::owner_all | stdfs::perms::others_exec | stdfs::perms::group_exec);
+  const std::string content = compressible_bytes(100000, 9);
+  write_file(path("shared.txt"), content, 0644);
+  const std::vector<std::string> as_nobody = {"setpriv",        "--reuid=65534",  "--regid=65534",
+                                              "--clear-groups", densefs_binary(), "cat"};
+  auto argv = as_nobody;
+  argv.insert(argv.end(), {"--encoding=br", path("shared.txt").string()});
+  auto r = run_command(argv);
+  EXPECT_EQ(r.exit_code, 1) << r.out.size() << " bytes out";
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("mount owner"), std::string::npos) << r.err;
+
+  argv = as_nobody;
+  argv.push_back(path("shared.txt").string());
+  r = run_command(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(same_bytes(content, r.out));
+}
+
+}  // namespace
+}  // namespace densefs::test
