@@ -250,3 +250,91 @@ TEST_F(codecs_damage, damaged_lepton_and_broccoli_payloads_give_eio_and_a_log_li
 
 }  // namespace
 }  // namespace densefs::test
+
+namespace densefs::test {
+namespace {
+
+// A store filled under one policy, then re-encoded under another: on the
+// live mount (`densefs recompress PATH`) and offline (`densefs recompress
+// STORE`).
+class recompress : public mount_test {
+ protected:
+  std::string mount_options() const override { return options_; }
+  std::string options_ = "codec=zstd:level=1";
+
+  std::map<std::string, std::string> fill() {
+    std::map<std::string, std::string> files;
+    const auto corpus = corpus_files();
+    // Camera photos Lepton accepts (a few keep the test quick).
+    for (const char* name : {"iphone.jpg", "iphonecity.jpg", "slrhills.jpg"})
+      if (corpus.count(name)) files[std::string("photos/") + name] = corpus.at(name);
+    files["notes.txt"] = compressible_bytes(2 * k_mib, 5);
+    stdfs::create_directories(path("photos"));
+    for (const auto& [name, bytes] : files) write_file(path(name), bytes);
+    return files;
+  }
+
+  void expect_codec(const std::string& name, const char* codec) {
+    const nlohmann::json j = info(path(name));
+    ASSERT_FALSE(j["chunks"].empty()) << j.dump();
+    EXPECT_EQ(j["chunks"][0]["codec"], codec) << name << ": " << j.dump();
+  }
+};
+
+TEST_F(recompress, a_live_mount_reencodes_a_subtree_under_the_new_policy) {
+  const auto files = fill();
+  if (files.size() < 3) GTEST_SKIP() << "corpus missing: skipped";
+  expect_codec("notes.txt", "zstd");
+  options_ = "codec=default";
+  remount();
+  const auto r = run_command({densefs_binary(), "recompress", path("photos").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_TRUE(r.err.empty()) << "no progress line when stderr is not a terminal: " << r.err;
+  for (const auto& [name, bytes] : files)
+    if (name.starts_with("photos/")) expect_codec(name, "lepton");
+  expect_codec("notes.txt", "zstd");  // outside PATH: untouched
+  const auto all = run_command({densefs_binary(), "recompress", "--json", mnt_.string()});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_TRUE(nlohmann::json::parse(all.out)["ok"].get<bool>()) << all.out;
+  expect_codec("notes.txt", "broccoli");
+  remount();
+  for (const auto& [name, bytes] : files) EXPECT_TRUE(same_bytes(bytes, read_file(path(name))));
+}
+
+TEST_F(recompress, an_unmounted_store_is_reencoded_offline_and_a_mounted_one_is_refused) {
+  // The store's own policy is the default table (mkfs); this mount
+  // overrides it with fast zstd and no background work.
+  options_ = "codec=zstd:level=1,recompress_threads=0";
+  remount();
+  const auto files = fill();
+  if (files.size() < 3) GTEST_SKIP() << "corpus missing: skipped";
+  expect_codec("notes.txt", "zstd");
+  const std::uint64_t before = stats_u64("stored_bytes");
+  const auto busy = run_command({densefs_binary(), "recompress", store_.string()});
+  EXPECT_NE(busy.exit_code, 0);
+  EXPECT_NE(busy.err.find("mounted"), std::string::npos) << busy.err;
+  unmount();
+
+  const auto r = run_command({densefs_binary(), "recompress", "--json", store_.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);
+  EXPECT_GE(summary["chunks_reencoded"].get<int>(), 4) << r.out;
+  EXPECT_LT(summary["stored_bytes_after"], summary["stored_bytes_before"]) << r.out;
+  EXPECT_EQ(summary["failed"], 0) << r.out;
+  // A second run finds nothing better to do.
+  const auto again = run_command({densefs_binary(), "recompress", "--json", store_.string()});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["chunks_reencoded"], 0) << again.out;
+
+  options_ = "";
+  mount();
+  EXPECT_LT(stats_u64("stored_bytes"), before);
+  expect_codec("notes.txt", "broccoli");
+  for (const auto& [name, bytes] : files) {
+    if (name.starts_with("photos/")) expect_codec(name, "lepton");
+    EXPECT_TRUE(same_bytes(bytes, read_file(path(name)))) << name;
+  }
+}
+
+}  // namespace
+}  // namespace densefs::test
