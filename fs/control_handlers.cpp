@@ -11,6 +11,11 @@ namespace densefs::fs {
 
 namespace {
 
+// A br export is built in memory before it is sent (store/export.h); the
+// daemon serves the mount, so one export must not take all its memory.
+// Twice this is the peak (the pieces, then the joined stream).
+constexpr std::uint64_t k_max_br_export = 512u << 20;
+
 // {"op":"cat","ino":N,"encoding":"br"|"identity"}: the file's bytes, as
 // store::export_file makes them. The client has fsync()ed the file, so
 // what the store holds is what it wrote.
@@ -36,8 +41,10 @@ void cat(const store::store& s, const nlohmann::json& request, control_response&
     throw control_error(EINVAL, "cat: inode " + std::to_string(ino) + " is not a regular file");
   response.header({{"size", record->size}, {"encoding", name}});
 
-  const auto summary =
-      store::export_file(s, ino, *encoding, [&](std::string_view bytes) { response.data(bytes); });
+  store::export_options options;
+  options.max_br_bytes = k_max_br_export;
+  const auto summary = store::export_file(
+      s, ino, *encoding, [&](std::string_view bytes) { response.data(bytes); }, options);
   response.summary({{"bytes", summary.bytes_out},
                     {"pieces", summary.pieces},
                     {"reused_pieces", summary.reused_pieces},

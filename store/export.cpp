@@ -23,7 +23,7 @@ class exporter {
  public:
   exporter(export_encoding encoding, const std::function<void(std::string_view)>& sink,
            const export_options& options)
-      : encoding_(encoding), sink_(sink) {
+      : encoding_(encoding), sink_(sink), max_br_bytes_(options.max_br_bytes) {
     codec_.preferred = codec::codec_id::broccoli;
     codec_.broccoli_quality = options.broccoli_quality;
     codec_.broccoli_window = options.broccoli_window;
@@ -57,7 +57,7 @@ class exporter {
           zero_piece_ = codec::encode_stream_piece(codec::codec_id::broccoli,
                                                    std::string(k_piece_size, '\0'), codec_);
         }
-        pieces_.push_back(zero_piece_);
+        push(zero_piece_);
         ++summary_.encoded_pieces;
         n -= k_piece_size;
       }
@@ -74,7 +74,7 @@ class exporter {
   // br only: a complete stored Broccoli stream, copied as it is.
   void stored_piece(std::string bytes) {
     if (!pending_.empty()) encode_pending();
-    pieces_.push_back(std::move(bytes));
+    push(std::move(bytes));
     ++summary_.reused_pieces;
   }
 
@@ -101,9 +101,20 @@ class exporter {
   }
 
   void encode_pending() {
-    pieces_.push_back(codec::encode_stream_piece(codec::codec_id::broccoli, pending_, codec_));
+    push(codec::encode_stream_piece(codec::codec_id::broccoli, pending_, codec_));
     ++summary_.encoded_pieces;
     pending_.clear();
+  }
+
+  void push(std::string piece) {
+    pieces_bytes_ += piece.size();
+    if (max_br_bytes_ != 0 && pieces_bytes_ > max_br_bytes_) {
+      throw store_error(EFBIG, "a br export of this file needs more than " +
+                                   std::to_string(max_br_bytes_ >> 20) +
+                                   " MiB of memory here (densefs cat --store on the unmounted "
+                                   "store has no limit)");
+    }
+    pieces_.push_back(std::move(piece));
   }
 
   export_encoding encoding_;
@@ -113,6 +124,8 @@ class exporter {
   std::vector<std::string> pieces_;  // br: Broccoli streams to join
   std::string zero_piece_;           // br: the encoding of one piece of zeros
   export_summary summary_;
+  std::uint64_t max_br_bytes_;
+  std::uint64_t pieces_bytes_ = 0;
 };
 
 }  // namespace

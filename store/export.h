@@ -35,6 +35,11 @@ struct export_options {
   // with another codec, partial extents, holes): the codec defaults.
   int broccoli_quality = codec::codec_options{}.broccoli_quality;
   int broccoli_window = codec::codec_options{}.broccoli_window;
+  // br: the joined stream is built in memory (the pieces, then the join).
+  // Refuse (store_error EFBIG) once the pieces exceed this many bytes; 0 is
+  // no limit. The daemon sets one so that one export cannot take the
+  // mount's memory.
+  std::uint64_t max_br_bytes = 0;
 };
 
 // Resolves an absolute path inside the store ("/dir/file") to an inode
@@ -49,8 +54,8 @@ std::uint64_t resolve_path(const store& s, std::string_view path);
 // Broccoli, and the pieces are joined by codec::concat_broccoli. The joined
 // stream is built in memory (about the file's Brotli size) and given to
 // the sink at the end. Throws store_error (ENOENT: no such inode, EISDIR /
-// EINVAL: not a regular file, EIO: a chunk failed its checks) or
-// codec_error.
+// EINVAL: not a regular file, EIO: a chunk failed its checks, EFBIG: over
+// options.max_br_bytes) or codec_error.
 export_summary export_file(const store& s, std::uint64_t ino, export_encoding encoding,
                            const std::function<void(std::string_view)>& sink,
                            const export_options& options = {});
