@@ -173,3 +173,27 @@ TEST_F(control, a_client_that_never_asks_times_out) {
 
 }  // namespace
 }  // namespace densefs::fs
+
+namespace densefs::fs {
+namespace {
+
+TEST(control_long_path, a_store_path_longer_than_sun_path_works) {
+  // sun_path holds 108 bytes; longer store paths go through
+  // /proc/self/fd/N/control.sock on both sides.
+  test::temp_dir tmp;
+  const std::filesystem::path dir = tmp / (std::string(100, 'd') + "/" + std::string(100, 'e'));
+  std::filesystem::create_directories(dir);
+  control_server server(dir);
+  server.register_handler(
+      "ping", [](const nlohmann::json&, control_response& response) { response.data("pong"); });
+  server.start();
+  EXPECT_TRUE(std::filesystem::exists(dir / k_control_socket_name));
+  control_client c(dir);
+  c.request({{"op", "ping"}});
+  EXPECT_EQ(collect(c), "pong");
+  server.stop();
+  EXPECT_FALSE(std::filesystem::exists(dir / k_control_socket_name));
+}
+
+}  // namespace
+}  // namespace densefs::fs
