@@ -3,8 +3,8 @@
 //
 // A dry run: what densefs would store for an existing directory tree, per
 // file type and per codec, without creating a store. Every file is
-// classified as the file system would (codec::classify on its first bytes
-// and its name), cut into 4 MiB chunks, and every chunk is read once: an
+// classified by codec::classify on its first 4096 bytes and its name, cut
+// into 4 MiB chunks, and every chunk is read once: an
 // all-zero chunk is a hole and costs nothing, a chunk whose SHA-256 was
 // seen before is a duplicate and costs nothing. The remaining (unique)
 // chunks are encoded with codec::encode_chunk under the policy, fallbacks
@@ -16,9 +16,8 @@
 // only read, hash and encode; which copy of a duplicate counts, and every
 // sum, is decided afterwards in walk order.
 //
-// Not counted: metadata (RocksDB keys for inodes, extents and chunk
-// records, ~100 bytes a file and a chunk) and RocksDB's own space
-// amplification.
+// Not counted: metadata (the RocksDB records of inodes, extents and
+// chunks) and RocksDB's own space amplification.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -457,7 +456,11 @@ struct type_stats {
   std::uint64_t duplicate_bytes = 0;
   std::uint64_t unique_chunks = 0;
   std::uint64_t unique_bytes = 0;
-  std::uint64_t encoded_chunks = 0;  // unique chunks in the sample (raw by policy included)
+  // Unique chunks in the sample: their stored size is measured, by encoding
+  // them or, for types the policy stores raw, without.
+  std::uint64_t measured_chunks = 0;
+  std::uint64_t measured_bytes = 0;
+  std::uint64_t encoded_chunks = 0;  // of those, the ones that went through a codec
   std::uint64_t encoded_bytes = 0;
   std::uint64_t fallbacks = 0;  // in the sample
   double weighted_plain = 0;
@@ -470,10 +473,12 @@ struct type_stats {
   };
   std::array<codec_use, 4> by_codec{};
 
-  void add_sampled(std::uint64_t plain, std::uint64_t stored, codec::codec_id codec, bool fell_back,
-                   double weight) {
-    ++encoded_chunks;
-    encoded_bytes += plain;
+  void add_sampled(std::uint64_t plain, std::uint64_t stored, bool encoded, codec::codec_id codec,
+                   bool fell_back, double weight) {
+    ++measured_chunks;
+    measured_bytes += plain;
+    encoded_chunks += encoded;
+    encoded_bytes += encoded ? plain : 0;
     fallbacks += fell_back;
     weighted_plain += weight * static_cast<double>(plain);
     weighted_stored += weight * static_cast<double>(stored);
@@ -493,6 +498,8 @@ struct type_stats {
     duplicate_bytes += o.duplicate_bytes;
     unique_chunks += o.unique_chunks;
     unique_bytes += o.unique_bytes;
+    measured_chunks += o.measured_chunks;
+    measured_bytes += o.measured_bytes;
     encoded_chunks += o.encoded_chunks;
     encoded_bytes += o.encoded_bytes;
     fallbacks += o.fallbacks;
@@ -503,7 +510,7 @@ struct type_stats {
   double scale() const {
     return weighted_plain == 0 ? 1.0 : static_cast<double>(unique_bytes) / weighted_plain;
   }
-  bool estimated() const { return encoded_bytes < unique_bytes; }
+  bool estimated() const { return measured_bytes < unique_bytes; }
   // Holes and duplicates cost nothing. A type none of whose unique chunks
   // landed in the sample (only with a tiny --sample-bytes) is assumed not
   // to compress.
@@ -541,12 +548,13 @@ stats_by_type add_up(const scan_state& s) {
     t.unique_bytes += r.bytes;
     if (!c.sampled) continue;
     if (s.policy.for_type(type).preferred == codec::codec_id::raw) {
-      t.add_sampled(r.bytes, r.bytes, codec::codec_id::raw, false, c.weight);
+      t.add_sampled(r.bytes, r.bytes, false, codec::codec_id::raw, false, c.weight);
       continue;
     }
     const auto it = s.encodings.find({r.hash, static_cast<std::uint8_t>(type)});
     if (it == s.encodings.end()) continue;  // cannot happen: this chunk was encoded
-    t.add_sampled(r.bytes, it->second.stored, it->second.codec, it->second.fell_back, c.weight);
+    t.add_sampled(r.bytes, it->second.stored, true, it->second.codec, it->second.fell_back,
+                  c.weight);
   }
   return stats;
 }
@@ -566,6 +574,8 @@ json type_json(const type_stats& t) {
               {"duplicate_bytes", t.duplicate_bytes},
               {"unique_chunks", t.unique_chunks},
               {"unique_bytes", t.unique_bytes},
+              {"measured_chunks", t.measured_chunks},
+              {"measured_bytes", t.measured_bytes},
               {"encoded_chunks", t.encoded_chunks},
               {"encoded_bytes", t.encoded_bytes},
               {"stored_bytes", stored},
@@ -608,7 +618,7 @@ json build_report(const std::string& dir, const codec::policy& policy, const wal
     const auto plain = static_cast<std::uint64_t>(std::llround(codec_plain[c]));
     const auto stored = static_cast<std::uint64_t>(std::llround(codec_stored[c]));
     codecs.push_back({{"codec", codec::codec_name(static_cast<codec::codec_id>(c))},
-                      {"encoded_chunks", codec_chunks[c]},
+                      {"measured_chunks", codec_chunks[c]},
                       {"plain_bytes", plain},
                       {"stored_bytes", stored},
                       {"savings", savings_of(stored, plain)}});
@@ -656,7 +666,9 @@ std::string render(const json& r) {
     rows.push_back({t.at("type").get<std::string>(), std::to_string(u64(t, "files")),
                     human_size(u64(t, "logical_bytes")), est(t, human_size(u64(t, "stored_bytes"))),
                     est(t, percent(t.at("savings").get<double>())), spec.substr(0, spec.find(':')),
-                    human_size(u64(t, "encoded_bytes")), std::to_string(u64(t, "fallbacks"))});
+                    // Raw by policy: nothing to encode.
+                    spec == "raw" ? "-" : human_size(u64(t, "encoded_bytes")),
+                    std::to_string(u64(t, "fallbacks"))});
   }
   rows.push_back(
       {"total", std::to_string(u64(totals, "files")), human_size(u64(totals, "logical_bytes")),
@@ -666,13 +678,13 @@ std::string render(const json& r) {
   out += format_table(rows);
 
   std::vector<std::vector<std::string>> codecs = {
-      {"stored as", "plain", "stored", "savings", "encoded chunks"}};
+      {"stored as", "plain", "stored", "savings", "chunks measured"}};
   for (const json& c : r.at("codecs")) {
     codecs.push_back({c.at("codec").get<std::string>(),
                       est(totals, human_size(u64(c, "plain_bytes"))),
                       est(totals, human_size(u64(c, "stored_bytes"))),
                       est(totals, percent(c.at("savings").get<double>())),
-                      std::to_string(u64(c, "encoded_chunks"))});
+                      std::to_string(u64(c, "measured_chunks"))});
   }
   if (codecs.size() > 1) out += "\n" + format_table(codecs);
 
@@ -680,11 +692,11 @@ std::string render(const json& r) {
          "; dedup: " + std::to_string(u64(totals, "duplicate_chunks")) + " duplicate chunks, " +
          human_size(u64(totals, "duplicate_bytes")) + " not stored again\n";
   if (totals.at("estimated").get<bool>()) {
-    out += "~ estimated: " + human_size(u64(totals, "encoded_bytes")) + " of " +
-           human_size(u64(totals, "unique_bytes")) +
-           " unique data encoded, each type's ratio extrapolated (--full encodes everything)\n";
+    out += "~ estimated: " + human_size(u64(totals, "encoded_bytes")) + " encoded; " +
+           human_size(u64(totals, "unique_bytes") - u64(totals, "measured_bytes")) +
+           " of unique data extrapolated from its type's sample (--full encodes everything)\n";
   } else {
-    out += "every unique chunk encoded: the figures are exact (metadata not counted)\n";
+    out += "exact: every unique chunk encoded or stored raw by the policy (metadata not counted)\n";
   }
   const json& skipped = r.at("skipped");
   const std::uint64_t unreadable = u64(skipped, "unreadable");

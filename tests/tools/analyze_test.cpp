@@ -170,7 +170,10 @@ TEST_F(analyze_tree, totals_add_up) {
 
   // Everything fits in the default sample: exact, every unique chunk encoded.
   EXPECT_FALSE(totals.at("estimated").get<bool>());
-  EXPECT_EQ(u64(totals, "encoded_bytes"), unique);
+  EXPECT_EQ(u64(totals, "measured_bytes"), unique);
+  // Everything but the archive (raw by policy) and the holes went through a
+  // codec.
+  EXPECT_EQ(u64(totals, "encoded_bytes"), unique - u64(*type_row(r, "archive"), "unique_bytes"));
 
   // The per-codec table covers the same unique bytes.
   std::uint64_t codec_plain = 0, codec_stored = 0;
@@ -217,9 +220,11 @@ TEST(analyze, sampling_extrapolates_and_says_so) {
   EXPECT_TRUE(st.at("estimated").get<bool>());
   EXPECT_TRUE(sampled.at("totals").at("estimated").get<bool>());
   EXPECT_EQ(u64(ft, "encoded_bytes"), u64(ft, "unique_bytes"));
+  EXPECT_EQ(u64(ft, "measured_bytes"), u64(ft, "unique_bytes"));
   // Part of the data was encoded (about 8 MiB is expected), not all 24.6 MiB.
   EXPECT_GT(u64(st, "encoded_bytes"), 0u);
   EXPECT_LT(u64(st, "encoded_bytes"), u64(st, "unique_bytes") * 3 / 4);
+  EXPECT_EQ(u64(st, "measured_bytes"), u64(st, "encoded_bytes"));
   EXPECT_EQ(u64(st, "unique_bytes"), u64(ft, "unique_bytes"));
   // The estimate is close to the exact figure for uniform data.
   const double exact = static_cast<double>(u64(ft, "stored_bytes"));
@@ -239,6 +244,8 @@ TEST(analyze, raw_types_are_exact_without_encoding) {
   const json& archive = *type_row(r, "archive");
   EXPECT_FALSE(archive.at("estimated").get<bool>());
   EXPECT_EQ(u64(archive, "stored_bytes"), (5u << 20) + 4);
+  EXPECT_EQ(u64(archive, "encoded_bytes"), 0u);
+  EXPECT_EQ(u64(archive, "measured_bytes"), (5u << 20) + 4);
 }
 
 TEST(analyze, threads_do_not_change_the_figures) {
