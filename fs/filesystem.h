@@ -158,6 +158,14 @@ class filesystem {
   chunk_encoding encoding_for(codec::file_type type, std::string_view plain) const;
   // Background re-encoding of one queued chunk (recompressor threads).
   void recompress_chunk(const store::recompress_item& item);
+  // After a re-encoding pass: gives back the space of replaced payloads
+  // once they are a large enough share of the payload files.
+  void collect_replaced_payloads();
+  std::atomic<std::uint64_t> replaced_payload_bytes_{0};
+  void commit_on_worker(const store::recompress_item& item, store::transaction txn,
+                        std::uint64_t saved, bool fell_back);
+  void commit_recompressed(const store::recompress_item& item, store::transaction txn,
+                           std::uint64_t saved, bool fell_back);
   void encode_and_commit(std::shared_ptr<node> n, std::uint64_t slot_index, std::uint64_t gen,
                          std::shared_ptr<const std::string> data, codec::file_type type);
   void wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n);

@@ -46,7 +46,8 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   if (options_.recompress_threads > 0 && !options_.read_only) {
     recompressor_ = std::make_unique<recompressor>(
         *store_, options_.recompress_threads,
-        [this](const store::recompress_item& item) { recompress_chunk(item); });
+        [this](const store::recompress_item& item) { recompress_chunk(item); },
+        [this] { collect_replaced_payloads(); });
   }
 }
 

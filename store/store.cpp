@@ -849,6 +849,24 @@ void store::for_each_inode(const std::function<bool(const inode_record&)>& fn) c
   check_iterator(*it, dir_, "scanning inodes");
 }
 
+std::uint64_t store::payload_file_bytes() const {
+  std::uint64_t bytes = 0;
+  if (!db_->GetIntProperty(cfs_[cf_payloads], "rocksdb.total-blob-file-size", &bytes)) return 0;
+  return bytes;
+}
+
+void store::collect_payload_garbage() {
+  if (options_.read_only) return;
+  rocksdb::CompactRangeOptions o;
+  o.blob_garbage_collection_policy = rocksdb::BlobGarbageCollectionPolicy::kForce;
+  o.blob_garbage_collection_age_cutoff = 1.0;  // every blob file
+  o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  const rocksdb::Status s = db_->CompactRange(o, cfs_[cf_payloads], nullptr, nullptr);
+  if (!s.ok())
+    throw store_error(errno_of(s),
+                      "collecting payload garbage in store " + dir_.string() + ": " + s.ToString());
+}
+
 bool store::is_queued_for_recompress(const chunk_hash& hash) const {
   std::string value;
   const rocksdb::Status s =

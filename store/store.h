@@ -238,6 +238,13 @@ class store {
   std::vector<recompress_item> pending_recompress(std::size_t limit,
                                                   const std::optional<chunk_hash>& after) const;
   bool is_queued_for_recompress(const chunk_hash& hash) const;
+
+  // Payload space: bytes of all payload (blob) files, and a compaction of
+  // the payloads that rewrites every blob file still holding replaced or
+  // deleted payloads (RocksDB blob GC, forced). Costs I/O in proportion to
+  // the live payloads; the caller decides when garbage makes it worth it.
+  std::uint64_t payload_file_bytes() const;
+  void collect_payload_garbage();
   // Every inode in number order; the callback returns false to stop.
   void for_each_inode(const std::function<bool(const inode_record&)>& fn) const;
 
