@@ -13,17 +13,17 @@ namespace densefs::codec {
 // File types are persisted in inode records (docs/format.md): these numbers
 // are frozen. Never renumber; only append.
 enum class file_type : std::uint8_t {
-  unknown = 0,     // nothing written yet, or not classified
-  other = 1,       // binary data nothing below matched
-  jpeg = 2,        // JPEG/JFIF/EXIF
-  image = 3,       // already-compressed images: PNG, GIF, WebP, HEIC/AVIF, JPEG 2000
-  video = 4,       // MP4/MOV/M4V, Matroska/WebM, AVI, MPEG-TS
-  audio = 5,       // MP3, AAC/M4A, Ogg/Opus, FLAC
-  archive = 6,     // ZIP (and OOXML, ODF, JAR, EPUB), gzip, xz, bzip2, zstd, 7z, rar, lz4
-  text = 7,        // plain text and source code
-  document = 8,    // PDF, PostScript, RTF, old Office (CFB), HTML/XML/JSON
-  database = 9,    // SQLite and other database files
-  executable = 10, // ELF, Mach-O, PE, shared libraries, object files
+  unknown = 0,      // nothing written yet, or not classified
+  other = 1,        // binary data nothing below matched
+  jpeg = 2,         // JPEG/JFIF/EXIF
+  image = 3,        // already-compressed images: PNG, GIF, WebP, HEIC/AVIF, JPEG 2000
+  video = 4,        // MP4/MOV/M4V, Matroska/WebM, AVI, MPEG-TS
+  audio = 5,        // MP3, AAC/M4A, Ogg/Opus, FLAC
+  archive = 6,      // ZIP (and OOXML, ODF, JAR, EPUB), gzip, xz, bzip2, zstd, 7z, rar, lz4
+  text = 7,         // plain text and source code
+  document = 8,     // PDF, PostScript, RTF, old Office (CFB), HTML/XML/JSON
+  database = 9,     // SQLite and other database files
+  executable = 10,  // ELF, Mach-O, PE, shared libraries, object files
 };
 inline constexpr std::size_t k_file_type_count = 11;
 

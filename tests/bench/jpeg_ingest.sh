@@ -54,7 +54,7 @@ stats=$("$densefs" stats "$work/size/mnt" --json)
 "$densefs" umount "$work/size/mnt"
 disk=$(du -sb "$work/size/store" | cut -f1)
 limit=$((reference + corpus_bytes / 200))
-echo "corpus: $(ls "$corpus" | wc -l) files, $corpus_bytes bytes; lepton_jpeg accepts $accepted"
+echo "corpus: $(find "$corpus" -name "*.jpg" | wc -l) files, $corpus_bytes bytes; lepton_jpeg accepts $accepted"
 echo "reference (lepton_jpeg output + fallback sizes): $reference bytes; limit +0.5%: $limit"
 echo "densefs, sum of per-file stored bytes: $stored_files ($(echo "scale=4; $stored_files / $reference" | bc) x reference)"
 echo "densefs, unique stored chunk bytes:   $(jq .stored_bytes <<<"$stats") (dedup included)"
