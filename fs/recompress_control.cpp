@@ -16,6 +16,7 @@ namespace {
 
 // Queue entries per commit while planning a big tree.
 constexpr std::size_t k_plan_batch = 1000;
+constexpr std::chrono::seconds k_stall_limit{300};
 
 }  // namespace
 
@@ -80,14 +81,23 @@ void filesystem::register_control_handlers(control_server& server) {
     // Follow the queue: a chunk is done when its entry is gone (re-encoded,
     // or kept because nothing smaller verified).
     std::size_t done = 0;
+    auto last_progress = std::chrono::steady_clock::now();
     for (;;) {
       std::size_t left = 0;
       for (const auto& h : queued) left += store_->is_queued_for_recompress(h) ? 1 : 0;
       if (queued.size() - left != done || left == 0) {
         done = queued.size() - left;
+        last_progress = std::chrono::steady_clock::now();
         response.message({{"done", done}, {"total", queued.size()}});
       }
       if (left == 0) break;
+      // One Lepton encode takes seconds; minutes without one finished means
+      // the re-encoder is stuck on errors (see the daemon's log).
+      if (std::chrono::steady_clock::now() - last_progress > k_stall_limit)
+        throw control_error(ETIMEDOUT, "recompress: no chunk finished for " +
+                                           std::to_string(k_stall_limit.count()) + " s; " +
+                                           std::to_string(left) +
+                                           " stay queued for the background re-encoder");
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
     response.summary({{"files", files}, {"chunks", queued.size()}});
