@@ -534,6 +534,43 @@ TEST_F(store_test, read_chunk_detects_a_damaged_payload) {
   EXPECT_EQ(error_of([&] { s->read_chunk(big_hash); }), EIO);
 }
 
+// A well-formed Broccoli payload of other content with the same size and a
+// matching checksum: every check before the decoder passes, the decoder
+// succeeds, and only the chunk's name (SHA-256) can tell.
+TEST_F(store_test, read_chunk_refuses_a_valid_broccoli_payload_of_other_content) {
+  codec::codec_options broccoli;
+  broccoli.preferred = codec::codec_id::broccoli;
+  const std::string real = text_bytes(200000);
+  std::string other = real;
+  other[123456] = static_cast<char>(other[123456] ^ 1);
+  chunk_hash hash;
+  {
+    auto s = open();
+    transaction t;
+    const auto p = s->prepare_chunk(real, broccoli);
+    ASSERT_TRUE(p.encoded);
+    ASSERT_EQ(p.encoded->codec, codec::codec_id::broccoli);
+    hash = p.hash;
+    t.ref_chunk(p);
+    s->commit(t);
+  }
+  {
+    test::raw_db db(dir(), true);
+    const codec::encoded_chunk forged = codec::encode_chunk(other, broccoli);
+    ASSERT_EQ(forged.codec, codec::codec_id::broccoli);
+    const std::string key(hash.view());
+    chunk_record rec = decode_chunk(db.get(k_cf_chunks, key));
+    rec.stored_size = static_cast<std::uint32_t>(forged.bytes.size());
+    rec.checksum = stored_checksum(forged.bytes);
+    db.put(k_cf_payloads, key, forged.bytes);
+    db.put(k_cf_chunks, key, encode_chunk(rec));
+  }
+  auto s = open();
+  std::string message;
+  EXPECT_EQ(error_of([&] { s->read_chunk(hash); }, &message), EIO);
+  EXPECT_NE(message.find("does not match the chunk's SHA-256"), std::string::npos) << message;
+}
+
 TEST_F(store_test, read_chunk_detects_a_damaged_chunk_record) {
   chunk_hash hash;
   {
