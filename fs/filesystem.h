@@ -135,6 +135,11 @@ class filesystem {
   void stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,
                    std::string_view data);
   void read_data(node& n, std::uint64_t offset, std::size_t length, char* out);
+  // Reads (ops_file.cpp): replies with [off, off + size) of `n`; whether the
+  // committed chunks of a range are decoded already; decodes them.
+  void reply_read(fuse_req_t req, node& n, std::size_t size, off_t off);
+  bool chunks_decoded(std::uint64_t ino, std::uint64_t offset, std::size_t size) const;
+  void decode_chunks(std::uint64_t ino, std::uint64_t offset, std::size_t size) const;
   void submit_slot(node& n, std::uint64_t slot_index);
   // Submits every dirty slot and waits until all are committed; returns
   // the first error a background commit hit (0 if none) and clears it.
@@ -179,6 +184,8 @@ class filesystem {
   std::unique_ptr<store::store> store_;
   std::unique_ptr<worker_pool> workers_;
   std::unique_ptr<recompressor> recompressor_;
+  // Decodes chunks for reads that miss the chunk cache (one thread per core).
+  std::unique_ptr<worker_pool> decoders_;
   std::mutex meta_mutex_;
   inode_table table_;
 

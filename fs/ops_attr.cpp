@@ -41,6 +41,7 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   unsigned threads = options_.encode_threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   workers_ = std::make_unique<worker_pool>(threads);
+  decoders_ = std::make_unique<worker_pool>(std::max(1u, std::thread::hardware_concurrency()));
 
   purge_orphans();
   if (options_.recompress_threads > 0 && !options_.read_only) {
@@ -71,6 +72,7 @@ void filesystem::purge_orphans() {
 void filesystem::shutdown() {
   if (!store_) return;
   recompressor_.reset();  // finishes the chunk in progress; the rest stays queued
+  decoders_.reset();      // answers the reads still queued
   for (const auto& n : table_.all()) {
     std::unique_lock lock(n->data_mutex);
     if (!n->regular) continue;

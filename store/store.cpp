@@ -910,6 +910,10 @@ namespace {
 }
 }  // namespace
 
+bool store::chunk_is_cached(const chunk_hash& hash) const {
+  return cache_->find(hash) != nullptr;
+}
+
 store::stored_chunk store::read_stored_chunk(const chunk_hash& hash) const {
   return read_stored_chunk_once(hash, true);
 }

@@ -206,6 +206,9 @@ class store {
   // size checked; served from the decoded-chunk cache when present. Throws
   // store_error(EIO) naming the chunk on any mismatch (and logs it).
   std::shared_ptr<const std::string> read_chunk(const chunk_hash& hash) const;
+  // True when read_chunk(hash) would be served from the decoded-chunk cache.
+  bool chunk_is_cached(const chunk_hash& hash) const;
+  bool caches_chunks() const { return options_.chunk_cache_bytes > 0; }
 
   // A chunk's stored bytes as they are (not decoded), with their record:
   // payload fetched and XXH3 checked (store_error(EIO) and a log line on a
