@@ -219,6 +219,16 @@ run_demo() {
   done
   sync -f "$mnt"
 
+  # JPEGs were stored with fast zstd; the daemon re-encodes them with Lepton
+  # in the background. Show the result once that is done (or after 5 min).
+  local waited=0 pending
+  while pending=$(densefs stats "$mnt" --json | jq -r '.pending_recompress // 0') &&
+    [[ $pending -gt 0 && $waited -lt 300 ]]; do
+    ((waited % 10 == 0)) && log "waiting for the background Lepton pass ($pending chunks left)"
+    sleep 1
+    waited=$((waited + 1))
+  done
+
   log "densefs stats $mnt"
   densefs stats "$mnt"
   local json logical stored
