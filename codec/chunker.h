@@ -30,14 +30,17 @@ inline constexpr std::size_t k_cdc_max_chunk = std::size_t{4} << 20;
 // would depend on fewer bytes than the hash can see.
 inline constexpr std::size_t k_cdc_min_chunk = 64;
 
+// Defaults: avg 32 KiB with min = avg/4 and max = 4*avg, chosen by
+// tests/bench/cdc_bench.sh (docs/chunking.md): the same total space as 16 KiB
+// on two versions of a tar, with half the chunks (metadata, index size).
 struct cdc_options {
   // No boundary before min_size bytes: bounds metadata per byte stored, and
   // the bytes skipped are not hashed at all (FastCDC's cut-point skipping).
-  std::size_t min_size = std::size_t{16} << 10;
+  std::size_t min_size = std::size_t{8} << 10;
   // The target mean, a power of two: decides the two masks.
-  std::size_t avg_size = std::size_t{64} << 10;
+  std::size_t avg_size = std::size_t{32} << 10;
   // A chunk that reaches max_size is cut there regardless of content.
-  std::size_t max_size = std::size_t{256} << 10;
+  std::size_t max_size = std::size_t{128} << 10;
 
   bool operator==(const cdc_options&) const = default;
 };

@@ -1,0 +1,234 @@
+// Content-defined chunking: frozen boundaries (golden cut points), size
+// bounds, streaming == whole-buffer, shift resistance, the spec grammar.
+#include "codec/chunker.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codec/codec.h"
+
+namespace densefs::codec {
+namespace {
+
+// splitmix64 bytes: fixed across platforms and standard libraries (unlike
+// std::uniform_int_distribution), so the golden values below stay valid.
+std::string random_bytes(std::size_t n, std::uint64_t seed) {
+  std::string d(n, '\0');
+  for (std::size_t i = 0; i < n; i += 8) {
+    std::uint64_t z = (seed += 0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+    z ^= z >> 31;
+    std::memcpy(&d[i], &z, std::min<std::size_t>(8, n - i));
+  }
+  return d;
+}
+
+std::vector<std::string> chunks_of(std::string_view data, const cdc_options& o) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (const auto end : cut_points(data, o)) {
+    out.emplace_back(data.substr(start, end - start));
+    start = end;
+  }
+  return out;
+}
+
+// Version 1 is frozen: these values must never change. A failure here means
+// boundaries moved, which silently breaks dedup against every existing store;
+// make a new k_cdc_version instead.
+TEST(Chunker, GoldenCutPointsOfVersion1) {
+  ASSERT_EQ(k_cdc_version, 1u);
+  EXPECT_EQ(cdc_gear_table()[0], 0xf74e827635974e78u);
+  EXPECT_EQ(cdc_gear_table()[255], 0x63bb225c393e8fc3u);
+
+  const auto data = random_bytes(std::size_t{1} << 20, 42);
+  const auto cuts = cut_points(data, {1024, 4096, 16384});
+  ASSERT_EQ(cuts.size(), 227u);
+  const std::vector<std::size_t> first(cuts.begin(), cuts.begin() + 12);
+  EXPECT_EQ(first, (std::vector<std::size_t>{1407, 5801, 10819, 12180, 16316, 20700, 24175, 27000,
+                                             31154, 35479, 37729, 42239}));
+  const std::vector<std::size_t> last(cuts.end() - 6, cuts.end());
+  EXPECT_EQ(last, (std::vector<std::size_t>{1023598, 1028023, 1037735, 1040254, 1045618, 1048576}));
+}
+
+TEST(Chunker, EmptyAndTinyInputs) {
+  const cdc_options o;
+  EXPECT_TRUE(cut_points("", o).empty());
+  EXPECT_EQ(cut_points("x", o), std::vector<std::size_t>{1});
+  const std::string below_min(o.min_size - 1, 'a');
+  EXPECT_EQ(cut_points(below_min, o), std::vector<std::size_t>{below_min.size()});
+}
+
+TEST(Chunker, ChunksStayWithinMinAndMaxExceptTheLast) {
+  const std::vector<cdc_options> configs = {
+      {}, {64, 128, 4096}, {2048, 8192, 32768}, {512 << 10, 1 << 20, 4 << 20}};
+  const auto data = random_bytes(24 << 20, 7);
+  // Long runs of one byte never match a mask: they must be cut at max_size.
+  const std::string zeros(3 << 20, '\0');
+  for (const auto& o : configs) {
+    for (const std::string_view d : {std::string_view(data), std::string_view(zeros)}) {
+      const auto cuts = cut_points(d, o);
+      ASSERT_FALSE(cuts.empty());
+      EXPECT_EQ(cuts.back(), d.size());
+      std::size_t start = 0;
+      for (std::size_t i = 0; i < cuts.size(); ++i) {
+        const auto len = cuts[i] - start;
+        EXPECT_LE(len, o.max_size) << format_cdc_spec(o) << " chunk " << i;
+        if (i + 1 < cuts.size()) EXPECT_GE(len, o.min_size) << format_cdc_spec(o) << " chunk " << i;
+        start = cuts[i];
+      }
+    }
+    // Random data: the mean lands near avg (normalized chunking keeps it
+    // within about +-25% for these ratios).
+    const auto cuts = cut_points(data, o);
+    const double mean = static_cast<double>(data.size()) / static_cast<double>(cuts.size());
+    if (data.size() / o.avg_size >= 64) {
+      EXPECT_GT(mean, 0.75 * static_cast<double>(o.avg_size)) << format_cdc_spec(o);
+      EXPECT_LT(mean, 1.5 * static_cast<double>(o.avg_size)) << format_cdc_spec(o);
+    }
+  }
+  EXPECT_EQ(cut_points(zeros, {}).size(), zeros.size() / cdc_options{}.max_size);
+}
+
+// Feeds `data` in pieces of random sizes; returns the absolute cut points.
+std::vector<std::size_t> streamed_cuts(std::string_view data, const cdc_options& o,
+                                       std::mt19937_64& rng, std::size_t max_piece) {
+  cdc_chunker c(o);
+  std::vector<std::size_t> cuts;
+  std::size_t offset = 0;
+  std::size_t chunk_start = 0;
+  while (offset < data.size()) {
+    const std::size_t want = std::uniform_int_distribution<std::size_t>(0, max_piece)(rng);
+    std::string_view piece = data.substr(offset, want);
+    offset += piece.size();
+    std::size_t piece_start = offset - piece.size();
+    while (auto n = c.feed(piece)) {
+      EXPECT_GE(*n, 1u);
+      EXPECT_LE(*n, piece.size());
+      piece_start += *n;
+      cuts.push_back(piece_start);
+      chunk_start = piece_start;
+      piece.remove_prefix(*n);
+    }
+    EXPECT_EQ(c.pending(), offset - chunk_start);
+  }
+  if (const auto last = c.finish()) {
+    EXPECT_EQ(chunk_start + *last, data.size());
+    cuts.push_back(data.size());
+  }
+  EXPECT_EQ(c.pending(), 0u);
+  return cuts;
+}
+
+TEST(Chunker, StreamingGivesTheWholeBufferBoundaries) {
+  const auto data = random_bytes(6 << 20, 99);
+  std::mt19937_64 rng(5);
+  for (const cdc_options& o :
+       {cdc_options{}, cdc_options{64, 256, 1024}, cdc_options{2048, 8192, 65536}}) {
+    const auto whole = cut_points(data, o);
+    for (const std::size_t max_piece : {1ul, 3ul, 100ul, 4096ul, 70000ul, 1ul << 20}) {
+      // Tiny pieces over 6 MiB are slow; a prefix exercises them just as well.
+      const std::string_view d =
+          max_piece < 64 ? std::string_view(data).substr(0, 300000) : std::string_view(data);
+      const auto expected = d.size() == data.size() ? whole : cut_points(d, o);
+      EXPECT_EQ(streamed_cuts(d, o, rng, max_piece), expected)
+          << format_cdc_spec(o) << " pieces up to " << max_piece;
+    }
+  }
+}
+
+TEST(Chunker, FinishResetsForTheNextFile) {
+  const auto data = random_bytes(1 << 20, 3);
+  const cdc_options o{1024, 4096, 16384};
+  cdc_chunker c(o);
+  c.feed(std::string_view(data).substr(0, 100));
+  EXPECT_EQ(c.finish(), std::optional<std::size_t>(100));
+  EXPECT_EQ(c.finish(), std::nullopt);
+  std::vector<std::size_t> cuts;
+  std::string_view rest = data;
+  std::size_t offset = 0;
+  while (auto n = c.feed(rest)) {
+    offset += *n;
+    cuts.push_back(offset);
+    rest.remove_prefix(*n);
+  }
+  if (c.finish()) cuts.push_back(data.size());
+  EXPECT_EQ(cuts, cut_points(data, o));
+}
+
+// The point of CDC: an insertion near the start changes only the chunks
+// around it; with fixed blocks every later block would change.
+TEST(Chunker, InsertionsChangeOnlyNearbyChunks) {
+  const auto v1 = random_bytes(8 << 20, 11);
+  const cdc_options o;
+  const auto before = chunks_of(v1, o);
+  const std::set<std::string> known(before.begin(), before.end());
+  for (const std::size_t inserted : {std::size_t{1}, std::size_t{1024}}) {
+    std::string v2 = v1;
+    v2.insert(5000, random_bytes(inserted, 12));
+    const auto after = chunks_of(v2, o);
+    const auto changed = std::count_if(after.begin(), after.end(),
+                                       [&](const std::string& c) { return !known.contains(c); });
+    EXPECT_GE(changed, 1) << inserted << " bytes inserted";
+    EXPECT_LE(changed, 3) << inserted << " bytes inserted, of " << after.size() << " chunks";
+    EXPECT_GT(after.size(), 64u);
+  }
+}
+
+void expect_rejected(const std::string& spec, const std::string& token) {
+  try {
+    parse_cdc_spec(spec);
+    ADD_FAILURE() << "'" << spec << "' was accepted";
+  } catch (const codec_error& e) {
+    EXPECT_NE(std::string(e.what()).find(token), std::string::npos)
+        << "error for '" << spec << "' does not name '" << token << "': " << e.what();
+  }
+}
+
+TEST(ChunkerSpec, ParsesAndFormats) {
+  EXPECT_EQ(parse_cdc_spec("cdc"), cdc_options{});
+  EXPECT_EQ(format_cdc_spec(cdc_options{}), "cdc:min=8K:avg=32K:max=128K");
+  const auto o = parse_cdc_spec("cdc:avg=8K:min=2048:max=1M");
+  EXPECT_EQ(o, (cdc_options{2048, 8192, 1 << 20}));
+  EXPECT_EQ(format_cdc_spec(o), "cdc:min=2K:avg=8K:max=1M");
+  EXPECT_EQ(parse_cdc_spec("cdc:min=100:avg=4k:max=4M"), (cdc_options{100, 4096, 4 << 20}));
+  EXPECT_EQ(format_cdc_spec({100, 4096, 4 << 20}), "cdc:min=100:avg=4K:max=4M");
+  for (const auto& c : {cdc_options{}, cdc_options{64, 128, 129}, cdc_options{1000, 1024, 3000}}) {
+    EXPECT_EQ(parse_cdc_spec(format_cdc_spec(c)), c);
+  }
+}
+
+TEST(ChunkerSpec, RejectsBadSpecsNamingTheToken) {
+  expect_rejected("fixed:avg=8K", "fixed");
+  expect_rejected("", "expected cdc");
+  expect_rejected("cdc:", "expected key=value");
+  expect_rejected("cdc:avg", "avg");
+  expect_rejected("cdc:=8K", "=8K");
+  expect_rejected("cdc:window=64", "window");
+  expect_rejected("cdc:avg=8Q", "avg=8Q");
+  expect_rejected("cdc:avg=K", "avg=K");
+  expect_rejected("cdc:avg=-8K", "avg=-8K");
+  expect_rejected("cdc:avg=8KK", "avg=8KK");
+  expect_rejected("cdc:avg=99999999999999999999", "avg=99999999999999999999");
+  expect_rejected("cdc:avg=48K", "avg=49152");                 // not a power of two
+  expect_rejected("cdc:min=32", "min=32");                     // below 64
+  expect_rejected("cdc:min=64K:avg=64K", "avg=65536");         // avg not above min
+  expect_rejected("cdc:avg=128K", "max=131072");               // max not above avg
+  expect_rejected("cdc:min=1M:avg=2M:max=8M", "max=8388608");  // above 4 MiB
+}
+
+TEST(ChunkerSpec, ConstructorValidates) {
+  EXPECT_THROW(cdc_chunker(cdc_options{16, 64, 256}), codec_error);
+  EXPECT_THROW(cut_points("abc", cdc_options{1024, 3000, 8192}), codec_error);
+}
+
+}  // namespace
+}  // namespace densefs::codec
