@@ -1254,4 +1254,43 @@ std::string to_json(const store_stats& s) {
   return j.dump();
 }
 
+// ---------------------------------------------------------------- fsck
+
+void store::scan_records(
+    std::string_view column_family, std::string_view prefix,
+    const std::function<bool(std::string_view key, std::string_view value)>& fn) const {
+  std::size_t cf = cf_count;
+  for (std::size_t i = 0; i < cf_count; ++i)
+    if (column_family == k_cf_names[i]) cf = i;
+  if (cf == cf_count) throw store_error(EINVAL, "no column family " + std::string(column_family));
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;  // one pass over everything would evict the working set
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf]));
+  for (it->Seek(slice(prefix)); it->Valid() && it->key().starts_with(slice(prefix)); it->Next())
+    if (!fn(view(it->key()), view(it->value()))) return;
+  check_iterator(*it, dir_, "scanning " + std::string(column_family));
+}
+
+void store::set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount) {
+  if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
+  std::lock_guard lock(commit_mutex_);
+  std::optional<chunk_record> rec = get_chunk(hash);
+  if (!rec) return;
+  rocksdb::WriteBatch batch;
+  rocksdb::Status s;
+  if (refcount == 0) {
+    s = batch.Delete(cfs_[cf_chunks], slice(hash.view()));
+    if (s.ok()) s = batch.Delete(cfs_[cf_meta], recompress_key(hash));
+    if (s.ok()) payloads_->remove(batch, hash);
+  } else {
+    rec->refcount = refcount;
+    s = batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec));
+  }
+  if (s.ok()) s = db_->Write(rocksdb::WriteOptions(), &batch);
+  if (!s.ok())
+    throw store_error(errno_of(s), "setting the refcount of chunk " + hash.hex() + " in store " +
+                                       dir_.string() + ": " + s.ToString());
+  if (refcount == 0) cache_->erase(hash);
+}
+
 }  // namespace densefs::store

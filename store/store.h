@@ -251,6 +251,21 @@ class store {
   // Every inode in number order; the callback returns false to stop.
   void for_each_inode(const std::function<bool(const inode_record&)>& fn) const;
 
+  // --- For fsck (store/fsck.cpp) only: raw walks and an outright repair.
+  // Every record of one column family (a k_cf_* name from records.h) whose
+  // key starts with `prefix`, in key order and undecoded, so that fsck can
+  // report a record that does not decode instead of stopping at it. The
+  // callback returns false to stop. Throws store_error(EINVAL) for an
+  // unknown column family.
+  void scan_records(
+      std::string_view column_family, std::string_view prefix,
+      const std::function<bool(std::string_view key, std::string_view value)>& fn) const;
+  // Sets a chunk's refcount outright (a transaction only adds deltas, which
+  // cannot fix a count that is wrong); 0 deletes the chunk record with its
+  // payload and re-encoding queue entry. Nothing happens if the chunk does
+  // not exist. Only for an unmounted store (fsck --repair holds lock()).
+  void set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount);
+
  private:
   store(std::filesystem::path dir, store_open_options options);
   // Throws store_error(ENOSPC) unless `bytes` more payload fit while keeping
