@@ -1,0 +1,489 @@
+// fsck: one pass over each column family (through store::scan_records, so a
+// record that does not decode is reported rather than fatal), then the
+// cross-checks, then the repairs, each its own small write.
+#include "store/fsck.h"
+
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "codec/codec.h"
+#include "store/error.h"
+#include "store/hash.h"
+#include "store/records.h"
+#include "store/store.h"
+
+namespace densefs::store {
+namespace {
+
+struct problem_info {
+  std::string_view name;
+  std::string_view title;  // for the human report
+  bool warning;
+  bool repairable;
+};
+
+// Indexed by fsck_problem.
+constexpr problem_info k_problems[k_fsck_problem_count] = {
+    {"corrupt_record", "corrupt records", false, false},
+    {"dangling_extent", "extents naming a missing chunk (file data lost)", false, false},
+    {"extent_without_inode", "extents of a missing inode", false, false},
+    {"wrong_refcount", "wrong chunk refcounts", false, true},
+    {"leaked_chunk", "leaked chunks (no extent references them)", false, true},
+    {"bad_payload", "bad payloads (file data damaged)", false, false},
+    {"bad_content", "chunks that do not decode to their content (file data damaged)", false, false},
+    {"dangling_dirent", "directory entries naming a missing inode", false, false},
+    {"dirent_outside_dir", "directory entries in a missing or non-directory parent", false, false},
+    {"dirent_type_mismatch", "directory entries whose type differs from the inode's", false, false},
+    {"wrong_nlink", "wrong link counts", false, true},
+    {"unreachable_inode", "inodes no directory entry reaches", false, false},
+    {"dangling_orphan", "orphan entries for a missing inode", false, false},
+    {"dangling_queue_entry", "re-encoding queue entries for a missing chunk", false, true},
+    {"stored_bytes_mismatch", "files whose stored_bytes differs from their chunks (accounting)",
+     true, true},
+};
+
+const problem_info& info(fsck_problem p) {
+  return k_problems[static_cast<std::size_t>(p)];
+}
+
+// Entry names are arbitrary bytes; examples must stay one printable line
+// (and valid UTF-8 for JSON).
+std::string printable(std::string_view s) {
+  std::string out;
+  for (const unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+struct inode_state {
+  std::uint32_t mode = 0;
+  std::uint32_t nlink = 0;
+  std::uint64_t stored_bytes = 0;
+  std::uint64_t links = 0;    // directory entries naming it
+  std::uint64_t subdirs = 0;  // directories: entries in it that are directories
+  std::uint64_t extent_stored = 0;
+};
+
+struct chunk_state {
+  chunk_record record;
+  std::uint64_t refs = 0;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> users;  // first few (ino, offset)
+};
+constexpr std::size_t k_users_kept = 3;
+
+std::string users_text(const chunk_state& c) {
+  if (c.users.empty()) return " (no file uses it)";
+  std::string out = " (used by";
+  for (const auto& [ino, off] : c.users)
+    out += " inode " + std::to_string(ino) + " at offset " + std::to_string(off) + ",";
+  out.pop_back();
+  if (c.refs > c.users.size()) out += " and " + std::to_string(c.refs - c.users.size()) + " more";
+  return out + ")";
+}
+
+class checker {
+ public:
+  checker(store& s, const fsck_options& o) : s_(s), o_(o) {
+    r_.deep = o.deep;
+    r_.repair = o.repair;
+  }
+
+  fsck_report run() {
+    scan_inodes();
+    scan_dirents();
+    scan_orphans();
+    scan_chunks();
+    scan_extents();
+    check_refcounts();
+    check_payloads();
+    scan_queue();
+    check_inodes();
+    if (o_.repair) repair();
+    return std::move(r_);
+  }
+
+ private:
+  void note(fsck_problem p, std::string example) {
+    auto& k = r_[p];
+    ++k.found;
+    if (k.examples.size() < o_.max_examples) k.examples.push_back(std::move(example));
+  }
+  void progress(std::string_view phase, std::uint64_t done, std::uint64_t total) {
+    if (o_.progress) o_.progress(phase, done, total);
+  }
+
+  void scan_inodes() {
+    s_.scan_records(k_cf_inodes, {}, [&](std::string_view key, std::string_view value) {
+      ++r_.inodes;
+      if (key.size() != 8) {
+        note(fsck_problem::corrupt_record, "inode key of " + std::to_string(key.size()) + " bytes");
+        return true;
+      }
+      const std::uint64_t ino = decode_u64_be(key);
+      try {
+        const inode_record rec = decode_inode(ino, value);
+        inodes_[ino] = {rec.mode, rec.nlink, rec.stored_bytes, 0, 0, 0};
+      } catch (const std::exception& e) {
+        note(fsck_problem::corrupt_record, e.what());
+      }
+      progress("inodes", r_.inodes, 0);
+      return true;
+    });
+  }
+
+  void scan_dirents() {
+    s_.scan_records(k_cf_dirents, {}, [&](std::string_view key, std::string_view value) {
+      ++r_.dirents;
+      if (key.size() <= 8) {
+        note(fsck_problem::corrupt_record,
+             "directory entry key of " + std::to_string(key.size()) + " bytes");
+        return true;
+      }
+      const std::uint64_t parent = decode_u64_be(key.substr(0, 8));
+      const std::string what =
+          "entry '" + printable(key.substr(8)) + "' in directory " + std::to_string(parent);
+      dirent_record d;
+      try {
+        d = decode_dirent(value);
+      } catch (const std::exception& e) {
+        note(fsck_problem::corrupt_record, what + ": " + e.what());
+        return true;
+      }
+      const auto p = inodes_.find(parent);
+      const bool parent_ok = p != inodes_.end() && S_ISDIR(p->second.mode);
+      if (!parent_ok)
+        note(fsck_problem::dirent_outside_dir,
+             what + (p == inodes_.end() ? ": the directory does not exist" : ": not a directory"));
+      const auto c = inodes_.find(d.ino);
+      if (c == inodes_.end()) {
+        note(fsck_problem::dangling_dirent,
+             what + " names inode " + std::to_string(d.ino) + ", which does not exist");
+        return true;
+      }
+      ++c->second.links;
+      if (parent_ok && S_ISDIR(c->second.mode)) ++p->second.subdirs;
+      if (d.type != (c->second.mode & S_IFMT))
+        note(fsck_problem::dirent_type_mismatch,
+             what + " (inode " + std::to_string(d.ino) + ") has type " + std::to_string(d.type) +
+                 ", the inode " + std::to_string(c->second.mode & S_IFMT));
+      progress("directory entries", r_.dirents, 0);
+      return true;
+    });
+  }
+
+  void scan_orphans() {
+    s_.scan_records(k_cf_meta, k_orphan_prefix, [&](std::string_view key, std::string_view value) {
+      ++r_.orphans;
+      if (key.size() != k_orphan_prefix.size() + 8) {
+        note(fsck_problem::corrupt_record,
+             "orphan key of " + std::to_string(key.size()) + " bytes");
+        return true;
+      }
+      const std::uint64_t ino = decode_u64_be(key.substr(k_orphan_prefix.size()));
+      try {
+        check_orphan(ino, value);
+      } catch (const std::exception& e) {
+        note(fsck_problem::corrupt_record, e.what());
+        return true;
+      }
+      orphans_.insert(ino);
+      if (!inodes_.count(ino))
+        note(fsck_problem::dangling_orphan, "orphan entry for inode " + std::to_string(ino));
+      return true;
+    });
+  }
+
+  void scan_chunks() {
+    s_.scan_records(k_cf_chunks, {}, [&](std::string_view key, std::string_view value) {
+      ++r_.chunks;
+      if (key.size() != chunk_hash::k_size) {
+        note(fsck_problem::corrupt_record, "chunk key of " + std::to_string(key.size()) + " bytes");
+        return true;
+      }
+      const chunk_hash hash = chunk_hash::from_bytes(key);
+      try {
+        chunks_[hash].record = decode_chunk(value);
+      } catch (const std::exception& e) {
+        note(fsck_problem::corrupt_record, "chunk " + hash.hex() + ": " + e.what());
+        chunks_.erase(hash);
+      }
+      progress("chunks", r_.chunks, 0);
+      return true;
+    });
+  }
+
+  void scan_extents() {
+    s_.scan_records(k_cf_extents, {}, [&](std::string_view key, std::string_view value) {
+      ++r_.extents;
+      if (key.size() != 16) {
+        note(fsck_problem::corrupt_record,
+             "extent key of " + std::to_string(key.size()) + " bytes");
+        return true;
+      }
+      const std::uint64_t ino = decode_u64_be(key.substr(0, 8));
+      const std::uint64_t off = decode_u64_be(key.substr(8));
+      const std::string where =
+          "inode " + std::to_string(ino) + " at offset " + std::to_string(off);
+      extent_record e;
+      try {
+        e = decode_extent(value);
+      } catch (const std::exception& ex) {
+        note(fsck_problem::corrupt_record, "extent of " + where + ": " + ex.what());
+        return true;
+      }
+      const auto in = inodes_.find(ino);
+      if (in == inodes_.end()) {
+        if (last_missing_ino_ != ino)  // one line per missing inode, not per extent
+          note(fsck_problem::extent_without_inode, "extents of inode " + std::to_string(ino));
+        last_missing_ino_ = ino;
+      }
+      const auto c = chunks_.find(e.hash);
+      if (c == chunks_.end()) {
+        note(fsck_problem::dangling_extent, where + ": chunk " + e.hash.hex() + " is missing");
+        return true;
+      }
+      ++c->second.refs;
+      if (c->second.users.size() < k_users_kept) c->second.users.emplace_back(ino, off);
+      if (in != inodes_.end()) in->second.extent_stored += c->second.record.stored_size;
+      progress("extents", r_.extents, 0);
+      return true;
+    });
+  }
+
+  void check_refcounts() {
+    for (const auto& [hash, c] : chunks_) {
+      if (c.refs == 0) {
+        note(fsck_problem::leaked_chunk,
+             "chunk " + hash.hex() + " (refcount " + std::to_string(c.record.refcount) + ")");
+      } else if (c.refs != c.record.refcount) {
+        note(fsck_problem::wrong_refcount, "chunk " + hash.hex() + ": refcount " +
+                                               std::to_string(c.record.refcount) + ", " +
+                                               std::to_string(c.refs) + " extents name it");
+      }
+    }
+  }
+
+  void check_payloads() {
+    std::uint64_t done = 0;
+    for (const auto& [hash, c] : chunks_) {
+      progress(o_.deep ? "decoding chunks" : "payloads", done++, chunks_.size());
+      store::stored_chunk stored;
+      try {
+        stored = s_.read_stored_chunk(hash);
+      } catch (const store_error& e) {
+        note(fsck_problem::bad_payload, e.what() + users_text(c));
+        continue;
+      }
+      if (!o_.deep) continue;
+      // The same checks as store::read_chunk, without its cache, plus the
+      // SHA-256 for every codec (read_chunk trusts zstd's own framing).
+      std::string why;
+      try {
+        const std::string plain =
+            codec::decode_chunk(stored.record.codec, stored.bytes, stored.record.plain_size);
+        if (plain.size() != stored.record.plain_size)
+          why = "decoded to " + std::to_string(plain.size()) + " bytes, expected " +
+                std::to_string(stored.record.plain_size);
+        else if (sha256_of(plain) != hash)
+          why = "decoded content does not match the chunk's SHA-256";
+      } catch (const std::exception& e) {
+        why = std::string("cannot decode ") + codec::codec_name(stored.record.codec) +
+              " payload: " + e.what();
+      }
+      if (!why.empty())
+        note(fsck_problem::bad_content, "chunk " + hash.hex() + ": " + why + users_text(c));
+    }
+    progress(o_.deep ? "decoding chunks" : "payloads", done, chunks_.size());
+  }
+
+  void scan_queue() {
+    s_.scan_records(
+        k_cf_meta, k_recompress_prefix, [&](std::string_view key, std::string_view value) {
+          ++r_.queued;
+          if (key.size() != k_recompress_prefix.size() + chunk_hash::k_size) {
+            note(fsck_problem::corrupt_record,
+                 "recompress key of " + std::to_string(key.size()) + " bytes");
+            return true;
+          }
+          const chunk_hash hash = chunk_hash::from_bytes(key.substr(k_recompress_prefix.size()));
+          try {
+            decode_recompress(hash, value);
+          } catch (const std::exception& e) {
+            note(fsck_problem::corrupt_record, e.what());
+            return true;
+          }
+          if (!chunks_.count(hash)) {
+            note(fsck_problem::dangling_queue_entry, "queued chunk " + hash.hex());
+            dangling_queue_.push_back(hash);
+          }
+          return true;
+        });
+  }
+
+  void check_inodes() {
+    for (const auto& [ino, n] : inodes_) {
+      const bool is_dir = S_ISDIR(n.mode);
+      if (ino != k_root_ino && n.links == 0 && !orphans_.count(ino)) {
+        // Where it belongs is a guess (lost+found is not ours to invent);
+        // its link count is left alone too.
+        note(fsck_problem::unreachable_inode,
+             "inode " + std::to_string(ino) + (is_dir ? " (directory)" : ""));
+      } else {
+        const std::uint64_t expected = is_dir ? 2 + n.subdirs : n.links;
+        if (n.nlink != expected) {
+          note(fsck_problem::wrong_nlink, "inode " + std::to_string(ino) + ": nlink " +
+                                              std::to_string(n.nlink) + ", expected " +
+                                              std::to_string(expected));
+          nlink_fixes_.emplace_back(ino, static_cast<std::uint32_t>(expected));
+        }
+      }
+      if (S_ISREG(n.mode) && n.stored_bytes != n.extent_stored) {
+        note(fsck_problem::stored_bytes_mismatch,
+             "inode " + std::to_string(ino) + ": stored_bytes " + std::to_string(n.stored_bytes) +
+                 ", its extents' chunks " + std::to_string(n.extent_stored));
+        stored_fixes_.emplace_back(ino, n.extent_stored);
+      }
+    }
+  }
+
+  void repair() {
+    // Refcounts first: a leaked chunk goes with its queue entry.
+    for (const auto& [hash, c] : chunks_) {
+      if (c.refs == c.record.refcount && c.refs != 0) continue;
+      s_.set_chunk_refcount(hash, c.refs);
+      ++r_[c.refs == 0 ? fsck_problem::leaked_chunk : fsck_problem::wrong_refcount].repaired;
+    }
+    for (const chunk_hash& hash : dangling_queue_) {
+      transaction txn;
+      txn.drop_recompress(hash);
+      s_.commit(txn);
+      ++r_[fsck_problem::dangling_queue_entry].repaired;
+    }
+    for (const auto& [ino, nlink] : nlink_fixes_) {
+      auto rec = s_.get_inode(ino);
+      if (!rec) continue;
+      rec->nlink = nlink;
+      transaction txn;
+      txn.put_inode(*rec);
+      s_.commit(txn);
+      ++r_[fsck_problem::wrong_nlink].repaired;
+    }
+    for (const auto& [ino, stored] : stored_fixes_) {
+      auto rec = s_.get_inode(ino);
+      if (!rec) continue;
+      rec->stored_bytes = stored;
+      transaction txn;
+      txn.put_inode(*rec);
+      s_.commit(txn);
+      ++r_[fsck_problem::stored_bytes_mismatch].repaired;
+    }
+    s_.sync();
+  }
+
+  store& s_;
+  const fsck_options& o_;
+  fsck_report r_;
+  std::unordered_map<std::uint64_t, inode_state> inodes_;
+  std::set<std::uint64_t> orphans_;
+  std::map<chunk_hash, chunk_state> chunks_;  // ordered: reports are deterministic
+  std::uint64_t last_missing_ino_ = 0;
+  std::vector<chunk_hash> dangling_queue_;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> nlink_fixes_;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> stored_fixes_;
+};
+
+}  // namespace
+
+std::string_view fsck_problem_name(fsck_problem p) {
+  return info(p).name;
+}
+bool fsck_problem_is_warning(fsck_problem p) {
+  return info(p).warning;
+}
+bool fsck_problem_is_repairable(fsck_problem p) {
+  return info(p).repairable;
+}
+
+std::uint64_t fsck_report::remaining_errors() const {
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < k_fsck_problem_count; ++i) {
+    if (k_problems[i].warning) continue;
+    n += problems[i].found - std::min(problems[i].found, problems[i].repaired);
+  }
+  return n;
+}
+
+fsck_report fsck(store& s, const fsck_options& options) {
+  return checker(s, options).run();
+}
+
+std::string to_json(const fsck_report& r) {
+  nlohmann::json j;
+  j["clean"] = r.clean();
+  j["deep"] = r.deep;
+  j["repair"] = r.repair;
+  j["remaining_errors"] = r.remaining_errors();
+  j["counts"] = {{"inodes", r.inodes}, {"dirents", r.dirents}, {"extents", r.extents},
+                 {"chunks", r.chunks}, {"queued", r.queued},   {"orphans", r.orphans}};
+  nlohmann::json problems = nlohmann::json::object();
+  for (std::size_t i = 0; i < k_fsck_problem_count; ++i) {
+    const auto& k = r.problems[i];
+    if (k.found == 0) continue;
+    problems[std::string(k_problems[i].name)] = {
+        {"found", k.found},
+        {"repaired", k.repaired},
+        {"warning", k_problems[i].warning},
+        {"repairable", k_problems[i].repairable},
+        {"examples", k.examples},
+    };
+  }
+  j["problems"] = problems;
+  return j.dump(2);
+}
+
+std::string to_text(const fsck_report& r) {
+  std::string out = "checked " + std::to_string(r.inodes) + " inodes, " +
+                    std::to_string(r.dirents) + " directory entries, " + std::to_string(r.extents) +
+                    " extents, " + std::to_string(r.chunks) + " chunks (" +
+                    (r.deep ? "decoded" : "payload checksums") + "), " + std::to_string(r.queued) +
+                    " queued re-encodings\n";
+  std::uint64_t repairable = 0;
+  for (std::size_t i = 0; i < k_fsck_problem_count; ++i) {
+    const auto& k = r.problems[i];
+    if (k.found == 0) continue;
+    out += std::string(k_problems[i].warning ? "warning: " : "") +
+           std::string(k_problems[i].title) + ": " + std::to_string(k.found);
+    if (r.repair && k_problems[i].repairable)
+      out += ", " + std::to_string(k.repaired) + " repaired";
+    if (!r.repair && k_problems[i].repairable && !k_problems[i].warning) repairable += k.found;
+    out += "\n";
+    for (const auto& e : k.examples) out += "  " + e + "\n";
+    if (k.found > k.examples.size())
+      out += "  ... and " + std::to_string(k.found - k.examples.size()) + " more\n";
+  }
+  const std::uint64_t left = r.remaining_errors();
+  if (left == 0) {
+    out += "clean\n";
+  } else {
+    out += std::to_string(left) + " problem(s) remain";
+    if (repairable > 0) out += " (" + std::to_string(repairable) + " repairable with --repair)";
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace densefs::store
