@@ -25,6 +25,7 @@ constexpr command k_commands[] = {
     {"mkfs", mkfs_main},   {"mount", mount_main}, {"umount", umount_main},
     {"stats", stats_main}, {"info", info_main},   {"analyze", analyze_main},
     {"cat", cat_main},     {"codec", codec_main}, {"recompress", recompress_main},
+    {"fsck", fsck_main},
 };
 
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
@@ -40,6 +41,9 @@ commands:
                                      what densefs would save on a directory (a dry run)
   recompress STORE|PATH [--json]     re-encode chunks under the codec policy: an
                                      unmounted store, or PATH on a live mount
+  fsck STORE [--repair] [--deep] [--json]
+                                     check an unmounted store; --repair fixes what
+                                     needs no guessing (docs/fsck.md)
   cat [--encoding br|identity] [--store STORE] [-o OUT] PATH
                                      a file's bytes, or one Brotli stream of them
                                      built from its stored chunks (docs/export.md)

@@ -1,0 +1,70 @@
+// densefs fsck STORE [--repair] [--deep] [--json]: checks an unmounted
+// store (refcounts, leaked chunks, payload checksums, links) and with
+// --repair fixes what needs no guessing. docs/fsck.md.
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "store/fsck.h"
+#include "store/store.h"
+#include "tools/cli.h"
+
+namespace densefs::tools {
+
+int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
+  CLI::App app{
+      "Check an unmounted store: chunk refcounts against extents, leaked chunks, payload "
+      "checksums, directory links. Exit status 0 when no errors remain, 1 otherwise.",
+      "densefs fsck"};
+  std::string path;
+  bool repair = false;
+  bool deep = false;
+  bool as_json = false;
+  app.add_option("STORE", path, "an unmounted store directory")->required();
+  app.add_flag("--repair", repair,
+               "fix refcounts, leaked chunks, link counts, stale queue entries and stored_bytes "
+               "(damaged file data is only reported)");
+  app.add_flag("--deep", deep, "also decode every chunk and check its SHA-256 (slow)");
+  app.add_flag("--json", as_json, "print the report as JSON");
+  if (auto done = parse_cli(app, args, io)) return *done;
+
+  store::store::check(path);
+  const int lock_fd = store::store::lock(path);  // throws "already mounted"
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } lock_guard{lock_fd};
+  store::store_open_options options;
+  options.chunk_cache_bytes = 0;  // every chunk is read once
+  const auto s = store::store::open(path, options);
+
+  store::fsck_options fo;
+  fo.repair = repair;
+  fo.deep = deep;
+  const bool progress = !as_json && ::isatty(STDERR_FILENO) == 1 && &io.err == &std::cerr;
+  auto last = std::chrono::steady_clock::now();
+  bool shown = false;
+  if (progress) {
+    fo.progress = [&](std::string_view phase, std::uint64_t done, std::uint64_t total) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last < std::chrono::milliseconds(200)) return;
+      last = now;
+      shown = true;
+      io.err << "\rfsck: " << phase << " " << done;
+      if (total > 0) io.err << "/" << total;
+      io.err << "          " << std::flush;
+    };
+  }
+  const store::fsck_report report = store::fsck(*s, fo);
+  if (shown) io.err << "\n";
+
+  if (as_json) {
+    io.out << store::to_json(report) << '\n';
+  } else {
+    io.out << path << ": " << store::to_text(report);
+  }
+  return report.clean() ? k_exit_ok : k_exit_failure;
+}
+
+}  // namespace densefs::tools
