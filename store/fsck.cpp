@@ -343,7 +343,10 @@ class checker {
         note(fsck_problem::unreachable_inode,
              "inode " + std::to_string(ino) + (is_dir ? " (directory)" : ""));
       } else {
-        const std::uint64_t expected = is_dir ? 2 + n.subdirs : n.links;
+        // An orphan (unlinked or removed while open) has no entries and
+        // nlink 0, directories included (rmdir sets it).
+        const bool orphaned = n.links == 0 && orphans_.count(ino);
+        const std::uint64_t expected = orphaned ? 0 : is_dir ? 2 + n.subdirs : n.links;
         if (n.nlink != expected) {
           note(fsck_problem::wrong_nlink, "inode " + std::to_string(ino) + ": nlink " +
                                               std::to_string(n.nlink) + ", expected " +

@@ -275,6 +275,10 @@ TEST_F(fsck_test, links_and_undecodable_records_are_reported) {
     txn.put_dirent(k_root_ino, "typo", {4, S_IFDIR});    // wrong type
     txn.put_inode(make(50, S_IFREG | 0644, 1));          // no entry reaches it
     txn.add_orphan(60);                                  // no inode 60
+    txn.put_inode(make(61, S_IFDIR | 0755, 0));          // removed while open: fine
+    txn.add_orphan(61);
+    txn.put_inode(make(62, S_IFREG | 0644, 0));  // unlinked while open: fine
+    txn.add_orphan(62);
     s->commit(txn, true);
   }
   {
