@@ -66,13 +66,16 @@ filesystem::chunk_encoding filesystem::encoding_for(codec::file_type type,
   return how;
 }
 
-// Copies committed file bytes [begin, begin + length) into out; holes are zeros.
-static void read_committed(const store::store& st, std::uint64_t ino, std::uint64_t begin,
-                           std::size_t length, char* out) {
+// Copies committed file bytes [begin, begin + length) into out; holes are
+// zeros. With `cached_only`, returns false instead of decoding a chunk that
+// is not in the chunk cache (the caller decodes off the FUSE thread).
+static bool read_committed(const store::store& st, std::uint64_t ino, std::uint64_t begin,
+                           std::size_t length, char* out, bool cached_only = false) {
   std::memset(out, 0, length);
   const std::uint64_t end = begin + length;
   for (const auto& [offset, extent] : st.extents(ino, begin, end)) {
-    auto chunk = st.read_chunk(extent.hash);
+    auto chunk = cached_only ? st.cached_chunk(extent.hash) : st.read_chunk(extent.hash);
+    if (!chunk) return false;
     if (std::uint64_t{extent.chunk_offset} + extent.length > chunk->size()) {
       throw store::store_error(EIO, "inode " + std::to_string(ino) + ": extent at " +
                                         std::to_string(offset) + " exceeds chunk " +
@@ -84,6 +87,7 @@ static void read_committed(const store::store& st, std::uint64_t ino, std::uint6
     std::memcpy(out + (from - begin), chunk->data() + extent.chunk_offset + (from - offset),
                 to - from);
   }
+  return true;
 }
 
 std::uint64_t filesystem::drop_extents(store::transaction& txn, std::uint64_t ino,
@@ -98,7 +102,8 @@ std::uint64_t filesystem::drop_extents(store::transaction& txn, std::uint64_t in
   return stored;
 }
 
-void filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, char* out) {
+bool filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, char* out,
+                           bool cached_only) {
   const std::uint64_t end = offset + length;
   std::uint64_t pos = offset;
   while (pos < end) {
@@ -118,11 +123,12 @@ void filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, ch
           in_slot < staged->size() ? std::min<std::size_t>(take, staged->size() - in_slot) : 0;
       if (have) std::memcpy(dst, staged->data() + in_slot, have);
       std::memset(dst + have, 0, take - have);
-    } else {
-      read_committed(*store_, n.ino, pos, take, dst);
+    } else if (!read_committed(*store_, n.ino, pos, take, dst, cached_only)) {
+      return false;
     }
     pos += take;
   }
+  return true;
 }
 
 void filesystem::stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,

@@ -134,11 +134,14 @@ class filesystem {
   // --- file data (file_data.cpp), all with n.data_mutex held ---
   void stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,
                    std::string_view data);
-  void read_data(node& n, std::uint64_t offset, std::size_t length, char* out);
-  // Reads (ops_file.cpp): replies with [off, off + size) of `n`; whether the
-  // committed chunks of a range are decoded already; decodes them.
-  void reply_read(fuse_req_t req, node& n, std::size_t size, off_t off);
-  bool chunks_decoded(std::uint64_t ino, std::uint64_t offset, std::size_t size) const;
+  // With `cached_only`, returns false (out partly filled) instead of decoding
+  // a chunk that is not in the chunk cache.
+  bool read_data(node& n, std::uint64_t offset, std::size_t length, char* out,
+                 bool cached_only = false);
+  // Reads (ops_file.cpp): replies with [off, off + size) of `n`, or with
+  // `cached_only` returns false without replying when a chunk needs a
+  // decode; decode_chunks decodes a range's chunks into the chunk cache.
+  bool reply_read(fuse_req_t req, node& n, std::size_t size, off_t off, bool cached_only);
   void decode_chunks(std::uint64_t ino, std::uint64_t offset, std::size_t size) const;
   void submit_slot(node& n, std::uint64_t slot_index);
   // Submits every dirty slot and waits until all are committed; returns

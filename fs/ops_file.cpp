@@ -61,27 +61,19 @@ void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t of
                       fuse_file_info*) {
   run_op(req, "read", [&] {
     auto n = get_node(ino);
-    // A chunk that is not decoded yet (a Lepton decode of a photo takes a
-    // good fraction of a second) is decoded on the decode pool, which then
+    // Served from staged data and the chunk cache when it can be. A chunk
+    // that is not decoded yet (a Lepton decode of a photo takes a good
+    // fraction of a second) is decoded on the decode pool, which then
     // replies: FUSE threads stay free, and no decode runs under the file's
     // data_mutex.
-    if (decoders_ && off >= 0 && !chunks_decoded(n->ino, static_cast<std::uint64_t>(off), size)) {
-      decoders_->submit([this, req, n, size, off] {
-        run_op(req, "read", [&] {
-          decode_chunks(n->ino, static_cast<std::uint64_t>(off), size);
-          reply_read(req, *n, size, off);
-        });
+    if (reply_read(req, *n, size, off, true)) return;
+    decoders_->submit([this, req, n, size, off] {
+      run_op(req, "read", [&] {
+        decode_chunks(n->ino, static_cast<std::uint64_t>(off), size);
+        reply_read(req, *n, size, off, false);
       });
-      return;
-    }
-    reply_read(req, *n, size, off);
+    });
   });
-}
-
-bool filesystem::chunks_decoded(std::uint64_t ino, std::uint64_t offset, std::size_t size) const {
-  for (const auto& [start, extent] : store_->extents(ino, offset, offset + size))
-    if (!store_->chunk_is_cached(extent.hash)) return false;
-  return true;
 }
 
 void filesystem::decode_chunks(std::uint64_t ino, std::uint64_t offset, std::size_t size) const {
@@ -97,19 +89,21 @@ void filesystem::decode_chunks(std::uint64_t ino, std::uint64_t offset, std::siz
   }
 }
 
-void filesystem::reply_read(fuse_req_t req, node& n, std::size_t size, off_t off) {
+bool filesystem::reply_read(fuse_req_t req, node& n, std::size_t size, off_t off,
+                            bool cached_only) {
   std::unique_lock lock(n.data_mutex);
   const auto offset = static_cast<std::uint64_t>(off);
   if (off < 0 || offset >= n.size) {
     fuse_reply_buf(req, nullptr, 0);
-    return;
+    return true;
   }
   const std::size_t length =
       static_cast<std::size_t>(std::min<std::uint64_t>(size, n.size - offset));
   std::vector<char> buffer(length);
-  read_data(n, offset, length, buffer.data());
+  if (!read_data(n, offset, length, buffer.data(), cached_only)) return false;
   lock.unlock();
   fuse_reply_buf(req, buffer.data(), buffer.size());
+  return true;
 }
 
 void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off,

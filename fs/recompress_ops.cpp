@@ -26,23 +26,15 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
     type = r->type;
   const codec::codec_options target = store_->policy().for_type(type);
 
-  std::optional<codec::encoded_chunk> better;
-  bool fell_back = false;
-  if (rec->codec != target.preferred) {
-    const std::shared_ptr<const std::string> plain = store_->read_chunk(item.hash);
-    codec::encoded_chunk encoded = codec::encode_chunk(*plain, target);  // verified
-    fell_back = encoded.fell_back_from.has_value();
-    if (fell_back) {
-      log_debug("chunk " + item.hash.hex() + ": stays " + codec::codec_name(rec->codec) + ", " +
-                codec::codec_name(*encoded.fell_back_from) +
-                " refused it: " + encoded.fallback_reason);
-    }
-    if (encoded.codec == target.preferred && encoded.bytes.size() < rec->stored_size)
-      better = std::move(encoded);
+  store::store::reencoding r = store_->reencode_chunk(item.hash, *rec, target);
+  const bool fell_back = r.fell_back_from.has_value();
+  if (fell_back) {
+    log_debug("chunk " + item.hash.hex() + ": stays " + codec::codec_name(rec->codec) + ", " +
+              codec::codec_name(*r.fell_back_from) + " refused it: " + r.fallback_reason);
   }
-  const std::uint64_t saved = better ? rec->stored_size - better->bytes.size() : 0;
-  if (better) {
-    txn.replace_payload(item.hash, rec->checksum, std::move(*better));
+  const std::uint64_t saved = r.smaller ? rec->stored_size - r.smaller->bytes.size() : 0;
+  if (r.smaller) {
+    txn.replace_payload(item.hash, rec->checksum, std::move(*r.smaller));
     replaced_payload_bytes_ += rec->stored_size;  // garbage in the payload files now
   }
 

@@ -795,58 +795,63 @@ std::optional<chunk_record> store::get_chunk(const chunk_hash& hash) const {
   return detail::decode_chunk(*v, what);
 }
 
+void store::scan_prefix(
+    std::size_t cf, std::string_view prefix, std::string_view start, const char* what,
+    const std::function<bool(std::string_view key, std::string_view value)>& fn) const {
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;  // scans pass once over records nobody reads again soon
+  // The first key past every key with the prefix ("orphan0" for "orphan/"):
+  // drop trailing 0xff bytes, then add one to the last byte.
+  std::string upper(prefix);
+  while (!upper.empty() && static_cast<unsigned char>(upper.back()) == 0xff) upper.pop_back();
+  rocksdb::Slice upper_slice;
+  if (!upper.empty()) {
+    upper.back() = static_cast<char>(static_cast<unsigned char>(upper.back()) + 1);
+    upper_slice = slice(upper);
+    ro.iterate_upper_bound = &upper_slice;
+  }
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf]));
+  for (it->Seek(slice(start)); it->Valid(); it->Next())
+    if (!fn(view(it->key()), view(it->value()))) return;
+  check_iterator(*it, dir_, what);
+}
+
 std::vector<std::uint64_t> store::orphans() const {
   std::vector<std::uint64_t> out;
-  const std::string lower(k_orphan_prefix);
-  std::string upper(k_orphan_prefix);
-  upper.back() = static_cast<char>(upper.back() + 1);  // "orphan0": just past the prefix
-  const rocksdb::Slice upper_slice = slice(upper);
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_meta]));
-  for (it->Seek(lower); it->Valid(); it->Next()) {
-    const std::string_view key = view(it->key());
-    if (key.size() != lower.size() + 8)
-      throw store_error(EIO, "corrupt orphan key in store " + dir_.string());
-    const std::uint64_t ino = decode_u64_be(key.substr(lower.size()));
-    check_orphan(ino, view(it->value()));
-    out.push_back(ino);
-  }
-  check_iterator(*it, dir_, "listing orphans");
+  scan_prefix(cf_meta, k_orphan_prefix, k_orphan_prefix, "listing orphans",
+              [&](std::string_view key, std::string_view value) {
+                if (key.size() != k_orphan_prefix.size() + 8)
+                  throw store_error(EIO, "corrupt orphan key in store " + dir_.string());
+                const std::uint64_t ino = decode_u64_be(key.substr(k_orphan_prefix.size()));
+                check_orphan(ino, value);
+                out.push_back(ino);
+                return true;
+              });
   return out;
 }
 
 std::vector<recompress_item> store::pending_recompress(
     std::size_t limit, const std::optional<chunk_hash>& after) const {
   std::vector<recompress_item> out;
-  std::string lower(k_recompress_prefix);
-  if (after) lower.append(after->view());
-  std::string upper(k_recompress_prefix);
-  upper.back() = static_cast<char>(upper.back() + 1);  // just past the prefix
-  const rocksdb::Slice upper_slice = slice(upper);
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_meta]));
-  for (it->Seek(lower); it->Valid() && out.size() < limit; it->Next()) {
-    const std::string_view key = view(it->key());
-    if (key.size() != k_recompress_prefix.size() + 32)
-      throw store_error(EIO, "corrupt recompress key in store " + dir_.string());
-    const chunk_hash hash = chunk_hash::from_bytes(key.substr(k_recompress_prefix.size()));
-    if (after && hash == *after) continue;
-    out.push_back({hash, decode_recompress(hash, view(it->value()))});
-  }
-  check_iterator(*it, dir_, "listing queued re-encodings");
+  std::string start(k_recompress_prefix);
+  if (after) start.append(after->view());
+  scan_prefix(cf_meta, k_recompress_prefix, start, "listing queued re-encodings",
+              [&](std::string_view key, std::string_view value) {
+                if (key.size() != k_recompress_prefix.size() + chunk_hash::k_size)
+                  throw store_error(EIO, "corrupt recompress key in store " + dir_.string());
+                const chunk_hash hash =
+                    chunk_hash::from_bytes(key.substr(k_recompress_prefix.size()));
+                if (!after || hash != *after) out.push_back({hash, decode_recompress(hash, value)});
+                return out.size() < limit;
+              });
   return out;
 }
 
 void store::for_each_inode(const std::function<bool(const inode_record&)>& fn) const {
-  rocksdb::ReadOptions ro;
-  ro.fill_cache = false;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_inodes]));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (!fn(decode_inode(decode_u64_be(view(it->key())), view(it->value())))) return;
-  }
-  check_iterator(*it, dir_, "scanning inodes");
+  scan_prefix(cf_inodes, {}, {}, "scanning inodes",
+              [&](std::string_view key, std::string_view value) {
+                return fn(decode_inode(decode_u64_be(key), value));
+              });
 }
 
 std::uint64_t store::payload_file_bytes() const {
@@ -910,8 +915,21 @@ namespace {
 }
 }  // namespace
 
-bool store::chunk_is_cached(const chunk_hash& hash) const {
-  return cache_->find(hash) != nullptr;
+store::reencoding store::reencode_chunk(const chunk_hash& hash, const chunk_record& current,
+                                        const codec::codec_options& target) const {
+  reencoding out;
+  if (current.codec == target.preferred) return out;
+  const std::shared_ptr<const std::string> plain = read_chunk(hash);
+  codec::encoded_chunk encoded = codec::encode_chunk(*plain, target);
+  out.fell_back_from = encoded.fell_back_from;
+  out.fallback_reason = std::move(encoded.fallback_reason);
+  if (encoded.codec == target.preferred && encoded.bytes.size() < current.stored_size)
+    out.smaller = std::move(encoded);
+  return out;
+}
+
+std::shared_ptr<const std::string> store::cached_chunk(const chunk_hash& hash) const {
+  return cache_->find(hash);
 }
 
 store::stored_chunk store::read_stored_chunk(const chunk_hash& hash) const {
@@ -1179,16 +1197,11 @@ store_stats store::stats() const {
     }
     check_iterator(*it, dir_, "scanning chunks");
   }
-  {
-    std::string upper(k_recompress_prefix);
-    upper.back() = static_cast<char>(upper.back() + 1);
-    const rocksdb::Slice upper_slice = slice(upper);
-    rocksdb::ReadOptions mro = ro;
-    mro.iterate_upper_bound = &upper_slice;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(mro, cfs_[cf_meta]));
-    for (it->Seek(slice(k_recompress_prefix)); it->Valid(); it->Next()) ++st.pending_recompress;
-    check_iterator(*it, dir_, "counting queued re-encodings");
-  }
+  scan_prefix(cf_meta, k_recompress_prefix, k_recompress_prefix, "counting queued re-encodings",
+              [&](std::string_view, std::string_view) {
+                ++st.pending_recompress;
+                return true;
+              });
   st.dedup_saved_bytes =
       st.referenced_bytes > st.unique_plain_bytes ? st.referenced_bytes - st.unique_plain_bytes : 0;
 
@@ -1263,12 +1276,8 @@ void store::scan_records(
   for (std::size_t i = 0; i < cf_count; ++i)
     if (column_family == k_cf_names[i]) cf = i;
   if (cf == cf_count) throw store_error(EINVAL, "no column family " + std::string(column_family));
-  rocksdb::ReadOptions ro;
-  ro.fill_cache = false;  // one pass over everything would evict the working set
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf]));
-  for (it->Seek(slice(prefix)); it->Valid() && it->key().starts_with(slice(prefix)); it->Next())
-    if (!fn(view(it->key()), view(it->value()))) return;
-  check_iterator(*it, dir_, "scanning " + std::string(column_family));
+  const std::string what = "scanning " + std::string(column_family);
+  scan_prefix(cf, prefix, prefix, what.c_str(), fn);
 }
 
 void store::set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount) {

@@ -206,9 +206,23 @@ class store {
   // size checked; served from the decoded-chunk cache when present. Throws
   // store_error(EIO) naming the chunk on any mismatch (and logs it).
   std::shared_ptr<const std::string> read_chunk(const chunk_hash& hash) const;
-  // True when read_chunk(hash) would be served from the decoded-chunk cache.
-  bool chunk_is_cached(const chunk_hash& hash) const;
+  // The decoded chunk if it is in the decoded-chunk cache, else nullptr.
+  std::shared_ptr<const std::string> cached_chunk(const chunk_hash& hash) const;
   bool caches_chunks() const { return options_.chunk_cache_bytes > 0; }
+
+  // Re-encodes a stored chunk under `target` (densefs recompress and the
+  // background re-encoder): decodes it, encodes it with `target` (verified
+  // by encode_chunk) and returns the encoding in `smaller` only when it is a
+  // `target` encoding smaller than `current` (the chunk's record). Nothing
+  // is done when the chunk already uses target's codec.
+  struct reencoding {
+    std::optional<codec::encoded_chunk> smaller;
+    // The target codec refused the chunk (or failed verification).
+    std::optional<codec::codec_id> fell_back_from;
+    std::string fallback_reason;
+  };
+  reencoding reencode_chunk(const chunk_hash& hash, const chunk_record& current,
+                            const codec::codec_options& target) const;
 
   // A chunk's stored bytes as they are (not decoded), with their record:
   // payload fetched and XXH3 checked (store_error(EIO) and a log line on a
@@ -272,6 +286,12 @@ class store {
   // the space reserve; nothing has been written when it throws.
   void check_space_for(std::uint64_t bytes) const;
   stored_chunk read_stored_chunk_once(const chunk_hash& hash, bool retry_on_swap) const;
+  // Visits, in key order, the records of column family `cf` (index into
+  // cfs_) whose key starts with `prefix` (all of them when empty), from key
+  // `start` on; `fn` returns false to stop. `what` names the scan in errors.
+  void scan_prefix(
+      std::size_t cf, std::string_view prefix, std::string_view start, const char* what,
+      const std::function<bool(std::string_view key, std::string_view value)>& fn) const;
 
   std::filesystem::path dir_;
   store_open_options options_;

@@ -717,7 +717,7 @@ class progress_line {
   explicit progress_line(const tool_io& io)
       // In-process callers (tests) pass string streams: only the real
       // std::cerr of a terminal gets the line.
-      : enabled_(&io.err == &std::cerr && ::isatty(STDERR_FILENO) == 1), err_(io.err) {}
+      : enabled_(progress_wanted(io)), err_(io.err) {}
   ~progress_line() { clear(); }
 
   void show(const std::string& text) {

@@ -29,23 +29,6 @@ struct fd_guard {
   }
 };
 
-// The value of the info xattr of an open file, or nothing when the file is
-// not on a densefs mount.
-std::optional<std::string> info_of(int fd, const std::string& path) {
-  std::string value(1024, '\0');
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    const ssize_t got = ::fgetxattr(fd, fs::k_xattr_info, value.data(), value.size());
-    if (got >= 0) {
-      value.resize(static_cast<std::size_t>(got));
-      return value;
-    }
-    if (errno == ENODATA || errno == ENOTSUP) return std::nullopt;
-    if (errno != ERANGE) throw std::system_error(errno, std::generic_category(), path);
-    value.resize(value.size() * 4);
-  }
-  throw std::system_error(ERANGE, std::generic_category(), path);
-}
-
 int cat_offline(const std::string& store_dir, const std::string& path,
                 store::export_encoding encoding, output_file& out) {
   store::store::check(store_dir);
@@ -70,7 +53,7 @@ int cat_live(const std::string& path, store::export_encoding encoding, output_fi
   if (::fstat(file.fd, &st) != 0) throw std::system_error(errno, std::generic_category(), path);
   if (S_ISDIR(st.st_mode)) throw std::system_error(EISDIR, std::generic_category(), path);
   if (!S_ISREG(st.st_mode)) throw std::runtime_error(path + " is not a regular file");
-  const auto info = info_of(file.fd, path);
+  const auto info = read_xattr(file.fd, path, fs::k_xattr_info);
   if (!info) throw std::runtime_error(path + " is not on a densefs mount (try --store STORE)");
 
   if (encoding == store::export_encoding::identity) {
@@ -91,10 +74,7 @@ int cat_live(const std::string& path, store::export_encoding encoding, output_fi
   // reads committed chunks.
   if (::fsync(file.fd) != 0)
     throw std::system_error(errno, std::generic_category(), path + ": fsync");
-  const auto j = nlohmann::json::parse(*info, nullptr, false);
-  if (!j.is_object() || !j.contains("store") || !j["store"].is_string())
-    throw std::runtime_error(path + ": this densefs daemon does not export (restart the mount)");
-  const std::string store_dir = j["store"].get<std::string>();
+  const std::string store_dir = mount_store_dir(*info, path);
 
   std::unique_ptr<fs::control_client> client;
   try {

@@ -7,7 +7,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <iostream>
+#include <nlohmann/json.hpp>
 #include <system_error>
+
+#include "store/store.h"
 
 namespace densefs::tools {
 
@@ -57,6 +61,41 @@ std::optional<std::string> read_xattr(const std::string& path, const char* name)
     if (errno != ERANGE) throw std::system_error(errno, std::generic_category(), path);
   }
   throw std::system_error(ERANGE, std::generic_category(), path + ": xattr " + name);
+}
+
+std::optional<std::string> read_xattr(int fd, const std::string& path, const char* name) {
+  std::string value(1024, '\0');
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const ssize_t got = ::fgetxattr(fd, name, value.data(), value.size());
+    if (got >= 0) {
+      value.resize(static_cast<std::size_t>(got));
+      return value;
+    }
+    if (errno == ENODATA || errno == ENOTSUP) return std::nullopt;
+    if (errno != ERANGE) throw std::system_error(errno, std::generic_category(), path);
+    value.resize(value.size() * 4);
+  }
+  throw std::system_error(ERANGE, std::generic_category(), path + ": xattr " + name);
+}
+
+std::string mount_store_dir(const std::string& info, const std::string& path) {
+  const auto j = nlohmann::json::parse(info, nullptr, false);
+  if (!j.is_object() || !j.contains("store") || !j["store"].is_string())
+    throw std::runtime_error(path +
+                             ": this densefs daemon is too old for this command "
+                             "(restart the mount)");
+  return j["store"].get<std::string>();
+}
+
+bool progress_wanted(const tool_io& io) {
+  return &io.err == &std::cerr && ::isatty(STDERR_FILENO) == 1;
+}
+
+store_lock::store_lock(const std::filesystem::path& store_dir)
+    : fd_(store::store::lock(store_dir)) {}
+
+store_lock::~store_lock() {
+  ::close(fd_);
 }
 
 std::filesystem::path absolute_path(const std::string& text) {

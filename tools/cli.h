@@ -28,6 +28,30 @@ void print_error(const tool_io& io, const std::string& what, const std::string& 
 // or the file system has no xattrs (ENODATA, ENOTSUP). Other failures throw
 // std::system_error naming the path.
 std::optional<std::string> read_xattr(const std::string& path, const char* name);
+// The same for an open file (`path` only names it in errors).
+std::optional<std::string> read_xattr(int fd, const std::string& path, const char* name);
+
+// The store directory of the daemon serving `info` (the user.densefs.info
+// JSON of a file on a live mount), where its control socket lives. Throws
+// std::runtime_error naming `path` when the daemon does not say.
+std::string mount_store_dir(const std::string& info, const std::string& path);
+
+// Long-running commands show a progress line only on a terminal: when
+// io.err is the process's real stderr and that is a tty.
+bool progress_wanted(const tool_io& io);
+
+// The store's exclusive lock (store::store::lock: throws "already mounted")
+// for commands that change an unmounted store; released on destruction.
+class store_lock {
+ public:
+  explicit store_lock(const std::filesystem::path& store_dir);
+  ~store_lock();
+  store_lock(const store_lock&) = delete;
+  store_lock& operator=(const store_lock&) = delete;
+
+ private:
+  int fd_;
+};
 
 // `text` made absolute and normal, without a trailing '/': the daemon runs
 // in /, and mount tables list paths without one.

@@ -30,11 +30,7 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
   if (auto done = parse_cli(app, args, io)) return *done;
 
   store::store::check(path);
-  const int lock_fd = store::store::lock(path);  // throws "already mounted"
-  struct closer {
-    int fd;
-    ~closer() { ::close(fd); }
-  } lock_guard{lock_fd};
+  const store_lock lock(path);
   store::store_open_options options;
   options.chunk_cache_bytes = 0;  // every chunk is read once
   const auto s = store::store::open(path, options);
@@ -42,7 +38,7 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
   store::fsck_options fo;
   fo.repair = repair;
   fo.deep = deep;
-  const bool progress = !as_json && ::isatty(STDERR_FILENO) == 1 && &io.err == &std::cerr;
+  const bool progress = !as_json && progress_wanted(io);
   auto last = std::chrono::steady_clock::now();
   bool shown = false;
   if (progress) {

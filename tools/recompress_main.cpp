@@ -22,7 +22,6 @@
 #include <thread>
 
 #include <fcntl.h>
-#include <sys/xattr.h>
 
 #include "codec/classify.h"
 #include "codec/policy.h"
@@ -68,30 +67,35 @@ codec::file_type type_of(const store::store& s, const store::inode_record& r) {
 // PATH on a live mount: the daemon queues PATH's chunks for its background
 // re-encoder; this follows its progress messages until they are done.
 int recompress_live(const std::string& path, bool as_json, bool progress, const tool_io& io) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    print_error(io, "recompress", path + ": " + std::strerror(errno));
-    return k_exit_failure;
-  }
   struct stat st {};
-  ::fstat(fd, &st);
-  // Staged data reaches the store first (a directory's fsync is harmless).
-  ::fsync(fd);
-  std::string info(1 << 16, '\0');
-  const ssize_t n = ::fgetxattr(fd, fs::k_xattr_info, info.data(), info.size());
-  ::close(fd);
-  if (n < 0) {
-    print_error(io, "recompress", path + " is neither a densefs store nor inside a densefs mount");
-    return k_exit_failure;
-  }
-  info.resize(static_cast<std::size_t>(n));
-  const auto j = nlohmann::json::parse(info, nullptr, false);
-  if (!j.is_object() || !j.contains("store") || !j["store"].is_string()) {
-    print_error(io, "recompress", path + ": this densefs daemon is too old (restart the mount)");
-    return k_exit_failure;
+  std::string store_dir;
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      print_error(io, "recompress", path + ": " + std::strerror(errno));
+      return k_exit_failure;
+    }
+    std::optional<std::string> info;
+    try {
+      ::fstat(fd, &st);
+      // Staged data reaches the store first (a directory's fsync is harmless).
+      ::fsync(fd);
+      info = read_xattr(fd, path, fs::k_xattr_info);
+      if (info) store_dir = mount_store_dir(*info, path);
+    } catch (const std::exception& e) {
+      ::close(fd);
+      print_error(io, "recompress", e.what());
+      return k_exit_failure;
+    }
+    ::close(fd);
+    if (!info) {
+      print_error(io, "recompress",
+                  path + " is neither a densefs store nor inside a densefs mount");
+      return k_exit_failure;
+    }
   }
   try {
-    fs::control_client client(j["store"].get<std::string>());
+    fs::control_client client(store_dir);
     const nlohmann::json plan =
         client.request({{"op", "recompress"}, {"ino", static_cast<std::uint64_t>(st.st_ino)}});
     const nlohmann::json summary = client.read_body({}, [&](const nlohmann::json& m) {
@@ -133,16 +137,12 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
   app.add_flag("--json", as_json, "print the summary as JSON");
   if (auto done = parse_cli(app, args, io)) return *done;
 
-  const bool progress = !as_json && ::isatty(STDERR_FILENO) == 1 && &io.err == &std::cerr;
+  const bool progress = !as_json && progress_wanted(io);
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::path(path) / "FORMAT", ec))
     return recompress_live(path, as_json, progress, io);
   const auto started = std::chrono::steady_clock::now();
-  const int lock_fd = store::store::lock(path);  // throws "already mounted"
-  struct closer {
-    int fd;
-    ~closer() { ::close(fd); }
-  } lock_guard{lock_fd};
+  const store_lock lock(path);
   store::store_open_options options;
   options.chunk_cache_bytes = 0;  // every chunk is read once
   const auto s = store::store::open(path, options);
@@ -172,7 +172,7 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
   // Work: a few threads pull jobs; each chunk is its own small commit, so an
   // interrupted run keeps what it finished.
   std::atomic<std::size_t> next{0};
-  std::mutex commit_mutex, error_mutex;
+  std::mutex error_mutex;
   std::string first_error;
   const auto work = [&] {
     for (std::size_t i = next++; i < jobs.size(); i = next++) {
@@ -181,18 +181,16 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
       try {
         const auto rec = s->get_chunk(job.hash);
         if (!rec) continue;
-        const auto plain = s->read_chunk(job.hash);
-        codec::encoded_chunk encoded = codec::encode_chunk(*plain, job.target);  // verified
-        if (encoded.fell_back_from) ++t.fallbacks;
+        store::store::reencoding r = s->reencode_chunk(job.hash, *rec, job.target);
+        if (r.fell_back_from) ++t.fallbacks;
         store::transaction txn;
         txn.drop_recompress(job.hash);
-        if (encoded.codec == job.target.preferred && encoded.bytes.size() < rec->stored_size) {
+        if (r.smaller) {
           t.before += rec->stored_size;
-          t.after += encoded.bytes.size();
+          t.after += r.smaller->bytes.size();
           ++t.reencoded;
-          txn.replace_payload(job.hash, rec->checksum, std::move(encoded));
+          txn.replace_payload(job.hash, rec->checksum, std::move(*r.smaller));
         }
-        std::lock_guard lock(commit_mutex);
         s->commit(txn);
       } catch (const std::exception& e) {
         ++t.failed;
