@@ -256,4 +256,41 @@ std::vector<std::size_t> cut_points(std::string_view data, const cdc_options& op
   return cuts;
 }
 
+chunker_spec parse_chunker_spec(std::string_view spec) {
+  const std::string_view name = spec.substr(0, spec.find(':'));
+  if (name == "cdc") return chunker_spec::content_defined(parse_cdc_spec(spec));
+  if (name != "fixed") {
+    throw codec_error("unknown chunker '" + std::string(name) + "' in chunker spec '" +
+                      std::string(spec) + "' (expected fixed or cdc)");
+  }
+  chunker_spec c = chunker_spec::fixed();
+  if (name.size() == spec.size()) return c;
+  const std::string_view option = spec.substr(name.size() + 1);
+  if (!option.starts_with("size=")) {
+    throw codec_error("bad option '" + std::string(option) + "' in chunker spec '" +
+                      std::string(spec) + "' (fixed takes size=SIZE)");
+  }
+  c.fixed_size = parse_size("size", option.substr(5));
+  if (!is_power_of_two(c.fixed_size) || c.fixed_size < 4096 || c.fixed_size > k_cdc_max_chunk) {
+    throw codec_error("fixed size=" + std::string(option.substr(5)) +
+                      " is not a power of two from 4K to 4M");
+  }
+  return c;
+}
+
+std::string format_chunker_spec(const chunker_spec& spec) {
+  if (spec.how == chunker_spec::kind::cdc) return format_cdc_spec(spec.cdc);
+  if (spec.fixed_size == k_cdc_max_chunk) return "fixed";
+  return "fixed:size=" + size_text(spec.fixed_size);
+}
+
+std::vector<std::size_t> chunk_ends(std::string_view data, const chunker_spec& spec) {
+  if (spec.how == chunker_spec::kind::cdc) return cut_points(data, spec.cdc);
+  std::vector<std::size_t> ends;
+  for (std::size_t end = spec.fixed_size; end < data.size(); end += spec.fixed_size)
+    ends.push_back(end);
+  if (!data.empty()) ends.push_back(data.size());
+  return ends;
+}
+
 }  // namespace densefs::codec

@@ -77,6 +77,36 @@ std::vector<std::size_t> cut_points(std::string_view data, const cdc_options& op
 //     while (auto n = c.feed(piece)) { chunk ends after n bytes of piece;
 //                                      piece.remove_prefix(*n); }
 //   at end of file: if (auto last = c.finish()) { last chunk is *last bytes }
+// How a policy cuts a file type's data into chunks (docs/policy.md, the
+// "+CHUNKER" part of an entry). The file system stages writes in 4 MiB
+// slots (docs/design.md) and cuts each slot with this.
+struct chunker_spec {
+  enum class kind : std::uint8_t {
+    fixed,  // every `fixed_size` bytes (the 4 MiB default: one chunk per slot)
+    cdc,    // content-defined, with `cdc`
+  };
+  kind how = kind::cdc;
+  std::size_t fixed_size = k_cdc_max_chunk;
+  cdc_options cdc;
+
+  static chunker_spec fixed(std::size_t size = k_cdc_max_chunk) { return {kind::fixed, size, {}}; }
+  static chunker_spec content_defined(const cdc_options& o = {}) {
+    return {kind::cdc, k_cdc_max_chunk, o};
+  }
+  bool operator==(const chunker_spec&) const = default;
+};
+
+// Grammar: "fixed" [":size=" SIZE] | a cdc spec (parse_cdc_spec). A fixed
+// size is a power of two from 4K to 4M, so chunks tile the 4 MiB slots.
+// Errors are codec_error naming the token.
+chunker_spec parse_chunker_spec(std::string_view spec);
+// "fixed" (4 MiB), "fixed:size=64K", or format_cdc_spec(). Round-trips.
+std::string format_chunker_spec(const chunker_spec& spec);
+
+// The end offset of every chunk of `data` (a slot's bytes) under `spec`,
+// ascending; the last is data.size(). Empty data has no chunks.
+std::vector<std::size_t> chunk_ends(std::string_view data, const chunker_spec& spec);
+
 class cdc_chunker {
  public:
   // Validates `options` (codec_error).

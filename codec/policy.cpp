@@ -19,6 +19,34 @@ bool same_options(const codec_options& a, const codec_options& b) {
          a.min_savings == b.min_savings;
 }
 
+// Text and documents get larger chunks: Broccoli (Brotli) needs context,
+// and edited documents are rarely large (docs/policy.md has the figures).
+chunker_spec document_chunker() {
+  cdc_options o;
+  o.min_size = std::size_t{256} << 10;
+  o.avg_size = std::size_t{1} << 20;
+  o.max_size = std::size_t{4} << 20;
+  return chunker_spec::content_defined(o);
+}
+
+std::array<chunker_spec, k_file_type_count> default_chunking() {
+  return default_policy().chunking;
+}
+
+// HOW := CODEC_SPEC ['+' CHUNKER_SPEC] | '+' CHUNKER_SPEC, applied to one
+// type's entries.
+void apply_how(std::string_view how, codec_options& codec, chunker_spec& chunker) {
+  const auto plus = how.find('+');
+  const std::string_view codec_part = how.substr(0, plus);
+  if (plus == std::string_view::npos || !codec_part.empty()) codec = parse_codec_spec(codec_part);
+  if (plus != std::string_view::npos) chunker = parse_chunker_spec(how.substr(plus + 1));
+}
+
+std::size_t type_index(file_type t) {
+  const auto i = static_cast<std::size_t>(t);
+  return i < k_file_type_count ? i : static_cast<std::size_t>(file_type::unknown);
+}
+
 codec_options with_codec(codec_id id) {
   codec_options o;
   o.preferred = id;
@@ -31,20 +59,23 @@ codec_options with_codec(codec_id id) {
 // build) gets the `unknown` entry: it is "not classified" as far as this
 // build can tell.
 const codec_options& policy::for_type(file_type t) const {
-  const auto i = static_cast<std::size_t>(t);
-  return by_type[i < by_type.size() ? i : static_cast<std::size_t>(file_type::unknown)];
+  return by_type[type_index(t)];
 }
-
 codec_options& policy::for_type(file_type t) {
-  const auto i = static_cast<std::size_t>(t);
-  return by_type[i < by_type.size() ? i : static_cast<std::size_t>(file_type::unknown)];
+  return by_type[type_index(t)];
+}
+const chunker_spec& policy::chunker_for(file_type t) const {
+  return chunking[type_index(t)];
+}
+chunker_spec& policy::chunker_for(file_type t) {
+  return chunking[type_index(t)];
 }
 
 bool policy::operator==(const policy& other) const {
   for (std::size_t i = 0; i < by_type.size(); ++i) {
     if (!same_options(by_type[i], other.by_type[i])) return false;
   }
-  return true;
+  return chunking == other.chunking;
 }
 
 policy default_policy() {
@@ -56,9 +87,17 @@ policy default_policy() {
   for (const auto t : {file_type::image, file_type::video, file_type::audio, file_type::archive}) {
     p.for_type(t) = with_codec(codec_id::raw);
   }
-  for (const auto t : {file_type::text, file_type::document, file_type::database}) {
+  for (const auto t : {file_type::text, file_type::document}) {
     p.for_type(t) = with_codec(codec_id::broccoli);
   }
+  // Content-defined chunks find shared bytes at shifted offsets (versions,
+  // backups, images, tars); the 4 MiB grid is kept where every file is its
+  // own content and a whole-file codec wants all of it (docs/chunking.md).
+  p.chunking.fill(chunker_spec::content_defined());
+  for (const auto t : {file_type::jpeg, file_type::image, file_type::video, file_type::audio}) {
+    p.chunker_for(t) = chunker_spec::fixed();
+  }
+  for (const auto t : {file_type::text, file_type::document}) p.chunker_for(t) = document_chunker();
   return p;
 }
 
@@ -74,17 +113,18 @@ policy parse_policy(std::string_view spec) {
       if (entry == k_default_entry) {
         p = default_policy();
       } else {
-        // TYPE=CODEC_SPEC has its '=' before any ':'; a bare codec spec has
-        // '=' only inside its options ("zstd:level=3").
+        // TYPE=HOW has its '=' before any ':'; a bare HOW has '=' only
+        // inside its options ("zstd:level=3", "+cdc:avg=64K").
         const auto eq = entry.find('=');
         const auto colon = entry.find(':');
         if (eq != std::string_view::npos && (colon == std::string_view::npos || eq < colon)) {
           const std::string_view type_name = entry.substr(0, eq);
           const auto t = file_type_from_name(type_name);
           if (!t) throw codec_error("unknown file type '" + std::string(type_name) + "'");
-          p.for_type(*t) = parse_codec_spec(entry.substr(eq + 1));
+          apply_how(entry.substr(eq + 1), p.for_type(*t), p.chunker_for(*t));
         } else {
-          p.by_type.fill(parse_codec_spec(entry));
+          for (std::size_t i = 0; i < k_file_type_count; ++i)
+            apply_how(entry, p.by_type[i], p.chunking[i]);
         }
       }
     } catch (const codec_error& e) {
@@ -102,13 +142,30 @@ std::string format_policy(const policy& p) {
   // stores made before per-type policies persisted).
   bool uniform = true;
   for (const codec_options& o : p.by_type) uniform = uniform && same_options(o, p.by_type[0]);
-  if (uniform) return format_codec_spec(p.by_type[0]);
   std::string s;
-  for (std::size_t i = 0; i < p.by_type.size(); ++i) {
-    if (i > 0) s += '/';
+  if (uniform) {
+    s = format_codec_spec(p.by_type[0]);
+  } else {
+    for (std::size_t i = 0; i < p.by_type.size(); ++i) {
+      if (i > 0) s += '/';
+      s += file_type_name(static_cast<file_type>(i));
+      s += '=';
+      s += format_codec_spec(p.by_type[i]);
+    }
+  }
+  // Chunkers only where they differ from the built-in table, so stores made
+  // before chunkers were part of the policy keep their exact string.
+  const auto defaults = default_chunking();
+  if (p.chunking == defaults) return s;
+  bool one_chunker = true;
+  for (const chunker_spec& c : p.chunking) one_chunker = one_chunker && c == p.chunking[0];
+  if (one_chunker) return s + "/+" + format_chunker_spec(p.chunking[0]);
+  for (std::size_t i = 0; i < p.chunking.size(); ++i) {
+    if (p.chunking[i] == defaults[i]) continue;
+    s += '/';
     s += file_type_name(static_cast<file_type>(i));
-    s += '=';
-    s += format_codec_spec(p.by_type[i]);
+    s += "=+";
+    s += format_chunker_spec(p.chunking[i]);
   }
   return s;
 }

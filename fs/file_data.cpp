@@ -201,14 +201,43 @@ void filesystem::submit_slot(node& n, std::uint64_t index) {
   });
 }
 
+namespace {
+
+// One chunk of a slot, as the policy's chunker cut it.
+struct slot_chunk {
+  std::uint32_t offset = 0;  // in the slot
+  std::uint32_t length = 0;
+  // Absent for an all-zero chunk: a hole, nothing stored.
+  std::optional<store::prepared_chunk> prepared;
+  bool queue_recompress = false;
+};
+
+}  // namespace
+
 void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index, std::uint64_t gen,
                                    std::shared_ptr<const std::string> data, codec::file_type type) {
-  // CPU work first, with no lock held.
-  const chunk_encoding how = encoding_for(type, *data);
-  std::optional<store::prepared_chunk> prepared;
+  // CPU work first, with no lock held: cut the slot into chunks (the
+  // policy's chunker for this type), hash them, and encode those the store
+  // does not have yet. A rewritten slot is cut again whole; chunks away
+  // from the change come out the same and are found, not stored again.
+  std::vector<slot_chunk> chunks;
   int error = 0;
+  const auto prepare = [&](slot_chunk& c, bool force) {
+    const std::string_view plain = std::string_view(*data).substr(c.offset, c.length);
+    const chunk_encoding how = encoding_for(type, plain);
+    c.queue_recompress = how.queue_recompress;
+    c.prepared = store_->prepare_chunk(plain, how.options, force);
+  };
   try {
-    if (!all_zero(*data)) prepared = store_->prepare_chunk(*data, how.options);
+    std::size_t begin = 0;
+    for (const std::size_t end : codec::chunk_ends(*data, store_->policy().chunker_for(type))) {
+      slot_chunk c;
+      c.offset = static_cast<std::uint32_t>(begin);
+      c.length = static_cast<std::uint32_t>(end - begin);
+      if (!all_zero(std::string_view(*data).substr(begin, end - begin))) prepare(c, false);
+      chunks.push_back(std::move(c));
+      begin = end;
+    }
   } catch (const std::exception& e) {
     log_error("inode " + std::to_string(n->ino) + ": encoding failed: " + e.what());
     error = EIO;
@@ -229,21 +258,26 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
         store::inode_record r = n->record;
         r.stored_bytes -=
             std::min(r.stored_bytes, drop_extents(txn, n->ino, slot_start, slot_start + k_slot));
-        if (prepared) {
-          txn.put_extent(n->ino, slot_start,
-                         {prepared->hash, 0, static_cast<std::uint32_t>(data->size())});
-          txn.ref_chunk(*prepared);
-          if (prepared->encoded) {
-            r.stored_bytes += prepared->encoded->bytes.size();
-            if (prepared->encoded->fell_back_from) {
+        bool queued = false;
+        for (const slot_chunk& c : chunks) {
+          if (!c.prepared) continue;
+          const store::prepared_chunk& prepared = *c.prepared;
+          txn.put_extent(n->ino, slot_start + c.offset, {prepared.hash, 0, c.length});
+          txn.ref_chunk(prepared);
+          if (prepared.encoded) {
+            r.stored_bytes += prepared.encoded->bytes.size();
+            if (prepared.encoded->fell_back_from) {
               r.flags |= store::k_inode_fell_back;
-              log_debug("inode " + std::to_string(n->ino) + ": chunk " + prepared->hash.hex() +
-                        " stored with " + codec::codec_name(prepared->encoded->codec) +
-                        " instead of " + codec::codec_name(*prepared->encoded->fell_back_from) +
-                        ": " + prepared->encoded->fallback_reason);
+              log_debug("inode " + std::to_string(n->ino) + ": chunk " + prepared.hash.hex() +
+                        " stored with " + codec::codec_name(prepared.encoded->codec) +
+                        " instead of " + codec::codec_name(*prepared.encoded->fell_back_from) +
+                        ": " + prepared.encoded->fallback_reason);
             }
-            if (how.queue_recompress) txn.queue_recompress(prepared->hash, n->ino);
-          } else if (auto existing = store_->get_chunk(prepared->hash)) {
+            if (c.queue_recompress) {
+              txn.queue_recompress(prepared.hash, n->ino);
+              queued = true;
+            }
+          } else if (auto existing = store_->get_chunk(prepared.hash)) {
             r.stored_bytes += existing->stored_size;
           }
         }
@@ -268,19 +302,25 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
         n->record.stored_bytes = r.stored_bytes;
         n->record.type = r.type;
         n->record.flags = r.flags;
-        if (how.queue_recompress && prepared && prepared->encoded && recompressor_)
-          recompressor_->notify();
+        if (queued && recompressor_) recompressor_->notify();
         n->persisted_size = persisted;
         s.committed_gen = gen;
         s.in_flight.erase(s.in_flight.begin(), s.in_flight.upper_bound(gen));
         break;
-      } catch (const store::chunk_missing&) {
-        // The chunk we meant to share was released meanwhile: encode it.
-        if (attempt > 0) {
+      } catch (const store::chunk_missing& missing) {
+        // A chunk we meant to share was released meanwhile: encode it. Each
+        // retry encodes one more chunk, so this ends.
+        bool encoded = false;
+        for (slot_chunk& c : chunks) {
+          if (c.prepared && !c.prepared->encoded && c.prepared->hash == missing.hash) {
+            prepare(c, true);
+            encoded = true;
+          }
+        }
+        if (!encoded || attempt > static_cast<int>(chunks.size())) {
           error = EIO;
           break;
         }
-        prepared = store_->prepare_chunk(*data, how.options, true);
       } catch (const store::store_error& e) {
         log_error("inode " + std::to_string(n->ino) + ": commit failed: " + e.what());
         error = e.error_number();

@@ -129,7 +129,10 @@ class filesystem {
   std::shared_ptr<node> make_node(fuse_req_t req, node& parent, const char* name, mode_t mode,
                                   dev_t rdev, std::string_view symlink_target);
   void check_name(const char* name) const;
-  std::string info_json(node& n);
+  // How `n` is stored (docs/mounting.md, "densefs info"). The chunk list
+  // stops once it takes `max_chunk_list_bytes` of JSON ("chunks_truncated";
+  // the counts still cover every chunk): an xattr value is at most 64 KiB.
+  std::string info_json(node& n, std::size_t max_chunk_list_bytes);
 
   // --- file data (file_data.cpp), all with n.data_mutex held ---
   void stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,

@@ -19,6 +19,10 @@ bool is_virtual(std::string_view name) {
   return name == k_xattr_info || name == k_xattr_stats;
 }
 
+// Room for the chunk list in user.densefs.info: the kernel takes xattr
+// values up to 64 KiB, and the rest of the JSON is small.
+constexpr std::size_t k_info_xattr_chunk_list_bytes = 56u << 10;
+
 void reply_value(fuse_req_t req, std::string_view value, std::size_t size) {
   if (size == 0) {
     fuse_reply_xattr(req, value.size());
@@ -38,7 +42,7 @@ const char* type_name(std::uint32_t mode) {
 
 }  // namespace
 
-std::string filesystem::info_json(node& n) {
+std::string filesystem::info_json(node& n, std::size_t max_chunk_list_bytes) {
   nlohmann::json j;
   std::uint64_t pending = 0;
   {
@@ -58,15 +62,25 @@ std::string filesystem::info_json(node& n) {
   j["stored_bytes"] = n.record.stored_bytes;
   j["pending_bytes"] = pending;
   if (S_ISREG(n.record.mode)) {
-    // What the classifier decided and the policy codec that follows from it.
+    // What the classifier decided and the policy codec and chunker that
+    // follow from it.
     j["file_type"] = std::string(codec::file_type_name(n.record.type));
     j["policy_codec"] = codec::format_codec_spec(store_->policy().for_type(n.record.type));
+    j["policy_chunker"] = codec::format_chunker_spec(store_->policy().chunker_for(n.record.type));
     j["fell_back"] = (n.record.flags & store::k_inode_fell_back) != 0;
   }
   auto chunks = nlohmann::json::array();
+  std::uint64_t count = 0;
+  // Dedup hits: extents whose chunk is referenced more than once (by this
+  // file elsewhere or by another file), so its bytes are stored once.
+  std::uint64_t shared_chunks = 0;
+  std::uint64_t shared_bytes = 0;
+  std::size_t list_bytes = 0;
+  bool truncated = false;
   if (S_ISREG(n.record.mode)) {
     for (const auto& [offset, extent] :
          store_->extents(n.ino, 0, std::numeric_limits<std::uint64_t>::max())) {
+      ++count;
       nlohmann::json c;
       c["offset"] = offset;
       c["length"] = extent.length;
@@ -77,11 +91,26 @@ std::string filesystem::info_json(node& n) {
         c["stored_size"] = record->stored_size;
         c["refcount"] = record->refcount;
         c["recompress_queued"] = store_->is_queued_for_recompress(extent.hash);
+        if (record->refcount > 1) {
+          ++shared_chunks;
+          shared_bytes += extent.length;
+        }
       }
+      if (truncated) continue;
+      std::string text = c.dump();
+      if (list_bytes + text.size() + 1 > max_chunk_list_bytes) {
+        truncated = true;
+        continue;
+      }
+      list_bytes += text.size() + 1;
       chunks.push_back(std::move(c));
     }
   }
+  j["chunk_count"] = count;
+  j["shared_chunks"] = shared_chunks;
+  j["shared_bytes"] = shared_bytes;
   j["chunks"] = std::move(chunks);
+  if (truncated) j["chunks_truncated"] = true;
   return j.dump();
 }
 
@@ -121,7 +150,7 @@ void filesystem::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std:
       n = get_node(ino);
     }
     if (std::strcmp(name, k_xattr_info) == 0) {
-      reply_value(req, info_json(*n), size);
+      reply_value(req, info_json(*n, k_info_xattr_chunk_list_bytes), size);
       return;
     }
     std::optional<std::string> value;

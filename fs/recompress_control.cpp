@@ -1,6 +1,8 @@
-// The control socket's "recompress" request: `densefs recompress PATH` on a
-// live mount. The daemon owns the store, so it queues PATH's chunks for its
-// own background re-encoder and reports progress until they are done.
+// The control socket's requests that need the file system, not just the
+// store: "info" (a file's whole chunk list) and "recompress" (`densefs
+// recompress PATH` on a live mount: the daemon owns the store, so it queues
+// PATH's chunks for its own background re-encoder and reports progress
+// until they are done).
 #include <sys/stat.h>
 
 #include <chrono>
@@ -21,6 +23,20 @@ constexpr std::chrono::seconds k_stall_limit{300};
 }  // namespace
 
 void filesystem::register_control_handlers(control_server& server) {
+  // {"op":"info","ino":N}: user.densefs.info with every chunk listed (the
+  // xattr's list stops at 64 KiB). The client holds the file open, so its
+  // node is in the table.
+  server.register_handler(
+      "info", [this](const nlohmann::json& request, control_response& response) {
+        if (!request.contains("ino") || !request["ino"].is_number_unsigned())
+          throw control_error(EINVAL, "info: \"ino\" must be an inode number");
+        const auto ino = request["ino"].get<std::uint64_t>();
+        auto n = table_.find(ino);
+        if (!n) throw control_error(ENOENT, "info: inode " + std::to_string(ino) + " is not open");
+        response.header();
+        response.data(info_json(*n, std::numeric_limits<std::size_t>::max()));
+      });
+
   server.register_handler("recompress", [this](const nlohmann::json& request,
                                                control_response& response) {
     if (!request.contains("ino") || !request["ino"].is_number_unsigned())

@@ -22,13 +22,6 @@
 namespace densefs::tools {
 namespace {
 
-struct fd_guard {
-  int fd = -1;
-  ~fd_guard() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 int cat_offline(const std::string& store_dir, const std::string& path,
                 store::export_encoding encoding, output_file& out) {
   store::store::check(store_dir);

@@ -2,6 +2,8 @@
 // reports errors as one line, and JSON/xattr helpers.
 #pragma once
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -39,6 +41,17 @@ std::string mount_store_dir(const std::string& info, const std::string& path);
 // Long-running commands show a progress line only on a terminal: when
 // io.err is the process's real stderr and that is a tty.
 bool progress_wanted(const tool_io& io);
+
+// Closes `fd` (when >= 0) on scope exit.
+struct fd_guard {
+  int fd = -1;
+  fd_guard() = default;
+  fd_guard(const fd_guard&) = delete;
+  fd_guard& operator=(const fd_guard&) = delete;
+  ~fd_guard() {
+    if (fd >= 0) ::close(fd);
+  }
+};
 
 // The store's exclusive lock (store::store::lock: throws "already mounted")
 // for commands that change an unmounted store; released on destruction.

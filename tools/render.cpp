@@ -73,10 +73,16 @@ std::string render_info(const std::string& path, const json& j, bool abbreviate_
   const std::uint64_t size = u64(j, "size");
   const std::uint64_t stored = u64(j, "stored_bytes");
   const json& chunks = j.at("chunks");
+  const std::uint64_t count = j.contains("chunk_count") ? u64(j, "chunk_count") : chunks.size();
   std::string out = path + ": " + j.at("type").get<std::string>() + ", inode " +
                     std::to_string(u64(j, "ino")) + ", size " + human_size(size) + ", stored " +
                     human_size(stored) + " (" + human_ratio(stored, size) + "), " +
-                    std::to_string(chunks.size()) + (chunks.size() == 1 ? " chunk" : " chunks");
+                    std::to_string(count) + (count == 1 ? " chunk" : " chunks");
+  if (const auto shared = j.value<std::uint64_t>("shared_chunks", 0); shared != 0) {
+    out += ", " + std::to_string(shared) + " shared (" +
+           human_size(j.value<std::uint64_t>("shared_bytes", 0)) +
+           " stored once for several references)";
+  }
   if (const std::uint64_t pending = u64(j, "pending_bytes"); pending != 0) {
     out += ", " + human_size(pending) + " not yet flushed";
   }
@@ -84,6 +90,8 @@ std::string render_info(const std::string& path, const json& j, bool abbreviate_
   if (j.contains("file_type")) {
     out += "file type " + j.at("file_type").get<std::string>() + ", policy codec " +
            j.at("policy_codec").get<std::string>();
+    if (j.contains("policy_chunker"))
+      out += ", chunker " + j.at("policy_chunker").get<std::string>();
     if (j.value("fell_back", false)) out += " (some chunks fell back to another codec)";
     out += '\n';
   }
@@ -101,7 +109,12 @@ std::string render_info(const std::string& path, const json& j, bool abbreviate_
                         (c.value("recompress_queued", false) ? " (queued)" : ""),
                     std::to_string(u64(c, "refcount")), hash});
   }
-  return out + format_table(rows);
+  out += format_table(rows);
+  if (chunks.size() < count) {
+    out += "(the first " + std::to_string(chunks.size()) + " of " + std::to_string(count) +
+           " chunks; the mount owner sees all of them)\n";
+  }
+  return out;
 }
 
 }  // namespace densefs::tools

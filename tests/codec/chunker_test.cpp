@@ -82,7 +82,9 @@ TEST(chunker, ChunksStayWithinMinAndMaxExceptTheLast) {
       for (std::size_t i = 0; i < cuts.size(); ++i) {
         const auto len = cuts[i] - start;
         EXPECT_LE(len, o.max_size) << format_cdc_spec(o) << " chunk " << i;
-        if (i + 1 < cuts.size()) EXPECT_GE(len, o.min_size) << format_cdc_spec(o) << " chunk " << i;
+        if (i + 1 < cuts.size()) {
+          EXPECT_GE(len, o.min_size) << format_cdc_spec(o) << " chunk " << i;
+        }
         start = cuts[i];
       }
     }

@@ -35,16 +35,51 @@ TEST(policy_test, default_table) {
   for (const auto t : {file_type::image, file_type::video, file_type::audio, file_type::archive}) {
     EXPECT_EQ(p.for_type(t).preferred, codec_id::raw) << file_type_name(t);
   }
-  for (const auto t : {file_type::text, file_type::document, file_type::database}) {
+  for (const auto t : {file_type::text, file_type::document}) {
     EXPECT_EQ(p.for_type(t).preferred, codec_id::broccoli) << file_type_name(t);
     EXPECT_EQ(p.for_type(t).broccoli_quality, 5);
     EXPECT_EQ(p.for_type(t).broccoli_window, 22);
+    EXPECT_EQ(format_chunker_spec(p.chunker_for(t)), "cdc:min=256K:avg=1M:max=4M");
   }
-  for (const auto t : {file_type::other, file_type::executable, file_type::unknown}) {
+  for (const auto t :
+       {file_type::database, file_type::other, file_type::executable, file_type::unknown}) {
     EXPECT_EQ(p.for_type(t).preferred, codec_id::zstd) << file_type_name(t);
     EXPECT_EQ(p.for_type(t).zstd_level, 3);
   }
   for (const auto& o : p.by_type) EXPECT_DOUBLE_EQ(o.min_savings, 0.03);
+  // The 4 MiB grid for files that are their own content; CDC elsewhere.
+  for (const auto t : {file_type::jpeg, file_type::image, file_type::video, file_type::audio}) {
+    EXPECT_EQ(p.chunker_for(t), chunker_spec::fixed()) << file_type_name(t);
+  }
+  for (const auto t : {file_type::unknown, file_type::other, file_type::archive,
+                       file_type::database, file_type::executable}) {
+    EXPECT_EQ(p.chunker_for(t), chunker_spec::content_defined()) << file_type_name(t);
+  }
+}
+
+TEST(policy_test, chunkers_are_set_with_plus) {
+  const policy p = parse_policy(
+      "default/database=zstd:level=5+cdc:avg=16K/video=+cdc/+fixed/"
+      "archive=+fixed:size=64K");
+  // "+fixed" applied to every type after the first two entries.
+  EXPECT_EQ(p.chunker_for(file_type::database), chunker_spec::fixed());
+  EXPECT_EQ(p.for_type(file_type::database).zstd_level, 5);
+  EXPECT_EQ(p.chunker_for(file_type::video), chunker_spec::fixed());
+  EXPECT_EQ(p.chunker_for(file_type::archive), chunker_spec::fixed(64 << 10));
+  EXPECT_EQ(p.for_type(file_type::archive).preferred, codec_id::raw);  // codec kept
+
+  const policy q = parse_policy("database=zstd+cdc:avg=16K");
+  EXPECT_EQ(format_chunker_spec(q.chunker_for(file_type::database)), "cdc:min=8K:avg=16K:max=128K");
+  // A codec without '+' leaves the chunker alone.
+  const policy r = parse_policy("zstd:level=9");
+  EXPECT_EQ(r.chunking, default_policy().chunking);
+  EXPECT_FALSE(q == default_policy());
+
+  expect_rejected("+zip", "unknown chunker 'zip'");
+  expect_rejected("text=zstd+cdc:avg=3000", "not a power of two");
+  expect_rejected("+fixed:size=5000", "power of two");
+  expect_rejected("+fixed:bytes=4K", "bytes=4K");
+  expect_rejected("+cdc:max=8M", "above");
 }
 
 TEST(policy_test, unknown_type_numbers_use_the_unknown_entry) {
@@ -168,9 +203,13 @@ void expect_round_trip(const std::string& spec) {
 TEST(policy_test, round_trip) {
   for (const auto* spec :
        {"zstd:level=3", "raw", "zstd:level=19:min_savings=0.2", "zstd:level=-5/video=zstd:level=1",
-        "zstd:level=1/archive=raw/text=raw"}) {
+        "zstd:level=1/archive=raw/text=raw", "zstd+fixed", "raw/+cdc:avg=64K",
+        "zstd/database=+fixed:size=4K/text=+cdc"}) {
     expect_round_trip(spec);
   }
+  EXPECT_EQ(format_policy(parse_policy("zstd:level=3+fixed")), "zstd:level=3/+fixed");
+  EXPECT_EQ(format_policy(parse_policy("zstd:level=3/database=+fixed:size=64K")),
+            "zstd:level=3/database=+fixed:size=64K");
   EXPECT_EQ(format_policy(parse_policy("zstd:level=3/jpeg=raw"))
                 .rfind("unknown=zstd:level=3/other=zstd:level=3/jpeg=raw/image=zstd:level=3/", 0),
             0u);
