@@ -14,49 +14,14 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$(cd "${1:-$repo/build}" && pwd)
 work=${2:-/var/tmp/densefs-cdc-bench}
-size_mb=${SIZE_MB:-400}
 rounds=${ROUNDS:-3}
-# Shared libraries (*.so* under a lib directory) fill what the docs leave.
-read -r -a sources <<<"${SOURCES:-/usr/share/doc /usr/share/man /usr/lib/x86_64-linux-gnu}"
 mkdir -p "$work"
 
 echo "== building the helper"
 cmake --build "$build" --target densefs_cdc_bench >/dev/null
 bench=$build/tests/bench/densefs_cdc_bench
 
-if [[ ! -f $work/v2.tar ]]; then
-  echo "== building v1.tar (~$size_mb MB) and v2.tar in $work"
-  rm -rf "$work/stage" && mkdir -p "$work/stage"
-  # Regular files, each source in name order, until the size is reached;
-  # one name per inode (hard links would shrink the tar and hide the content).
-  for src in "${sources[@]}"; do
-    find "$src" -type f -name "$([[ $src == */lib/* ]] && echo '*.so*' || echo '*')" \
-      -printf '%p\t%s\t%D:%i\n' 2>/dev/null | LC_ALL=C sort
-  done | awk -F'\t' -v limit=$((size_mb * 1000000)) '
-      seen[$3]++ { next }
-      total + $2 > limit { next }
-      { total += $2; sub(/^\//, "", $1); print $1 "\t" $2 }' >"$work/files.tsv"
-  cut -f1 "$work/files.tsv" >"$work/files.txt"
-  tar -C / -cf - --no-recursion -T "$work/files.txt" | tar -C "$work/stage" -xf -
-  tar -C "$work/stage" --sort=name -cf "$work/v1.tar" .
-  # Change every 100th file of at least 128 bytes: 64 random bytes in the middle.
-  changed=0
-  while IFS=$'\t' read -r f size; do
-    ((size >= 128)) || continue
-    changed=$((changed + 1))
-    ((changed % 100 == 0)) || continue
-    head -c 64 /dev/urandom |
-      dd of="$work/stage/$f" bs=1 seek=$((size / 2)) conv=notrunc status=none
-  done <"$work/files.tsv"
-  tar -C "$work/stage" --sort=name -cf "$work/v2-plain.tar" .
-  {
-    head -c 5000 "$work/v2-plain.tar"
-    head -c 1000 /dev/urandom
-    tail -c +5001 "$work/v2-plain.tar"
-  } >"$work/v2.tar"
-  rm -rf "$work/stage" "$work/v2-plain.tar"
-  echo "files: $(wc -l <"$work/files.txt"), changed: $((changed / 100))"
-fi
+"$repo/tests/bench/make_versions.sh" "$work"
 
 echo "== throughput over v1.tar, best of $rounds rounds"
 "$bench" speed "$work/v1.tar" "$rounds"
