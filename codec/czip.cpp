@@ -427,25 +427,43 @@ header locate_header(const byte_source& in, std::uint64_t size) {
   if (size < k_header_size)
     throw czip_error("truncated or not a czip file: " + std::to_string(size) +
                      " bytes, a czip has at least " + std::to_string(k_header_size));
+  // A footer-mode file can start with a valid header-mode header: its first
+  // chunk stored raw may be the start of another czip (a czip packed into a
+  // czip). So both ends are decoded, and a header whose czip_size is the
+  // file's size wins; otherwise the one found (its size check then reports
+  // the truncation), or the front's error.
+  std::optional<header> front_header, back_header;
+  std::optional<czip_error> front_error, back_error;
   const std::string front = read_bytes(in, 0, k_header_size);
-  std::optional<czip_error> front_error;
   if (front.starts_with(k_magic)) {
     try {
-      header h = decode_header(front);
-      // A footer-mode file could start with a raw chunk that happens to be a
-      // footer-flagged header; only a header-mode header counts here.
-      if (!h.footer) return h;
+      front_header = decode_header(front);
+      if (front_header->footer) {
+        front_header.reset();
+        front_error = czip_error("the header at the front is flagged as a trailer (corrupt)");
+      }
     } catch (const czip_error& e) {
       front_error = e;
     }
   }
   const std::string back = read_bytes(in, size - k_header_size, k_header_size);
   if (back.starts_with(k_magic)) {
-    header h = decode_header(back);
-    if (!h.footer) throw czip_error("the trailer is not flagged as a trailer (corrupt)");
-    return h;
+    try {
+      back_header = decode_header(back);
+      if (!back_header->footer) {
+        back_header.reset();
+        back_error = czip_error("the trailer is not flagged as a trailer (corrupt)");
+      }
+    } catch (const czip_error& e) {
+      back_error = e;
+    }
   }
+  if (front_header && front_header->czip_size == size) return *front_header;
+  if (back_header && back_header->czip_size == size) return *back_header;
+  if (front_header) return *front_header;
+  if (back_header) return *back_header;
   if (front_error) throw *front_error;
+  if (back_error) throw *back_error;
   throw czip_error(
       "not a czip file, or truncated (no CZIP header at the start, no trailer at the end)");
 }

@@ -405,6 +405,23 @@ TEST(czip, CorruptPayloadNamesTheChunk) {
             std::string::npos);
 }
 
+TEST(czip, CzipInsideAFooterModeCzip) {
+  // The outer czip starts with the inner one's valid header (chunk 0 stored
+  // raw): the reader must still find the outer trailer.
+  const std::string inner = pack(random_bytes(300000, 12), options_for(false), true);
+  writer_options raw = options_for(false);
+  raw.codec = parse_codec_spec("raw");
+  for (const bool footer : {true, false}) {
+    const std::string outer = pack(inner, raw, !footer);
+    ASSERT_EQ(outer.substr(footer ? 0 : k_header_size, k_header_size),
+              inner.substr(0, k_header_size));
+    const memory_source src(outer);
+    const reader r(src, {});
+    EXPECT_EQ(r.info().footer, footer);
+    EXPECT_EQ(unpack(r), inner);
+  }
+}
+
 TEST(czip, ChunkerSpecs) {
   EXPECT_EQ(format_chunker_spec(parse_chunker_spec("cdc")), "cdc:min=8K:avg=32K:max=128K");
   EXPECT_EQ(format_chunker_spec(parse_chunker_spec("fixed:64K")), "fixed:64K");
