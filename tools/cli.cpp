@@ -150,6 +150,19 @@ void output_file::write(std::string_view bytes) {
   }
 }
 
+void output_file::write_at(std::uint64_t offset, std::string_view bytes) {
+  if (fd_ < 0) throw std::system_error(ESPIPE, std::generic_category(), path_);
+  while (!bytes.empty()) {
+    const ssize_t n = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(path_);
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+    offset += static_cast<std::uint64_t>(n);
+  }
+}
+
 void output_file::commit() {
   if (stream_ != nullptr) {
     stream_->flush();

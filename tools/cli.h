@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <ostream>
@@ -82,6 +83,10 @@ class output_file {
   output_file& operator=(const output_file&) = delete;
 
   void write(std::string_view bytes);
+  // A file (not "-") can be overwritten in place before commit(): formats
+  // that write their header last (CZIP) use it.
+  bool seekable() const { return fd_ >= 0; }
+  void write_at(std::uint64_t offset, std::string_view bytes);
   void commit();
 
  private:

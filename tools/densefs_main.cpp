@@ -25,7 +25,7 @@ constexpr command k_commands[] = {
     {"mkfs", mkfs_main},   {"mount", mount_main}, {"umount", umount_main},
     {"stats", stats_main}, {"info", info_main},   {"analyze", analyze_main},
     {"cat", cat_main},     {"codec", codec_main}, {"recompress", recompress_main},
-    {"fsck", fsck_main},
+    {"fsck", fsck_main},   {"czip", czip_main},
 };
 
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
@@ -48,6 +48,8 @@ commands:
                                      a file's bytes, or one Brotli stream of them
                                      built from its stored chunks (docs/export.md)
   codec compress|decompress|concat   the codecs on standalone files
+  czip pack|unpack|info|verify|cat   one file as a chunked, deduplicated, compressed,
+                                     optionally encrypted container (docs/czip.md)
   help [COMMAND]                     this text, or a command's options
 
 `densefs STORE MOUNTPOINT -o OPTIONS` mounts too (mount -t fuse.densefs, fstab).
