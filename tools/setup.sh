@@ -71,6 +71,8 @@ test_packages=(
   clang-format git
   # stock brotli decodes concat_broccoli output (tests/codec/broccoli_test.cpp)
   brotli
+  # tests/codec/czip_spec_check.py: a second CZIP reader, from the spec alone
+  python3-cryptography zstd
   diffutils findutils
 )
 
