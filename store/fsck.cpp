@@ -34,6 +34,8 @@ constexpr problem_info k_problems[k_fsck_problem_count] = {
     {"corrupt_record", "corrupt records", false, false},
     {"dangling_extent", "extents naming a missing chunk (file data lost)", false, false},
     {"extent_without_inode", "extents of a missing inode", false, false},
+    {"bad_extent", "extents that overlap, cross a 4 MiB slot or pass their chunk's end", false,
+     false},
     {"wrong_refcount", "wrong chunk refcounts", false, true},
     {"leaked_chunk", "leaked chunks (no extent references them)", false, true},
     {"bad_payload", "bad payloads (file data damaged)", false, false},
@@ -226,6 +228,9 @@ class checker {
     });
   }
 
+  std::uint64_t last_extent_ino_ = 0;
+  std::uint64_t last_extent_end_ = 0;
+
   void scan_extents() {
     s_.scan_records(k_cf_extents, {}, [&](std::string_view key, std::string_view value) {
       ++r_.extents;
@@ -251,10 +256,29 @@ class checker {
           note(fsck_problem::extent_without_inode, "extents of inode " + std::to_string(ino));
         last_missing_ino_ = ino;
       }
+      // Extents come in key order: (ino, offset). The file system never
+      // writes overlapping extents or one across a slot (docs/format.md);
+      // reads would still work, but something wrote what it should not.
+      if (ino == last_extent_ino_ && off < last_extent_end_) {
+        note(fsck_problem::bad_extent, where + ": overlaps the previous extent, which ends at " +
+                                           std::to_string(last_extent_end_));
+      } else if (e.length == 0 || off / k_chunk_size != (off + e.length - 1) / k_chunk_size) {
+        note(fsck_problem::bad_extent, where + ": " + std::to_string(e.length) +
+                                           " bytes cross a 4 MiB slot boundary or are none");
+      }
+      last_extent_end_ =
+          std::max<std::uint64_t>(off + e.length, ino == last_extent_ino_ ? last_extent_end_ : 0);
+      last_extent_ino_ = ino;
       const auto c = chunks_.find(e.hash);
       if (c == chunks_.end()) {
         note(fsck_problem::dangling_extent, where + ": chunk " + e.hash.hex() + " is missing");
         return true;
+      }
+      if (std::uint64_t{e.chunk_offset} + e.length > c->second.record.plain_size) {
+        note(fsck_problem::bad_extent, where + ": bytes " + std::to_string(e.chunk_offset) + ".." +
+                                           std::to_string(e.chunk_offset + e.length) +
+                                           " of a chunk of " +
+                                           std::to_string(c->second.record.plain_size));
       }
       ++c->second.refs;
       if (c->second.users.size() < k_users_kept) c->second.users.emplace_back(ino, off);

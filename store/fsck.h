@@ -24,6 +24,7 @@ enum class fsck_problem : std::size_t {
   corrupt_record,         // a key or value that does not decode
   dangling_extent,        // an extent names a chunk that does not exist (file damaged)
   extent_without_inode,   // extents of an inode that does not exist
+  bad_extent,             // overlaps the previous extent, crosses a 4 MiB slot, or passes its chunk
   wrong_refcount,         // stored refcount != number of extents naming the chunk
   leaked_chunk,           // a chunk no extent references
   bad_payload,            // payload missing, wrong size or wrong XXH3 (file damaged)

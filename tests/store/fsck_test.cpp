@@ -227,6 +227,31 @@ TEST_F(fsck_test, damaged_file_data_is_reported_with_its_files_and_not_repaired)
   }
 }
 
+TEST_F(fsck_test, overlapping_slot_crossing_and_overlong_extents_are_reported) {
+  {
+    auto s = store::open(dir());
+    transaction txn;
+    const prepared_chunk p = s->prepare_chunk(std::string(100, 'q'), true);
+    for (int i = 0; i < 4; ++i) txn.ref_chunk(p);
+    txn.put_extent(9, 0, {p.hash, 0, 100});
+    txn.put_extent(9, 50, {p.hash, 0, 60});                 // overlaps [0, 100)
+    txn.put_extent(9, k_chunk_size - 10, {p.hash, 0, 20});  // crosses the slot at 4 MiB
+    txn.put_extent(9, 2 * k_chunk_size, {p.hash, 90, 20});  // bytes 90..110 of 100
+    inode_record r = make(9, S_IFREG | 0644, 0);
+    r.size = 2 * k_chunk_size + 20;
+    txn.put_inode(r);
+    txn.add_orphan(9);
+    s->commit(txn, true);
+  }
+  const fsck_report r = check();
+  ASSERT_EQ(r[fsck_problem::bad_extent].found, 3u) << to_text(r);
+  const auto& ex = r[fsck_problem::bad_extent].examples;
+  EXPECT_NE(ex.at(0).find("inode 9 at offset 50: overlaps"), std::string::npos) << ex.at(0);
+  EXPECT_NE(ex.at(1).find("cross a 4 MiB slot"), std::string::npos) << ex.at(1);
+  EXPECT_NE(ex.at(2).find("bytes 90..110 of a chunk of 100"), std::string::npos) << ex.at(2);
+  EXPECT_FALSE(r.clean());
+}
+
 TEST_F(fsck_test, a_forged_payload_is_found_only_by_a_deep_check) {
   // A raw payload that passes its checksum but holds other content: only
   // decoding and hashing can tell.
