@@ -19,6 +19,10 @@ namespace {
 // Queue entries per commit while planning a big tree.
 constexpr std::size_t k_plan_batch = 1000;
 constexpr std::chrono::seconds k_stall_limit{300};
+// "info" builds a file's chunk list in the daemon's memory, about 250 bytes
+// per chunk: 64 MiB is ~268,000 chunks, 8 GiB of 32 KiB chunks. A longer
+// list stops there ("chunks_truncated"; the counts still cover every chunk).
+constexpr std::size_t k_max_info_chunk_list = 64u << 20;
 
 }  // namespace
 
@@ -34,7 +38,7 @@ void filesystem::register_control_handlers(control_server& server) {
         auto n = table_.find(ino);
         if (!n) throw control_error(ENOENT, "info: inode " + std::to_string(ino) + " is not open");
         response.header();
-        response.data(info_json(*n, std::numeric_limits<std::size_t>::max()));
+        response.data(info_json(*n, k_max_info_chunk_list));
       });
 
   server.register_handler("recompress", [this](const nlohmann::json& request,
