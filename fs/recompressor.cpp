@@ -13,6 +13,14 @@
 namespace densefs::fs {
 namespace {
 
+// Queue entries read per store scan.
+constexpr std::size_t k_batch = 64;
+// A pass that found nothing to do sleeps until notified or this long (items
+// left queued after an error are retried then).
+constexpr auto k_idle_poll = std::chrono::seconds(60);
+
+}  // namespace
+
 // Re-encoding is optional work: it must only use CPU nobody else wants.
 // SCHED_IDLE runs the thread only when a core would otherwise idle; nice 19
 // is the fallback where SCHED_IDLE is refused.
@@ -21,14 +29,6 @@ void lower_own_priority() {
   if (::sched_setscheduler(0, SCHED_IDLE, &param) != 0)
     ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
 }
-
-// Queue entries read per store scan.
-constexpr std::size_t k_batch = 64;
-// A pass that found nothing to do sleeps until notified or this long (items
-// left queued after an error are retried then).
-constexpr auto k_idle_poll = std::chrono::seconds(60);
-
-}  // namespace
 
 recompressor::recompressor(const store::store& store, unsigned threads, job work,
                            std::function<void()> on_idle)

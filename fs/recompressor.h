@@ -18,6 +18,10 @@
 
 namespace densefs::fs {
 
+// Lowers the calling thread to idle CPU priority (SCHED_IDLE, else nice
+// 19): for optional background work (re-encoding, garbage collection).
+void lower_own_priority();
+
 class recompressor {
  public:
   using job = std::function<void(const store::recompress_item&)>;

@@ -39,5 +39,6 @@ int codec_main(const std::vector<std::string>& args, const tool_io& io);
 int cat_main(const std::vector<std::string>& args, const tool_io& io);
 int recompress_main(const std::vector<std::string>& args, const tool_io& io);
 int fsck_main(const std::vector<std::string>& args, const tool_io& io);
+int gc_main(const std::vector<std::string>& args, const tool_io& io);
 
 }  // namespace densefs::tools
