@@ -938,14 +938,17 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   std::lock_guard lock(gc_mutex_);
   const auto started = std::chrono::steady_clock::now();
-  const auto phase = [&](std::string_view what) {
+  const auto throw_if_canceled = [&] {
     if (gc_canceled_)
       throw store_error(ECANCELED, "collecting garbage in store " + dir_.string() +
                                        ": canceled (the store is closing)");
+  };
+  const auto phase = [&](std::string_view what) {
+    throw_if_canceled();
     if (progress) progress(what);
   };
   const auto check = [&](const rocksdb::Status& s, const std::string& what) {
-    if (s.IsIncomplete() && gc_canceled_) phase("canceled");  // throws
+    if (s.IsIncomplete()) throw_if_canceled();  // CompactRange stopped by `canceled`
     if (!s.ok())
       throw store_error(errno_of(s), "collecting garbage in store " + dir_.string() + ": " + what +
                                          ": " + s.ToString());
