@@ -28,10 +28,8 @@ class recompressor {
 
   // Starts `threads` threads (at least 1). `work` must handle its own
   // errors; an item it leaves queued is retried on the next pass.
-  // `on_idle` runs (on a re-encoder thread) when a pass over the queue
-  // found nothing left to do.
-  recompressor(const store::store& store, unsigned threads, job work,
-               std::function<void()> on_idle = {});
+  // (Replaced payloads are collected by fs/garbage_collector.h.)
+  recompressor(const store::store& store, unsigned threads, job work);
   ~recompressor();  // finishes the items in progress, then joins
   recompressor(const recompressor&) = delete;
   recompressor& operator=(const recompressor&) = delete;
@@ -49,7 +47,6 @@ class recompressor {
 
   const store::store& store_;
   job work_;
-  std::function<void()> on_idle_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   bool stopping_ = false;
