@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fs/garbage_collector.h"
 #include "fs/inode_table.h"
 #include "fs/mount.h"
 #include "fs/recompressor.h"
@@ -60,8 +61,13 @@ class filesystem {
   // Flushes everything staged and stops the workers (unmount, SIGTERM).
   void shutdown();
   void set_session(fuse_session* se) { session_ = se; }
-  // Control-socket requests that need the running file system ("recompress").
+  // Control-socket requests that need the running file system
+  // ("recompress", "gc").
   void register_control_handlers(control_server& server);
+  // Stops a garbage collection in progress (background or a control
+  // request) so that unmounting does not wait for it; at unmount, before
+  // the control server stops.
+  void cancel_gc();
 
   // FUSE operations (one reply on every path; see run_op in ops_common.h).
   void init(fuse_conn_info* conn);
@@ -169,10 +175,6 @@ class filesystem {
   chunk_encoding encoding_for(codec::file_type type, std::string_view plain) const;
   // Background re-encoding of one queued chunk (recompressor threads).
   void recompress_chunk(const store::recompress_item& item);
-  // After a re-encoding pass: gives back the space of replaced payloads
-  // once they are a large enough share of the payload files.
-  void collect_replaced_payloads();
-  std::atomic<std::uint64_t> replaced_payload_bytes_{0};
   void commit_on_worker(const store::recompress_item& item, store::transaction txn,
                         std::uint64_t saved, bool fell_back);
   void commit_recompressed(const store::recompress_item& item, store::transaction txn,
@@ -190,6 +192,10 @@ class filesystem {
   std::unique_ptr<store::store> store_;
   std::unique_ptr<worker_pool> workers_;
   std::unique_ptr<recompressor> recompressor_;
+  // Automatic garbage collection (not on a read-only mount).
+  std::unique_ptr<garbage_collector> gc_;
+  // The control socket's "gc" request (gc_control.cpp).
+  void register_gc_handler(control_server& server);
   // Decodes chunks for reads that miss the chunk cache (one thread per core).
   std::unique_ptr<worker_pool> decoders_;
   std::mutex meta_mutex_;

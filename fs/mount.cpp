@@ -368,6 +368,7 @@ int mount(const mount_options& requested) {
     result = fuse_session_loop_mt(session.se, config);
     fuse_loop_cfg_destroy(config);
   }
+  fs.cancel_gc();  // a running `densefs gc` must not hold up the unmount
   control.stop();  // control socket: before the store closes
   fs.shutdown();
   log_info("unmounted " + options.mountpoint.string());

@@ -47,9 +47,11 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   if (options_.recompress_threads > 0 && !options_.read_only) {
     recompressor_ = std::make_unique<recompressor>(
         *store_, options_.recompress_threads,
-        [this](const store::recompress_item& item) { recompress_chunk(item); },
-        [this] { collect_replaced_payloads(); });
+        [this](const store::recompress_item& item) { recompress_chunk(item); });
   }
+  // Replaced payloads (re-encoding) and deleted ones (unlink, overwrite)
+  // are both counted by the store; one collector gives their space back.
+  if (!options_.read_only) gc_ = std::make_unique<garbage_collector>(*store_);
 }
 
 // Files unlinked while open (or still known to the kernel): once no session
@@ -71,6 +73,10 @@ void filesystem::purge_orphans() {
 
 void filesystem::shutdown() {
   if (!store_) return;
+  // No collection at unmount: it costs I/O in proportion to the live
+  // payloads, and unmount must be prompt. The next mount estimates what is
+  // left (garbage_collector), or `densefs gc STORE` collects it.
+  gc_.reset();            // cancels a collection in progress
   recompressor_.reset();  // finishes the chunk in progress; the rest stays queued
   decoders_.reset();      // answers the reads still queued
   for (const auto& n : table_.all()) {
@@ -97,6 +103,10 @@ void filesystem::shutdown() {
     log_error(std::string("final sync failed: ") + e.what());
   }
   store_.reset();
+}
+
+void filesystem::cancel_gc() {
+  if (store_) store_->cancel_garbage_collection();
 }
 
 void filesystem::commit(store::transaction& txn, bool sync) {

@@ -33,27 +33,11 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
               codec::codec_name(*r.fell_back_from) + " refused it: " + r.fallback_reason);
   }
   const std::uint64_t saved = r.smaller ? rec->stored_size - r.smaller->bytes.size() : 0;
-  if (r.smaller) {
-    txn.replace_payload(item.hash, rec->checksum, std::move(*r.smaller));
-    replaced_payload_bytes_ += rec->stored_size;  // garbage in the payload files now
-  }
+  // The replaced payload is garbage in the payload files now; the store
+  // counts it for the garbage collector.
+  if (r.smaller) txn.replace_payload(item.hash, rec->checksum, std::move(*r.smaller));
 
   commit_on_worker(item, std::move(txn), saved, fell_back);
-}
-
-void filesystem::collect_replaced_payloads() {
-  const std::uint64_t replaced = replaced_payload_bytes_;
-  // Rewriting the payload files costs I/O in proportion to everything
-  // stored: only worth it when replaced payloads are a quarter of them
-  // (bounds the write amplification to 4x), and never for crumbs.
-  constexpr std::uint64_t k_min_garbage = 8u << 20;
-  if (replaced < k_min_garbage || replaced * 4 < store_->payload_file_bytes()) return;
-  replaced_payload_bytes_ -= replaced;
-  const std::uint64_t before = store_->payload_file_bytes();
-  store_->collect_payload_garbage();
-  log_info("background re-encoding: payload files " + std::to_string(before) + " -> " +
-           std::to_string(store_->payload_file_bytes()) + " bytes after collecting " +
-           std::to_string(replaced) + " bytes of replaced payloads");
 }
 
 // The commit takes meta_mutex_ and the store's commit lock. The re-encoder

@@ -13,6 +13,14 @@
 namespace densefs::fs {
 namespace {
 
+// Queue entries read per store scan.
+constexpr std::size_t k_batch = 64;
+// A pass that found nothing to do sleeps until notified or this long (items
+// left queued after an error are retried then).
+constexpr auto k_idle_poll = std::chrono::seconds(60);
+
+}  // namespace
+
 // Re-encoding is optional work: it must only use CPU nobody else wants.
 // SCHED_IDLE runs the thread only when a core would otherwise idle; nice 19
 // is the fallback where SCHED_IDLE is refused.
@@ -22,17 +30,8 @@ void lower_own_priority() {
     ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
 }
 
-// Queue entries read per store scan.
-constexpr std::size_t k_batch = 64;
-// A pass that found nothing to do sleeps until notified or this long (items
-// left queued after an error are retried then).
-constexpr auto k_idle_poll = std::chrono::seconds(60);
-
-}  // namespace
-
-recompressor::recompressor(const store::store& store, unsigned threads, job work,
-                           std::function<void()> on_idle)
-    : store_(store), work_(std::move(work)), on_idle_(std::move(on_idle)) {
+recompressor::recompressor(const store::store& store, unsigned threads, job work)
+    : store_(store), work_(std::move(work)) {
   if (threads == 0) threads = 1;
   for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
 }
@@ -89,16 +88,6 @@ void recompressor::run() {
   while (!stopping_) {
     std::optional<store::recompress_item> item = next_locked();
     if (!item) {
-      if (on_idle_ && in_progress_.empty()) {
-        lock.unlock();
-        try {
-          on_idle_();
-        } catch (const std::exception& e) {
-          log_error(std::string("background re-encoding: ") + e.what());
-        }
-        lock.lock();
-        if (stopping_) break;
-      }
       cv_.wait_for(lock, k_idle_poll, [&] { return stopping_ || notified_; });
       notified_ = false;
       continue;

@@ -18,16 +18,18 @@
 
 namespace densefs::fs {
 
+// Lowers the calling thread to idle CPU priority (SCHED_IDLE, else nice
+// 19): for optional background work (re-encoding, garbage collection).
+void lower_own_priority();
+
 class recompressor {
  public:
   using job = std::function<void(const store::recompress_item&)>;
 
   // Starts `threads` threads (at least 1). `work` must handle its own
   // errors; an item it leaves queued is retried on the next pass.
-  // `on_idle` runs (on a re-encoder thread) when a pass over the queue
-  // found nothing left to do.
-  recompressor(const store::store& store, unsigned threads, job work,
-               std::function<void()> on_idle = {});
+  // (Replaced payloads are collected by fs/garbage_collector.h.)
+  recompressor(const store::store& store, unsigned threads, job work);
   ~recompressor();  // finishes the items in progress, then joins
   recompressor(const recompressor&) = delete;
   recompressor& operator=(const recompressor&) = delete;
@@ -45,7 +47,6 @@ class recompressor {
 
   const store::store& store_;
   job work_;
-  std::function<void()> on_idle_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   bool stopping_ = false;

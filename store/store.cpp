@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -860,16 +861,201 @@ std::uint64_t store::payload_file_bytes() const {
   return bytes;
 }
 
-void store::collect_payload_garbage() {
-  if (options_.read_only) return;
-  rocksdb::CompactRangeOptions o;
-  o.blob_garbage_collection_policy = rocksdb::BlobGarbageCollectionPolicy::kForce;
-  o.blob_garbage_collection_age_cutoff = 1.0;  // every blob file
-  o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
-  const rocksdb::Status s = db_->CompactRange(o, cfs_[cf_payloads], nullptr, nullptr);
-  if (!s.ok())
-    throw store_error(errno_of(s),
-                      "collecting payload garbage in store " + dir_.string() + ": " + s.ToString());
+// ---------------------------------------------------------------- gc
+
+namespace {
+
+// What RocksDB adds to every value it puts in a blob file: the record
+// header (key and value sizes, expiration, two CRCs) and the key (our 32-byte
+// chunk hash). Used only to estimate the garbage in blob files.
+constexpr std::uint64_t k_blob_record_overhead = 32 + chunk_hash::k_size;
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Adds the store directory's files to `r`, by kind (RocksDB's file names).
+void add_file_sizes(const fs::path& dir, gc_report& r) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    struct stat sb {};
+    if (::lstat(it->path().c_str(), &sb) != 0 || S_ISDIR(sb.st_mode)) continue;
+    // Apparent sizes (du -sb): while the store is open RocksDB preallocates
+    // its write-ahead log and MANIFEST (fallocate, up to ~18 and 4 MiB) and
+    // gives the rest back at close, so allocated blocks would make the same
+    // store look bigger while mounted.
+    const auto bytes = static_cast<std::uint64_t>(sb.st_size);
+    const std::string name = it->path().filename().string();
+    r.disk_bytes += bytes;
+    if (ends_with(name, ".blob")) {
+      r.payload_file_bytes += bytes;
+    } else if (ends_with(name, ".sst")) {
+      r.table_file_bytes += bytes;
+    } else if (ends_with(name, ".log")) {
+      r.wal_bytes += bytes;
+    } else if (name == "LOG") {
+      r.info_log_bytes += bytes;
+    } else if (starts_with(name, "LOG.old.")) {
+      r.old_info_log_bytes += bytes;
+    } else {
+      r.other_file_bytes += bytes;
+    }
+  }
+}
+
+}  // namespace
+
+gc_report store::garbage() const {
+  gc_report r;
+  r.garbage_since_collect = garbage_bytes_.load();
+  scan_prefix(cf_chunks, {}, {}, "scanning chunks",
+              [&](std::string_view key, std::string_view value) {
+                const chunk_record c =
+                    detail::decode_chunk(value, "chunk " + chunk_hash::from_bytes(key).hex());
+                ++r.chunks;
+                r.live_payload_bytes += c.stored_size;
+                if (c.stored_size >= k_min_blob_size)
+                  r.live_blob_payload_bytes += c.stored_size + k_blob_record_overhead;
+                return true;
+              });
+  add_file_sizes(dir_, r);
+  // Every payload is in the write-ahead log until a flush moves it to a
+  // blob file (a log file goes once every column family has flushed past
+  // it, so it often holds payloads that are in blob files already): after
+  // collect_garbage's flush, blob files hold the live payloads and the log
+  // nothing.
+  const std::uint64_t payload_bytes = r.payload_file_bytes + r.wal_bytes;
+  if (payload_bytes > r.live_blob_payload_bytes)
+    r.payload_garbage_bytes = payload_bytes - r.live_blob_payload_bytes;
+  r.reclaimable_bytes = r.payload_garbage_bytes + r.old_info_log_bytes;
+  return r;
+}
+
+gc_result store::collect_garbage(const std::function<void(std::string_view phase)>& progress) {
+  if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
+  std::lock_guard lock(gc_mutex_);
+  const auto started = std::chrono::steady_clock::now();
+  const auto throw_if_canceled = [&] {
+    if (gc_canceled_)
+      throw store_error(ECANCELED, "collecting garbage in store " + dir_.string() +
+                                       ": canceled (the store is closing)");
+  };
+  const auto phase = [&](std::string_view what) {
+    throw_if_canceled();
+    if (progress) progress(what);
+  };
+  const auto check = [&](const rocksdb::Status& s, const std::string& what) {
+    if (s.IsIncomplete()) throw_if_canceled();  // CompactRange stopped by `canceled`
+    if (!s.ok())
+      throw store_error(errno_of(s), "collecting garbage in store " + dir_.string() + ": " + what +
+                                         ": " + s.ToString());
+  };
+  gc_result result;
+  phase("measuring");
+  result.before = garbage();
+  // Garbage made from here on is left for the next collection: the
+  // compactions below may or may not see it.
+  // (Only collections subtract, one at a time, so this cannot wrap.)
+  garbage_bytes_ -= result.before.garbage_since_collect;
+
+  // Copying the live payloads needs their size in free space (the old blob
+  // files go only at the end), on top of the reserve RocksDB needs for its
+  // flushes (check_space_for). Without that room a compaction would hit
+  // ENOSPC, which stops every write until Resume(); so then only what needs
+  // no copy is done: tombstones dropped, and blob files holding nothing
+  // live deleted.
+  bool rewrite_payloads = true;
+  try {
+    check_space_for(result.before.live_blob_payload_bytes + result.before.table_file_bytes);
+  } catch (const store_error& e) {
+    log_info("gc: " + std::string(e.what()) + "; collecting only blob files without live payloads");
+    rewrite_payloads = false;
+  }
+  result.rewrote_payloads = rewrite_payloads;
+
+  // 1. Memtables to table and blob files. A write-ahead log file is deleted
+  //    once every column family has flushed past it, so this is what frees
+  //    the log (which holds every payload written since the last flush).
+  phase("flushing");
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  check(db_->Flush(fo, cfs_), "flushing");
+
+  // 2. Every column family compacted to its bottommost level: only there do
+  //    tombstones (deleted chunks, extents, inodes, dirents) and the values
+  //    they hide go away. For the payloads, blob GC forced over every blob
+  //    file (age cutoff 1.0): the live payloads of a file that holds any
+  //    garbage are copied to a new blob file, and a file whose payloads are
+  //    all garbage is deleted. RocksDB's own blob GC (enable_blob_garbage_
+  //    collection) only looks at the oldest files, and only when a
+  //    compaction happens to touch them.
+  for (std::size_t cf = 0; cf < cf_count; ++cf) {
+    phase(std::string("compacting ") + k_cf_names[cf]);
+    rocksdb::CompactRangeOptions o;
+    o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+    // Automatic compactions (and so writes, which would stall without
+    // them) go on meanwhile: a mounted store stays usable.
+    o.exclusive_manual_compaction = false;
+    o.canceled = &gc_canceled_;
+    if (cf == cf_payloads && rewrite_payloads) {
+      o.blob_garbage_collection_policy = rocksdb::BlobGarbageCollectionPolicy::kForce;
+      o.blob_garbage_collection_age_cutoff = 1.0;  // every blob file
+    }
+    check(db_->CompactRange(o, cfs_[cf], nullptr, nullptr),
+          std::string("compacting ") + k_cf_names[cf]);
+  }
+
+  // 3. Info logs of earlier opens: RocksDB keeps a few (keep_log_file_num)
+  //    for diagnostics only; nothing reads them.
+  phase("removing old info logs");
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!starts_with(it->path().filename().string(), "LOG.old.")) continue;
+    std::error_code rm;
+    fs::remove(it->path(), rm);
+    if (rm) log_error("gc: cannot remove " + it->path().string() + ": " + rm.message());
+  }
+
+  phase("measuring");
+  result.after = garbage();
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+void store::cancel_garbage_collection() {
+  gc_canceled_ = true;
+}
+
+std::string to_json(const gc_report& r) {
+  nlohmann::json j;
+  j["disk_bytes"] = r.disk_bytes;
+  j["payload_file_bytes"] = r.payload_file_bytes;
+  j["table_file_bytes"] = r.table_file_bytes;
+  j["wal_bytes"] = r.wal_bytes;
+  j["info_log_bytes"] = r.info_log_bytes;
+  j["old_info_log_bytes"] = r.old_info_log_bytes;
+  j["other_file_bytes"] = r.other_file_bytes;
+  j["chunks"] = r.chunks;
+  j["live_payload_bytes"] = r.live_payload_bytes;
+  j["live_blob_payload_bytes"] = r.live_blob_payload_bytes;
+  j["payload_garbage_bytes"] = r.payload_garbage_bytes;
+  j["garbage_since_collect"] = r.garbage_since_collect;
+  j["reclaimable_bytes"] = r.reclaimable_bytes;
+  return j.dump();
+}
+
+std::string to_json(const gc_result& r) {
+  nlohmann::json j;
+  j["before"] = nlohmann::json::parse(to_json(r.before));
+  j["after"] = nlohmann::json::parse(to_json(r.after));
+  j["reclaimed_bytes"] = r.reclaimed_bytes();
+  j["rewrote_payloads"] = r.rewrote_payloads;
+  j["seconds"] = r.seconds;
+  return j.dump();
 }
 
 bool store::is_queued_for_recompress(const chunk_hash& hash) const {
@@ -1057,6 +1243,7 @@ void store::commit(transaction& txn, bool sync) {
 
   std::vector<chunk_hash> deleted;
   std::uint64_t new_payload_bytes = 0;
+  std::uint64_t garbage = 0;  // payload bytes this commit deletes or replaces
   for (const auto& [hash, d] : t.chunks) {
     if (d.delta == 0) continue;
     std::optional<chunk_record> rec = get_chunk(hash);
@@ -1099,6 +1286,7 @@ void store::commit(transaction& txn, bool sync) {
       check_batch(batch.Delete(cfs_[cf_meta], recompress_key(hash)));
       payloads_->remove(batch, hash);
       deleted.push_back(hash);
+      garbage += rec->stored_size;
     } else {
       rec->refcount = count;
       check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec)));
@@ -1111,6 +1299,7 @@ void store::commit(transaction& txn, bool sync) {
     if (t.chunks.count(r.hash)) continue;  // never mixed with reference changes
     const std::string& bytes = r.encoded.bytes;
     if (bytes.size() > std::numeric_limits<std::uint32_t>::max()) continue;
+    garbage += rec->stored_size;
     rec->codec = r.encoded.codec;
     rec->stored_size = static_cast<std::uint32_t>(bytes.size());
     rec->checksum = stored_checksum(bytes);
@@ -1131,6 +1320,7 @@ void store::commit(transaction& txn, bool sync) {
     throw store_error(errno_of(s), "committing to store " + dir_.string() + ": " + s.ToString());
   }
   needs_resume_ = false;
+  garbage_bytes_ += garbage;
   for (const auto& h : deleted) cache_->erase(h);
 }
 
@@ -1299,7 +1489,10 @@ void store::set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount) {
   if (!s.ok())
     throw store_error(errno_of(s), "setting the refcount of chunk " + hash.hex() + " in store " +
                                        dir_.string() + ": " + s.ToString());
-  if (refcount == 0) cache_->erase(hash);
+  if (refcount == 0) {
+    garbage_bytes_ += rec->stored_size;
+    cache_->erase(hash);
+  }
 }
 
 }  // namespace densefs::store

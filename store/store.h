@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -147,6 +148,48 @@ struct store_stats {
 // "stored_bytes": N, "savings": F, "fallbacks": N}, ...} (types with files).
 std::string to_json(const store_stats& s);
 
+// Where a store's disk space goes (store::garbage()). File sizes are
+// apparent sizes (what `du -sb` counts), summed by kind of file.
+struct gc_report {
+  std::uint64_t disk_bytes = 0;               // every file in the store directory
+  std::uint64_t payload_file_bytes = 0;       // *.blob: payloads of 4 KiB and more
+  std::uint64_t table_file_bytes = 0;         // *.sst: metadata and small payloads
+  std::uint64_t wal_bytes = 0;                // *.log: write-ahead log
+  std::uint64_t info_log_bytes = 0;           // LOG: RocksDB's info log of this open
+  std::uint64_t old_info_log_bytes = 0;       // LOG.old.*: info logs of earlier opens
+  std::uint64_t other_file_bytes = 0;         // MANIFEST, OPTIONS, CURRENT, FORMAT, ...
+  std::uint64_t chunks = 0;                   // chunk records
+  std::uint64_t live_payload_bytes = 0;       // stored sizes of all chunks
+  std::uint64_t live_blob_payload_bytes = 0;  // the part of it that lives in blob files
+  std::uint64_t garbage_since_collect = 0;    // store::garbage_since_collect()
+  // Blob files and write-ahead log minus the live blob payloads (with
+  // RocksDB's per-record overhead): replaced and deleted payloads, and
+  // copies in the log of payloads already in blob files. An estimate.
+  std::uint64_t payload_garbage_bytes = 0;
+  // An estimate of what collect_garbage() would give back: payload garbage
+  // and old info logs. Tombstones in table files are not estimated (they
+  // are usually small).
+  std::uint64_t reclaimable_bytes = 0;
+};
+
+struct gc_result {
+  gc_report before;
+  gc_report after;
+  double seconds = 0;
+  // False when free space was too low to copy the live payloads: only blob
+  // files without any were deleted.
+  bool rewrote_payloads = true;
+  std::uint64_t reclaimed_bytes() const {
+    return before.disk_bytes > after.disk_bytes ? before.disk_bytes - after.disk_bytes : 0;
+  }
+};
+
+// {"disk_bytes": N, "payload_file_bytes": N, ...}: every field by name.
+std::string to_json(const gc_report& r);
+// {"before": {...}, "after": {...}, "reclaimed_bytes": N, "rewrote_payloads":
+// B, "seconds": F}.
+std::string to_json(const gc_result& r);
+
 class store {
  public:
   // mkfs: creates a new store in `dir` (created if missing; must be empty).
@@ -256,12 +299,33 @@ class store {
                                                   const std::optional<chunk_hash>& after) const;
   bool is_queued_for_recompress(const chunk_hash& hash) const;
 
-  // Payload space: bytes of all payload (blob) files, and a compaction of
-  // the payloads that rewrites every blob file still holding replaced or
-  // deleted payloads (RocksDB blob GC, forced). Costs I/O in proportion to
-  // the live payloads; the caller decides when garbage makes it worth it.
+  // Payload space: bytes of all payload (blob) files.
   std::uint64_t payload_file_bytes() const;
-  void collect_payload_garbage();
+
+  // Garbage collection (docs/gc.md). garbage() looks (a walk of the chunk
+  // records, O(chunks), plus a listing of the store directory); it changes
+  // nothing and works on a read-only store too.
+  gc_report garbage() const;
+  // Gives back the space of deleted and replaced payloads and of deleted
+  // metadata: flushes every memtable (so the write-ahead log files can go),
+  // compacts every column family to the bottommost level (tombstones and
+  // the values they hide are dropped) and forces RocksDB's blob GC over
+  // every blob file (live payloads are copied to new blob files, old files
+  // deleted), then removes RocksDB info logs of earlier opens. Safe while
+  // the store is in use: RocksDB compactions run beside reads and commits,
+  // and a payload a chunk record names is never dropped. Costs I/O in
+  // proportion to the live payloads, so callers decide when it is worth it
+  // (garbage_since_collect()). `progress` gets a phase name before each
+  // step. Concurrent calls run one after the other.
+  gc_result collect_garbage(const std::function<void(std::string_view phase)>& progress = {});
+  // Payload bytes made garbage by commits since this store was opened or
+  // collect_garbage() last started: stored sizes of chunks deleted at
+  // refcount 0 and of payloads swapped by replace_payload.
+  std::uint64_t garbage_since_collect() const { return garbage_bytes_.load(); }
+  // Makes a collect_garbage() in progress, and every later one, stop soon
+  // with store_error(ECANCELED); for a daemon that is unmounting. What was
+  // compacted so far stays compacted.
+  void cancel_garbage_collection();
   // Every inode in number order; the callback returns false to stop.
   void for_each_inode(const std::function<bool(const inode_record&)>& fn) const;
 
@@ -302,6 +366,9 @@ class store {
   std::unique_ptr<payload_store> payloads_;
   std::unique_ptr<chunk_cache> cache_;
   std::mutex commit_mutex_;
+  std::mutex gc_mutex_;  // one collect_garbage() at a time
+  std::atomic<std::uint64_t> garbage_bytes_{0};
+  std::atomic<bool> gc_canceled_{false};
   // A write failed (disk full): RocksDB refuses writes until Resume(), which
   // the next commit() calls. Atomic because allocate_ino() sets it too.
   std::atomic<bool> needs_resume_{false};

@@ -25,7 +25,7 @@ constexpr command k_commands[] = {
     {"mkfs", mkfs_main},   {"mount", mount_main}, {"umount", umount_main},
     {"stats", stats_main}, {"info", info_main},   {"analyze", analyze_main},
     {"cat", cat_main},     {"codec", codec_main}, {"recompress", recompress_main},
-    {"fsck", fsck_main},   {"czip", czip_main},
+    {"fsck", fsck_main},   {"czip", czip_main},   {"gc", gc_main},
 };
 
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
@@ -44,6 +44,7 @@ commands:
   fsck STORE [--repair] [--deep] [--json]
                                      check an unmounted store; --repair fixes what
                                      needs no guessing (docs/fsck.md)
+  gc STORE [--dry-run] [--json]      give back the space of deleted data (docs/gc.md)
   cat [--encoding br|identity] [--store STORE] [-o OUT] PATH
                                      a file's bytes, or one Brotli stream of them
                                      built from its stored chunks (docs/export.md)
