@@ -248,7 +248,7 @@ json info_json(const czip::reader& r) {
   j["chunks"] = h.chunk_count;
   j["unique_chunks"] = h.unique_chunk_count;
   j["payload_size"] = h.payload_size;
-  j["chunker"] = czip::format_chunker_spec(h.chunker);
+  j["chunker"] = czip::chunker_name(h.chunker);
   j["codec"] = codec::codec_name(h.codec);
   j["encryption"] = h.encrypted() ? "convergent-aes256gcm-scrypt" : "none";
   if (h.encrypted()) {
@@ -287,7 +287,7 @@ int info(const std::string& in_path, bool as_json, const std::optional<std::stri
          << "  original size    " << h.original_size << " bytes\n"
          << "  czip size        " << h.czip_size << " bytes (ratio " << ratio_text << ")\n"
          << "  chunks           " << h.chunk_count << " (" << h.unique_chunk_count
-         << " unique), chunker " << czip::format_chunker_spec(h.chunker) << "\n"
+         << " unique), chunker " << czip::chunker_name(h.chunker) << "\n"
          << "  codec            " << codec::codec_name(h.codec);
   if (j.contains("chunk_codecs")) {
     io.out << " (";
@@ -384,8 +384,9 @@ int czip_main(const std::vector<std::string>& args, const tool_io& io) {
                 "czip to write, - for standard output (then the header is a trailer)")
       ->required();
   p->add_option("--codec", codec_spec, "codec spec for each chunk (default zstd, level 3)");
-  p->add_option("--chunker", chunker_spec,
-                "cdc[:min=8K:avg=32K:max=128K] (default) or fixed:SIZE (up to 4M)");
+  p->add_option(
+      "--chunker", chunker_spec,
+      "cdc[:min=8K:avg=32K:max=128K] (default), fixed (4M) or fixed:size=SIZE (64 .. 4M)");
   p->add_flag("--encrypt", encrypt,
               "encrypt (convergent per chunk; the chunk array sealed under the passphrase)");
   add_passphrase(p);
@@ -423,7 +424,7 @@ int czip_main(const std::vector<std::string>& args, const tool_io& io) {
       czip::writer_options options;
       try {
         options.codec = codec::parse_codec_spec(codec_spec);
-        options.chunker = czip::parse_chunker_spec(chunker_spec);
+        options.chunker = codec::parse_chunker_spec(chunker_spec);
       } catch (const codec::codec_error& e) {
         throw usage_error(e.what());
       }
