@@ -429,6 +429,46 @@ TEST(czip, ChunkerNames) {
   EXPECT_EQ(chunker_name(std::nullopt), "source");
 }
 
+TEST(czip, ChunksCutByTheCaller) {
+  // write_chunk: the caller's boundaries, a pre-encoded payload kept as it
+  // is, and the header's chunker "source".
+  const std::string a(5000, 'a'), b = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+  const encoded_chunk a_zstd = encode_chunk(a, parse_codec_spec("zstd:level=19"));
+  ASSERT_EQ(a_zstd.codec, codec_id::zstd);
+  for (const bool encrypted : {false, true}) {
+    SCOPED_TRACE(encrypted);
+    memory_sink sink(true);
+    writer w(sink, options_for(encrypted));
+    w.write_chunk(a, sha256_of(a), a_zstd.codec, a_zstd.bytes);
+    w.write_chunk(b);
+    w.write_chunk(a);  // a duplicate of the first: no new payload
+    EXPECT_THROW(w.write("x"), czip_error);
+    const header h = w.finish();
+    EXPECT_FALSE(h.chunker.has_value());
+    EXPECT_EQ(h.unique_chunk_count, 2u);
+    const memory_source src(sink.data);
+    reader_options ro;
+    if (encrypted) ro.passphrase = "correct horse battery staple";
+    const reader r(src, ro);
+    EXPECT_FALSE(r.info().chunker.has_value());
+    ASSERT_EQ(r.chunks().size(), 3u);
+    EXPECT_EQ(r.chunks()[0].original_size, a.size());
+    EXPECT_EQ(r.chunks()[1].original_size, b.size());
+    EXPECT_EQ(r.chunks()[2].czip_offset, r.chunks()[0].czip_offset);
+    if (!encrypted) {
+      EXPECT_EQ(sink.data.substr(r.chunks()[0].czip_offset, r.chunks()[0].stored_size),
+                a_zstd.bytes);
+    }
+    EXPECT_EQ(unpack(r), a + b + a);
+    EXPECT_TRUE(r.verify().ok());
+  }
+  memory_sink sink(true);
+  writer w(sink, options_for(false));
+  w.write("x");
+  EXPECT_THROW(w.write_chunk("y"), czip_error);
+  EXPECT_THROW(writer(sink, options_for(false)).write_chunk(""), czip_error);
+}
+
 // The golden example of docs/format.md: "abcd" x 33 (132 bytes) packed with
 // fixed:64 chunks (64, 64, 4; the first two are equal), codec raw, header
 // mode. These bytes must never change: czips written today must stay
