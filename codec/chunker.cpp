@@ -271,9 +271,9 @@ chunker_spec parse_chunker_spec(std::string_view spec) {
                       std::string(spec) + "' (fixed takes size=SIZE)");
   }
   c.fixed_size = parse_size("size", option.substr(5));
-  if (!is_power_of_two(c.fixed_size) || c.fixed_size < 4096 || c.fixed_size > k_cdc_max_chunk) {
-    throw codec_error("fixed size=" + std::string(option.substr(5)) +
-                      " is not a power of two from 4K to 4M");
+  if (c.fixed_size < k_cdc_min_chunk || c.fixed_size > k_cdc_max_chunk) {
+    throw codec_error("fixed size=" + std::string(option.substr(5)) + " is outside " +
+                      std::to_string(k_cdc_min_chunk) + " bytes .. 4M");
   }
   return c;
 }

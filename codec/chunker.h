@@ -97,10 +97,13 @@ struct chunker_spec {
 };
 
 // Grammar: "fixed" [":size=" SIZE] | a cdc spec (parse_cdc_spec). A fixed
-// size is a power of two from 4K to 4M, so chunks tile the 4 MiB slots.
-// Errors are codec_error naming the token.
+// size is any byte count from k_cdc_min_chunk (64) to 4M (SIZE as in the
+// cdc grammar: "64", "5000", "64K"). A size that does not divide 4 MiB still
+// works in the file system: each 4 MiB slot is cut on its own, so the last
+// chunk of a full slot is shorter. Errors are codec_error naming the token.
 chunker_spec parse_chunker_spec(std::string_view spec);
-// "fixed" (4 MiB), "fixed:size=64K", or format_cdc_spec(). Round-trips.
+// "fixed" (4 MiB), "fixed:size=64K", "fixed:size=5000", or
+// format_cdc_spec(). Round-trips.
 std::string format_chunker_spec(const chunker_spec& spec);
 
 // The end offset of every chunk of `data` (a slot's bytes) under `spec`,

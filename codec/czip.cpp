@@ -36,6 +36,10 @@ constexpr std::size_t k_off_array_hash = 176;
 constexpr std::size_t k_off_crc = 252;
 
 constexpr std::uint16_t k_flag_footer = 1;
+// Header byte 60 (docs/format.md): how the chunks were cut.
+constexpr std::uint8_t k_chunker_fixed = 0;
+constexpr std::uint8_t k_chunker_cdc = 1;
+constexpr std::uint8_t k_chunker_source = 2;
 constexpr std::uint8_t k_hash_format_sha256 = 1;
 
 // Chunk array entry field offsets: docs/format.md, "Chunk array".
@@ -95,12 +99,6 @@ std::uint32_t crc32(std::string_view bytes) {
   return c ^ 0xFFFFFFFFu;
 }
 
-std::string size_text(std::size_t n) {
-  if (n % (std::size_t{1} << 20) == 0) return std::to_string(n >> 20) + "M";
-  if (n % 1024 == 0) return std::to_string(n >> 10) + "K";
-  return std::to_string(n);
-}
-
 std::string chunk_name(std::size_t index, const chunk_entry& e) {
   return "chunk " + std::to_string(index) + " (original offset " +
          std::to_string(e.original_offset) + ")";
@@ -124,46 +122,10 @@ std::string encode_entries(const std::vector<chunk_entry>& entries) {
 
 }  // namespace
 
-// --- chunker spec ------------------------------------------------------------
+// --- chunker -----------------------------------------------------------------
 
-chunker_spec parse_chunker_spec(std::string_view spec) {
-  chunker_spec out;
-  if (spec == "cdc" || spec.starts_with("cdc:")) {
-    out.kind = chunker_kind::cdc;
-    out.cdc = parse_cdc_spec(spec);
-    return out;
-  }
-  if (spec == "fixed") {
-    out.kind = chunker_kind::fixed;
-    return out;
-  }
-  if (!spec.starts_with("fixed:"))
-    throw codec_error("chunker spec '" + std::string(spec) +
-                      "': expected cdc[:min=..:avg=..:max=..] or fixed:SIZE");
-  std::string_view size = spec.substr(6);
-  std::uint64_t unit = 1;
-  if (!size.empty() && (size.back() == 'K' || size.back() == 'M')) {
-    unit = size.back() == 'K' ? 1024 : 1024 * 1024;
-    size.remove_suffix(1);
-  }
-  std::uint64_t value = 0;
-  bool ok = !size.empty() && size.size() <= 9;
-  for (char c : size) {
-    if (c < '0' || c > '9') ok = false;
-    value = value * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  value *= unit;
-  if (!ok || value < k_cdc_min_chunk || value > k_max_chunk_size)
-    throw codec_error("chunker spec '" + std::string(spec) + "': fixed size must be " +
-                      std::to_string(k_cdc_min_chunk) + " B .. 4M");
-  out.kind = chunker_kind::fixed;
-  out.fixed_size = static_cast<std::size_t>(value);
-  return out;
-}
-
-std::string format_chunker_spec(const chunker_spec& spec) {
-  if (spec.kind == chunker_kind::fixed) return "fixed:" + size_text(spec.fixed_size);
-  return format_cdc_spec(spec.cdc);
+std::string chunker_name(const std::optional<chunker_spec>& chunker) {
+  return chunker ? format_chunker_spec(*chunker) : "source";
 }
 
 // --- header --------------------------------------------------------------------
@@ -183,11 +145,18 @@ std::string encode_header(const header& h) {
   out[k_off_hash_size] = static_cast<char>(k_hash_size);
   out[k_off_codec] = static_cast<char>(h.codec);
   out[k_off_encryption] = static_cast<char>(h.encryption);
-  out[k_off_chunker] = static_cast<char>(h.chunker.kind);
-  const bool fixed = h.chunker.kind == chunker_kind::fixed;
-  put_le(out, k_off_chunker_min, fixed ? h.chunker.fixed_size : h.chunker.cdc.min_size, 4);
-  put_le(out, k_off_chunker_avg, fixed ? h.chunker.fixed_size : h.chunker.cdc.avg_size, 4);
-  put_le(out, k_off_chunker_max, fixed ? h.chunker.fixed_size : h.chunker.cdc.max_size, 4);
+  if (!h.chunker) {
+    out[k_off_chunker] = static_cast<char>(k_chunker_source);  // sizes stay 0
+  } else if (h.chunker->how == chunker_spec::kind::fixed) {
+    out[k_off_chunker] = static_cast<char>(k_chunker_fixed);
+    for (const std::size_t off : {k_off_chunker_min, k_off_chunker_avg, k_off_chunker_max})
+      put_le(out, off, h.chunker->fixed_size, 4);
+  } else {
+    out[k_off_chunker] = static_cast<char>(k_chunker_cdc);
+    put_le(out, k_off_chunker_min, h.chunker->cdc.min_size, 4);
+    put_le(out, k_off_chunker_avg, h.chunker->cdc.avg_size, 4);
+    put_le(out, k_off_chunker_max, h.chunker->cdc.max_size, 4);
+  }
   out[k_off_scrypt_log2_n] = static_cast<char>(h.scrypt.log2_n);
   out[k_off_scrypt_r] = static_cast<char>(h.scrypt.r);
   out[k_off_scrypt_p] = static_cast<char>(h.scrypt.p);
@@ -238,17 +207,16 @@ header decode_header(std::string_view bytes) {
     throw czip_error("unknown encryption scheme " + std::to_string(encryption));
   h.encryption = static_cast<encryption_scheme>(encryption);
   const auto chunker = static_cast<std::uint8_t>(bytes[k_off_chunker]);
-  if (chunker > static_cast<std::uint8_t>(chunker_kind::cdc))
+  const auto chunker_min = static_cast<std::size_t>(get_le(bytes, k_off_chunker_min, 4));
+  if (chunker == k_chunker_fixed) {
+    h.chunker = chunker_spec::fixed(chunker_min);
+  } else if (chunker == k_chunker_cdc) {
+    h.chunker = chunker_spec::content_defined(
+        {chunker_min, static_cast<std::size_t>(get_le(bytes, k_off_chunker_avg, 4)),
+         static_cast<std::size_t>(get_le(bytes, k_off_chunker_max, 4))});
+  } else if (chunker != k_chunker_source) {
     throw czip_error("unknown chunker kind " + std::to_string(chunker));
-  h.chunker.kind = static_cast<chunker_kind>(chunker);
-  h.chunker.fixed_size = get_le(bytes, k_off_chunker_min, 4);
-  h.chunker.cdc.min_size = get_le(bytes, k_off_chunker_min, 4);
-  h.chunker.cdc.avg_size = get_le(bytes, k_off_chunker_avg, 4);
-  h.chunker.cdc.max_size = get_le(bytes, k_off_chunker_max, 4);
-  if (h.chunker.kind == chunker_kind::fixed)
-    h.chunker.cdc = cdc_options{};
-  else
-    h.chunker.fixed_size = k_max_chunk_size;
+  }
   h.scrypt.log2_n = static_cast<std::uint8_t>(bytes[k_off_scrypt_log2_n]);
   h.scrypt.r = static_cast<std::uint8_t>(bytes[k_off_scrypt_r]);
   h.scrypt.p = static_cast<std::uint8_t>(bytes[k_off_scrypt_p]);
@@ -280,7 +248,7 @@ std::string sealed_array_aad(const header& h) {
 
 writer::writer(byte_sink& out, const writer_options& options)
     : out_(out), options_(options), footer_(!out.seekable()) {
-  if (options_.chunker.kind == chunker_kind::cdc) {
+  if (options_.chunker.how == chunker_spec::kind::cdc) {
     cdc_.emplace(options_.chunker.cdc);  // validates
   } else if (options_.chunker.fixed_size < k_cdc_min_chunk ||
              options_.chunker.fixed_size > k_max_chunk_size) {
@@ -298,12 +266,15 @@ writer::writer(byte_sink& out, const writer_options& options)
     out_.write(std::string(k_header_size, '\0'));
     position_ = k_header_size;
   }
-  pending_.reserve(options_.chunker.kind == chunker_kind::cdc ? options_.chunker.cdc.max_size
-                                                              : options_.chunker.fixed_size);
 }
 
 void writer::write(std::string_view data) {
   if (finished_) throw czip_error("write after finish");
+  if (source_chunks_) throw czip_error("write after write_chunk");
+  if (!streamed_) {
+    streamed_ = true;
+    pending_.reserve(cdc_ ? options_.chunker.cdc.max_size : options_.chunker.fixed_size);
+  }
   while (!data.empty()) {
     std::optional<std::size_t> cut;
     if (cdc_) {
@@ -323,17 +294,39 @@ void writer::write(std::string_view data) {
   }
 }
 
+void writer::begin_source_chunk(std::string_view plain) {
+  if (finished_) throw czip_error("write_chunk after finish");
+  if (streamed_) throw czip_error("write_chunk after write");
+  if (plain.empty() || plain.size() > k_max_chunk_size)
+    throw czip_error("write_chunk: a chunk of " + std::to_string(plain.size()) +
+                     " bytes (1 B .. 4 MiB)");
+  source_chunks_ = true;
+}
+
+void writer::write_chunk(std::string_view plain) {
+  begin_source_chunk(plain);
+  emit_chunk(plain);
+}
+
+void writer::write_chunk(std::string_view plain, const sha256_digest& plain_hash, codec_id codec,
+                         std::string_view encoded) {
+  begin_source_chunk(plain);
+  if (encoded.empty()) throw czip_error("write_chunk: empty encoded chunk");
+  const pre_encoded e{plain_hash, codec, encoded};
+  emit_chunk(plain, &e);
+}
+
 void writer::write_body(std::string_view bytes) {
   czip_hash_.update(bytes);
   out_.write(bytes);
   position_ += bytes.size();
 }
 
-void writer::emit_chunk(std::string_view plain) {
+void writer::emit_chunk(std::string_view plain, const pre_encoded* given) {
   chunk_entry e;
   e.original_offset = original_size_;
   e.original_size = static_cast<std::uint32_t>(plain.size());
-  e.plain_hash = sha256_of(plain);
+  e.plain_hash = given ? given->plain_hash : sha256_of(plain);
   original_hash_.update(plain);
   original_size_ += plain.size();
 
@@ -347,7 +340,13 @@ void writer::emit_chunk(std::string_view plain) {
     entries_.push_back(e);
     return;
   }
-  encoded_chunk encoded = encode_chunk(plain, options_.codec);
+  encoded_chunk encoded;
+  if (given) {
+    encoded.codec = given->codec;
+    encoded.bytes = std::string(given->bytes);
+  } else {
+    encoded = encode_chunk(plain, options_.codec);
+  }
   e.codec = encoded.codec;
   std::string stored;
   if (options_.passphrase) {
@@ -380,7 +379,7 @@ header writer::finish() {
   h.original_size = original_size_;
   h.chunk_count = entries_.size();
   h.codec = options_.codec.preferred;
-  h.chunker = options_.chunker;
+  if (!source_chunks_) h.chunker = options_.chunker;
   h.unique_chunk_count = first_entry_of_.size();
   h.payload_size = payload_size_;
   const sha256_digest original_hash = original_hash_.finish();

@@ -47,20 +47,6 @@ class czip_error : public codec_error {
   using codec_error::codec_error;
 };
 
-enum class chunker_kind : std::uint8_t { fixed = 0, cdc = 1 };
-
-struct chunker_spec {
-  chunker_kind kind = chunker_kind::cdc;
-  cdc_options cdc;                            // kind == cdc
-  std::size_t fixed_size = k_max_chunk_size;  // kind == fixed
-  bool operator==(const chunker_spec&) const = default;
-};
-// "cdc" / "cdc:min=..:avg=..:max=.." (parse_cdc_spec's grammar) or
-// "fixed:SIZE" (SIZE with an optional K or M suffix, 64 B .. 4 MiB).
-// Throws codec_error naming the bad token.
-chunker_spec parse_chunker_spec(std::string_view spec);
-std::string format_chunker_spec(const chunker_spec& spec);
-
 enum class encryption_scheme : std::uint8_t {
   none = 0,
   // Convergent AES-256-GCM per chunk, chunk array sealed with AES-256-GCM
@@ -78,7 +64,10 @@ struct header {
   std::uint64_t chunk_array_size = 0;
   codec_id codec = codec_id::zstd;  // the codec asked for; chunks may be raw
   encryption_scheme encryption = encryption_scheme::none;
-  chunker_spec chunker;
+  // The writer's chunker (header byte 60: 0 fixed, 1 CDC), or nothing when
+  // the caller cut the chunks (byte 2, "source": writer::write_chunk, e.g.
+  // a densefs file's own extents).
+  std::optional<chunker_spec> chunker;
   scrypt_params scrypt{0, 0, 0};  // zero unless encrypted
   kdf_salt salt{};
   std::uint64_t unique_chunk_count = 0;
@@ -129,8 +118,13 @@ class byte_source {
   virtual void read_at(std::uint64_t offset, char* out, std::size_t n) const = 0;
 };
 
+// "fixed", "fixed:size=64", "cdc:min=8K:avg=32K:max=128K" (codec/chunker.h),
+// or "source" for chunks cut by the caller.
+std::string chunker_name(const std::optional<chunker_spec>& chunker);
+
 struct writer_options {
-  chunker_spec chunker;
+  // Used by write(); default cdc:min=8K:avg=32K:max=128K.
+  chunker_spec chunker = chunker_spec::content_defined();
   codec_options codec;  // default zstd level 3, raw when it does not shrink
   // Set: encrypt, with the chunk array sealed under scrypt(passphrase).
   std::optional<std::string> passphrase;
@@ -148,20 +142,40 @@ using progress_fn = std::function<void(std::uint64_t done, std::uint64_t total)>
 class writer {
  public:
   writer(byte_sink& out, const writer_options& options);
-  // Appends `data` (any piece size) to the stream.
+  // Appends `data` (any piece size) to the stream, cut by the chunker.
   void write(std::string_view data);
+  // Appends one chunk whose boundaries the caller chose (1 B .. 4 MiB),
+  // encoded with options.codec; the header then records the chunker as
+  // "source". A writer takes either write() or write_chunk(), not both.
+  void write_chunk(std::string_view plain);
+  // The same for a chunk the caller already holds encoded with `codec` (a
+  // densefs store's payload): `encoded` becomes the payload as it is
+  // (sealed when encrypting), not encoded again. `plain` is its decoding
+  // (for the original's hash) and `plain_hash` its SHA-256, which the
+  // caller vouches for (the store names chunks by it; every reader checks
+  // it again).
+  void write_chunk(std::string_view plain, const sha256_digest& plain_hash, codec_id codec,
+                   std::string_view encoded);
   // Writes the last chunk, the chunk array and the header or trailer.
   // Returns the final header. The writer is done afterwards.
   header finish();
 
  private:
-  void emit_chunk(std::string_view plain);
+  struct pre_encoded {
+    const sha256_digest& plain_hash;
+    codec_id codec;
+    std::string_view bytes;
+  };
+  void emit_chunk(std::string_view plain, const pre_encoded* encoded = nullptr);
+  void begin_source_chunk(std::string_view plain);
   void write_body(std::string_view bytes);
 
   byte_sink& out_;
   writer_options options_;
   bool footer_;
   std::optional<cdc_chunker> cdc_;
+  bool streamed_ = false;       // write() was used
+  bool source_chunks_ = false;  // write_chunk() was used
   std::string pending_;         // plain bytes of the chunk being cut
   std::uint64_t position_ = 0;  // bytes written to out_
   std::uint64_t original_size_ = 0;

@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <functional>
 
 #include "fs/control_server.h"
 #include "store/export.h"
@@ -51,12 +52,75 @@ void cat(const store::store& s, const nlohmann::json& request, control_response&
                     {"encoded_pieces", summary.encoded_pieces}});
 }
 
+const char* piece_kind_name(store::file_piece::kind k) {
+  switch (k) {
+    case store::file_piece::kind::hole:
+      return "hole";
+    case store::file_piece::kind::plain:
+      return "plain";
+    case store::file_piece::kind::stored:
+      return "stored";
+  }
+  return "?";
+}
+
+// {"op":"chunks","ino":N,"reuse":"keep"|"NAME"}: the file's pieces in order
+// (store::walk_file), for `densefs czip pack` to reuse stored encodings. Per
+// piece, a message {"piece":"hole"|"plain"|"stored","offset":N,"length":N,
+// "bytes":N} (stored adds "codec" and "hash") followed by data frames
+// holding exactly "bytes" bytes: the plain bytes (plain), the stored bytes
+// of a whole chunk whose codec is NAME, or any codec for "keep" (stored),
+// nothing for a hole. One chunk in memory at a time; the socket's back
+// pressure paces the walk. The client has fsync()ed the file.
+void chunks(const store::store& s, const nlohmann::json& request, control_response& response) {
+  if (!request.contains("ino") || !request["ino"].is_number_unsigned())
+    throw control_error(EINVAL, "chunks: \"ino\" must be an inode number");
+  const auto ino = request["ino"].get<std::uint64_t>();
+  if (!request.contains("reuse") || !request["reuse"].is_string())
+    throw control_error(EINVAL, "chunks: \"reuse\" must be \"keep\" or a codec name");
+  const auto reuse_name = request["reuse"].get<std::string>();
+  std::function<bool(codec::codec_id)> reuse = [](codec::codec_id) { return true; };
+  if (reuse_name != "keep") {
+    const auto id = codec::codec_from_name(reuse_name);
+    if (!id) throw control_error(EINVAL, "chunks: unknown codec '" + reuse_name + "'");
+    reuse = [id = *id](codec::codec_id c) { return c == id; };
+  }
+  const auto record = s.get_inode(ino);
+  if (!record)
+    throw control_error(ENOENT, "chunks: inode " + std::to_string(ino) + " does not exist");
+  if (!S_ISREG(record->mode))
+    throw control_error(S_ISDIR(record->mode) ? EISDIR : EINVAL,
+                        "chunks: inode " + std::to_string(ino) + " is not a regular file");
+  response.header({{"size", record->size}});
+
+  std::uint64_t pieces = 0, stored = 0;
+  store::walk_file(s, ino, reuse, [&](store::file_piece& p) {
+    nlohmann::json m = {{"piece", piece_kind_name(p.what)},
+                        {"offset", p.offset},
+                        {"length", p.length},
+                        {"bytes", p.bytes.size()}};
+    if (p.what == store::file_piece::kind::stored) {
+      m["codec"] = codec::codec_name(p.codec);
+      m["hash"] = p.hash.hex();
+      ++stored;
+    }
+    response.message(m);
+    response.data(p.bytes);
+    ++pieces;
+  });
+  response.summary({{"pieces", pieces}, {"stored_pieces", stored}});
+}
+
 }  // namespace
 
 void register_store_handlers(control_server& server, const store::store& s) {
   server.register_handler("cat", [&s](const nlohmann::json& request, control_response& response) {
     cat(s, request, response);
   });
+  server.register_handler("chunks",
+                          [&s](const nlohmann::json& request, control_response& response) {
+                            chunks(s, request, response);
+                          });
 }
 
 }  // namespace densefs::fs

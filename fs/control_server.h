@@ -11,7 +11,9 @@
 //             (after an error header the connection closes);
 //             then body records until an end line:
 //               "N\n" + N bytes      a data frame (N decimal, at most k_max_frame)
-//               {...}\n without "ok"  a message (progress), for the client to show
+//               {...}\n without "ok"  a message: progress for the client to show,
+//                                    or a record that says what the next data
+//                                    frames hold ("chunks")
 //               {"ok":true,...}\n     the end: success (fields: a summary)
 //               {"ok":false,"error":"...","errno":N}\n   the end: failure
 // A connection that closes before an end line is a failure.
@@ -116,6 +118,11 @@ class control_server {
 //   "cat": {"op":"cat","ino":N,"encoding":"br"|"identity"} -> header
 //          {"ok":true,"size":N,"encoding":E}, the bytes, end line with
 //          "bytes", "pieces", "reused_pieces", "encoded_pieces".
+//   "chunks": {"op":"chunks","ino":N,"reuse":"keep"|CODEC} -> header
+//          {"ok":true,"size":N}; per piece of store::walk_file a message
+//          {"piece":"hole"|"plain"|"stored","offset":N,"length":N,"bytes":N
+//          [,"codec":C,"hash":H]} then "bytes" bytes of data frames; end line
+//          with "pieces", "stored_pieces" (control_handlers.cpp).
 // `s` must outlive the server (stop() before closing the store).
 void register_store_handlers(control_server& server, const store::store& s);
 

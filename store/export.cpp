@@ -164,49 +164,81 @@ std::uint64_t resolve_path(const store& s, std::string_view path) {
   return ino;
 }
 
-export_summary export_file(const store& s, std::uint64_t ino, export_encoding encoding,
-                           const std::function<void(std::string_view)>& sink,
-                           const export_options& options) {
+void walk_file(const store& s, std::uint64_t ino, const std::function<bool(codec::codec_id)>& reuse,
+               const std::function<void(file_piece&)>& fn) {
   const auto record = s.get_inode(ino);
   const std::string what = "inode " + std::to_string(ino);
   if (!record) throw store_error(ENOENT, what + ": no such file");
   if (S_ISDIR(record->mode)) throw store_error(EISDIR, what + " is a directory");
   if (!S_ISREG(record->mode)) throw store_error(EINVAL, what + " is not a regular file");
 
-  exporter out(encoding, sink, options);
-  out.summary().size = record->size;
   const std::uint64_t size = record->size;
   std::uint64_t pos = 0;
+  const auto hole = [&](std::uint64_t end) {
+    if (end <= pos) return;
+    file_piece p;
+    p.offset = pos;
+    p.length = end - pos;
+    fn(p);
+  };
   for (const auto& [offset, extent] : s.extents(ino, 0, size)) {
     if (offset < pos || offset >= size) continue;  // never overlaps; be safe
-    if (offset > pos) out.zeros(offset - pos);
+    hole(offset);
     const std::uint64_t length = std::min<std::uint64_t>(extent.length, size - offset);
-    bool copied = false;
-    if (encoding == export_encoding::br && extent.chunk_offset == 0 && length == extent.length) {
+    file_piece p;
+    p.offset = offset;
+    p.length = length;
+    if (reuse && extent.chunk_offset == 0 && length == extent.length) {
       // The record first (metadata only), so chunks of other codecs are
       // fetched once, decoded, below. The stored record is checked again: a
       // background re-encoding may have swapped the payload in between.
       const auto chunk = s.get_chunk(extent.hash);
-      if (chunk && chunk->codec == codec::codec_id::broccoli && chunk->plain_size == length) {
+      if (chunk && chunk->plain_size == length && reuse(chunk->codec)) {
         auto stored = s.read_stored_chunk(extent.hash);
-        if (stored.record.codec == codec::codec_id::broccoli &&
-            stored.record.plain_size == length) {
-          out.stored_piece(std::move(stored.bytes));
-          copied = true;
+        if (stored.record.plain_size == length && reuse(stored.record.codec)) {
+          p.what = file_piece::kind::stored;
+          p.bytes = std::move(stored.bytes);
+          p.hash = extent.hash;
+          p.codec = stored.record.codec;
         }
       }
     }
-    if (!copied) {
+    if (p.what != file_piece::kind::stored) {
       const auto chunk = s.read_chunk(extent.hash);
       if (chunk->size() < std::uint64_t{extent.chunk_offset} + length) {
         throw store_error(EIO, what + ": extent at " + std::to_string(offset) +
                                    " reaches past the end of chunk " + extent.hash.hex());
       }
-      out.plain(std::string_view(*chunk).substr(extent.chunk_offset, length));
+      p.what = file_piece::kind::plain;
+      p.bytes.assign(std::string_view(*chunk).substr(extent.chunk_offset, length));
     }
+    fn(p);
     pos = offset + length;
   }
-  if (pos < size) out.zeros(size - pos);
+  hole(size);
+}
+
+export_summary export_file(const store& s, std::uint64_t ino, export_encoding encoding,
+                           const std::function<void(std::string_view)>& sink,
+                           const export_options& options) {
+  exporter out(encoding, sink, options);
+  std::function<bool(codec::codec_id)> reuse;  // identity: nothing to reuse
+  if (encoding == export_encoding::br)
+    reuse = [](codec::codec_id c) { return c == codec::codec_id::broccoli; };
+  walk_file(s, ino, reuse, [&](file_piece& p) {
+    out.summary().size = p.offset + p.length;
+    switch (p.what) {
+      case file_piece::kind::hole:
+        out.zeros(p.length);
+        break;
+      case file_piece::kind::plain:
+        out.plain(p.bytes);
+        break;
+      case file_piece::kind::stored:
+        out.stored_piece(std::move(p.bytes));
+        break;
+    }
+  });
   return out.finish();
 }
 

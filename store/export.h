@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "codec/codec.h"
+#include "store/hash.h"
 
 namespace densefs::store {
 
@@ -41,6 +43,33 @@ struct export_options {
   // mount's memory.
   std::uint64_t max_br_bytes = 0;
 };
+
+// One piece of a file, in file order, for exports that reuse stored
+// encodings (export_file's br, czip pack from a densefs file).
+struct file_piece {
+  enum class kind {
+    hole,    // `length` zero bytes without an extent (`bytes` empty)
+    plain,   // an extent's plain bytes
+    stored,  // an extent that is a whole chunk, its stored bytes as they are
+  };
+  kind what = kind::hole;
+  std::uint64_t offset = 0;  // in the file
+  std::uint64_t length = 0;  // plain bytes covered
+  std::string bytes;
+  // stored: the chunk's name (SHA-256 of its plain bytes, store/hash.h)
+  // and the codec of `bytes` (decode_chunk(codec, bytes, length)).
+  chunk_hash hash;
+  codec::codec_id codec = codec::codec_id::raw;
+};
+
+// Walks regular file `ino` from 0 to its size in order: a hole piece for
+// each range without an extent (however long), and for each extent either
+// its plain bytes or, when the extent covers a whole chunk whose stored
+// codec `reuse` accepts (an empty `reuse` accepts none), the chunk's
+// stored bytes (XXH3 checked). One chunk
+// in memory at a time. Throws store_error as export_file does.
+void walk_file(const store& s, std::uint64_t ino, const std::function<bool(codec::codec_id)>& reuse,
+               const std::function<void(file_piece&)>& fn);
 
 // Resolves an absolute path inside the store ("/dir/file") to an inode
 // number through the directory entries from the root. Symlinks are not

@@ -15,7 +15,11 @@
 #include <system_error>
 
 #include "codec/czip.h"
+#include "fs/control_server.h"
+#include "fs/mount.h"
+#include "store/store.h"
 #include "tools/cli.h"
+#include "tools/czip_densefs.h"
 
 namespace densefs::tools {
 namespace {
@@ -202,8 +206,22 @@ std::unique_ptr<czip::reader> open_reader(const czip_input& in,
   return r;
 }
 
+void print_pack_summary(const czip::header& h, const densefs_pack_summary* from_densefs,
+                        const std::string& out_path, const tool_io& io) {
+  json j;
+  j["original_size"] = h.original_size;
+  j["czip_size"] = h.czip_size;
+  j["chunks"] = h.chunk_count;
+  j["unique_chunks"] = h.unique_chunk_count;
+  if (from_densefs) {
+    j["reused_chunks"] = from_densefs->reused_chunks;
+    j["encoded_chunks"] = from_densefs->encoded_chunks;
+  }
+  (out_path == "-" ? io.err : io.out) << j.dump(2) << '\n';
+}
+
 int pack(const std::string& in_path, const std::string& out_path,
-         const czip::writer_options& options, const tool_io& io) {
+         const czip::writer_options& options, bool as_json, const tool_io& io) {
   input_file in(in_path);
   std::uint64_t total = 0;
   struct stat st {};
@@ -222,8 +240,42 @@ int pack(const std::string& in_path, const std::string& out_path,
     if (report) report(done, total);
     if (piece.size() < k_read_piece) break;
   }
-  w.finish();
+  const czip::header h = w.finish();
   out.commit();
+  if (as_json) print_pack_summary(h, nullptr, out_path, io);
+  return k_exit_ok;
+}
+
+// Where pack reads from: a byte stream, or a file stored in densefs whose
+// extents become the chunks.
+struct pack_source {
+  std::string store_dir;                  // --store: PATH is inside this store
+  std::optional<std::string> mount_info;  // PATH is on a live mount (its info xattr)
+  bool keep_codecs = false;               // --codec keep
+  bool from_densefs() const { return !store_dir.empty() || mount_info.has_value(); }
+};
+
+int pack_densefs(const std::string& in_path, const std::string& out_path,
+                 const czip::writer_options& options, const pack_source& source, bool as_json,
+                 const tool_io& io) {
+  densefs_reuse reuse;
+  if (!source.keep_codecs) reuse.codec = options.codec.preferred;
+  output_file out(out_path, io);
+  output_sink sink(out);
+  czip::writer w(sink, options);
+  const densefs_pack_summary sum = source.store_dir.empty()
+                                       ? pack_from_mount(in_path, *source.mount_info, reuse, w)
+                                       : pack_from_store(source.store_dir, in_path, reuse, w);
+  const czip::header h = w.finish();
+  out.commit();
+  if (as_json) {
+    print_pack_summary(h, &sum, out_path, io);
+  } else {
+    (out_path == "-" ? io.err : io.out)
+        << shown_name(in_path) << ": " << h.original_size << " bytes to " << h.czip_size << ", "
+        << h.chunk_count << " chunks: " << sum.reused_chunks << " reused as stored, "
+        << sum.encoded_chunks << " encoded\n";
+  }
   return k_exit_ok;
 }
 
@@ -248,7 +300,7 @@ json info_json(const czip::reader& r) {
   j["chunks"] = h.chunk_count;
   j["unique_chunks"] = h.unique_chunk_count;
   j["payload_size"] = h.payload_size;
-  j["chunker"] = czip::format_chunker_spec(h.chunker);
+  j["chunker"] = czip::chunker_name(h.chunker);
   j["codec"] = codec::codec_name(h.codec);
   j["encryption"] = h.encrypted() ? "convergent-aes256gcm-scrypt" : "none";
   if (h.encrypted()) {
@@ -287,7 +339,7 @@ int info(const std::string& in_path, bool as_json, const std::optional<std::stri
          << "  original size    " << h.original_size << " bytes\n"
          << "  czip size        " << h.czip_size << " bytes (ratio " << ratio_text << ")\n"
          << "  chunks           " << h.chunk_count << " (" << h.unique_chunk_count
-         << " unique), chunker " << czip::format_chunker_spec(h.chunker) << "\n"
+         << " unique), chunker " << czip::chunker_name(h.chunker) << "\n"
          << "  codec            " << codec::codec_name(h.codec);
   if (j.contains("chunk_codecs")) {
     io.out << " (";
@@ -383,12 +435,22 @@ int czip_main(const std::vector<std::string>& args, const tool_io& io) {
   p->add_option("OUT", out_path,
                 "czip to write, - for standard output (then the header is a trailer)")
       ->required();
-  p->add_option("--codec", codec_spec, "codec spec for each chunk (default zstd, level 3)");
-  p->add_option("--chunker", chunker_spec,
-                "cdc[:min=8K:avg=32K:max=128K] (default) or fixed:SIZE (up to 4M)");
+  p->add_option("--codec", codec_spec,
+                "codec spec for each chunk (default zstd, level 3); for a densefs file also "
+                "keep: every stored encoding as it is");
+  p->add_option(
+      "--chunker", chunker_spec,
+      "cdc[:min=8K:avg=32K:max=128K] (default), fixed (4M) or fixed:size=SIZE (64 .. 4M)");
   p->add_flag("--encrypt", encrypt,
               "encrypt (convergent per chunk; the chunk array sealed under the passphrase)");
   add_passphrase(p);
+  std::string store_dir;
+  p->add_option("--store", store_dir,
+                "IN is a path inside this unmounted densefs store (/dir/file): its extents "
+                "become the chunks");
+  p->add_flag("--json", as_json,
+              "print a summary as JSON: sizes, chunks, and for a densefs file reused_chunks and "
+              "encoded_chunks (on standard error when OUT is -)");
 
   auto* u = app.add_subcommand("unpack", "unpack the czip IN into OUT (- for stdin/stdout)");
   u->add_option("IN", in_path, "czip file, - for standard input")->required();
@@ -421,9 +483,20 @@ int czip_main(const std::vector<std::string>& args, const tool_io& io) {
     const std::optional<std::string> passphrase = find_passphrase(passphrase_file);
     if (p->parsed()) {
       czip::writer_options options;
+      pack_source source;
+      source.store_dir = store_dir;
+      // A file on a densefs mount is packed by its extents unless a chunker
+      // is asked for: then it is read like any file.
+      if (store_dir.empty() && in_path != "-" && p->get_option("--chunker")->count() == 0)
+        source.mount_info = read_xattr(in_path, fs::k_xattr_info);
+      source.keep_codecs = codec_spec == "keep";
+      if (source.keep_codecs && !source.from_densefs())
+        throw usage_error("--codec keep is for a file stored in densefs (on a mount, or --store)");
+      if (!store_dir.empty() && p->get_option("--chunker")->count() > 0)
+        throw usage_error("--chunker does not apply to --store: the chunks are the file's extents");
       try {
-        options.codec = codec::parse_codec_spec(codec_spec);
-        options.chunker = czip::parse_chunker_spec(chunker_spec);
+        if (!source.keep_codecs) options.codec = codec::parse_codec_spec(codec_spec);
+        options.chunker = codec::parse_chunker_spec(chunker_spec);
       } catch (const codec::codec_error& e) {
         throw usage_error(e.what());
       }
@@ -433,7 +506,9 @@ int czip_main(const std::vector<std::string>& args, const tool_io& io) {
                             k_passphrase_env);
         options.passphrase = passphrase;
       }
-      return pack(in_path, out_path, options, io);
+      if (source.from_densefs())
+        return pack_densefs(in_path, out_path, options, source, as_json, io);
+      return pack(in_path, out_path, options, as_json, io);
     }
     if (u->parsed()) return unpack(in_path, out_path, passphrase, io);
     if (i->parsed()) return info(in_path, as_json, passphrase, io);
@@ -446,6 +521,10 @@ int czip_main(const std::vector<std::string>& args, const tool_io& io) {
     print_error(io, "czip", subject + ": " + e.what());
   } catch (const std::system_error& e) {
     print_error(io, "czip", e.what());
+  } catch (const store::store_error& e) {
+    print_error(io, "czip", subject + ": " + e.what());
+  } catch (const fs::control_error& e) {
+    print_error(io, "czip", subject + ": " + e.what());
   } catch (const std::runtime_error& e) {
     print_error(io, "czip", e.what());
   }

@@ -230,6 +230,47 @@ TEST(chunker_spec, RejectsBadSpecsNamingTheToken) {
   expect_rejected("cdc:min=1M:avg=2M:max=8M", "max=8388608");  // above 4 MiB
 }
 
+void expect_chunker_rejected(const std::string& spec, const std::string& token) {
+  try {
+    parse_chunker_spec(spec);
+    ADD_FAILURE() << "'" << spec << "' was accepted";
+  } catch (const codec_error& e) {
+    EXPECT_NE(std::string(e.what()).find(token), std::string::npos)
+        << "error for '" << spec << "' does not name '" << token << "': " << e.what();
+  }
+}
+
+TEST(chunker_spec, FixedSizes) {
+  EXPECT_EQ(parse_chunker_spec("fixed"), chunker_spec::fixed());
+  EXPECT_EQ(format_chunker_spec(chunker_spec::fixed()), "fixed");
+  EXPECT_EQ(parse_chunker_spec("fixed:size=64"), chunker_spec::fixed(64));
+  EXPECT_EQ(parse_chunker_spec("fixed:size=5000"), chunker_spec::fixed(5000));
+  EXPECT_EQ(format_chunker_spec(chunker_spec::fixed(5000)), "fixed:size=5000");
+  EXPECT_EQ(format_chunker_spec(chunker_spec::fixed(64 << 10)), "fixed:size=64K");
+  for (const std::size_t n : {std::size_t{64}, std::size_t{1000}, std::size_t{4} << 20}) {
+    EXPECT_EQ(parse_chunker_spec(format_chunker_spec(chunker_spec::fixed(n))),
+              chunker_spec::fixed(n));
+  }
+  expect_chunker_rejected("fixed:size=63", "size=63");
+  expect_chunker_rejected("fixed:size=5M", "size=5M");
+  expect_chunker_rejected("fixed:size=", "size=");
+  expect_chunker_rejected("fixed:64K", "64K");
+  expect_chunker_rejected("rabin", "rabin");
+}
+
+TEST(chunker_spec, FixedSizeThatDoesNotDivideTheSlot) {
+  // A 4 MiB slot cut every 3000 bytes: full chunks, then a shorter last one.
+  const std::string slot(k_cdc_max_chunk, 'x');
+  const auto ends = chunk_ends(slot, chunker_spec::fixed(3000));
+  ASSERT_EQ(ends.size(), k_cdc_max_chunk / 3000 + 1);
+  EXPECT_EQ(ends[0], 3000u);
+  EXPECT_EQ(ends[ends.size() - 2], (k_cdc_max_chunk / 3000) * 3000);
+  EXPECT_EQ(ends.back(), k_cdc_max_chunk);
+  EXPECT_EQ(chunk_ends(std::string_view(slot).substr(0, 2999), chunker_spec::fixed(3000)),
+            std::vector<std::size_t>{2999});
+  EXPECT_TRUE(chunk_ends("", chunker_spec::fixed(3000)).empty());
+}
+
 TEST(chunker_spec, ConstructorValidates) {
   EXPECT_THROW(cdc_chunker(cdc_options{16, 64, 256}), codec_error);
   EXPECT_THROW(cut_points("abc", cdc_options{1024, 3000, 8192}), codec_error);

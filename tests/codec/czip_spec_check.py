@@ -123,7 +123,7 @@ def main():
         env = dict(os.environ, DENSEFS_CZIP_PASSPHRASE="spec check")
         runs = 0
         for codec in ("raw", "zstd"):
-            for chunker in ("fixed:4K", "cdc:min=1K:avg=4K:max=16K"):
+            for chunker in ("fixed:size=4K", "cdc:min=1K:avg=4K:max=16K"):
                 for encrypt in ([], ["--encrypt"]):
                     base = [densefs, "czip", "pack", "--codec", codec, "--chunker", chunker]
                     header_mode = os.path.join(tmp, "h.czip")

@@ -120,7 +120,7 @@ TEST_P(czip_round_trip, SizesAroundChunkBoundaries) {
   for (const std::size_t size : {0, 1, 63, 4095, 4096, 4097, 8191, 8192, 8193, 65536 + 17}) {
     SCOPED_TRACE("size " + std::to_string(size));
     const std::string data = random_bytes(size, size);
-    const std::string file = pack(data, options_for(encrypted, "fixed:4K"), !footer, 1000);
+    const std::string file = pack(data, options_for(encrypted, "fixed:size=4K"), !footer, 1000);
     const memory_source src(file);
     const reader r(src, read_options(encrypted));
     EXPECT_EQ(r.info().footer, footer);
@@ -167,7 +167,7 @@ TEST(czip, UniqueChunksAreStoredOnce) {
   std::string data;
   for (int i = 0; i < 8; ++i) data += block;
   for (const bool encrypted : {false, true}) {
-    const std::string file = pack(data, options_for(encrypted, "fixed:64K"), true);
+    const std::string file = pack(data, options_for(encrypted, "fixed:size=64K"), true);
     const memory_source src(file);
     const reader r(src, read_options(encrypted));
     EXPECT_EQ(r.info().chunk_count, 32u);
@@ -349,7 +349,7 @@ TEST(czip, TruncationAnywhereIsRefused) {
   for (const bool footer : {false, true}) {
     for (const bool encrypted : {false, true}) {
       const std::string data = repetitive(150000);
-      const std::string file = pack(data, options_for(encrypted, "fixed:16K"), !footer);
+      const std::string file = pack(data, options_for(encrypted, "fixed:size=16K"), !footer);
       for (std::size_t size = 0; size < file.size(); size += 1 + size / 8) {
         SCOPED_TRACE("truncated to " + std::to_string(size));
         const memory_source src(std::string_view(file).substr(0, size));
@@ -364,7 +364,7 @@ TEST(czip, FlippedBytesAreDetected) {
     for (const bool encrypted : {false, true}) {
       SCOPED_TRACE(std::string(footer ? "footer" : "header") + (encrypted ? " encrypted" : ""));
       const std::string data = repetitive(60000) + random_bytes(20000, 8);
-      const std::string file = pack(data, options_for(encrypted, "fixed:8K"), !footer);
+      const std::string file = pack(data, options_for(encrypted, "fixed:size=8K"), !footer);
       // Every byte of the header and the array, a sample of the payloads.
       const memory_source src(file);
       const reader clean(src, read_options(encrypted));
@@ -386,7 +386,7 @@ TEST(czip, FlippedBytesAreDetected) {
 
 TEST(czip, CorruptPayloadNamesTheChunk) {
   const std::string data = repetitive(100000);
-  const std::string file = pack(data, options_for(false, "fixed:16K"), true);
+  const std::string file = pack(data, options_for(false, "fixed:size=16K"), true);
   std::string damaged = file;
   damaged[k_header_size + 5] ^= 0x40;  // inside chunk 0's payload
   const memory_source src(damaged);
@@ -422,16 +422,51 @@ TEST(czip, CzipInsideAFooterModeCzip) {
   }
 }
 
-TEST(czip, ChunkerSpecs) {
-  EXPECT_EQ(format_chunker_spec(parse_chunker_spec("cdc")), "cdc:min=8K:avg=32K:max=128K");
-  EXPECT_EQ(format_chunker_spec(parse_chunker_spec("fixed:64K")), "fixed:64K");
-  EXPECT_EQ(format_chunker_spec(parse_chunker_spec("fixed:4M")), "fixed:4M");
-  EXPECT_EQ(parse_chunker_spec("fixed:1000").fixed_size, 1000u);
-  EXPECT_THROW(parse_chunker_spec("fixed:5M"), codec_error);
-  EXPECT_THROW(parse_chunker_spec("fixed:10"), codec_error);
-  EXPECT_THROW(parse_chunker_spec("fixed:"), codec_error);
-  EXPECT_THROW(parse_chunker_spec("fixed:1x"), codec_error);
-  EXPECT_THROW(parse_chunker_spec("rabin"), codec_error);
+TEST(czip, ChunkerNames) {
+  EXPECT_EQ(chunker_name(parse_chunker_spec("cdc")), "cdc:min=8K:avg=32K:max=128K");
+  EXPECT_EQ(chunker_name(parse_chunker_spec("fixed:size=64K")), "fixed:size=64K");
+  EXPECT_EQ(chunker_name(parse_chunker_spec("fixed")), "fixed");
+  EXPECT_EQ(chunker_name(std::nullopt), "source");
+}
+
+TEST(czip, ChunksCutByTheCaller) {
+  // write_chunk: the caller's boundaries, a pre-encoded payload kept as it
+  // is, and the header's chunker "source".
+  const std::string a(5000, 'a'), b = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+  const encoded_chunk a_zstd = encode_chunk(a, parse_codec_spec("zstd:level=19"));
+  ASSERT_EQ(a_zstd.codec, codec_id::zstd);
+  for (const bool encrypted : {false, true}) {
+    SCOPED_TRACE(encrypted);
+    memory_sink sink(true);
+    writer w(sink, options_for(encrypted));
+    w.write_chunk(a, sha256_of(a), a_zstd.codec, a_zstd.bytes);
+    w.write_chunk(b);
+    w.write_chunk(a);  // a duplicate of the first: no new payload
+    EXPECT_THROW(w.write("x"), czip_error);
+    const header h = w.finish();
+    EXPECT_FALSE(h.chunker.has_value());
+    EXPECT_EQ(h.unique_chunk_count, 2u);
+    const memory_source src(sink.data);
+    reader_options ro;
+    if (encrypted) ro.passphrase = "correct horse battery staple";
+    const reader r(src, ro);
+    EXPECT_FALSE(r.info().chunker.has_value());
+    ASSERT_EQ(r.chunks().size(), 3u);
+    EXPECT_EQ(r.chunks()[0].original_size, a.size());
+    EXPECT_EQ(r.chunks()[1].original_size, b.size());
+    EXPECT_EQ(r.chunks()[2].czip_offset, r.chunks()[0].czip_offset);
+    if (!encrypted) {
+      EXPECT_EQ(sink.data.substr(r.chunks()[0].czip_offset, r.chunks()[0].stored_size),
+                a_zstd.bytes);
+    }
+    EXPECT_EQ(unpack(r), a + b + a);
+    EXPECT_TRUE(r.verify().ok());
+  }
+  memory_sink sink(true);
+  writer w(sink, options_for(false));
+  w.write("x");
+  EXPECT_THROW(w.write_chunk("y"), czip_error);
+  EXPECT_THROW(writer(sink, options_for(false)).write_chunk(""), czip_error);
 }
 
 // The golden example of docs/format.md: "abcd" x 33 (132 bytes) packed with
@@ -440,7 +475,7 @@ TEST(czip, ChunkerSpecs) {
 // readable, and a change here is a new CZIP version.
 writer_options golden_options() {
   writer_options o;
-  o.chunker = parse_chunker_spec("fixed:64");
+  o.chunker = parse_chunker_spec("fixed:size=64");
   o.codec = parse_codec_spec("raw");
   return o;
 }

@@ -77,7 +77,8 @@ TEST(policy_test, chunkers_are_set_with_plus) {
 
   expect_rejected("+zip", "unknown chunker 'zip'");
   expect_rejected("text=zstd+cdc:avg=3000", "not a power of two");
-  expect_rejected("+fixed:size=5000", "power of two");
+  expect_rejected("+fixed:size=32", "size=32");
+  expect_rejected("+fixed:size=5M", "size=5M");
   expect_rejected("+fixed:bytes=4K", "bytes=4K");
   expect_rejected("+cdc:max=8M", "above");
 }

@@ -216,7 +216,7 @@ TEST(czip_cli, CorruptCzipIsOneLineAndLeavesOutputAlone) {
   const temp_dir tmp;
   const std::string data = sample(400000);
   write_file(tmp / "in", data);
-  ASSERT_EQ(run_cli({"czip", "pack", "--chunker", "fixed:64K", (tmp / "in").string(),
+  ASSERT_EQ(run_cli({"czip", "pack", "--chunker", "fixed:size=64K", (tmp / "in").string(),
                      (tmp / "c.czip").string()})
                 .status,
             0);
@@ -261,12 +261,12 @@ TEST(czip_cli, CodecAndChunkerOptions) {
   const temp_dir tmp;
   const std::string data = sample(300000);
   write_file(tmp / "in", data);
-  auto r = run_cli({"czip", "pack", "--codec", "zstd:level=9", "--chunker", "fixed:16K",
+  auto r = run_cli({"czip", "pack", "--codec", "zstd:level=9", "--chunker", "fixed:size=16K",
                     (tmp / "in").string(), (tmp / "c").string()});
   ASSERT_EQ(r.status, 0) << r.err;
   r = run_cli({"czip", "info", "--json", (tmp / "c").string()});
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["chunker"], "fixed:16K");
+  EXPECT_EQ(j["chunker"], "fixed:size=16K");
   EXPECT_EQ(j["chunks"], (data.size() + 16383) / 16384);
   r = run_cli({"czip", "unpack", (tmp / "c").string(), "-"});
   EXPECT_TRUE(r.out == data);
@@ -276,7 +276,7 @@ TEST(czip_cli, CodecAndChunkerOptions) {
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(is_one_error_line(r.err));
   r = run_cli(
-      {"czip", "pack", "--chunker", "fixed:8M", (tmp / "in").string(), (tmp / "d").string()});
+      {"czip", "pack", "--chunker", "fixed:size=8M", (tmp / "in").string(), (tmp / "d").string()});
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(is_one_error_line(r.err));
   EXPECT_FALSE(stdfs::exists(tmp / "d"));
