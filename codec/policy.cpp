@@ -33,13 +33,27 @@ std::array<chunker_spec, k_file_type_count> default_chunking() {
   return default_policy().chunking;
 }
 
+constexpr std::size_t k_min_policy_chunk = 1024;
+
 // HOW := CODEC_SPEC ['+' CHUNKER_SPEC] | '+' CHUNKER_SPEC, applied to one
 // type's entries.
 void apply_how(std::string_view how, codec_options& codec, chunker_spec& chunker) {
   const auto plus = how.find('+');
   const std::string_view codec_part = how.substr(0, plus);
   if (plus == std::string_view::npos || !codec_part.empty()) codec = parse_codec_spec(codec_part);
-  if (plus != std::string_view::npos) chunker = parse_chunker_spec(how.substr(plus + 1));
+  if (plus == std::string_view::npos) return;
+  const chunker_spec c = parse_chunker_spec(how.substr(plus + 1));
+  // Every chunk costs an extent and an index record (~100 bytes) in the
+  // store: chunks far below the default would spend more on metadata than
+  // dedup can save (docs/chunking.md), so a store's policy has a floor that
+  // czip containers (same parser) do not need.
+  const std::size_t smallest = c.how == chunker_spec::kind::fixed ? c.fixed_size : c.cdc.min_size;
+  if (smallest < k_min_policy_chunk) {
+    throw codec_error("chunks below " + std::to_string(k_min_policy_chunk) +
+                      " bytes are not allowed in a store's policy ('" +
+                      std::string(how.substr(plus + 1)) + "')");
+  }
+  chunker = c;
 }
 
 std::size_t type_index(file_type t) {

@@ -264,7 +264,11 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
           const store::prepared_chunk& prepared = *c.prepared;
           txn.put_extent(n->ino, slot_start + c.offset, {prepared.hash, 0, c.length});
           txn.ref_chunk(prepared);
-          if (prepared.encoded) {
+          // A chunk that exists keeps its record (another writer may have
+          // stored it since we prepared it, even with another codec).
+          const auto existing = store_->get_chunk(prepared.hash);
+          if (existing) r.stored_bytes += existing->stored_size;
+          if (prepared.encoded && !existing) {
             r.stored_bytes += prepared.encoded->bytes.size();
             if (prepared.encoded->fell_back_from) {
               r.flags |= store::k_inode_fell_back;
@@ -277,8 +281,6 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
               txn.queue_recompress(prepared.hash, n->ino);
               queued = true;
             }
-          } else if (auto existing = store_->get_chunk(prepared.hash)) {
-            r.stored_bytes += existing->stored_size;
           }
         }
         // The persisted size may only cover data that is committed: it stops
@@ -310,12 +312,19 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
       } catch (const store::chunk_missing& missing) {
         // A chunk we meant to share was released meanwhile: encode it. Each
         // retry encodes one more chunk, so this ends.
+        // (Rare; it runs under the file's lock.) An exception must not
+        // leave this function: the slot's bookkeeping below must run.
         bool encoded = false;
-        for (slot_chunk& c : chunks) {
-          if (c.prepared && !c.prepared->encoded && c.prepared->hash == missing.hash) {
-            prepare(c, true);
-            encoded = true;
+        try {
+          for (slot_chunk& c : chunks) {
+            if (c.prepared && !c.prepared->encoded && c.prepared->hash == missing.hash) {
+              prepare(c, true);
+              encoded = true;
+            }
           }
+        } catch (const std::exception& e) {
+          log_error("inode " + std::to_string(n->ino) + ": encoding failed: " + e.what());
+          encoded = false;
         }
         if (!encoded || attempt > static_cast<int>(chunks.size())) {
           error = EIO;

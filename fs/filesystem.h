@@ -123,6 +123,16 @@ class filesystem {
   // with it; deletes it from the store if it has no links left.
   void maybe_release(const std::shared_ptr<node>& n);  // caller holds meta_mutex_
   void purge(store::transaction& txn, node& n);        // delete data + inode
+  // A file with millions of extents (a 100 GiB image in 32 KiB chunks) is
+  // not deleted in one transaction: its extents go k_purge_batch at a time,
+  // each batch its own commit, while the inode stays in the orphan list, so
+  // a crash in between leaves an orphan the next mount finishes.
+  static constexpr std::size_t k_purge_batch = 16384;
+  bool has_more_extents_than_a_batch(std::uint64_t ino) const;
+  // Takes meta_mutex_ per batch; returns when at most one batch is left.
+  void drop_orphan_extents_in_batches(std::uint64_t ino);
+  // On a worker: the batches, then purge() of the rest and the inode.
+  void release_big_orphan(const store::inode_record& r);
   void purge_orphans();
   // Adds to txn the removal of every extent of `ino` that starts in
   // [begin, end), dropping its chunk reference; returns the stored bytes

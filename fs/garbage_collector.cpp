@@ -33,7 +33,9 @@ std::uint64_t garbage_collector::garbage() const {
 store::gc_result garbage_collector::collect(
     const std::function<void(std::string_view phase)>& progress) {
   store::gc_result r = store_.collect_garbage(progress);
-  carried_ = 0;
+  // A partial collection (no room to copy live payloads) leaves the
+  // garbage counted, so it is tried again later.
+  if (r.rewrote_payloads) carried_ = 0;
   return r;
 }
 
@@ -76,6 +78,8 @@ void garbage_collector::run() {
         const store::gc_result r = collect();
         last_seen = garbage();
         growing = false;
+        // Short of space: wait before the next try, as after a failure.
+        if (!r.rewrote_payloads) not_before = now + timing_.max_wait;
         log_info("gc: " + std::to_string(g) + " bytes of deleted or replaced payloads: store " +
                  std::to_string(r.before.disk_bytes) + " -> " + std::to_string(r.after.disk_bytes) +
                  " bytes on disk in " + std::to_string(static_cast<int>(r.seconds * 1000)) + " ms");

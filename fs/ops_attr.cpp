@@ -61,6 +61,7 @@ void filesystem::purge_orphans() {
     auto r = store_->get_inode(ino);
     store::transaction txn;
     if (r) {
+      drop_orphan_extents_in_batches(ino);
       node n(*r);
       purge(txn, n);
     } else {
@@ -179,9 +180,51 @@ void filesystem::purge(store::transaction& txn, node& n) {
   txn.remove_orphan(n.ino);
 }
 
+bool filesystem::has_more_extents_than_a_batch(std::uint64_t ino) const {
+  return store_->extents(ino, 0, std::numeric_limits<std::uint64_t>::max(), k_purge_batch + 1)
+             .size() > k_purge_batch;
+}
+
+void filesystem::drop_orphan_extents_in_batches(std::uint64_t ino) {
+  for (;;) {
+    std::lock_guard meta(meta_mutex_);
+    const auto batch =
+        store_->extents(ino, 0, std::numeric_limits<std::uint64_t>::max(), k_purge_batch + 1);
+    if (batch.size() <= k_purge_batch) return;
+    store::transaction txn;
+    txn.add_orphan(ino);  // already there; a crash must leave it there
+    for (std::size_t i = 0; i < k_purge_batch; ++i) {
+      txn.delete_extent(ino, batch[i].first);
+      txn.unref_chunk(batch[i].second.hash);
+    }
+    commit(txn);
+  }
+}
+
+void filesystem::release_big_orphan(const store::inode_record& r) {
+  try {
+    drop_orphan_extents_in_batches(r.ino);
+    std::lock_guard meta(meta_mutex_);
+    store::transaction txn;
+    node n(r);
+    purge(txn, n);
+    commit(txn);
+  } catch (const std::exception& e) {
+    log_error("inode " + std::to_string(r.ino) +
+              ": release failed (the next mount retries): " + e.what());
+  }
+}
+
 void filesystem::maybe_release(const std::shared_ptr<node>& n) {
   if (n->lookups != 0 || n->opens != 0 || n->ino == store::k_root_ino) return;
   if (n->has_staged()) return;  // the last background commit calls us again
+  if (n->record.nlink == 0 && !n->purged && n->regular && workers_ &&
+      has_more_extents_than_a_batch(n->ino)) {
+    // Off this (FUSE) thread, in batches: the mount does not stall.
+    store::inode_record r = n->record;
+    workers_->submit([this, r] { release_big_orphan(r); });
+    n->purged = true;
+  }
   if (n->record.nlink == 0 && !n->purged) {
     store::transaction txn;
     purge(txn, *n);

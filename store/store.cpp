@@ -745,9 +745,10 @@ bool store::dir_is_empty(std::uint64_t parent) const {
 
 std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_t ino,
                                                                     std::uint64_t begin,
-                                                                    std::uint64_t end) const {
+                                                                    std::uint64_t end,
+                                                                    std::size_t limit) const {
   std::vector<std::pair<std::uint64_t, extent_record>> out;
-  if (begin >= end) return out;
+  if (begin >= end || limit == 0) return out;
   u64_prefix_scan scan(ino);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_extents]));
   const std::string start = extent_key(ino, begin);
@@ -767,6 +768,7 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
     if (offset >= end) break;
     const extent_record r = detail::decode_extent(view(it->value()), extent_what(ino, offset));
     if (offset + r.length > begin) out.emplace_back(offset, r);
+    if (out.size() == limit) break;
   }
   check_iterator(*it, dir_, "reading extents of inode " + std::to_string(ino));
   return out;
@@ -956,10 +958,6 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   gc_result result;
   phase("measuring");
   result.before = garbage();
-  // Garbage made from here on is left for the next collection: the
-  // compactions below may or may not see it.
-  // (Only collections subtract, one at a time, so this cannot wrap.)
-  garbage_bytes_ -= result.before.garbage_since_collect;
 
   // Copying the live payloads needs their size in free space (the old blob
   // files go only at the end), on top of the reserve RocksDB needs for its
@@ -968,11 +966,18 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   // no copy is done: tombstones dropped, and blob files holding nothing
   // live deleted.
   bool rewrite_payloads = true;
+  bool compact = true;
   try {
     check_space_for(result.before.live_blob_payload_bytes + result.before.table_file_bytes);
   } catch (const store_error& e) {
     log_info("gc: " + std::string(e.what()) + "; collecting only blob files without live payloads");
     rewrite_payloads = false;
+    // Even without blob GC, a forced compaction rewrites the table files.
+    try {
+      check_space_for(result.before.table_file_bytes);
+    } catch (const store_error&) {
+      compact = false;
+    }
   }
   result.rewrote_payloads = rewrite_payloads;
 
@@ -992,7 +997,7 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   //    all garbage is deleted. RocksDB's own blob GC (enable_blob_garbage_
   //    collection) only looks at the oldest files, and only when a
   //    compaction happens to touch them.
-  for (std::size_t cf = 0; cf < cf_count; ++cf) {
+  for (std::size_t cf = 0; compact && cf < cf_count; ++cf) {
     phase(std::string("compacting ") + k_cf_names[cf]);
     rocksdb::CompactRangeOptions o;
     o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
@@ -1000,8 +1005,12 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
     // them) go on meanwhile: a mounted store stays usable.
     o.exclusive_manual_compaction = false;
     o.canceled = &gc_canceled_;
-    if (cf == cf_payloads && rewrite_payloads) {
-      o.blob_garbage_collection_policy = rocksdb::BlobGarbageCollectionPolicy::kForce;
+    if (cf == cf_payloads) {
+      // Without room to copy live payloads, no blob GC at all (the column
+      // family's own setting would still copy those of the oldest files).
+      o.blob_garbage_collection_policy = rewrite_payloads
+                                             ? rocksdb::BlobGarbageCollectionPolicy::kForce
+                                             : rocksdb::BlobGarbageCollectionPolicy::kDisable;
       o.blob_garbage_collection_age_cutoff = 1.0;  // every blob file
     }
     check(db_->CompactRange(o, cfs_[cf], nullptr, nullptr),
@@ -1018,6 +1027,13 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
     fs::remove(it->path(), rm);
     if (rm) log_error("gc: cannot remove " + it->path().string() + ": " + rm.message());
   }
+
+  // Garbage made since the measurement above is left for the next
+  // collection (the compactions may or may not have seen it). A partial or
+  // failed collection (an exception above) subtracts nothing, so the
+  // collector tries again. Only collections subtract, one at a time, so
+  // this cannot wrap.
+  if (rewrite_payloads && compact) garbage_bytes_ -= result.before.garbage_since_collect;
 
   phase("measuring");
   result.after = garbage();

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -229,9 +230,10 @@ class store {
                 const std::function<bool(std::string_view name, const dirent_record&)>& fn) const;
   bool dir_is_empty(std::uint64_t parent) const;
   // Extents overlapping [begin, end), in offset order, as (file_offset, extent).
-  std::vector<std::pair<std::uint64_t, extent_record>> extents(std::uint64_t ino,
-                                                               std::uint64_t begin,
-                                                               std::uint64_t end) const;
+  // At most `limit` of them.
+  std::vector<std::pair<std::uint64_t, extent_record>> extents(
+      std::uint64_t ino, std::uint64_t begin, std::uint64_t end,
+      std::size_t limit = std::numeric_limits<std::size_t>::max()) const;
   std::optional<std::string> get_xattr(std::uint64_t ino, std::string_view name) const;
   std::vector<std::string> list_xattrs(std::uint64_t ino) const;
   std::optional<chunk_record> get_chunk(const chunk_hash& hash) const;

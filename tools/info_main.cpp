@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,15 +26,8 @@ int info_main(const std::vector<std::string>& args, const tool_io& io) {
   if (auto done = parse_cli(app, args, io)) return *done;
 
   std::optional<std::string> text;
-  // Held open while the daemon is asked for the whole chunk list: the
-  // daemon answers only for open files.
-  fd_guard file;
   try {
-    file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (file.fd < 0 && errno != ELOOP && errno != ENXIO && errno != EACCES)
-      throw std::system_error(errno, std::generic_category(), path);
-    text = file.fd >= 0 ? read_xattr(file.fd, path, fs::k_xattr_info)
-                        : read_xattr(path, fs::k_xattr_info);
+    text = read_xattr(path, fs::k_xattr_info);
   } catch (const std::system_error& e) {
     print_error(io, "info", path + ": " + e.code().message());
     return k_exit_failure;
@@ -44,16 +38,23 @@ int info_main(const std::vector<std::string>& args, const tool_io& io) {
   }
   try {
     json j = json::parse(*text);
-    if (j.value("chunks_truncated", false) && file.fd >= 0) {
+    if (j.value("chunks_truncated", false)) {
       // The xattr lists the first chunks only (64 KiB): the daemon sends
-      // all of them to the mount owner. Others keep the partial list.
-      try {
-        fs::control_client client(mount_store_dir(*text, path));
-        client.request({{"op", "info"}, {"ino", j.at("ino")}});
-        std::string whole;
-        client.read_body([&](std::string_view bytes) { whole += bytes; });
-        j = json::parse(whole);
-      } catch (const fs::control_error&) {
+      // all of them to the mount owner, for a file held open (only regular
+      // files have chunks). Others keep the partial list.
+      fd_guard file;
+      file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+      struct stat st {};
+      if (file.fd >= 0 && ::fstat(file.fd, &st) == 0 && S_ISREG(st.st_mode) &&
+          st.st_ino == j.at("ino").get<std::uint64_t>()) {
+        try {
+          fs::control_client client(mount_store_dir(*text, path));
+          client.request({{"op", "info"}, {"ino", j.at("ino")}});
+          std::string whole;
+          client.read_body([&](std::string_view bytes) { whole += bytes; });
+          j = json::parse(whole);
+        } catch (const fs::control_error&) {
+        }
       }
     }
     if (as_json) {

@@ -80,6 +80,8 @@ TEST(policy_test, chunkers_are_set_with_plus) {
   expect_rejected("+fixed:size=32", "size=32");
   expect_rejected("+fixed:size=5M", "size=5M");
   expect_rejected("+fixed:bytes=4K", "bytes=4K");
+  expect_rejected("+fixed:size=512", "below 1024 bytes");
+  expect_rejected("text=+cdc:min=256:avg=1K:max=4K", "below 1024 bytes");
   expect_rejected("+cdc:max=8M", "above");
 }
 

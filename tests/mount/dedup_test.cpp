@@ -138,5 +138,29 @@ TEST_F(dedup, zero_runs_are_holes_and_a_sparse_cp_still_dedups) {
   EXPECT_LT(stats_u64("stored_bytes"), stored + 256 * k_kib);
 }
 
+TEST_F(dedup, a_file_of_many_chunks_is_released_in_batches) {
+  // More extents than one release batch (16384): 40 MiB in ~2 KiB chunks.
+  options_ = "codec=+cdc:min=1K:avg=2K:max=8K";
+  remount();
+  const auto chunks_empty = stats_u64("chunks");
+  const std::string content = random_bytes(40 * k_mib, 11);
+  write_file(path("many"), content);
+  const auto count = info(path("many"))["chunk_count"].get<std::uint64_t>();
+  ASSERT_GT(count, 16384u);
+  // Unlinked while open: released at the last close, on a worker.
+  const int fd = ::open(path("many").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::unlink(path("many").c_str()), 0);
+  EXPECT_TRUE(same_bytes(content.substr(0, k_mib), pread_exact(fd, k_mib, 0)));
+  ::close(fd);
+  EXPECT_TRUE(
+      eventually([&] { return stats_u64("chunks") == chunks_empty; }, std::chrono::seconds(60)))
+      << "chunks left: " << stats_u64("chunks") - chunks_empty << " of " << count;
+  unmount();
+  const auto r = run_command({densefs_binary(), "fsck", store_.string(), "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  mount();
+}
+
 }  // namespace
 }  // namespace densefs::test
