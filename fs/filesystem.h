@@ -129,6 +129,11 @@ class filesystem {
   // a crash in between leaves an orphan the next mount finishes.
   static constexpr std::size_t k_purge_batch = 16384;
   bool has_more_extents_than_a_batch(std::uint64_t ino) const;
+  // Before a truncate to `new_size` (data_mutex held, meta_mutex_ not):
+  // drops the extents past it from the end, a batch per commit, lowering
+  // the persisted size with each, until one batch is left for
+  // plan_truncate. A crash in between leaves the file cut part of the way.
+  void shrink_in_batches(node& n, std::uint64_t new_size);
   // Takes meta_mutex_ per batch; returns when at most one batch is left.
   void drop_orphan_extents_in_batches(std::uint64_t ino);
   // On a worker: the batches, then purge() of the rest and the inode.

@@ -201,6 +201,30 @@ void filesystem::drop_orphan_extents_in_batches(std::uint64_t ino) {
   }
 }
 
+void filesystem::shrink_in_batches(node& n, std::uint64_t new_size) {
+  for (;;) {
+    std::lock_guard meta(meta_mutex_);
+    auto batch = store_->last_extents(n.ino, new_size, k_purge_batch + 1);
+    if (batch.size() <= k_purge_batch) return;
+    batch.erase(batch.begin());  // the lowest one stays for the next round
+    store::transaction txn;
+    std::uint64_t dropped = 0;
+    for (const auto& [offset, extent] : batch) {
+      if (auto chunk = store_->get_chunk(extent.hash)) dropped += chunk->stored_size;
+      txn.delete_extent(n.ino, offset);
+      txn.unref_chunk(extent.hash);
+    }
+    store::inode_record r = n.record;
+    r.stored_bytes -= std::min(r.stored_bytes, dropped);
+    store::inode_record persisted = r;
+    persisted.size = std::min(n.persisted_size, batch.front().first);
+    txn.put_inode(persisted);
+    commit(txn);
+    n.record.stored_bytes = r.stored_bytes;
+    n.persisted_size = persisted.size;
+  }
+}
+
 void filesystem::release_big_orphan(const store::inode_record& r) {
   try {
     drop_orphan_extents_in_batches(r.ino);
@@ -285,6 +309,7 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
       if (attr->st_size < 0) throw fs_error(EINVAL);
       data_lock.lock();
       wait_in_flight(data_lock, *n);
+      shrink_in_batches(*n, static_cast<std::uint64_t>(attr->st_size));
     }
     std::lock_guard meta(meta_mutex_);
     const store::timestamp t = now();

@@ -23,6 +23,7 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       // separate setattr, and updates mtime and ctime like a truncate.
       std::unique_lock data(n->data_mutex);
       wait_in_flight(data, *n);
+      shrink_in_batches(*n, 0);
       std::lock_guard meta(meta_mutex_);
       store::inode_record r = n->record;
       r.mtime = r.ctime = now();

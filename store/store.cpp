@@ -774,6 +774,28 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
   return out;
 }
 
+std::vector<std::pair<std::uint64_t, extent_record>> store::last_extents(std::uint64_t ino,
+                                                                         std::uint64_t begin,
+                                                                         std::size_t limit) const {
+  std::vector<std::pair<std::uint64_t, extent_record>> out;
+  if (limit == 0) return out;
+  u64_prefix_scan scan(ino);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_extents]));
+  it->SeekForPrev(extent_key(ino, std::numeric_limits<std::uint64_t>::max()));
+  for (; it->Valid() && scan.in_prefix(it->key()) && out.size() < limit; it->Prev()) {
+    const std::string_view key = view(it->key());
+    if (key.size() != 16)
+      throw store_error(EIO, "corrupt extent key of inode " + std::to_string(ino) + ": " +
+                                 std::to_string(key.size()) + " bytes instead of 16");
+    const std::uint64_t offset = decode_u64_be(key.substr(8));
+    if (offset < begin) break;
+    out.emplace_back(offset, detail::decode_extent(view(it->value()), extent_what(ino, offset)));
+  }
+  check_iterator(*it, dir_, "reading extents of inode " + std::to_string(ino));
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
 std::optional<std::string> store::get_xattr(std::uint64_t ino, std::string_view name) const {
   const std::string what = xattr_what(ino, name);
   const auto v = get_value(*db_, cfs_[cf_xattrs], xattr_key(ino, name), dir_, what);

@@ -230,6 +230,11 @@ class store {
                 const std::function<bool(std::string_view name, const dirent_record&)>& fn) const;
   bool dir_is_empty(std::uint64_t parent) const;
   // Extents overlapping [begin, end), in offset order, as (file_offset, extent).
+  // The last `limit` extents that start at or after `begin`, in offset
+  // order (a truncate of a huge file drops them from the end, in batches).
+  std::vector<std::pair<std::uint64_t, extent_record>> last_extents(std::uint64_t ino,
+                                                                    std::uint64_t begin,
+                                                                    std::size_t limit) const;
   // At most `limit` of them.
   std::vector<std::pair<std::uint64_t, extent_record>> extents(
       std::uint64_t ino, std::uint64_t begin, std::uint64_t end,

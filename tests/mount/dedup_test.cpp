@@ -162,5 +162,34 @@ TEST_F(dedup, a_file_of_many_chunks_is_released_in_batches) {
   mount();
 }
 
+TEST_F(dedup, a_truncate_of_many_chunks_drops_them_in_batches) {
+  options_ = "codec=+cdc:min=1K:avg=2K:max=8K";
+  remount();
+  const auto chunks_empty = stats_u64("chunks");
+  const std::string content = random_bytes(40 * k_mib, 12);
+  write_file(path("many"), content);
+  ASSERT_GT(info(path("many"))["chunk_count"].get<std::uint64_t>(), 16384u);
+
+  const std::uint64_t cut = 5 * k_mib + 3;
+  ASSERT_EQ(::truncate(path("many").c_str(), static_cast<off_t>(cut)), 0) << strerror(errno);
+  EXPECT_TRUE(same_bytes(content.substr(0, cut), read_file(path("many"))));
+  const auto left = info(path("many"));
+  EXPECT_EQ(stats_u64("chunks"), chunks_empty + left["chunk_count"].get<std::uint64_t>());
+  EXPECT_LT(left["chunk_count"].get<std::uint64_t>(), 16384u);
+
+  write_file(path("many"), content);  // O_TRUNC, then 40 MiB again
+  const int fd = ::open(path("many").c_str(), O_WRONLY | O_TRUNC);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ::close(fd);
+  EXPECT_EQ(read_file(path("many")), "");
+  EXPECT_EQ(stats_u64("chunks"), chunks_empty);
+  remount();
+  EXPECT_EQ(read_file(path("many")), "");
+  unmount();
+  const auto r = run_command({densefs_binary(), "fsck", store_.string(), "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  mount();
+}
+
 }  // namespace
 }  // namespace densefs::test
