@@ -28,6 +28,10 @@ class piece_packer {
   explicit piece_packer(czip::writer& out) : out_(out) {}
 
   void add(const store::file_piece& p) {
+    if (p.offset != summary_.size)
+      throw std::runtime_error("piece at " + std::to_string(p.offset) +
+                               " does not follow the one " + "that ended at " +
+                               std::to_string(summary_.size));
     switch (p.what) {
       case store::file_piece::kind::hole:
         zeros(p.length);
@@ -42,12 +46,18 @@ class piece_packer {
         ++summary_.encoded_chunks;
         break;
       case store::file_piece::kind::stored: {
-        // Decoded only for the hash of the whole original; the chunk's
-        // name is its content hash, so it is not hashed again.
+        // Decoded for the hash of the whole original, and checked against
+        // the chunk's name (its content hash), which becomes the entry's
+        // plain_hash: a decoder that disagrees with the one that stored the
+        // chunk (another lepton_jpeg version) must fail the pack, not
+        // produce a czip that fails later.
         const std::string plain =
             codec::decode_chunk(p.codec, p.bytes, static_cast<std::size_t>(p.length));
         czip::sha256_digest name;
         std::memcpy(name.data(), p.hash.bytes.data(), name.size());
+        if (czip::sha256_of(plain) != name)
+          throw std::runtime_error("chunk " + p.hash.hex() + " at " + std::to_string(p.offset) +
+                                   " does not decode to its content (SHA-256 mismatch)");
         out_.write_chunk(plain, name, p.codec, p.bytes);
         ++summary_.reused_chunks;
         break;
