@@ -24,14 +24,8 @@ namespace {
 
 int cat_offline(const std::string& store_dir, const std::string& path,
                 store::export_encoding encoding, output_file& out) {
-  store::store::check(store_dir);
-  store::store_open_options options;
-  options.read_only = true;
-  options.chunk_cache_bytes = 0;  // every chunk is read once
-  const auto s = store::store::open(store_dir, options);
-  const std::uint64_t ino =
-      store::resolve_path(*s, path.empty() || path.front() != '/' ? "/" + path : path);
-  store::export_file(*s, ino, encoding, [&](std::string_view bytes) { out.write(bytes); });
+  const offline_file f = open_offline_file(store_dir, path);
+  store::export_file(*f.store, f.ino, encoding, [&](std::string_view bytes) { out.write(bytes); });
   out.commit();
   return k_exit_ok;
 }

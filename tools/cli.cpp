@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
+#include "store/export.h"
 #include "store/store.h"
 
 namespace densefs::tools {
@@ -225,6 +226,17 @@ std::string input_file::read_all(std::size_t limit) {
                               path_ + " (more than " + std::to_string(limit) + " bytes)");
     }
   }
+}
+
+offline_file open_offline_file(const std::string& store_dir, const std::string& path) {
+  store::store::check(store_dir);
+  store::store_open_options options;
+  options.read_only = true;
+  options.chunk_cache_bytes = 0;  // every chunk is read once
+  offline_file f;
+  f.store = store::store::open(store_dir, options);
+  f.ino = store::resolve_path(*f.store, path.empty() || path.front() != '/' ? "/" + path : path);
+  return f;
 }
 
 }  // namespace densefs::tools

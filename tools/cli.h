@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -15,6 +16,10 @@
 #include <vector>
 
 #include "tools/tool_main.h"
+
+namespace densefs::store {
+class store;
+}
 
 namespace densefs::tools {
 
@@ -42,6 +47,16 @@ std::string mount_store_dir(const std::string& info, const std::string& path);
 // Long-running commands show a progress line only on a terminal: when
 // io.err is the process's real stderr and that is a tty.
 bool progress_wanted(const tool_io& io);
+
+// One file of an unmounted store, for commands that read it with --store
+// (cat, czip pack): the store opened read-only without a chunk cache (each
+// chunk is read once) and the file's inode, from a path inside the store
+// ("/a/b" or "a/b"). Throws store_error naming what is missing.
+struct offline_file {
+  std::unique_ptr<store::store> store;
+  std::uint64_t ino = 0;
+};
+offline_file open_offline_file(const std::string& store_dir, const std::string& path);
 
 // Closes `fd` (when >= 0) on scope exit.
 struct fd_guard {

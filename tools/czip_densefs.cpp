@@ -102,15 +102,9 @@ store::file_piece::kind piece_kind(const std::string& name) {
 
 densefs_pack_summary pack_from_store(const std::string& store_dir, const std::string& path,
                                      const densefs_reuse& reuse, codec::czip::writer& out) {
-  store::store::check(store_dir);
-  store::store_open_options options;
-  options.read_only = true;
-  options.chunk_cache_bytes = 0;  // every chunk is read once
-  const auto s = store::store::open(store_dir, options);
-  const std::uint64_t ino =
-      store::resolve_path(*s, path.empty() || path.front() != '/' ? "/" + path : path);
+  const offline_file f = open_offline_file(store_dir, path);
   piece_packer packer(out);
-  store::walk_file(*s, ino, reuse_fn(reuse), [&](store::file_piece& p) { packer.add(p); });
+  store::walk_file(*f.store, f.ino, reuse_fn(reuse), [&](store::file_piece& p) { packer.add(p); });
   return packer.summary();
 }
 

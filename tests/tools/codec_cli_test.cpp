@@ -14,20 +14,11 @@ namespace densefs::tools {
 namespace {
 
 using testing::is_one_error_line;
+using testing::read_file;
 using testing::run_cli;
 using testing::temp_dir;
+using testing::write_file;
 namespace stdfs = std::filesystem;
-
-std::string read_file(const stdfs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write_file(const stdfs::path& p, const std::string& data) {
-  std::ofstream(p, std::ios::binary) << data;
-}
 
 std::string text(std::size_t n) {
   static const char* const words[] = {"chunk", "store", "codec",  "brotli", "extent", "inode",

@@ -19,16 +19,10 @@ namespace densefs::tools {
 namespace {
 
 using testing::is_one_error_line;
+using testing::read_file;
 using testing::run_cli;
 namespace stdfs = std::filesystem;
 namespace czip = codec::czip;
-
-std::string read_file(const stdfs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string text(std::size_t n, unsigned seed) {
   static const char* const words[] = {"alpha", "beta", "gamma", "delta", "chunk", "extent"};

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -41,5 +42,17 @@ inline ::testing::AssertionResult is_one_error_line(const std::string& err) {
 }
 
 using test::temp_dir;
+
+// Whole files, for tests that write inputs and read outputs of the CLI.
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline void write_file(const std::filesystem::path& p, const std::string& data) {
+  std::ofstream(p, std::ios::binary) << data;
+}
 
 }  // namespace densefs::tools::testing
