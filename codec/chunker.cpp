@@ -284,8 +284,35 @@ std::string format_chunker_spec(const chunker_spec& spec) {
   return "fixed:size=" + size_text(spec.fixed_size);
 }
 
-std::vector<std::size_t> chunk_ends(std::string_view data, const chunker_spec& spec) {
-  if (spec.how == chunker_spec::kind::cdc) return cut_points(data, spec.cdc);
+std::size_t chunk_context_bytes(const chunker_spec& spec) {
+  return spec.how == chunker_spec::kind::cdc ? 2 * spec.cdc.max_size : 0;
+}
+
+std::vector<std::size_t> chunk_ends(std::string_view data, const chunker_spec& spec,
+                                    std::string_view before) {
+  if (spec.how == chunker_spec::kind::cdc) {
+    if (before.empty()) return cut_points(data, spec.cdc);
+    // Run the chunker over the context first; its state at data's start is
+    // then the stream's (a cut resets it, so only the bytes since the last
+    // cut in `before` matter).
+    before = before.substr(before.size() - std::min(before.size(), chunk_context_bytes(spec)));
+    cdc_chunker c(spec.cdc);
+    while (!before.empty()) {
+      const auto n = c.feed(before);
+      if (!n) break;
+      before.remove_prefix(*n);
+    }
+    std::vector<std::size_t> cuts;
+    std::size_t offset = 0;
+    while (offset < data.size()) {
+      const auto n = c.feed(data.substr(offset));
+      if (!n) break;
+      offset += *n;
+      cuts.push_back(offset);
+    }
+    if (offset < data.size()) cuts.push_back(data.size());
+    return cuts;
+  }
   std::vector<std::size_t> ends;
   for (std::size_t end = spec.fixed_size; end < data.size(); end += spec.fixed_size)
     ends.push_back(end);

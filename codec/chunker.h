@@ -108,7 +108,18 @@ std::string format_chunker_spec(const chunker_spec& spec);
 
 // The end offset of every chunk of `data` (a slot's bytes) under `spec`,
 // ascending; the last is data.size(). Empty data has no chunks.
-std::vector<std::size_t> chunk_ends(std::string_view data, const chunker_spec& spec);
+//
+// `before` is what precedes `data` in the file (the end of the previous
+// slot; chunk_context_bytes() of it is enough). A content-defined cut inside
+// `data` is then where one stream over before + data would cut, so the
+// chunks of consecutive slots line up with one stream's, and a shifted copy
+// finds them again; `data` still starts a chunk. Fixed chunking ignores it.
+std::vector<std::size_t> chunk_ends(std::string_view data, const chunker_spec& spec,
+                                    std::string_view before = {});
+// How many bytes of `before` chunk_ends uses: two maximal chunks, so that
+// the chunker has fallen back onto the stream's cut points at data's start.
+// 0 for fixed chunking.
+std::size_t chunk_context_bytes(const chunker_spec& spec);
 
 class cdc_chunker {
  public:

@@ -182,6 +182,27 @@ void filesystem::stage_write(std::unique_lock<std::mutex>& lock, node& n, std::u
   }
 }
 
+// The last bytes of slot index - 1 that the chunker looks at before slot
+// `index` (codec::chunk_context_bytes), if that slot is staged: a copy, as
+// its buffer may change. Null when it is not staged (the job reads what is
+// committed) or when the chunker needs no context.
+std::shared_ptr<const std::string> filesystem::staged_context(node& n, std::uint64_t index) const {
+  const std::size_t want = codec::chunk_context_bytes(store_->policy().chunker_for(n.type));
+  if (index == 0 || want == 0) return nullptr;
+  const auto it = n.slots.find(index - 1);
+  if (it == n.slots.end()) return nullptr;
+  const std::string* prev = it->second.dirty.get();
+  if (!prev && !it->second.in_flight.empty()) prev = it->second.in_flight.rbegin()->second.get();
+  if (!prev) return nullptr;
+  // Bytes past the staged buffer and below this slot are zeros.
+  auto out = std::make_shared<std::string>(want, '\0');
+  const std::uint64_t from = k_slot - want;
+  if (prev->size() > from) {
+    std::memcpy(out->data(), prev->data() + from, std::min<std::size_t>(prev->size() - from, want));
+  }
+  return out;
+}
+
 void filesystem::submit_slot(node& n, std::uint64_t index) {
   staged_slot& s = n.slots.at(index);
   std::shared_ptr<const std::string> data = std::move(s.dirty);
@@ -196,8 +217,9 @@ void filesystem::submit_slot(node& n, std::uint64_t index) {
     std::lock_guard lock(staging_mutex_);
     in_flight_bytes_ += data->size();
   }
-  workers_->submit([this, np = n.shared_from_this(), index, gen, data, type = n.type] {
-    encode_and_commit(np, index, gen, data, type);
+  workers_->submit([this, np = n.shared_from_this(), index, gen, data, type = n.type,
+                    before = staged_context(n, index)] {
+    encode_and_commit(np, index, gen, data, type, before);
   });
 }
 
@@ -215,7 +237,8 @@ struct slot_chunk {
 }  // namespace
 
 void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index, std::uint64_t gen,
-                                   std::shared_ptr<const std::string> data, codec::file_type type) {
+                                   std::shared_ptr<const std::string> data, codec::file_type type,
+                                   std::shared_ptr<const std::string> before) {
   // CPU work first, with no lock held: cut the slot into chunks (the
   // policy's chunker for this type), hash them, and encode those the store
   // does not have yet. A rewritten slot is cut again whole; chunks away
@@ -228,9 +251,22 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
     c.queue_recompress = how.queue_recompress;
     c.prepared = store_->prepare_chunk(plain, how.options, force);
   };
+  const codec::chunker_spec& chunker = store_->policy().chunker_for(type);
+  if (!before && index > 0 && codec::chunk_context_bytes(chunker) > 0) {
+    // The previous slot as committed. Only where cuts fall depends on it,
+    // never what is stored, so a read that fails just goes without.
+    try {
+      auto context = std::make_shared<std::string>(codec::chunk_context_bytes(chunker), '\0');
+      read_committed(*store_, n->ino, index * k_slot - context->size(), context->size(),
+                     context->data());
+      before = std::move(context);
+    } catch (const std::exception&) {
+    }
+  }
   try {
     std::size_t begin = 0;
-    for (const std::size_t end : codec::chunk_ends(*data, store_->policy().chunker_for(type))) {
+    for (const std::size_t end : codec::chunk_ends(
+             *data, chunker, before ? std::string_view(*before) : std::string_view())) {
       slot_chunk c;
       c.offset = static_cast<std::uint32_t>(begin);
       c.length = static_cast<std::uint32_t>(end - begin);

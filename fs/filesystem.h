@@ -194,8 +194,13 @@ class filesystem {
                         std::uint64_t saved, bool fell_back);
   void commit_recompressed(const store::recompress_item& item, store::transaction txn,
                            std::uint64_t saved, bool fell_back);
+  // `before`: the end of the previous slot, as staged when this one was
+  // submitted (null: the committed bytes are read), so content-defined cuts
+  // line up across slots (codec::chunk_ends).
   void encode_and_commit(std::shared_ptr<node> n, std::uint64_t slot_index, std::uint64_t gen,
-                         std::shared_ptr<const std::string> data, codec::file_type type);
+                         std::shared_ptr<const std::string> data, codec::file_type type,
+                         std::shared_ptr<const std::string> before);
+  std::shared_ptr<const std::string> staged_context(node& n, std::uint64_t index) const;
   void wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n);
   // Flushes a regular file for flush/fsync/release; when that changed what
   // the kernel caches (st_blocks, size), tells it to drop its attributes so

@@ -271,6 +271,41 @@ TEST(chunker_spec, FixedSizeThatDoesNotDivideTheSlot) {
   EXPECT_TRUE(chunk_ends("", chunker_spec::fixed(3000)).empty());
 }
 
+TEST(chunker_spec, ContextLinesSlotsUpWithOneStream) {
+  // Sixteen 1 MiB "slots" of one stream: each cut with the end of the
+  // previous one as context gives the stream's cut points (plus the slot
+  // edges), where a cut without context restarts at every slot.
+  constexpr std::size_t k_slot = 1 << 20;
+  const std::string d = random_bytes(16 * k_slot, 9);
+  const chunker_spec spec = chunker_spec::content_defined();
+  const auto stream = cut_points(d, spec.cdc);
+  int lined_up = 0;
+  int lined_up_without_context = 0;
+  for (std::size_t slot = 1; slot < 16; ++slot) {
+    const std::string_view data = std::string_view(d).substr(slot * k_slot, k_slot);
+    const std::string_view before = std::string_view(d).substr(0, slot * k_slot);
+    std::vector<std::size_t> expected;
+    for (const std::size_t c : stream) {
+      if (c > slot * k_slot && c < (slot + 1) * k_slot) expected.push_back(c - slot * k_slot);
+    }
+    expected.push_back(k_slot);
+    const auto with = chunk_ends(data, spec, before);
+    EXPECT_EQ(with.back(), k_slot);
+    for (std::size_t i = 0, start = 0; i < with.size(); start = with[i++]) {
+      EXPECT_LE(with[i] - start, spec.cdc.max_size) << "slot " << slot << " chunk " << i;
+    }
+    lined_up += with == expected ? 1 : 0;
+    lined_up_without_context += chunk_ends(data, spec) == expected ? 1 : 0;
+  }
+  EXPECT_GE(lined_up, 14) << "of 15 slots";
+  EXPECT_LE(lined_up_without_context, 2) << "of 15 slots";
+  // Fixed chunking ignores the context.
+  EXPECT_EQ(chunk_ends(d.substr(0, 100), chunker_spec::fixed(64), "context"),
+            (std::vector<std::size_t>{64, 100}));
+  EXPECT_EQ(chunk_context_bytes(chunker_spec::fixed()), 0u);
+  EXPECT_EQ(chunk_context_bytes(spec), 2 * spec.cdc.max_size);
+}
+
 TEST(chunker_spec, ConstructorValidates) {
   EXPECT_THROW(cdc_chunker(cdc_options{16, 64, 256}), codec_error);
   EXPECT_THROW(cut_points("abc", cdc_options{1024, 3000, 8192}), codec_error);
