@@ -42,9 +42,9 @@ TEST_F(dedup, repeats_within_a_file_are_stored_once) {
   std::string content;
   for (int i = 0; i < 12; ++i) content += block;
   const auto added = new_unique_bytes([&] { write_file(path("repeats"), content); });
-  // Each 4 MiB slot is chunked on its own, so the chunks around the slot
-  // boundaries (and the first ones of each slot) are extra: at most a few
-  // 128 KiB chunks per slot.
+  // Every 4 MiB slot edge is a forced cut, and each repeat starts inside a
+  // chunk, so the chunks around those are extra: at most a few 128 KiB
+  // chunks per slot.
   EXPECT_LT(added, block.size() + 3 * 6 * 128 * k_kib) << "of " << content.size();
   const auto i = info(path("repeats"));
   EXPECT_GT(i["shared_bytes"].get<std::uint64_t>(), content.size() * 3 / 4) << i.dump();
