@@ -52,22 +52,31 @@ std::string filesystem::info_json(node& n, std::size_t max_chunk_list_bytes) {
       for (const auto& [gen, data] : s.in_flight) pending += data->size();
     }
   }
-  std::lock_guard meta(meta_mutex_);
+  // The record under the lock; the extent walk without it (store reads are
+  // thread-safe), so `densefs info` on a file of a million chunks does not
+  // hold up every other metadata operation of the mount. A commit landing
+  // meanwhile shows as a mix of before and after, as with any concurrent
+  // reader.
+  store::inode_record record;
+  {
+    std::lock_guard meta(meta_mutex_);
+    record = n.record;
+  }
   j["ino"] = n.ino;
   // The store directory: `densefs cat` finds the daemon's control socket
   // there (STORE/control.sock, docs/export.md).
   j["store"] = store_->dir().string();
-  j["type"] = type_name(n.record.mode);
-  j["size"] = n.record.size;
-  j["stored_bytes"] = n.record.stored_bytes;
+  j["type"] = type_name(record.mode);
+  j["size"] = record.size;
+  j["stored_bytes"] = record.stored_bytes;
   j["pending_bytes"] = pending;
-  if (S_ISREG(n.record.mode)) {
+  if (S_ISREG(record.mode)) {
     // What the classifier decided and the policy codec and chunker that
     // follow from it.
-    j["file_type"] = std::string(codec::file_type_name(n.record.type));
-    j["policy_codec"] = codec::format_codec_spec(store_->policy().for_type(n.record.type));
-    j["policy_chunker"] = codec::format_chunker_spec(store_->policy().chunker_for(n.record.type));
-    j["fell_back"] = (n.record.flags & store::k_inode_fell_back) != 0;
+    j["file_type"] = std::string(codec::file_type_name(record.type));
+    j["policy_codec"] = codec::format_codec_spec(store_->policy().for_type(record.type));
+    j["policy_chunker"] = codec::format_chunker_spec(store_->policy().chunker_for(record.type));
+    j["fell_back"] = (record.flags & store::k_inode_fell_back) != 0;
   }
   auto chunks = nlohmann::json::array();
   std::uint64_t count = 0;
@@ -77,7 +86,7 @@ std::string filesystem::info_json(node& n, std::size_t max_chunk_list_bytes) {
   std::uint64_t shared_bytes = 0;
   std::size_t list_bytes = 0;
   bool truncated = false;
-  if (S_ISREG(n.record.mode)) {
+  if (S_ISREG(record.mode)) {
     for (const auto& [offset, extent] :
          store_->extents(n.ino, 0, std::numeric_limits<std::uint64_t>::max())) {
       ++count;
