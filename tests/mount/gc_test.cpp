@@ -178,9 +178,12 @@ TEST_F(gc, gc_while_files_are_written_and_deleted_loses_nothing) {
   // `mount -f` is mounted before its control socket listens.
   ASSERT_TRUE(eventually([&] { return stdfs::exists(store_ / "control.sock"); }));
   std::atomic<bool> done{false};
+  std::atomic<int> collections{0};
   std::map<std::string, std::uint64_t> expected;  // name -> seed of its content
   std::thread writer([&] {
-    for (std::uint64_t round = 0; round < 60; ++round) {
+    // At least 60 rounds, and on until two collections have run meanwhile
+    // (a fast writer must not finish before the first gc does).
+    for (std::uint64_t round = 0; round < 60 || (collections < 2 && round < 600); ++round) {
       const std::string name = "f" + std::to_string(round % 12);
       if (round % 5 == 4) {
         stdfs::remove(path(name));
@@ -192,7 +195,6 @@ TEST_F(gc, gc_while_files_are_written_and_deleted_loses_nothing) {
     }
     done = true;
   });
-  int collections = 0;
   while (!done || collections == 0) {
     const json r = gc_json(store_, false);
     EXPECT_TRUE(r.value("mounted", false)) << r.dump();
