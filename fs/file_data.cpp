@@ -91,15 +91,22 @@ static bool read_committed(const store::store& st, std::uint64_t ino, std::uint6
 }
 
 std::uint64_t filesystem::drop_extents(store::transaction& txn, std::uint64_t ino,
-                                       std::uint64_t begin, std::uint64_t end) const {
+                                       const store::extent_list& extents) const {
   std::uint64_t stored = 0;
-  for (const auto& [off, ext] : store_->extents(ino, begin, end)) {
-    if (off < begin) continue;  // starts before the range: not ours to drop
+  for (const auto& [off, ext] : extents) {
     if (auto chunk = store_->get_chunk(ext.hash)) stored += chunk->stored_size;
     txn.delete_extent(ino, off);
     txn.unref_chunk(ext.hash);
   }
   return stored;
+}
+
+std::uint64_t filesystem::drop_extents(store::transaction& txn, std::uint64_t ino,
+                                       std::uint64_t begin, std::uint64_t end) const {
+  store::extent_list ours = store_->extents(ino, begin, end);
+  // One that starts before the range is not ours to drop.
+  std::erase_if(ours, [&](const auto& e) { return e.first < begin; });
+  return drop_extents(txn, ino, ours);
 }
 
 bool filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, char* out,

@@ -123,19 +123,23 @@ class filesystem {
   // with it; deletes it from the store if it has no links left.
   void maybe_release(const std::shared_ptr<node>& n);  // caller holds meta_mutex_
   void purge(store::transaction& txn, node& n);        // delete data + inode
+  // The same, given all of the file's extents (already read).
+  void purge(store::transaction& txn, node& n, const store::extent_list& extents);
   // A file with millions of extents (a 100 GiB image in 32 KiB chunks) is
   // not deleted in one transaction: its extents go k_purge_batch at a time,
   // each batch its own commit, while the inode stays in the orphan list, so
   // a crash in between leaves an orphan the next mount finishes.
   static constexpr std::size_t k_purge_batch = 16384;
-  bool has_more_extents_than_a_batch(std::uint64_t ino) const;
+  // All of the file's extents if they are at most one batch, else nothing.
+  std::optional<store::extent_list> extents_if_one_batch(std::uint64_t ino) const;
   // Before a truncate to `new_size` (data_mutex held, meta_mutex_ not):
   // drops the extents past it from the end, a batch per commit, lowering
   // the persisted size with each, until one batch is left for
   // plan_truncate. A crash in between leaves the file cut part of the way.
   void shrink_in_batches(node& n, std::uint64_t new_size);
-  // Takes meta_mutex_ per batch; returns when at most one batch is left.
-  void drop_orphan_extents_in_batches(std::uint64_t ino);
+  // Takes meta_mutex_ per batch; returns the extents left (one batch at
+  // most) for purge().
+  store::extent_list drop_orphan_extents_in_batches(std::uint64_t ino);
   // On a worker: the batches, then purge() of the rest and the inode.
   void release_big_orphan(const store::inode_record& r);
   void purge_orphans();
@@ -144,6 +148,9 @@ class filesystem {
   // those extents accounted for (to subtract from the inode's stored_bytes).
   std::uint64_t drop_extents(store::transaction& txn, std::uint64_t ino, std::uint64_t begin,
                              std::uint64_t end) const;
+  // The same for the given extents of `ino`.
+  std::uint64_t drop_extents(store::transaction& txn, std::uint64_t ino,
+                             const store::extent_list& extents) const;
   void commit(store::transaction& txn, bool sync = false);
 
   // --- namespace helpers (ops_dir.cpp) ---

@@ -61,9 +61,8 @@ void filesystem::purge_orphans() {
     auto r = store_->get_inode(ino);
     store::transaction txn;
     if (r) {
-      drop_orphan_extents_in_batches(ino);
       node n(*r);
-      purge(txn, n);
+      purge(txn, n, S_ISREG(r->mode) ? drop_orphan_extents_in_batches(ino) : store::extent_list{});
     } else {
       txn.remove_orphan(ino);
     }
@@ -168,29 +167,35 @@ store::inode_record filesystem::persistable(const node& n, store::inode_record r
 }
 
 void filesystem::purge(store::transaction& txn, node& n) {
-  if (S_ISREG(n.record.mode)) {
-    for (const auto& [offset, extent] :
-         store_->extents(n.ino, 0, std::numeric_limits<std::uint64_t>::max())) {
-      txn.delete_extent(n.ino, offset);
-      txn.unref_chunk(extent.hash);
-    }
+  purge(txn, n,
+        S_ISREG(n.record.mode)
+            ? store_->extents(n.ino, 0, std::numeric_limits<std::uint64_t>::max())
+            : store::extent_list{});
+}
+
+void filesystem::purge(store::transaction& txn, node& n, const store::extent_list& extents) {
+  for (const auto& [offset, extent] : extents) {
+    txn.delete_extent(n.ino, offset);
+    txn.unref_chunk(extent.hash);
   }
   for (const auto& name : store_->list_xattrs(n.ino)) txn.delete_xattr(n.ino, name);
   txn.delete_inode(n.ino);
   txn.remove_orphan(n.ino);
 }
 
-bool filesystem::has_more_extents_than_a_batch(std::uint64_t ino) const {
-  return store_->extents(ino, 0, std::numeric_limits<std::uint64_t>::max(), k_purge_batch + 1)
-             .size() > k_purge_batch;
+std::optional<store::extent_list> filesystem::extents_if_one_batch(std::uint64_t ino) const {
+  auto extents =
+      store_->extents(ino, 0, std::numeric_limits<std::uint64_t>::max(), k_purge_batch + 1);
+  if (extents.size() > k_purge_batch) return std::nullopt;
+  return extents;
 }
 
-void filesystem::drop_orphan_extents_in_batches(std::uint64_t ino) {
+store::extent_list filesystem::drop_orphan_extents_in_batches(std::uint64_t ino) {
   for (;;) {
     std::lock_guard meta(meta_mutex_);
-    const auto batch =
+    auto batch =
         store_->extents(ino, 0, std::numeric_limits<std::uint64_t>::max(), k_purge_batch + 1);
-    if (batch.size() <= k_purge_batch) return;
+    if (batch.size() <= k_purge_batch) return batch;
     store::transaction txn;
     txn.add_orphan(ino);  // already there; a crash must leave it there
     for (std::size_t i = 0; i < k_purge_batch; ++i) {
@@ -208,12 +213,7 @@ void filesystem::shrink_in_batches(node& n, std::uint64_t new_size) {
     if (batch.size() <= k_purge_batch) return;
     batch.erase(batch.begin());  // the lowest one stays for the next round
     store::transaction txn;
-    std::uint64_t dropped = 0;
-    for (const auto& [offset, extent] : batch) {
-      if (auto chunk = store_->get_chunk(extent.hash)) dropped += chunk->stored_size;
-      txn.delete_extent(n.ino, offset);
-      txn.unref_chunk(extent.hash);
-    }
+    const std::uint64_t dropped = drop_extents(txn, n.ino, batch);
     store::inode_record r = n.record;
     r.stored_bytes -= std::min(r.stored_bytes, dropped);
     store::inode_record persisted = r;
@@ -227,11 +227,11 @@ void filesystem::shrink_in_batches(node& n, std::uint64_t new_size) {
 
 void filesystem::release_big_orphan(const store::inode_record& r) {
   try {
-    drop_orphan_extents_in_batches(r.ino);
+    const store::extent_list rest = drop_orphan_extents_in_batches(r.ino);
     std::lock_guard meta(meta_mutex_);
     store::transaction txn;
     node n(r);
-    purge(txn, n);
+    purge(txn, n, rest);
     commit(txn);
   } catch (const std::exception& e) {
     log_error("inode " + std::to_string(r.ino) +
@@ -242,21 +242,24 @@ void filesystem::release_big_orphan(const store::inode_record& r) {
 void filesystem::maybe_release(const std::shared_ptr<node>& n) {
   if (n->lookups != 0 || n->opens != 0 || n->ino == store::k_root_ino) return;
   if (n->has_staged()) return;  // the last background commit calls us again
-  if (n->record.nlink == 0 && !n->purged && n->regular && workers_ &&
-      has_more_extents_than_a_batch(n->ino)) {
-    // Off this (FUSE) thread, in batches: the mount does not stall.
-    store::inode_record r = n->record;
-    workers_->submit([this, r] { release_big_orphan(r); });
-    n->purged = true;
-  }
   if (n->record.nlink == 0 && !n->purged) {
-    store::transaction txn;
-    purge(txn, *n);
-    try {
-      commit(txn);
-    } catch (const std::exception& e) {
-      // Stays an orphan in the store; the next mount releases it.
-      log_error("inode " + std::to_string(n->ino) + ": release failed: " + e.what());
+    const auto extents =
+        n->regular ? extents_if_one_batch(n->ino) : std::optional(store::extent_list{});
+    if (!extents && workers_) {
+      // Off this (FUSE) thread, in batches: the mount does not stall.
+      workers_->submit([this, r = n->record] { release_big_orphan(r); });
+    } else {
+      store::transaction txn;
+      if (extents)
+        purge(txn, *n, *extents);
+      else
+        purge(txn, *n);
+      try {
+        commit(txn);
+      } catch (const std::exception& e) {
+        // Stays an orphan in the store; the next mount releases it.
+        log_error("inode " + std::to_string(n->ino) + ": release failed: " + e.what());
+      }
     }
     n->purged = true;
   }

@@ -99,7 +99,8 @@ std::string filesystem::info_json(node& n, std::size_t max_chunk_list_bytes) {
         c["plain_size"] = record->plain_size;
         c["stored_size"] = record->stored_size;
         c["refcount"] = record->refcount;
-        c["recompress_queued"] = store_->is_queued_for_recompress(extent.hash);
+        // A lookup of its own: only for chunks the list shows.
+        if (!truncated) c["recompress_queued"] = store_->is_queued_for_recompress(extent.hash);
         if (record->refcount > 1) {
           ++shared_chunks;
           shared_bytes += extent.length;

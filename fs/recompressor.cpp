@@ -53,11 +53,6 @@ void recompressor::notify() {
   cv_.notify_one();
 }
 
-std::size_t recompressor::busy() const {
-  std::lock_guard lock(mutex_);
-  return in_progress_.size();
-}
-
 std::optional<store::recompress_item> recompressor::next_locked() {
   for (int refill = 0; refill < 2; ++refill) {
     while (!batch_.empty()) {

@@ -36,8 +36,6 @@ class recompressor {
 
   // New items were queued: wake idle threads.
   void notify();
-  // Chunks being re-encoded right now.
-  std::size_t busy() const;
 
  private:
   void run();

@@ -894,13 +894,6 @@ namespace {
 // chunk hash). Used only to estimate the garbage in blob files.
 constexpr std::uint64_t k_blob_record_overhead = 32 + chunk_hash::k_size;
 
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 // Adds the store directory's files to `r`, by kind (RocksDB's file names).
 void add_file_sizes(const fs::path& dir, gc_report& r) {
   std::error_code ec;
@@ -914,15 +907,15 @@ void add_file_sizes(const fs::path& dir, gc_report& r) {
     const auto bytes = static_cast<std::uint64_t>(sb.st_size);
     const std::string name = it->path().filename().string();
     r.disk_bytes += bytes;
-    if (ends_with(name, ".blob")) {
+    if (name.ends_with(".blob")) {
       r.payload_file_bytes += bytes;
-    } else if (ends_with(name, ".sst")) {
+    } else if (name.ends_with(".sst")) {
       r.table_file_bytes += bytes;
-    } else if (ends_with(name, ".log")) {
+    } else if (name.ends_with(".log")) {
       r.wal_bytes += bytes;
     } else if (name == "LOG") {
       r.info_log_bytes += bytes;
-    } else if (starts_with(name, "LOG.old.")) {
+    } else if (name.starts_with("LOG.old.")) {
       r.old_info_log_bytes += bytes;
     } else {
       r.other_file_bytes += bytes;
@@ -1044,7 +1037,7 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   phase("removing old info logs");
   std::error_code ec;
   for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!starts_with(it->path().filename().string(), "LOG.old.")) continue;
+    if (!it->path().filename().string().starts_with("LOG.old.")) continue;
     std::error_code rm;
     fs::remove(it->path(), rm);
     if (rm) log_error("gc: cannot remove " + it->path().string() + ": " + rm.message());
@@ -1320,9 +1313,7 @@ void store::commit(transaction& txn, bool sync) {
       count -= static_cast<std::uint64_t>(-d.delta);
     }
     if (count == 0) {
-      check_batch(batch.Delete(cfs_[cf_chunks], slice(hash.view())));
-      check_batch(batch.Delete(cfs_[cf_meta], recompress_key(hash)));
-      payloads_->remove(batch, hash);
+      check_batch(delete_chunk(batch, hash));
       deleted.push_back(hash);
       garbage += rec->stored_size;
     } else {
@@ -1508,6 +1499,13 @@ void store::scan_records(
   scan_prefix(cf, prefix, prefix, what.c_str(), fn);
 }
 
+rocksdb::Status store::delete_chunk(rocksdb::WriteBatch& batch, const chunk_hash& hash) {
+  rocksdb::Status s = batch.Delete(cfs_[cf_chunks], slice(hash.view()));
+  if (s.ok()) s = batch.Delete(cfs_[cf_meta], recompress_key(hash));
+  if (s.ok()) payloads_->remove(batch, hash);
+  return s;
+}
+
 void store::set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount) {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   std::lock_guard lock(commit_mutex_);
@@ -1516,9 +1514,7 @@ void store::set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount) {
   rocksdb::WriteBatch batch;
   rocksdb::Status s;
   if (refcount == 0) {
-    s = batch.Delete(cfs_[cf_chunks], slice(hash.view()));
-    if (s.ok()) s = batch.Delete(cfs_[cf_meta], recompress_key(hash));
-    if (s.ok()) payloads_->remove(batch, hash);
+    s = delete_chunk(batch, hash);
   } else {
     rec->refcount = refcount;
     s = batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec));

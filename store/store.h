@@ -32,6 +32,7 @@ namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
 class WriteBatch;
+class Status;
 }  // namespace rocksdb
 
 namespace densefs::store {
@@ -190,6 +191,9 @@ std::string to_json(const gc_report& r);
 // {"before": {...}, "after": {...}, "reclaimed_bytes": N, "rewrote_payloads":
 // B, "seconds": F}.
 std::string to_json(const gc_result& r);
+
+// A file's extents as (file_offset, extent), in offset order.
+using extent_list = std::vector<std::pair<std::uint64_t, extent_record>>;
 
 class store {
  public:
@@ -352,6 +356,9 @@ class store {
   void set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount);
 
  private:
+  // Adds to `batch` the removal of a chunk at refcount 0: its record, its
+  // payload and its re-encoding queue entry go together.
+  rocksdb::Status delete_chunk(rocksdb::WriteBatch& batch, const chunk_hash& hash);
   store(std::filesystem::path dir, store_open_options options);
   // Throws store_error(ENOSPC) unless `bytes` more payload fit while keeping
   // the space reserve; nothing has been written when it throws.
