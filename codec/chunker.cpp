@@ -242,18 +242,7 @@ std::optional<std::size_t> cdc_chunker::finish() {
 }
 
 std::vector<std::size_t> cut_points(std::string_view data, const cdc_options& options) {
-  cdc_chunker c(options);
-  std::vector<std::size_t> cuts;
-  cuts.reserve(data.size() / options.avg_size + 1);
-  std::size_t offset = 0;
-  while (offset < data.size()) {
-    const auto n = c.feed(data.substr(offset));
-    if (!n) break;
-    offset += *n;
-    cuts.push_back(offset);
-  }
-  if (c.finish()) cuts.push_back(data.size());
-  return cuts;
+  return chunk_ends(data, chunker_spec::content_defined(options));
 }
 
 chunker_spec parse_chunker_spec(std::string_view spec) {
@@ -291,7 +280,6 @@ std::size_t chunk_context_bytes(const chunker_spec& spec) {
 std::vector<std::size_t> chunk_ends(std::string_view data, const chunker_spec& spec,
                                     std::string_view before) {
   if (spec.how == chunker_spec::kind::cdc) {
-    if (before.empty()) return cut_points(data, spec.cdc);
     // Run the chunker over the context first; its state at data's start is
     // then the stream's (a cut resets it, so only the bytes since the last
     // cut in `before` matter).
@@ -303,6 +291,7 @@ std::vector<std::size_t> chunk_ends(std::string_view data, const chunker_spec& s
       before.remove_prefix(*n);
     }
     std::vector<std::size_t> cuts;
+    cuts.reserve(data.size() / spec.cdc.avg_size + 1);
     std::size_t offset = 0;
     while (offset < data.size()) {
       const auto n = c.feed(data.substr(offset));

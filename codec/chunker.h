@@ -139,8 +139,6 @@ class cdc_chunker {
   // Bytes of the current, unfinished chunk seen so far.
   std::size_t pending() const { return pos_; }
 
-  const cdc_options& options() const { return options_; }
-
  private:
   cdc_options options_;
   std::uint64_t mask_small_;  // below avg_size: more bits, fewer cuts

@@ -340,20 +340,23 @@ void writer::emit_chunk(std::string_view plain, const pre_encoded* given) {
     entries_.push_back(e);
     return;
   }
-  encoded_chunk encoded;
+  // A reused encoding is written from the caller's buffer, not copied.
+  std::string owned;
+  std::string_view stored;
   if (given) {
-    encoded.codec = given->codec;
-    encoded.bytes = std::string(given->bytes);
+    e.codec = given->codec;
+    stored = given->bytes;
   } else {
-    encoded = encode_chunk(plain, options_.codec);
+    encoded_chunk encoded = encode_chunk(plain, options_.codec);
+    e.codec = encoded.codec;
+    owned = std::move(encoded.bytes);
+    stored = owned;
   }
-  e.codec = encoded.codec;
-  std::string stored;
   if (options_.passphrase) {
-    stored = seal_chunk(e.plain_hash, e.codec, e.original_size, encoded.bytes);
+    owned = seal_chunk(e.plain_hash, e.codec, e.original_size, stored);
+    stored = owned;
     e.stored_hash = sha256_of(stored);
   } else {
-    stored = std::move(encoded.bytes);
     // A raw chunk's stored bytes are its plain bytes: no second hash.
     e.stored_hash = e.codec == codec_id::raw ? e.plain_hash : sha256_of(stored);
   }
@@ -367,7 +370,6 @@ void writer::emit_chunk(std::string_view plain, const pre_encoded* given) {
 
 header writer::finish() {
   if (finished_) throw czip_error("finish called twice");
-  if (cdc_) (void)cdc_->finish();  // the boundary is simply the end of the data
   if (!pending_.empty()) {
     emit_chunk(pending_);
     pending_.clear();

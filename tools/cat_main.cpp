@@ -7,7 +7,6 @@
 // holds the store's lock); --store reads an unmounted store directly.
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>

@@ -183,13 +183,7 @@ class progress_line {
 };
 
 std::string hex(const czip::sha256_digest& d) {
-  static constexpr char k_digits[] = "0123456789abcdef";
-  std::string out;
-  for (std::uint8_t b : d) {
-    out += k_digits[b >> 4];
-    out += k_digits[b & 0xf];
-  }
-  return out;
+  return store::chunk_hash{d}.hex();
 }
 
 // Opens IN; an encrypted czip needs the passphrase unless `header_only`.

@@ -70,24 +70,23 @@ int recompress_live(const std::string& path, bool as_json, bool progress, const 
   struct stat st {};
   std::string store_dir;
   {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    fd_guard file;
+    file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (file.fd < 0) {
       print_error(io, "recompress", path + ": " + std::strerror(errno));
       return k_exit_failure;
     }
     std::optional<std::string> info;
     try {
-      ::fstat(fd, &st);
+      ::fstat(file.fd, &st);
       // Staged data reaches the store first (a directory's fsync is harmless).
-      ::fsync(fd);
-      info = read_xattr(fd, path, fs::k_xattr_info);
+      ::fsync(file.fd);
+      info = read_xattr(file.fd, path, fs::k_xattr_info);
       if (info) store_dir = mount_store_dir(*info, path);
     } catch (const std::exception& e) {
-      ::close(fd);
       print_error(io, "recompress", e.what());
       return k_exit_failure;
     }
-    ::close(fd);
     if (!info) {
       print_error(io, "recompress",
                   path + " is neither a densefs store nor inside a densefs mount");
@@ -161,8 +160,9 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
     if (type != r.type) classified[r.ino] = type;
     const codec::codec_options& target = policy.for_type(type);
     for (const auto& [off, ext] : s->extents(r.ino, 0, std::numeric_limits<std::uint64_t>::max())) {
+      if (planned.count(ext.hash)) continue;
       const auto rec = s->get_chunk(ext.hash);
-      if (!rec || rec->codec == target.preferred || planned.count(ext.hash)) continue;
+      if (!rec || rec->codec == target.preferred) continue;
       planned.insert(ext.hash);
       jobs.push_back({ext.hash, target});
     }
