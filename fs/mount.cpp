@@ -260,6 +260,11 @@ void filesystem::init(fuse_conn_info* conn) {
   // open::etxtbsy). It also kept O_RDONLY|O_TRUNC from truncating. Without
   // it the VFS truncates with a SETATTR after that check, as on ext4.
   conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+  // File handles (name_to_handle_at, open_by_handle_at, NFS export) that
+  // still work after the kernel dropped the inode: it then asks us for "."
+  // and ".." (filesystem::lookup). Inode numbers are never reused, so a
+  // handle of a deleted file goes stale (ENOENT) instead of reaching another.
+  if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
   conn->time_gran = 1;  // timestamps are kept to the nanosecond
 }
 
