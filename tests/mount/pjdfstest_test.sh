@@ -110,11 +110,16 @@ run_pjdfstest() {
   local name=$1 target=$2 out=$work/$1 start end seconds
   echo "== $name: $pjdfstest -c pjdfstest.toml -s $secondary -p $target/pjdfstest"
   start=$(now)
-  write_config true
-  pjdfstest_process "$out.erofs" "$target" erofs
-  # Only the EROFS tests ran; none may have skipped (they need the remount).
-  [[ $(wc -l <"$out.erofs") -eq 13 ]] || fail "$name: expected 13 EROFS tests, got:
+  if [[ -n $remount_helper ]]; then
+    write_config true
+    pjdfstest_process "$out.erofs" "$target" erofs
+    # Only the EROFS tests ran; none may have skipped (they need the remount).
+    [[ $(wc -l <"$out.erofs") -eq 13 ]] || fail "$name: expected 13 EROFS tests, got:
 $(cat "$out.erofs")"
+  else
+    : >"$out.erofs"
+    : >"$out.erofs.reasons"
+  fi
   write_config false
   pjdfstest_process "$out.rest" "$target"
   end=$(now)
@@ -162,6 +167,16 @@ if [[ -n ${DENSEFS_PJDFSTEST_PATH:-} ]]; then
   exit 0
 fi
 
+# `mount -o remount,ro MNT` goes through mount.fuse3, which runs `densefs`
+# from the default PATH (/usr/local/bin, ...), not the binary under test;
+# tools/setup.sh test installs it. Without it the EROFS tests cannot run.
+remount_helper=$(env -i /bin/sh -c 'command -v densefs' || true)
+if [[ -z $remount_helper ]]; then
+  [[ ${DENSEFS_REQUIRE_TOOLS:-0} == 1 ]] &&
+    fail "densefs is not installed (mount -o remount needs it; tools/setup.sh test installs it)"
+  echo "NOT RUN: the 13 EROFS tests (they remount through an installed densefs;" \
+    "tools/setup.sh test installs it): counted as skipped"
+fi
 declare -A config_options=(
   [default]=""
   [timeouts0]="entry_timeout=0,attr_timeout=0,negative_timeout=0"
