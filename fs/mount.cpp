@@ -252,6 +252,19 @@ void filesystem::init(fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   // The kernel clears suid/sgid itself (it sends us the mode change).
   conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+  // No atomic_o_trunc: with it the kernel sends O_TRUNC in OPEN and sets its
+  // i_size to 0 as the OPEN returns, before the VFS checks for a running
+  // executable (ETXTBSY). A refused open(O_TRUNC) of a running program then
+  // still dropped its page cache and killed it with SIGSEGV, and if the
+  // program was still starting, the open then succeeded (pjdfstest
+  // open::etxtbsy). It also kept O_RDONLY|O_TRUNC from truncating. Without
+  // it the VFS truncates with a SETATTR after that check, as on ext4.
+  conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+  // File handles (name_to_handle_at, open_by_handle_at, NFS export) that
+  // still work after the kernel dropped the inode: it then asks us for "."
+  // and ".." (filesystem::lookup). Inode numbers are never reused, so a
+  // handle of a deleted file goes stale (ENOENT) instead of reaching another.
+  if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
   conn->time_gran = 1;  // timestamps are kept to the nanosecond
 }
 

@@ -270,6 +270,22 @@ void filesystem::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   run_op(req, "lookup", [&] {
     check_name(name);
     std::lock_guard meta(meta_mutex_);
+    // The kernel sends "." and ".." only for file handles (export support,
+    // filesystem::init): open_by_handle_at of an inode it no longer caches
+    // looks up "." in that inode, and reconnecting a directory looks up its
+    // "..". Any inode, even a regular file, answers "." with itself.
+    if (std::strcmp(name, ".") == 0) {
+      auto n = get_node(parent);
+      // Unlinked and closed: gone for good, as on ext4 (ESTALE), even while
+      // the kernel's forget is still on its way.
+      if (n->record.nlink == 0 && n->opens == 0) throw fs_error(ENOENT);
+      return reply_entry(req, n);
+    }
+    if (std::strcmp(name, "..") == 0) {
+      auto n = get_node(parent);
+      if (!S_ISDIR(n->record.mode)) throw fs_error(ENOTDIR);
+      return reply_entry(req, get_node(n->record.parent));
+    }
     auto d = store_->get_dirent(parent, name);
     if (!d) {
       if (options_.negative_timeout > 0) {

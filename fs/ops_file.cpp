@@ -18,17 +18,8 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   run_op(req, "open", [&] {
     auto n = get_node(ino);
     if (options_.read_only && (fi->flags & O_ACCMODE) != O_RDONLY) throw fs_error(EROFS);
-    if ((fi->flags & O_TRUNC) && n->regular && (fi->flags & O_ACCMODE) != O_RDONLY) {
-      // libfuse negotiates atomic_o_trunc: O_TRUNC arrives here, not as a
-      // separate setattr, and updates mtime and ctime like a truncate.
-      std::unique_lock data(n->data_mutex);
-      wait_in_flight(data, *n);
-      shrink_in_batches(*n, 0);
-      std::lock_guard meta(meta_mutex_);
-      store::inode_record r = n->record;
-      r.mtime = r.ctime = now();
-      commit_attributes(*n, r, 0);
-    }
+    // O_TRUNC never arrives here: atomic_o_trunc is off (filesystem::init),
+    // so the kernel truncates with a setattr after its ETXTBSY check.
     std::lock_guard meta(meta_mutex_);
     if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
     ++n->opens;
