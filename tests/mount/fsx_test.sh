@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# fsx (the Rust rewrite, crates.io `fsx`) against densefs mounts, in several
+# configurations, each on a fresh store with a fixed seed:
+#   default    fsx's defaults: 256 KiB file, ops up to 64 KiB; pread/pwrite,
+#              mmap read/write, truncate
+#   large      a 16 MiB file (four 4 MiB staging slots, many chunks), ops up
+#              to 1 MiB
+#   reopen     close and reopen often, so data goes through release (commit
+#              to the store) and is read back from chunks
+#   reopen-wb  the same on a `-o writeback_cache` mount
+#   alloc      truncate, posix_fallocate, punch hole, copy_file_range,
+#              sendfile, fadvise, fsync/fdatasync and msync(MS_INVALIDATE)
+#              weighted in next to the mmap ops
+#   smallcdc   `-o codec=+cdc:min=1K:avg=2K:max=8K`: chunk boundaries every
+#              few KiB, so nearly every op straddles one
+# fsx verifies every read against its model and exits non-zero on the first
+# mismatch (printing the seed and its op log). After each run: unmount,
+# `densefs fsck` must be clean, remount, and the file must equal what the
+# same seed and configuration leave in a plain directory (fsx is
+# deterministic; it keeps its own good copy, FILE.fsxgood, only on failure).
+#
+# DENSEFS_FSX_OPS=N overrides the op count of every run; DENSEFS_FSX_SEED=S
+# the seed. DENSEFS_SOAK=1 runs 10x the ops.
+# usage: fsx_test.sh DENSEFS_BINARY SOURCE_DIR
+# shellcheck source=mount_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
+
+fsx=$(find_tool fsx) || missing_tool "fsx (cargo install fsx)"
+soak=1
+[[ ${DENSEFS_SOAK:-0} == 1 ]] && soak=10
+
+# write_config NAME: fsx's TOML for a configuration (doc/fsx.toml in the
+# crate documents every key); the default configuration has none.
+write_config() {
+  case $1 in
+  default) ;;
+  large)
+    # Few truncates, so the file stays large and spans several slots.
+    cat <<'EOF'
+flen = 16777216
+[opsize]
+max = 1048576
+[weights]
+close_open = 1
+read = 10
+write = 10
+mapread = 5
+mapwrite = 5
+truncate = 1
+EOF
+    ;;
+  reopen | reopen-wb)
+    # close_open as often as a write: most reads find the data committed.
+    cat <<'EOF'
+flen = 1048576
+[opsize]
+max = 131072
+[weights]
+close_open = 8
+read = 10
+write = 10
+mapread = 5
+mapwrite = 5
+truncate = 4
+fsync = 1
+EOF
+    ;;
+  alloc)
+    cat <<'EOF'
+flen = 2097152
+[opsize]
+max = 262144
+[weights]
+close_open = 2
+read = 10
+write = 10
+mapread = 5
+mapwrite = 5
+invalidate = 1
+truncate = 6
+fsync = 1
+fdatasync = 1
+posix_fallocate = 6
+punch_hole = 6
+sendfile = 2
+posix_fadvise = 1
+copy_file_range = 4
+EOF
+    ;;
+  smallcdc)
+    cat <<'EOF'
+flen = 1048576
+[opsize]
+max = 65536
+[weights]
+close_open = 4
+read = 10
+write = 10
+mapread = 5
+mapwrite = 5
+truncate = 4
+punch_hole = 3
+copy_file_range = 3
+EOF
+    ;;
+  esac
+}
+
+# NAME OPS SEED MOUNT_OPTIONS
+configs=(
+  "default 3000 1 -"
+  "large 300 2 -"
+  "reopen 1500 3 -"
+  "reopen-wb 1000 4 writeback_cache"
+  "alloc 1500 5 -"
+  "smallcdc 1000 6 codec=+cdc:min=1K:avg=2K:max=8K"
+)
+
+runs=0
+total_ops=0
+mismatches=0
+for entry in "${configs[@]}"; do
+  read -r name ops seed options <<<"$entry"
+  ops=$((${DENSEFS_FSX_OPS:-$ops} * soak))
+  seed=${DENSEFS_FSX_SEED:-$seed}
+  store=$work/store-$name
+  mnt=$work/mnt-$name
+  plain=$work/plain-$name
+  mkdir -p "$mnt" "$plain"
+  config=()
+  if [[ $name != default ]]; then
+    write_config "$name" >"$work/$name.toml"
+    config=(-f "$work/$name.toml")
+  fi
+  mount_options=()
+  [[ $options != - ]] && mount_options=(-o "$options")
+
+  "$densefs" mkfs "$store" >/dev/null || fail "densefs mkfs $store failed"
+  mount_densefs "$store" "$mnt" "${mount_options[@]}"
+  echo "fsx $name: seed $seed, $ops ops, mount options ${options/#-/none}" \
+    "(replay: fsx ${config[*]} -N $ops -S $seed FILE)"
+  t0=$(now)
+  runs=$((runs + 1))
+  if ! (cd "$work" && "$fsx" "${config[@]}" -N "$ops" -S "$seed" -P "$work" "$mnt/fsx-file" \
+    >"$work/$name.log" 2>&1); then
+    mismatches=$((mismatches + 1))
+    tail -n 60 "$work/$name.log" >&2
+    echo "COUNTS: fsx runs=$runs ops=$total_ops mismatches=$mismatches"
+    fail "fsx $name (seed $seed) failed on densefs"
+  fi
+  t1=$(now)
+  total_ops=$((total_ops + ops))
+  grep -q "All operations completed A-OK" "$work/$name.log" ||
+    fail "fsx $name did not report success: $(tail -n 5 "$work/$name.log")"
+
+  # The reference: the same seed and configuration in a plain directory.
+  (cd "$work" && "$fsx" "${config[@]}" -N "$ops" -S "$seed" -P "$plain" "$plain/fsx-file" \
+    >"$work/$name-plain.log" 2>&1) || fail "fsx $name failed on a plain directory: $(tail -n 5 "$work/$name-plain.log")"
+  cmp "$plain/fsx-file" "$mnt/fsx-file" || fail "fsx $name: the file on the mount differs from the reference"
+
+  umount_densefs "$mnt"
+  "$densefs" fsck "$store" >"$work/$name-fsck.log" 2>&1 ||
+    fail "densefs fsck $store after fsx $name is not clean: $(cat "$work/$name-fsck.log")"
+  mount_densefs "$store" "$mnt"
+  cmp "$plain/fsx-file" "$mnt/fsx-file" ||
+    fail "fsx $name: after a remount the file differs from the reference"
+  [[ $(stat -c %s "$mnt/fsx-file") == $(stat -c %s "$plain/fsx-file") ]] ||
+    fail "fsx $name: after a remount the size differs from the reference"
+  umount_densefs "$mnt"
+  echo "fsx $name: A-OK in $(elapsed "$t0" "$t1")s; fsck clean; identical after remount" \
+    "($(stat -c %s "$plain/fsx-file") bytes)"
+done
+
+echo "COUNTS: fsx runs=$runs ops=$total_ops mismatches=$mismatches"
+echo "PASS"
