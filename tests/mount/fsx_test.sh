@@ -11,6 +11,9 @@
 #   alloc      truncate, posix_fallocate, punch hole, copy_file_range,
 #              sendfile, fadvise, fsync/fdatasync and msync(MS_INVALIDATE)
 #              weighted in next to the mmap ops
+#   parallel   three fsx processes with the same seed on three files of one
+#              mount: equal bytes at equal offsets, so concurrent commits
+#              share chunks
 #   smallcdc   `-o codec=+cdc:min=1K:avg=2K:max=8K`: chunk boundaries every
 #              few KiB, so nearly every op straddles one
 # fsx verifies every read against its model and exits non-zero on the first
@@ -87,6 +90,22 @@ posix_fadvise = 1
 copy_file_range = 4
 EOF
     ;;
+  parallel)
+    cat <<'EOF'
+flen = 1048576
+[opsize]
+max = 131072
+[weights]
+close_open = 6
+read = 10
+write = 10
+mapread = 5
+mapwrite = 5
+truncate = 4
+punch_hole = 2
+copy_file_range = 2
+EOF
+    ;;
   smallcdc)
     cat <<'EOF'
 flen = 1048576
@@ -106,21 +125,37 @@ EOF
   esac
 }
 
-# NAME OPS SEED MOUNT_OPTIONS
+# NAME OPS SEED PROCESSES MOUNT_OPTIONS. PROCESSES fsx runs in parallel,
+# each on its own file with the same seed: they write the same bytes at the
+# same offsets, so their commits share chunks (refcounts change
+# concurrently, which fsck checks).
 configs=(
-  "default 3000 1 -"
-  "large 300 2 -"
-  "reopen 1500 3 -"
-  "reopen-wb 1000 4 writeback_cache"
-  "alloc 1500 5 -"
-  "smallcdc 1000 6 codec=+cdc:min=1K:avg=2K:max=8K"
+  "default 3000 1 1 -"
+  "large 300 2 1 -"
+  "reopen 1500 3 1 -"
+  "reopen-wb 1000 4 1 writeback_cache"
+  "alloc 1500 5 1 -"
+  "parallel 800 7 3 -"
+  "smallcdc 1000 6 1 codec=+cdc:min=1K:avg=2K:max=8K"
 )
+
+# fsx must notice a wrong byte on this mount: its hidden --inject N skips
+# step N while its model still applies it (fsx's own miscompare test).
+"$densefs" mkfs "$work/store-inject" >/dev/null || fail "densefs mkfs failed"
+mkdir -p "$work/mnt-inject"
+mount_densefs "$work/store-inject" "$work/mnt-inject"
+if (cd "$work" && "$fsx" -N 10 -S 10 --inject 3 -P "$work" "$work/mnt-inject/f" >"$work/inject.log" 2>&1); then
+  fail "fsx with a skipped step (--inject 3) passed: it would not notice a mismatch"
+fi
+grep -q miscompare "$work/inject.log" ||
+  fail "fsx --inject 3 failed without a miscompare: $(tail -n 5 "$work/inject.log")"
+umount_densefs "$work/mnt-inject"
 
 runs=0
 total_ops=0
 mismatches=0
 for entry in "${configs[@]}"; do
-  read -r name ops seed options <<<"$entry"
+  read -r name ops seed procs options <<<"$entry"
   ops=$((${DENSEFS_FSX_OPS:-$ops} * soak))
   seed=${DENSEFS_FSX_SEED:-$seed}
   store=$work/store-$name
@@ -137,35 +172,45 @@ for entry in "${configs[@]}"; do
 
   "$densefs" mkfs "$store" >/dev/null || fail "densefs mkfs $store failed"
   mount_densefs "$store" "$mnt" "${mount_options[@]}"
-  echo "fsx $name: seed $seed, $ops ops, mount options ${options/#-/none}" \
+  echo "fsx $name: seed $seed, $ops ops, $procs process(es), mount options ${options/#-/none}" \
     "(replay: fsx ${config[*]} -N $ops -S $seed FILE)"
   t0=$(now)
-  runs=$((runs + 1))
-  if ! (cd "$work" && "$fsx" "${config[@]}" -N "$ops" -S "$seed" -P "$work" "$mnt/fsx-file" \
-    >"$work/$name.log" 2>&1); then
-    mismatches=$((mismatches + 1))
-    tail -n 60 "$work/$name.log" >&2
-    echo "COUNTS: fsx runs=$runs ops=$total_ops mismatches=$mismatches"
-    fail "fsx $name (seed $seed) failed on densefs"
-  fi
+  pids=()
+  for p in $(seq 1 "$procs"); do
+    (cd "$work" && exec "$fsx" "${config[@]}" -N "$ops" -S "$seed" -P "$work" "$mnt/fsx-file-$p" \
+      >"$work/$name-$p.log" 2>&1) &
+    pids+=($!)
+  done
+  for p in $(seq 1 "$procs"); do
+    runs=$((runs + 1))
+    if ! wait "${pids[$((p - 1))]}" || ! grep -q "All operations completed A-OK" "$work/$name-$p.log"; then
+      mismatches=$((mismatches + 1))
+      tail -n 60 "$work/$name-$p.log" >&2
+      echo "COUNTS: fsx runs=$runs ops=$total_ops mismatches=$mismatches"
+      fail "fsx $name (seed $seed) failed on densefs ($mnt/fsx-file-$p)"
+    fi
+    total_ops=$((total_ops + ops))
+  done
   t1=$(now)
-  total_ops=$((total_ops + ops))
-  grep -q "All operations completed A-OK" "$work/$name.log" ||
-    fail "fsx $name did not report success: $(tail -n 5 "$work/$name.log")"
 
   # The reference: the same seed and configuration in a plain directory.
   (cd "$work" && "$fsx" "${config[@]}" -N "$ops" -S "$seed" -P "$plain" "$plain/fsx-file" \
     >"$work/$name-plain.log" 2>&1) || fail "fsx $name failed on a plain directory: $(tail -n 5 "$work/$name-plain.log")"
-  cmp "$plain/fsx-file" "$mnt/fsx-file" || fail "fsx $name: the file on the mount differs from the reference"
+  for p in $(seq 1 "$procs"); do
+    cmp "$plain/fsx-file" "$mnt/fsx-file-$p" ||
+      fail "fsx $name: $mnt/fsx-file-$p differs from the reference"
+  done
 
   umount_densefs "$mnt"
   "$densefs" fsck "$store" >"$work/$name-fsck.log" 2>&1 ||
     fail "densefs fsck $store after fsx $name is not clean: $(cat "$work/$name-fsck.log")"
   mount_densefs "$store" "$mnt"
-  cmp "$plain/fsx-file" "$mnt/fsx-file" ||
-    fail "fsx $name: after a remount the file differs from the reference"
-  [[ $(stat -c %s "$mnt/fsx-file") == $(stat -c %s "$plain/fsx-file") ]] ||
-    fail "fsx $name: after a remount the size differs from the reference"
+  for p in $(seq 1 "$procs"); do
+    cmp "$plain/fsx-file" "$mnt/fsx-file-$p" ||
+      fail "fsx $name: after a remount $mnt/fsx-file-$p differs from the reference"
+    [[ $(stat -c %s "$mnt/fsx-file-$p") == $(stat -c %s "$plain/fsx-file") ]] ||
+      fail "fsx $name: after a remount the size of $mnt/fsx-file-$p differs from the reference"
+  done
   umount_densefs "$mnt"
   echo "fsx $name: A-OK in $(elapsed "$t0" "$t1")s; fsck clean; identical after remount" \
     "($(stat -c %s "$plain/fsx-file") bytes)"
