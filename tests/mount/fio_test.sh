@@ -135,7 +135,14 @@ echo "fio remount: verify_only after the remount clean in $(elapsed "$t1" "$t2")
 # The same verification must catch one changed byte (fio's crc32c header
 # covers each block). Not counted: this run is meant to fail.
 saved=("$jobs" "$verified" "$errors")
-printf '\x5a' | dd of="$mnt/keep-seq.0.0" bs=1 seek=$((5 * 1048576 + 777)) conv=notrunc status=none
+# The byte's complement, so the file surely changes.
+damage_at=$((5 * 1048576 + 777))
+old_byte=$(od -An -tu1 -j "$damage_at" -N 1 "$mnt/keep-seq.0.0" | tr -d ' ')
+# shellcheck disable=SC2059 # the format is the octal escape of the new byte
+printf "\\$(printf '%03o' $((255 - old_byte)))" |
+  dd of="$mnt/keep-seq.0.0" bs=1 seek="$damage_at" conv=notrunc status=none
+[[ $(od -An -tu1 -j "$damage_at" -N 1 "$mnt/keep-seq.0.0" | tr -d ' ') == $((255 - old_byte)) ]] ||
+  fail "could not change byte $damage_at of keep-seq.0.0 through the mount"
 if run_fio damage "$work/remount-verify.fio" --section=keep-seq; then
   fail "fio verify_only did not notice a changed byte in keep-seq.0.0"
 fi
