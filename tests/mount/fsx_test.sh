@@ -130,13 +130,13 @@ EOF
 # same offsets, so their commits share chunks (refcounts change
 # concurrently, which fsck checks).
 configs=(
-  "default 3000 1 1 -"
-  "large 300 2 1 -"
-  "reopen 1500 3 1 -"
-  "reopen-wb 1000 4 1 writeback_cache"
-  "alloc 1500 5 1 -"
-  "parallel 800 7 3 -"
-  "smallcdc 1000 6 1 codec=+cdc:min=1K:avg=2K:max=8K"
+  "default 5000 1 1 -"
+  "large 500 2 1 -"
+  "reopen 2500 3 1 -"
+  "reopen-wb 1500 4 1 writeback_cache"
+  "alloc 2500 5 1 -"
+  "parallel 1200 7 3 -"
+  "smallcdc 1500 6 1 codec=+cdc:min=1K:avg=2K:max=8K"
 )
 
 # fsx must notice a wrong byte on this mount: its hidden --inject N skips
