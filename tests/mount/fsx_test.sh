@@ -13,7 +13,8 @@
 #              weighted in next to the mmap ops
 #   parallel   three fsx processes with the same seed on three files of one
 #              mount: equal bytes at equal offsets, so concurrent commits
-#              share chunks
+#              share chunks; `densefs gc` and `densefs recompress` run in
+#              a loop meanwhile
 #   smallcdc   `-o codec=+cdc:min=1K:avg=2K:max=8K`: chunk boundaries every
 #              few KiB, so nearly every op straddles one
 # fsx verifies every read against its model and exits non-zero on the first
@@ -181,6 +182,21 @@ for entry in "${configs[@]}"; do
       >"$work/$name-$p.log" 2>&1) &
     pids+=($!)
   done
+  if ((procs > 1)); then
+    # Meanwhile, garbage collection and background re-encoding on the same
+    # store, until the fsx processes end: both walk the chunks the writers
+    # are sharing and releasing.
+    (
+      while kill -0 "${pids[@]}" 2>/dev/null; do
+        "$densefs" gc "$store" >/dev/null 2>>"$work/$name-gc.log" || echo "densefs gc failed" >>"$work/$name-gc.log"
+        "$densefs" recompress "$mnt/fsx-file-1" >/dev/null 2>>"$work/$name-gc.log" ||
+          echo "densefs recompress failed" >>"$work/$name-gc.log"
+        echo pass >>"$work/$name-maintenance"
+        sleep 0.2
+      done
+    ) &
+    maintenance=$!
+  fi
   for p in $(seq 1 "$procs"); do
     runs=$((runs + 1))
     if ! wait "${pids[$((p - 1))]}" || ! grep -q "All operations completed A-OK" "$work/$name-$p.log"; then
@@ -191,6 +207,14 @@ for entry in "${configs[@]}"; do
     fi
     total_ops=$((total_ops + ops))
   done
+  if ((procs > 1)); then
+    wait "$maintenance"
+    if grep -q failed "$work/$name-gc.log"; then
+      cat "$work/$name-gc.log" >&2
+      fail "densefs gc or recompress failed while fsx $name ran"
+    fi
+    echo "fsx $name: $(wc -l <"$work/$name-maintenance" 2>/dev/null || echo 0) gc+recompress passes meanwhile"
+  fi
   t1=$(now)
 
   # The reference: the same seed and configuration in a plain directory.
