@@ -5,8 +5,9 @@
 # guard. Three runs:
 #   live      a sequential write, then four random writers in parallel with
 #             mixed block sizes that read back what they wrote while writing
-#             (verify_backlog) and all of it at the end; on a default mount,
-#             then on a `-o writeback_cache` mount
+#             (verify_backlog) and all of it at the end, then two writers
+#             overwriting their files six times over in random 16 KiB
+#             blocks; on a default mount, then on a `-o writeback_cache` mount
 #   remount   a sequential and two random writers without reading back
 #             (on the writeback_cache mount); unmount, mount without it, and
 #             the same jobs with verify_only=1
@@ -50,6 +51,19 @@ numjobs=4
 bsrange=4k-64k
 size=$((32 * size_factor))m
 verify_backlog=64
+
+# Overwrites: 6x the file size in random 16 KiB blocks, so committed chunks
+# are rewritten; with norandommap fio remembers the last write of each
+# block (a fixed block size keeps that exact) and verifies those.
+[over]
+stonewall
+rw=randwrite
+norandommap=1
+numjobs=2
+bs=16k
+size=$((8 * size_factor))m
+io_size=$((48 * size_factor))m
+verify_backlog=32
 EOF
 # The verify_only run needs do_verify=1 (with do_verify=0 it reads nothing
 # and passes), so the write and the verify runs get their own job files.
@@ -103,10 +117,10 @@ for variant in default writeback_cache; do
     cat "$work/live-$variant.out" >&2
     fail "fio write+verify jobs failed on the mount ($variant)"
   }
-  rm -f "$mnt"/seq.* "$mnt"/rand.*
+  rm -f "$mnt"/seq.* "$mnt"/rand.* "$mnt"/over.*
 done
 t1=$(now)
-echo "fio live: write+verify, sequential and 4 random writers, on a default and a" \
+echo "fio live: write+verify, sequential, 4 random and 2 overwriting writers, on a default and a" \
   "writeback_cache mount, in $(elapsed "$t0" "$t1")s"
 
 # Written through the writeback_cache mount, verified after a plain mount.
