@@ -184,8 +184,8 @@ for entry in "${configs[@]}"; do
   done
   if ((procs > 1)); then
     # Meanwhile, garbage collection and background re-encoding on the same
-    # store, until the fsx processes end: both walk the chunks the writers
-    # are sharing and releasing.
+    # store, until the first fsx process ends: both walk the chunks the
+    # writers are sharing and releasing.
     (
       while kill -0 "${pids[@]}" 2>/dev/null; do
         "$densefs" gc "$store" >/dev/null 2>>"$work/$name-gc.log" || echo "densefs gc failed" >>"$work/$name-gc.log"
@@ -202,6 +202,7 @@ for entry in "${configs[@]}"; do
     if ! wait "${pids[$((p - 1))]}" || ! grep -q "All operations completed A-OK" "$work/$name-$p.log"; then
       mismatches=$((mismatches + 1))
       tail -n 60 "$work/$name-$p.log" >&2
+      [[ -f $work/$name.toml ]] && { echo "fsx configuration $name:" && cat "$work/$name.toml"; } >&2
       echo "COUNTS: fsx runs=$runs ops=$total_ops mismatches=$mismatches"
       fail "fsx $name (seed $seed) failed on densefs ($mnt/fsx-file-$p)"
     fi
