@@ -321,6 +321,14 @@ class DifferentialFS(RuleBasedStateMachine):
         run only while some handle is open, so no step is wasted)."""
         return slot if slot in self.handles else min(self.handles)
 
+    def inject(self, side, slot, offset):
+        """--inject-fault: a write past EOF on densefs also puts a byte in
+        the hole before it, as a bug would. Shows that the test catches and
+        shrinks such a bug (the self-check in differential_test.sh)."""
+        fd = self.handles[slot][side]
+        if CFG.inject_fault and side == 0 and offset > os.fstat(fd).st_size + 1:
+            os.pwrite(fd, b"\x01", offset - 1)
+
     def count_step(self):
         STATS["steps"] += 1
         self.steps += 1
@@ -415,7 +423,8 @@ class DifferentialFS(RuleBasedStateMachine):
         slot = self.pick(slot)
         data = make_data(*content)
         self.both(f"pwrite(slot {slot}, {offset}, {content})",
-                  lambda s: os.pwrite(self.handles[slot][s], data, offset))
+                  lambda s: self.inject(s, slot, offset) or
+                  os.pwrite(self.handles[slot][s], data, offset))
 
     # The data path gets a second pwrite rule (hypothesis picks rules
     # evenly, and tries examples with some rules switched off): writes near
@@ -427,7 +436,8 @@ class DifferentialFS(RuleBasedStateMachine):
         data = make_data(*content)
         offset = max(0, k * SLOT + delta)
         self.both(f"pwrite_slot_edge(slot {slot}, {offset}, {content})",
-                  lambda s: os.pwrite(self.handles[slot][s], data, offset))
+                  lambda s: self.inject(s, slot, offset) or
+                  os.pwrite(self.handles[slot][s], data, offset))
 
     @precondition(lambda self: self.handles)
     @rule(slot=slots, mode=st.sampled_from(list(FALLOC_MODES)), offset=offsets,
@@ -728,6 +738,8 @@ def main():
     ap.add_argument("--remount-every", type=int, default=12)
     ap.add_argument("--label", default="default")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--inject-fault", action="store_true",
+                    help="make writes past EOF on densefs corrupt the hole: the test must fail")
     ap.add_argument("mount_args", nargs="*", help="densefs mount arguments, after --")
     CFG = ap.parse_args()
     MOUNT = DensefsMount(CFG)
