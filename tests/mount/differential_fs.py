@@ -253,9 +253,12 @@ class DensefsMount:
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode == 0 or "busy" not in r.stderr or time.monotonic() > deadline:
                 break
-            who = subprocess.run(["fuser", "-vm", self.cfg.mnt], capture_output=True, text=True)
-            print(f"umount: busy, retrying; fuser -vm: {who.stdout.strip()} "
-                  f"{who.stderr.strip()[-300:]}", flush=True)
+            who = "(fuser not installed)"
+            if shutil.which("fuser"):
+                r2 = subprocess.run(["fuser", "-vm", self.cfg.mnt], capture_output=True,
+                                    text=True)
+                who = (r2.stdout + r2.stderr).strip()[-400:]
+            print(f"umount: busy, retrying; fuser -vm: {who}", flush=True)
             time.sleep(0.2)
         if r.returncode != 0:
             raise AssertionError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")
