@@ -750,7 +750,7 @@ def main():
     ap.add_argument("--mnt", required=True)
     ap.add_argument("--ref", required=True)
     ap.add_argument("--work", required=True, help="hypothesis keeps its database here")
-    ap.add_argument("--examples", type=int, default=50)
+    ap.add_argument("--examples", type=int, default=70)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--full-every", type=int, default=15)

@@ -9,7 +9,7 @@
 # kernel cache timeout 0 with writeback_cache on.
 #
 #   DENSEFS_SOAK=1                 many more examples and steps, a random seed
-#   DENSEFS_HYPO_EXAMPLES=N        examples per configuration (default 50)
+#   DENSEFS_HYPO_EXAMPLES=N        examples per configuration (default 70)
 #   DENSEFS_HYPO_STEPS=N           steps per example (default 30)
 #   DENSEFS_HYPO_SEED=N            the seed (default 0: CI runs are reproducible)
 #   DENSEFS_HYPO_VERBOSE=1         print every step
@@ -24,7 +24,7 @@ if [[ -x $venv_python ]]; then python=$venv_python; fi
 "$python" -c 'import hypothesis' 2>/dev/null ||
   missing_tool "hypothesis for $python (/opt/densefs-tools/venv/bin/pip install hypothesis)"
 
-examples=50
+examples=70
 steps=30
 seed=0
 if [[ ${DENSEFS_SOAK:-0} == 1 ]]; then
