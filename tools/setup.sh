@@ -79,6 +79,8 @@ test_packages=(
   diffutils findutils
   # tests/mount/stress_test.sh and fio_test.sh
   stress-ng fio
+  # fuser: the differential test names who holds a busy mount
+  psmisc
   # the ASan+UBSan build and the libFuzzer targets (tests/fuzz) use clang;
   # llvm-symbolizer turns sanitizer reports into file:line stacks
   clang libclang-rt-14-dev llvm
@@ -151,7 +153,9 @@ install_fsx() {
   fi
   ensure_rust_toolchain
   log "building fsx with $cargo (about 8 minutes, once)"
-  CARGO_HOME=$cargo_home "$cargo" install --quiet --locked fsx
+  # tests/mount/fsx_test.sh writes fsx 0.3's TOML configuration and uses its
+  # --inject option
+  CARGO_HOME=$cargo_home "$cargo" install --quiet --locked fsx --version 0.3.2
   command -v fsx >/dev/null
 }
 
