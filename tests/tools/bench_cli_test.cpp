@@ -103,17 +103,29 @@ class bench_run : public ::testing::Test {
 };
 
 TEST_F(bench_run, prepare_builds_the_inputs) {
-  const auto r = prepare("100K");
+  const auto r = prepare("40K");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(stdfs::file_size(stdfs::path(input()) / "big.bin"), 100u * 1024);
+  EXPECT_EQ(stdfs::file_size(stdfs::path(input()) / "big.bin"), 40u * 1024);
+  EXPECT_EQ(r.err.find("note:"), std::string::npos) << r.err;
   EXPECT_TRUE(stdfs::is_regular_file(stdfs::path(input()) / "tree/src/doc/deep/er/page.html"));
   EXPECT_TRUE(stdfs::is_symlink(stdfs::path(input()) / "tree/src/link"));
   EXPECT_TRUE(stdfs::is_regular_file(stdfs::path(input()) / "jpeg/p2.jpg"));
   EXPECT_NE(r.err.find("prepared"), std::string::npos) << r.err;
   // A second --prepare into the same directory would mix inputs.
-  const auto again = prepare("100K");
+  const auto again = prepare("40K");
   EXPECT_EQ(again.status, 1);
   EXPECT_TRUE(is_one_error_line(again.err)) << again.err;
+}
+
+TEST_F(bench_run, prepare_says_when_the_big_sources_run_out) {
+  // The source tree holds about 100 KiB: big.bin stops there rather than
+  // repeat bytes a deduplicating file system would store once.
+  const auto r = prepare("1M");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto size = stdfs::file_size(stdfs::path(input()) / "big.bin");
+  EXPECT_GT(size, 90u * 1024);
+  EXPECT_LT(size, 1u << 20);
+  EXPECT_NE(r.err.find("note: the --big-source trees hold only"), std::string::npos) << r.err;
 }
 
 TEST_F(bench_run, workloads_on_two_dirs_give_table_json_and_svg) {
@@ -149,15 +161,25 @@ TEST_F(bench_run, workloads_on_two_dirs_give_table_json_and_svg) {
     EXPECT_EQ(x.at("errors"), 0) << x.dump();
     EXPECT_EQ(x.at("failed_workers"), 0) << x.dump();
     EXPECT_GT(x.at("wall_s").get<double>(), 0) << x.dump();
-    if (w == "walk") EXPECT_EQ(x.at("entries"), 28 * procs) << x.dump();  // each walks it all
+    if (w == "walk") {
+      EXPECT_EQ(x.at("entries"), 28 * procs) << x.dump();  // each walks it all
+    }
     if (w == "read-small") {
       EXPECT_EQ(x.at("bytes"), tree_bytes) << x.dump();  // the files split over the workers
       EXPECT_EQ(x.at("entries"), tree_files) << x.dump();
     }
-    if (w == "read-large" || w == "write-big") EXPECT_EQ(x.at("bytes"), 64 * 1024);
-    if (w == "read-jpeg") EXPECT_EQ(x.at("entries"), 3);
-    if (x.at("target") == "other") EXPECT_TRUE(x.contains("ratio_to_baseline")) << x.dump();
-    if (w == "walk" && procs == 2) EXPECT_TRUE(x.contains("scaling")) << x.dump();
+    if (w == "read-large" || w == "write-big") {
+      EXPECT_EQ(x.at("bytes"), 64 * 1024);
+    }
+    if (w == "read-jpeg") {
+      EXPECT_EQ(x.at("entries"), 3);
+    }
+    if (x.at("target") == "other") {
+      EXPECT_TRUE(x.contains("ratio_to_baseline")) << x.dump();
+    }
+    if (w == "walk" && procs == 2) {
+      EXPECT_TRUE(x.contains("scaling")) << x.dump();
+    }
   }
   for (const std::string target : {"ext", "other"}) {
     for (const std::string row : {"walk/1", "walk/2", "read-small/1", "read-small/2", "read-jpeg/1",

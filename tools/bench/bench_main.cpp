@@ -181,6 +181,9 @@ void prepare(const options& o, const tool_io& io, progress& p) {
   io.err << "prepared " << o.prepare << ": tree " << human_size(tree_bytes) << ", big.bin "
          << human_size(big_bytes) << ", jpeg " << jpeg_files << " files " << human_size(jpeg_bytes)
          << '\n';
+  if (big_bytes < big)
+    io.err << "note: the --big-source trees hold only " << human_size(big_bytes)
+           << ": big.bin is smaller than --big-size\n";
 }
 
 // One target's work directory and what is on it.
