@@ -92,8 +92,8 @@ std::vector<std::string> list_files(const std::string& root);
 worker_counts read_files(const std::vector<std::string>& files, int index, int n);
 worker_counts read_file(const std::string& path);
 
-// write.cpp: copies `from` to `to` and fsyncs it.
-worker_counts write_file_synced(const std::string& from, const std::string& to);
+// write.cpp: copies `from` to `to`, and fsyncs it when `synced`.
+worker_counts write_file(const std::string& from, const std::string& to, bool synced);
 // A portable cp -R of regular files, directories and symlinks (the fallback
 // when cp or rsync are missing, and --prepare's copier). Stops copying files
 // once `cap` bytes were copied; returns the bytes copied.

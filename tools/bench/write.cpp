@@ -108,9 +108,9 @@ void copy_tree_into(const std::string& from, const std::string& to, std::uint64_
 
 }  // namespace
 
-worker_counts write_file_synced(const std::string& from, const std::string& to) {
+worker_counts write_file(const std::string& from, const std::string& to, bool synced) {
   worker_counts c;
-  c.bytes = copy_file(from, to, 0644, true);
+  c.bytes = copy_file(from, to, 0644, synced);
   c.entries = 1;
   return c;
 }
