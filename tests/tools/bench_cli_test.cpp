@@ -62,7 +62,7 @@ TEST(bench_cli, input_that_was_not_prepared_is_an_error) {
   EXPECT_NE(r.err.find("--prepare"), std::string::npos) << r.err;
 }
 
-class bench_run : public ::testing::Test {
+class bench_cli_run : public ::testing::Test {
  protected:
   void SetUp() override {
     // A small source tree: files of several kinds in nested directories, a
@@ -102,7 +102,7 @@ class bench_run : public ::testing::Test {
   temp_dir tmp_;
 };
 
-TEST_F(bench_run, prepare_builds_the_inputs) {
+TEST_F(bench_cli_run, prepare_builds_the_inputs) {
   const auto r = prepare("40K");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(stdfs::file_size(stdfs::path(input()) / "big.bin"), 40u * 1024);
@@ -117,7 +117,7 @@ TEST_F(bench_run, prepare_builds_the_inputs) {
   EXPECT_TRUE(is_one_error_line(again.err)) << again.err;
 }
 
-TEST_F(bench_run, prepare_says_when_the_big_sources_run_out) {
+TEST_F(bench_cli_run, prepare_says_when_the_big_sources_run_out) {
   // The source tree holds about 100 KiB: big.bin stops there rather than
   // repeat bytes a deduplicating file system would store once.
   const auto r = prepare("1M");
@@ -128,7 +128,7 @@ TEST_F(bench_run, prepare_says_when_the_big_sources_run_out) {
   EXPECT_NE(r.err.find("note: the --big-source trees hold only"), std::string::npos) << r.err;
 }
 
-TEST_F(bench_run, workloads_on_two_dirs_give_table_json_and_svg) {
+TEST_F(bench_cli_run, workloads_on_two_dirs_give_table_json_and_svg) {
   ASSERT_EQ(prepare("64K").status, 0);
   auto args = std::vector<std::string>{"bench",       "--input", input(),
                                        "--warm-only", "--procs", "1,2",
@@ -220,7 +220,7 @@ TEST_F(bench_run, workloads_on_two_dirs_give_table_json_and_svg) {
   EXPECT_EQ(count("<rect") - count("</rect>"), 1u + 2u);
 }
 
-TEST_F(bench_run, table_has_a_column_per_target_and_a_row_per_workload) {
+TEST_F(bench_cli_run, table_has_a_column_per_target_and_a_row_per_workload) {
   ASSERT_EQ(prepare("32K").status, 0);
   auto args = std::vector<std::string>{"bench",   "--input", input(),       "--warm-only",
                                        "--procs", "1",       "--workloads", "walk,read"};
