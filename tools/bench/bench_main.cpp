@@ -215,7 +215,7 @@ result not_available(const std::string& workload, const std::string& label,
 
 class runner {
  public:
-  runner(const options& o, const tool_io& io, progress& p) : o_(o), io_(io), p_(p) {
+  runner(const options& o, progress& p) : o_(o), p_(p) {
     r_.input = o.input;
     for (const auto& t : o.targets) r_.targets.push_back(t.label);
     r_.cold = !o.warm_only && can_drop_caches(r_.cold_note);
@@ -414,7 +414,6 @@ class runner {
   }
 
   const options& o_;
-  const tool_io& io_;
   progress& p_;
   report r_;
   std::vector<work> works_;
@@ -475,7 +474,7 @@ int run(const std::vector<std::string>& args, const tool_io& io) {
   progress p(io);
   if (!o.prepare.empty()) prepare(o, io, p);
   if (o.targets.empty()) return k_exit_ok;
-  runner r(o, io, p);
+  runner r(o, p);
   const report rep = r.run();
   io.out << (o.json ? render_json(rep) : render_table(rep));
   if (!o.svg.empty()) write_text(o.svg, render_svg(rep));
