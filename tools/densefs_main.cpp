@@ -26,6 +26,7 @@ constexpr command k_commands[] = {
     {"stats", stats_main}, {"info", info_main},   {"analyze", analyze_main},
     {"cat", cat_main},     {"codec", codec_main}, {"recompress", recompress_main},
     {"fsck", fsck_main},   {"czip", czip_main},   {"gc", gc_main},
+    {"bench", bench_main},
 };
 
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
@@ -51,6 +52,9 @@ commands:
   codec compress|decompress|concat   the codecs on standalone files
   czip pack|unpack|info|verify|cat   one file as a chunked, deduplicated, compressed,
                                      optionally encrypted container (docs/czip.md)
+  bench --prepare DIR | --input DIR --target LABEL=DIR...
+                                     the same workloads on several directories,
+                                     side by side (docs/bench.md)
   help [COMMAND]                     this text, or a command's options
 
 `densefs STORE MOUNTPOINT -o OPTIONS` mounts too (mount -t fuse.densefs, fstab).
