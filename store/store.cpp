@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/chunk_cache.h"
+#include "store/fault_injection.h"
 #include "store/log.h"
 #include "store/records_detail.h"
 #include "store/rocksdb_payload_store.h"
@@ -174,6 +175,9 @@ db_config make_config(std::size_t block_cache_bytes) {
   // deleted).
   c.db.avoid_flush_during_recovery = true;
   c.db.listeners.push_back(std::make_shared<manual_recovery>());
+  // Test-only faults under every file of the database (store/fault_injection.h);
+  // RocksDB's default Env unless DENSEFS_FAULT_INJECTION is set.
+  if (rocksdb::Env* env = fault_injection_env()) c.db.env = env;
 
   // One block cache shared by every metadata column family, so a walk of a
   // big tree and a stream of reads compete for one budget.
