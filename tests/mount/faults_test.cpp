@@ -115,61 +115,50 @@ TEST_F(faults, eio_on_store_reads_reaches_the_reader_and_damages_nothing) {
   mount();
 }
 
-// Store writes fail (the write-ahead log: every commit goes through it) a
-// few times, then the fault clears: the writer sees EIO, what was stored is
-// intact, and writing works again on the same mount.
-TEST_F(faults, eio_on_store_writes_reaches_the_writer_then_writing_works_again) {
+// A store write fails once (the write-ahead log: every commit goes through
+// it) and the fault clears. The writer sees EIO and what was stored is
+// intact. RocksDB (7.8) does not resume after a failed log write: the mount
+// keeps answering writes with EIO, and one log line each, until it is
+// mounted again; it must unmount cleanly (exit status 0) and the next mount
+// writes again.
+TEST_F(faults, eio_on_store_writes_reaches_the_writer_and_a_remount_writes_again) {
   const std::string before = random_bytes(2 << 20, 4);
   write_file(path("before"), before);
   unmount();
 
-  ASSERT_NO_FATAL_FAILURE(mount_with_faults("write_eio:files=wal:count=3"));
+  ASSERT_NO_FATAL_FAILURE(mount_with_faults("write_eio:files=wal:count=1"));
   const std::string lost = random_bytes(1 << 20, 5);
-  int error = 0;
-  {
-    const int fd = ::open(path("failing").c_str(), O_CREAT | O_WRONLY, 0644);
-    if (fd < 0) {
-      error = errno;
-    } else {
-      if (::pwrite(fd, lost.data(), lost.size(), 0) < 0) error = errno;
-      if (::fsync(fd) != 0 && error == 0) error = errno;
-      if (::close(fd) != 0 && error == 0) error = errno;
-    }
-  }
-  EXPECT_EQ(error, EIO) << "a failing store write must reach the writer as EIO\n" << daemon_log();
+  const auto try_write = [&](const char* name, const std::string& data) {
+    const int fd = ::open(path(name).c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd < 0) return errno;
+    int e = 0;
+    if (::pwrite(fd, data.data(), data.size(), 0) < 0) e = errno;
+    if (::fsync(fd) != 0 && e == 0) e = errno;
+    if (::close(fd) != 0 && e == 0) e = errno;
+    return e;
+  };
+  EXPECT_EQ(try_write("failing", lost), EIO)
+      << "a failing store write must reach the writer as EIO\n"
+      << daemon_log();
+  EXPECT_EQ(try_write("still_failing", lost), EIO) << "RocksDB resumed after a log write error?";
+  EXPECT_GE(log_lines_containing("unmount and mount it again"), 1u) << daemon_log();
+  // Reads and metadata still work.
   EXPECT_TRUE(same_bytes(before, read_file(path("before"))));
-
-  // The fault has cleared (count=3): the same mount writes again. RocksDB
-  // stops writing after a failed WAL write until resumed; the next commit
-  // resumes it.
-  const std::string after = random_bytes(2 << 20, 6);
-  int retry_error = 0;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    const int fd = ::open(path("after").c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
-    retry_error = fd < 0 ? errno : 0;
-    if (fd >= 0) {
-      if (::pwrite(fd, after.data(), after.size(), 0) < 0) retry_error = errno;
-      if (::fsync(fd) != 0 && retry_error == 0) retry_error = errno;
-      if (::close(fd) != 0 && retry_error == 0) retry_error = errno;
-    }
-    if (retry_error == 0) {
-      EXPECT_EQ(attempt, 0) << "writing worked again only at attempt " << attempt;
-      break;
-    }
-  }
-  EXPECT_EQ(retry_error, 0) << strerror(retry_error) << "\n" << daemon_log();
-  EXPECT_TRUE(same_bytes(after, read_file(path("after"))));
-  std::printf("faults: daemon log after the write faults:\n%s\n", daemon_log().c_str());
-  unmount();
+  EXPECT_TRUE(stdfs::exists(path("before")));
+  unmount();  // expects exit status 0: no abort inside RocksDB at close
+  EXPECT_EQ(log_lines_containing("the next mount recovers it"), 1u) << daemon_log();
 
   mount();
+  const std::string after = random_bytes(2 << 20, 6);
+  EXPECT_EQ(try_write("after", after), 0) << daemon_log();
   EXPECT_TRUE(same_bytes(before, read_file(path("before"))));
   EXPECT_TRUE(same_bytes(after, read_file(path("after"))));
-  // "failing" may exist (its create committed before the fault) with old or
-  // new bytes, never others.
-  if (stdfs::exists(path("failing"))) {
-    const std::string got = read_file(path("failing"));
-    EXPECT_TRUE(got.empty() || got == lost) << got.size() << " bytes";
+  // The failed files may exist (a commit before the fault) with old or new
+  // bytes, never others.
+  for (const char* name : {"failing", "still_failing"}) {
+    if (!stdfs::exists(path(name))) continue;
+    const std::string got = read_file(path(name));
+    EXPECT_TRUE(got.empty() || got == lost) << name << ": " << got.size() << " bytes";
   }
   unmount();
   expect_fsck_clean();
@@ -219,9 +208,8 @@ TEST_F(faults, flipped_byte_in_a_blob_file_is_eio_and_fsck_reports_it) {
 
   mount();
   EXPECT_EQ(read_errno(path("victim")), EIO);
-  EXPECT_GE(log_lines_containing("victim") + log_lines_containing("chunk"), 1u)
-      << "no log line for the damaged chunk:\n"
-      << daemon_log();
+  EXPECT_GE(log_lines_containing("checksum mismatch"), 1u) << "no log line for the damaged chunk:\n"
+                                                           << daemon_log();
   EXPECT_TRUE(same_bytes(other, read_file(path("other"))));
   // The bytes before the damaged chunk still read.
   const int fd = ::open(path("victim").c_str(), O_RDONLY);
