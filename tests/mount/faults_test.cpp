@@ -12,6 +12,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "tests/mount/mount_fixture.h"
 
@@ -113,6 +115,57 @@ TEST_F(faults, eio_on_store_reads_reaches_the_reader_and_damages_nothing) {
   unmount();
   expect_fsck_clean();
   mount();
+}
+
+// Random read faults (half the payload reads; the kernel retries a failed
+// readahead, so a read fails when both tries do): every read returns
+// the right bytes or EIO, never other bytes, and the daemon stays up.
+TEST_F(faults, random_read_faults_give_exact_bytes_or_eio_never_others) {
+  std::vector<std::string> files;
+  for (int i = 0; i < 16; ++i) {
+    files.push_back(random_bytes(300 * k_kib, 100 + i));
+    write_file(path("f" + std::to_string(i)), files.back());
+  }
+  unmount();
+  ASSERT_NO_FATAL_FAILURE(mount_with_faults("read_eio:files=blob:p=0.5:seed=5"));
+  int exact = 0, eio = 0;
+  for (int round = 0; round < 6; ++round) {
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      const int fd = ::open(path("f" + std::to_string(i)).c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0) << strerror(errno);
+      // Not from the page cache: each read asks the daemon again.
+      ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      // A read that fails part of the way returns the bytes before the
+      // failure (a short read), and the next read the error (POSIX).
+      std::string got;
+      int e = 0;
+      for (;;) {
+        char buf[64 * 1024];
+        const ssize_t n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(got.size()));
+        if (n < 0) e = errno;
+        if (n <= 0) break;
+        got.append(buf, static_cast<std::size_t>(n));
+      }
+      ::close(fd);
+      EXPECT_LE(got.size(), files[i].size());
+      EXPECT_EQ(files[i].compare(0, got.size(), got), 0)
+          << "file " << i << ": bytes read before the error are not the file's";
+      if (e != 0) {
+        EXPECT_EQ(e, EIO) << strerror(e);
+        ++eio;
+      } else {
+        EXPECT_TRUE(same_bytes(files[i], got)) << "file " << i;
+        ++exact;
+      }
+    }
+  }
+  std::printf("faults: random read faults: %d reads exact, %d EIO\n", exact, eio);
+  EXPECT_GT(eio, 0);
+  EXPECT_GT(exact, 0);
+  unmount();
+  mount();
+  for (std::size_t i = 0; i < files.size(); ++i)
+    EXPECT_TRUE(same_bytes(files[i], read_file(path("f" + std::to_string(i)))));
 }
 
 // A store write fails once (the write-ahead log: every commit goes through
