@@ -646,6 +646,7 @@ TEST_F(crash, kill_minus_nine_rounds_keep_synced_data_and_never_garbage) {
   std::uint64_t queued_seen = 0;  // re-encodings pending at a kill
   std::uint64_t not_latest = 0;   // paths found in an older state than last written
   std::uint64_t writer_ops = 0;
+  int writeback_rounds = 0;
   std::uint64_t huge_orphans = 0;  // orphans after kills during batched releases
   std::map<std::string, int> per_focus;
   for (int round = 0; round < rounds && !HasFailure(); ++round) {
@@ -664,11 +665,18 @@ TEST_F(crash, kill_minus_nine_rounds_keep_synced_data_and_never_garbage) {
     const bool huge = round % 25 == 12;
     const auto f =
         huge ? focus::huge_delete : static_cast<focus>(round % static_cast<int>(focus::count));
+    // Every seventh round (varying focus) with the kernel's write-back cache (dirty pages in
+    // the kernel until close or fsync writes them back): the same promises.
+    const bool writeback = !huge && round % 7 == 3;
     if (huge) {
       options_ = "codec=+cdc:min=1K:avg=2K:max=8K";
       remount();
+    } else if (writeback) {
+      options_ = "writeback_cache";
+      remount();
     }
     ++per_focus[focus_name(f)];
+    if (writeback) ++writeback_rounds;
     const std::uint64_t writer_seed = rng();
 
     const pid_t child = ::fork();
@@ -847,6 +855,7 @@ TEST_F(crash, kill_minus_nine_rounds_keep_synced_data_and_never_garbage) {
   }
   std::string focus_counts;
   for (const auto& [name, n] : per_focus) focus_counts += " " + name + "=" + std::to_string(n);
+  std::printf("crash: %d rounds with -o writeback_cache\n", writeback_rounds);
   std::printf(
       "crash: rounds per focus:%s; writer operations %llu; after the kills fsck found %llu "
       "orphans (%llu after huge deletes) and %llu queued re-encodings; %llu paths were found in "
