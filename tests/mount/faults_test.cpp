@@ -257,12 +257,22 @@ TEST_F(faults, flipped_byte_in_a_blob_file_is_eio_and_fsck_reports_it) {
 
   const auto fsck = run_command({densefs_binary(), "fsck", store_.string(), "--json"});
   EXPECT_EQ(fsck.exit_code, 1) << fsck.out << fsck.err;
-  EXPECT_NE(fsck.out.find("bad_payload"), std::string::npos) << fsck.out << fsck.err;
+  const auto report = nlohmann::json::parse(fsck.out);
+  ASSERT_TRUE(report["problems"].contains("bad_payload")) << fsck.out << fsck.err;
+  EXPECT_EQ(report["problems"]["bad_payload"]["found"], 1) << fsck.out;
+  EXPECT_EQ(report["problems"].size(), 1u) << "only the damaged chunk: " << fsck.out;
+  const std::string example = report["problems"]["bad_payload"]["examples"][0];
 
   mount();
   EXPECT_EQ(read_errno(path("victim")), EIO);
   EXPECT_GE(log_lines_containing("checksum mismatch"), 1u) << "no log line for the damaged chunk:\n"
                                                            << daemon_log();
+  // The daemon and fsck name the same chunk.
+  const auto hex_at = example.find("chunk ");
+  ASSERT_NE(hex_at, std::string::npos) << example;
+  const std::string hex = example.substr(hex_at + 6, 64);
+  EXPECT_GE(log_lines_containing(hex), 1u) << "fsck names " << hex << ", the log:\n"
+                                           << daemon_log();
   EXPECT_TRUE(same_bytes(other, read_file(path("other"))));
   // The bytes before the damaged chunk still read.
   const int fd = ::open(path("victim").c_str(), O_RDONLY);
