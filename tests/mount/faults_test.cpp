@@ -218,6 +218,43 @@ TEST_F(faults, eio_on_store_writes_reaches_the_writer_and_a_remount_writes_again
   mount();
 }
 
+// A failed background flush (memtable to blob file) is found at the next
+// commit: the writer gets EIO, the mount then needs a remount like after a
+// log write error, and every file whose fsync succeeded before is intact
+// after it (the store closes without flushing, the log still holds them).
+TEST_F(faults, eio_writing_a_blob_file_in_a_flush_loses_no_synced_file) {
+  unmount();
+  ASSERT_NO_FATAL_FAILURE(mount_with_faults("write_eio:files=blob:count=1"));
+  std::vector<std::string> synced;
+  int error = 0;
+  // 16 MiB memtables: 48 MiB of new payloads make flushes happen.
+  for (int i = 0; i < 24 && error == 0; ++i) {
+    const std::string data = random_bytes(2 << 20, 200 + i);
+    const int fd = ::open(path("w" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY, 0644);
+    if (fd < 0) {
+      error = errno;
+      break;
+    }
+    if (::pwrite(fd, data.data(), data.size(), 0) < 0) error = errno;
+    if (::fsync(fd) != 0 && error == 0) error = errno;
+    if (::close(fd) != 0 && error == 0) error = errno;
+    if (error == 0) synced.push_back(data);
+  }
+  EXPECT_EQ(error, EIO) << "the failed flush never reached a writer\n" << daemon_log();
+  EXPECT_GE(synced.size(), 2u);
+  unmount();
+  mount();
+  for (std::size_t i = 0; i < synced.size(); ++i)
+    EXPECT_TRUE(same_bytes(synced[i], read_file(path("w" + std::to_string(i))))) << "w" << i;
+  const std::string after = random_bytes(1 << 20, 300);
+  write_file(path("after"), after);
+  EXPECT_TRUE(same_bytes(after, read_file(path("after"))));
+  std::printf("faults: flush failure after %zu synced files\n", synced.size());
+  unmount();
+  expect_fsck_clean();
+  mount();
+}
+
 // Finds `needle` in the store's blob files; the file and offset.
 std::optional<std::pair<stdfs::path, std::size_t>> find_in_blobs(const stdfs::path& store,
                                                                  const std::string& needle) {
