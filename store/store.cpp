@@ -17,14 +17,17 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "store/chunk_cache.h"
+#include "store/fault_injection.h"
 #include "store/log.h"
 #include "store/records_detail.h"
 #include "store/rocksdb_payload_store.h"
@@ -174,6 +177,9 @@ db_config make_config(std::size_t block_cache_bytes) {
   // deleted).
   c.db.avoid_flush_during_recovery = true;
   c.db.listeners.push_back(std::make_shared<manual_recovery>());
+  // Test-only faults under every file of the database (store/fault_injection.h);
+  // RocksDB's default Env unless DENSEFS_FAULT_INJECTION is set.
+  if (rocksdb::Env* env = fault_injection_env()) c.db.env = env;
 
   // One block cache shared by every metadata column family, so a walk of a
   // big tree and a stream of reads compete for one budget.
@@ -218,6 +224,27 @@ void close_db(rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*>& handle
   handles.clear();
   const rocksdb::Status s = db->Close();
   if (!s.ok()) log_error("closing store " + dir.string() + ": " + s.ToString());
+}
+
+// After a failed write RocksDB stays read-only until told to resume, which
+// succeeds once the cause is gone (space is back). A failed write to the
+// write-ahead log itself cannot be resumed: RocksDB answers with the original
+// error until the store is reopened (docs/testing.md, "Faults under the
+// store"). Called by commit() and by inode reservation, which writes too.
+void resume_after_write_error(rocksdb::DB& db, std::atomic<bool>& needs_resume,
+                              const fs::path& dir) {
+  if (!needs_resume) return;
+  static std::mutex resume_mutex;
+  std::lock_guard lock(resume_mutex);
+  if (!needs_resume) return;
+  const rocksdb::Status s = db.Resume();
+  if (!s.ok())
+    throw store_error(errno_of(s), "store " + dir.string() +
+                                       " cannot resume after an earlier write error (unmount "
+                                       "and mount it again): " +
+                                       s.ToString());
+  log_info("store " + dir.string() + ": writing again after an earlier write error");
+  needs_resume = false;
 }
 
 std::string new_uuid() {
@@ -466,6 +493,23 @@ store::store(std::filesystem::path dir, store_open_options options)
 store::~store() {
   cache_.reset();
   payloads_.reset();
+  if (db_ && !options_.read_only && needs_resume_) {
+    try {
+      resume_after_write_error(*db_, needs_resume_, dir_);
+    } catch (const store_error& e) {
+      // RocksDB does not recover from a failed write to its log without a
+      // reopen, and closing it then trips an assertion inside RocksDB
+      // (Debian builds it with assertions on) on the log writer that saw the
+      // error. Leave it open instead, as a crash would: everything
+      // acknowledged is in the log, and the next open recovers it.
+      log_error("closing store " + dir_.string() +
+                " without flushing after a write error it could not recover from (" + e.what() +
+                "); the next mount recovers it from its write-ahead log");
+      (void)db_.release();
+      cfs_.clear();
+      return;
+    }
+  }
   if (db_ && !options_.read_only) {
     // Memtables to table and blob files now: otherwise their write-ahead
     // logs stay on disk until some later mount fills a memtable, and every
@@ -643,6 +687,8 @@ std::uint64_t store::allocate_ino() {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   std::lock_guard lock(ino_mutex_);
   if (next_ino_ >= ino_reserved_) {
+    // A failed reservation would otherwise stop every later create.
+    resume_after_write_error(*db_, needs_resume_, dir_);
     const std::uint64_t mark = next_ino_ + k_ino_reserve;
     rocksdb::WriteOptions wo;
     wo.sync = true;  // the mark must be durable before any number below it is used
@@ -1250,17 +1296,7 @@ void store::commit(transaction& txn, bool sync) {
   transaction::impl& t = *txn.impl_;
 
   std::lock_guard lock(commit_mutex_);
-  if (needs_resume_) {
-    // An earlier write failed (disk full); RocksDB stays read-only until told
-    // to resume, which succeeds once space is back.
-    const rocksdb::Status s = db_->Resume();
-    if (!s.ok())
-      throw store_error(errno_of(s),
-                        "store " + dir_.string() +
-                            " cannot resume after an earlier write error: " + s.ToString());
-    log_info("store " + dir_.string() + ": writing again after an earlier write error");
-    needs_resume_ = false;
-  }
+  resume_after_write_error(*db_, needs_resume_, dir_);
 
   rocksdb::WriteBatch batch;
   const auto check_batch = [&](const rocksdb::Status& s) {
@@ -1355,9 +1391,14 @@ void store::commit(transaction& txn, bool sync) {
 
 void store::sync() {
   if (options_.read_only) return;
+  // Not after an unrecovered write error: syncing the log writer that saw it
+  // trips an assertion inside RocksDB (see ~store).
+  resume_after_write_error(*db_, needs_resume_, dir_);
   const rocksdb::Status s = db_->FlushWAL(true);
-  if (!s.ok())
+  if (!s.ok()) {
+    needs_resume_ = true;  // RocksDB stops writing after a failed sync too
     throw store_error(errno_of(s), "syncing store " + dir_.string() + ": " + s.ToString());
+  }
 }
 
 struct statvfs store::statvfs() const {

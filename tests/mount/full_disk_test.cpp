@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "tests/mount/mount_fixture.h"
 
@@ -60,6 +62,51 @@ TEST_F(full_disk, writer_gets_enospc_and_stored_files_survive) {
   remount();
   EXPECT_TRUE(same_bytes(keep, read_file(path("kept"))));
   EXPECT_FALSE(stdfs::exists(path("fill")));
+}
+
+// Getting out of a full disk: deleting files through the mount and a gc
+// (deleted payloads stay in blob files until then, docs/gc.md) must make
+// writing work again, with everything stored before still exact.
+TEST_F(full_disk, space_freed_by_deleting_makes_writes_work_again) {
+  const std::string keep = random_bytes(3 << 20, 11);
+  write_file(path("keep"), keep);
+  int error = 0;
+  for (int f = 0; f < 200 && error == 0; ++f) {
+    // Many files, so that deleting some frees space that others still pin.
+    const std::string name = "fill" + std::to_string(f);
+    const int fd = ::open(path(name).c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    const std::string block = random_bytes(2 << 20, 1000 + f);
+    if (::write(fd, block.data(), block.size()) < 0) error = errno;
+    if (::fsync(fd) != 0 && error == 0) error = errno;
+    if (::close(fd) != 0 && error == 0) error = errno;
+  }
+  ASSERT_EQ(error, ENOSPC) << "400 MiB into a 96 MiB disk must fail with ENOSPC";
+  for (const auto& e : stdfs::directory_iterator(mnt_)) {
+    if (e.path().filename().string().rfind("fill", 0) == 0)
+      EXPECT_EQ(::unlink(e.path().c_str()), 0) << e.path() << ": " << strerror(errno);
+  }
+  const auto gc = run_command({densefs_binary(), "gc", store_.string()}, std::chrono::seconds(300));
+  EXPECT_EQ(gc.exit_code, 0) << gc.out << gc.err;
+
+  // The same amount again fits now, and reads back exact.
+  std::vector<std::string> again;
+  for (int f = 0; f < 4; ++f) {
+    again.push_back(random_bytes(4 << 20, 5000 + f));
+    const int fd = ::open(path("again" + std::to_string(f)).c_str(), O_CREAT | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    EXPECT_TRUE(pwrite_all(fd, again.back(), 0));
+    EXPECT_EQ(::fsync(fd), 0) << "fsync after space was freed: " << strerror(errno);
+    EXPECT_EQ(::close(fd), 0) << "close after space was freed: " << strerror(errno);
+  }
+  remount();
+  EXPECT_TRUE(same_bytes(keep, read_file(path("keep"))));
+  for (int f = 0; f < 4; ++f)
+    EXPECT_TRUE(same_bytes(again[f], read_file(path("again" + std::to_string(f)))));
+  unmount();
+  const auto fsck = run_command({densefs_binary(), "fsck", store_.string()});
+  EXPECT_EQ(fsck.exit_code, 0) << fsck.out << fsck.err;
+  mount();
 }
 
 }  // namespace
