@@ -274,17 +274,24 @@ void filesystem::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     // filesystem::init): open_by_handle_at of an inode it no longer caches
     // looks up "." in that inode, and reconnecting a directory looks up its
     // "..". Any inode, even a regular file, answers "." with itself.
-    if (std::strcmp(name, ".") == 0) {
-      auto n = get_node(parent);
-      // Unlinked and closed: gone for good, as on ext4 (ESTALE), even while
-      // the kernel's forget is still on its way.
-      if (n->record.nlink == 0 && n->opens == 0) throw fs_error(ENOENT);
-      return reply_entry(req, n);
-    }
+    // Unlinked and closed: gone for good, as on ext4 (ESTALE), even while
+    // the kernel's forget is still on its way. Checked before the inode is
+    // put into the table: an orphan still being released must not get a
+    // second node that no forget would ever remove.
+    const auto live_node = [&](std::uint64_t ino) {
+      if (auto n = table_.find(ino)) {
+        if (n->record.nlink == 0 && n->opens == 0) throw fs_error(ENOENT);
+        return n;
+      }
+      auto r = store_->get_inode(ino);
+      if (!r || r->nlink == 0) throw fs_error(ENOENT);
+      return get_node(ino);
+    };
+    if (std::strcmp(name, ".") == 0) return reply_entry(req, live_node(parent));
     if (std::strcmp(name, "..") == 0) {
-      auto n = get_node(parent);
+      auto n = live_node(parent);
       if (!S_ISDIR(n->record.mode)) throw fs_error(ENOTDIR);
-      return reply_entry(req, get_node(n->record.parent));
+      return reply_entry(req, live_node(n->record.parent));
     }
     auto d = store_->get_dirent(parent, name);
     if (!d) {

@@ -1397,7 +1397,9 @@ void store::commit(transaction& txn, bool sync) {
       throw store_error(ENOSPC, "store " + dir_.string() + " is out of space: " + s.ToString());
     throw store_error(errno_of(s), "committing to store " + dir_.string() + ": " + s.ToString());
   }
-  needs_resume_ = false;
+  // needs_resume_ stays as it is: only a successful Resume() clears it. A
+  // sync() or inode reservation on another thread may have failed while this
+  // write was in flight, and RocksDB is then stopped however this one ended.
   garbage_bytes_ += garbage;
   for (const auto& h : deleted) cache_->erase(h);
 }

@@ -383,8 +383,10 @@ class store {
   std::mutex gc_mutex_;  // one collect_garbage() at a time
   std::atomic<std::uint64_t> garbage_bytes_{0};
   std::atomic<bool> gc_canceled_{false};
-  // A write failed (disk full): RocksDB refuses writes until Resume(), which
-  // the next commit() calls. Atomic because allocate_ino() sets it too.
+  // A write failed (disk full, EIO): RocksDB refuses writes until Resume(),
+  // which commit(), allocate_ino(), sync() and ~store call first
+  // (resume_after_write_error, the only place that clears it). Atomic: set
+  // by commit(), allocate_ino() and sync() on different threads.
   std::atomic<bool> needs_resume_{false};
   std::mutex ino_mutex_;
   std::uint64_t next_ino_ = 0;      // next number to hand out

@@ -298,11 +298,21 @@ build_sanitized() {
   local dir=$1 sanitizers=$2
   shift 2
   log "configuring $dir (-fsanitize=$sanitizers)"
+  # Explicit &&: callers run this as an `if` condition, where set -e is off.
   CARGO_HOME=$cargo_home cmake -S "$repo" -B "$dir" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDENSEFS_BUILD_TESTS=ON \
-    -DDENSEFS_SANITIZE="$sanitizers" -DDENSEFS_CARGO="$cargo" "$@" >/dev/null
-  log "building (ninja -C $dir)"
-  CARGO_HOME=$cargo_home ninja -C "$dir"
+    -DDENSEFS_SANITIZE="$sanitizers" -DDENSEFS_CARGO="$cargo" "$@" >/dev/null &&
+    log "building (ninja -C $dir)" &&
+    CARGO_HOME=$cargo_home ninja -C "$dir"
+}
+
+# A phase whose tree did not build: counted as one failure, and the run goes
+# on, so the summary still shows what the other phases found.
+build_failed() {
+  echo "setup.sh: [$1] the build failed; its tests did not run" >&2
+  total_failed=$((total_failed + 1))
+  ctest_failed=1
+  phase_summaries+=("$(printf '%-10s build FAILED' "$1")")
 }
 
 # One ctest run over a build tree: PHASE DIR [ctest args...]. Adds its
@@ -365,20 +375,26 @@ run_tests() {
   #    lint checks ran above; the fuzz targets run only in the ASan tree.
   local sanitizers=${DENSEFS_SANITIZERS-asan tsan}
   if [[ $sanitizers == *asan* ]]; then
-    build_sanitized "$build_dir-asan" address,undefined \
-      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DDENSEFS_FUZZ=ON
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-      ctest_phase asan+ubsan "$build_dir-asan" -LE '^(lint|script|bench)$'
+    if build_sanitized "$build_dir-asan" address,undefined \
+      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DDENSEFS_FUZZ=ON; then
+      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+        UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        ctest_phase asan+ubsan "$build_dir-asan" -LE '^(lint|script|bench)$'
+    else
+      build_failed asan+ubsan
+    fi
   fi
   if [[ $sanitizers == *tsan* ]]; then
-    build_sanitized "$build_dir-tsan" thread
-    # analyze.unreadable_files_are_counted_and_skipped forks a child that
-    # drops to `nobody`; TSan cannot start threads after fork() of a
-    # multi-threaded process (docs/testing.md).
-    TSAN_OPTIONS="suppressions=$repo/tests/tsan.supp:halt_on_error=0" \
-      ctest_phase tsan "$build_dir-tsan" -LE '^(lint|script|bench|fuzz)$' \
-      -E '^analyze\.unreadable_files_are_counted_and_skipped$'
+    if build_sanitized "$build_dir-tsan" thread; then
+      # analyze.unreadable_files_are_counted_and_skipped forks a child that
+      # drops to `nobody`; TSan cannot start threads after fork() of a
+      # multi-threaded process (docs/testing.md).
+      TSAN_OPTIONS="suppressions=$repo/tests/tsan.supp:halt_on_error=0" \
+        ctest_phase tsan "$build_dir-tsan" -LE '^(lint|script|bench|fuzz)$' \
+        -E '^analyze\.unreadable_files_are_counted_and_skipped$'
+    else
+      build_failed tsan
+    fi
   fi
 
   # The measurements the rsync test prints (ctest shows a passing test's
