@@ -98,9 +98,12 @@ measure wait_all(const std::vector<pid_t>& pids, pipe_pair& start, double& begin
   measure m;
   for (const pid_t pid : pids) {
     int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    pid_t r;
+    while ((r = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
     }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++m.failed_workers;
+    // r < 0 (ECHILD when SIGCHLD is ignored and children are reaped
+    // unseen): the worker's result and rusage are lost, so it failed.
+    if (r < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ++m.failed_workers;
   }
   m.wall = now() - begin;
   rusage after{};

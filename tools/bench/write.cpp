@@ -38,7 +38,7 @@ void write_all(int fd, const char* p, std::size_t n, const std::string& path) {
 std::uint64_t copy_file(const std::string& from, const std::string& to, mode_t mode, bool synced) {
   const int in = ::open(from.c_str(), O_RDONLY);
   if (in < 0) fail(from);
-  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC, mode & 07777);
+  const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC, mode & 0777);
   if (out < 0) {
     const int e = errno;
     ::close(in);
