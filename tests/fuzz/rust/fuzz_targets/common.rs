@@ -1,0 +1,29 @@
+// Shared by the targets: take a result's bytes and free it exactly once.
+use densefs_codec_rs::{densefs_rs_free, densefs_rs_result, DENSEFS_RS_OK};
+
+pub struct Output {
+    pub status: i32,
+    pub bytes: Vec<u8>,
+}
+
+pub fn take(mut r: densefs_rs_result) -> Output {
+    let bytes = if r.status == DENSEFS_RS_OK && !r.data.is_null() {
+        // SAFETY: an OK result holds `len` bytes at `data` until freed.
+        unsafe { std::slice::from_raw_parts(r.data, r.len) }.to_vec()
+    } else {
+        Vec::new()
+    };
+    if r.status == DENSEFS_RS_OK {
+        assert!(r.error.is_null(), "an OK result carries no error");
+    } else {
+        assert!(!r.error.is_null(), "a failed result says why");
+    }
+    let status = r.status;
+    // SAFETY: a live result of the library, freed once.
+    unsafe { densefs_rs_free(&mut r) };
+    Output { status, bytes }
+}
+
+pub fn u24(b: &[u8]) -> usize {
+    b[0] as usize | (b[1] as usize) << 8 | (b[2] as usize) << 16
+}
