@@ -486,6 +486,15 @@ pub unsafe extern "C" fn densefs_rs_broccoli_concat(
                 }
             }
         }
+        // brotli 8.0.4's BroCatli writes a wrong stream header for a 16-bit
+        // window (0b111, which declares 20 bits and leaves ISLAST/ISEMPTY
+        // misplaced), so every joined stream was corrupt. Declaring 17 bits
+        // is valid for 16-bit pieces: catable streams never reference the
+        // static dictionary, so a larger window changes no distance.
+        // Found by tests/fuzz (codec_roundtrip_broccoli).
+        if lgwin == 16 {
+            lgwin = 17;
+        }
         let mut cat = BroCatli::new_with_window_size(lgwin as u8);
         let total: usize = slices.iter().map(|s| s.len()).sum();
         let mut out = vec![0u8; total + 64];
