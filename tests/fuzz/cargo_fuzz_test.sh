@@ -51,14 +51,14 @@ for t in "${targets[@]}"; do
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/densefs-cargo-fuzz-$t.XXXXXX")
   mkdir "$tmp/corpus" "$tmp/artifacts"
   replay=0
-  if ((${#inputs[@]} > 0)) && ! "$bin_dir/$t" -rss_limit_mb=4096 "${inputs[@]}" >"$tmp/replay.log" 2>&1; then
+  if ((${#inputs[@]} > 0)) && ! "$bin_dir/$t" -rss_limit_mb=2048 -malloc_limit_mb=256 -timeout=20 "${inputs[@]}" >"$tmp/replay.log" 2>&1; then
     replay=1
     tail -n 40 "$tmp/replay.log"
   fi
   [[ -d $corpus ]] && cp -r "$corpus/." "$tmp/corpus/"
   dict=()
   [[ -f $src/tests/fuzz/dict/rust_$t.dict ]] && dict=(-dict="$src/tests/fuzz/dict/rust_$t.dict")
-  "$bin_dir/$t" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
+  "$bin_dir/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -malloc_limit_mb=256 \
     -artifact_prefix="$tmp/artifacts/" "${dict[@]}" "$tmp/corpus" >"$tmp/log" 2>&1
   rc=$?
   executions=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$tmp/log" | tail -n 1)

@@ -36,7 +36,7 @@ case $mode in
     fi
     # Given files (not directories), libFuzzer runs each once and writes nothing.
     log=$(mktemp "${TMPDIR:-/tmp}/densefs-fuzz-replay-$name.XXXXXX")
-    if "$binary" -rss_limit_mb=4096 -timeout=60 "${inputs[@]}" >"$log" 2>&1; then
+    if "$binary" -rss_limit_mb=2048 -malloc_limit_mb=256 -timeout=20 "${inputs[@]}" >"$log" 2>&1; then
       crashes=0
     else
       crashes=1
@@ -50,7 +50,7 @@ case $mode in
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/densefs-fuzz-$name.XXXXXX")
     mkdir "$tmp/corpus" "$tmp/artifacts"
     if [[ -d $corpus ]]; then cp -r "$corpus/." "$tmp/corpus/"; fi
-    args=(-max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1
+    args=(-max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -malloc_limit_mb=256 -print_final_stats=1
           -artifact_prefix="$tmp/artifacts/")
     [[ -f $dict ]] && args+=(-dict="$dict")
     "$binary" "${args[@]}" "$tmp/corpus" >"$tmp/log" 2>&1
