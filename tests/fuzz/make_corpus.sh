@@ -8,6 +8,9 @@
 # small JPEGs from ../shared/corpus/jpeg (the Lepton projects' Apache-2.0
 # test images, the small ones); control socket
 # requests; and the Rust targets' seeds derived from the C++ ones.
+# The checked-in corpora also hold inputs found by fuzzing, merged in with
+#   build-fuzz/tests/fuzz/NAME_fuzz -merge=1 tests/fuzz/corpus/NAME FOUND_DIR
+# (only inputs that add coverage); this script starts the seeds over.
 set -euo pipefail
 build=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
