@@ -181,7 +181,9 @@ fn lepton_header_fits(lep: &[u8], max_out: usize) -> bool {
         return true;
     }
     let compressed_size = u32::from_le_bytes([lep[24], lep[25], lep[26], lep[27]]) as usize;
-    let end = FIXED_HEADER_SIZE.saturating_add(compressed_size).min(lep.len());
+    let end = FIXED_HEADER_SIZE
+        .saturating_add(compressed_size)
+        .min(lep.len());
     let cap = max_out.saturating_add(1 << 20);
     let mut header = Vec::new();
     let inflated = flate2::read::ZlibDecoder::new(&lep[FIXED_HEADER_SIZE..end])

@@ -34,12 +34,20 @@ fuzz_target!(|data: &[u8]| {
     let whole = compress(plain, quality, lgwin);
     assert_eq!(decompress(&whole, plain.len()), plain);
 
-    let cut = if plain.is_empty() { 0 } else { data[2] as usize % plain.len() };
-    let (a, b) = (compress(&plain[..cut], quality, lgwin), compress(&plain[cut..], quality, lgwin));
+    let cut = if plain.is_empty() {
+        0
+    } else {
+        data[2] as usize % plain.len()
+    };
+    let (a, b) = (
+        compress(&plain[..cut], quality, lgwin),
+        compress(&plain[cut..], quality, lgwin),
+    );
     let pieces = [a.as_ptr(), b.as_ptr()];
     let lens = [a.len(), b.len()];
     // SAFETY: both pieces are live slices with their lengths.
-    let joined = common::take(unsafe { densefs_rs_broccoli_concat(pieces.as_ptr(), lens.as_ptr(), 2) });
+    let joined =
+        common::take(unsafe { densefs_rs_broccoli_concat(pieces.as_ptr(), lens.as_ptr(), 2) });
     assert_eq!(joined.status, DENSEFS_RS_OK);
     assert_eq!(decompress(&joined.bytes, plain.len()), plain);
 });

@@ -18,7 +18,9 @@ fuzz_target!(|data: &[u8]| {
     }
     let max_out = data.len();
     // SAFETY: `e.bytes` is a live slice.
-    let d = common::take(unsafe { densefs_rs_lepton_decode(e.bytes.as_ptr(), e.bytes.len(), max_out, 1) });
+    let d = common::take(unsafe {
+        densefs_rs_lepton_decode(e.bytes.as_ptr(), e.bytes.len(), max_out, 1)
+    });
     assert_ne!(d.status, DENSEFS_RS_PANIC);
     assert!(d.bytes.len() <= max_out);
 });
