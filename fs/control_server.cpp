@@ -273,6 +273,10 @@ void control_server::impl::accept_loop() {
     auto done = std::make_shared<std::atomic<bool>>(false);
     clients.push_back({std::thread([this, fd, done] {
                          serve(fd);
+                         // The answer is complete: the client sees the end
+                         // of the stream now, not when the next connection
+                         // reaps this one (the fd stays ours until then).
+                         ::shutdown(fd, SHUT_RDWR);
                          done->store(true);
                        }),
                        fd, done});

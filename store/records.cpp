@@ -185,7 +185,9 @@ std::string orphan_key(std::uint64_t ino) {
 }
 
 std::uint64_t decode_u64_be(std::string_view eight_bytes) {
-  if (eight_bytes.size() < 8)
+  // Exactly 8: every caller passes a whole key or key part, so trailing
+  // bytes are corruption, not something to ignore (tests/fuzz, record_meta).
+  if (eight_bytes.size() != 8)
     throw store_error(EIO, "corrupt key: " + std::to_string(eight_bytes.size()) +
                                " bytes where an 8-byte number was expected");
   std::uint64_t v = 0;

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "tests/temp_dir.h"
@@ -169,6 +170,32 @@ TEST_F(control, a_client_that_never_asks_times_out) {
   ::close(fd);
   ASSERT_GT(n, 0);
   EXPECT_NE(std::string(buf, n).find(std::to_string(ETIMEDOUT)), std::string::npos);
+}
+
+TEST_F(control, the_connection_closes_after_the_answer) {
+  // A client that reads to the end of the stream (socat, a script) gets it
+  // right after the end line, not when some later client connects. Found
+  // by tests/fuzz/control_request_fuzz.cpp, which reads answers that way.
+  for (const std::string request : {"{\"op\":\"nope\"}\n", "{\"op\":\"echo\"}\n"}) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string p = (tmp_ / k_control_socket_name).string();
+    std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+    const timeval five_seconds{5, 0};
+    ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &five_seconds, sizeof five_seconds), 0);
+    std::string answer;
+    char buf[256];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) answer.append(buf, n);
+    const int recv_errno = errno;
+    ::close(fd);
+    EXPECT_EQ(n, 0) << request << ": no end of stream, recv: " << std::strerror(recv_errno);
+    EXPECT_FALSE(answer.empty()) << request;
+    EXPECT_EQ(answer.back(), '\n') << request;
+  }
 }
 
 }  // namespace

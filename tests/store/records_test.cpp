@@ -179,6 +179,8 @@ TEST(store_records, key_layouts) {
   EXPECT_EQ(to_hex(xattr_key(4, "user.x")), "0000000000000004757365722e78");
   EXPECT_EQ(to_hex(orphan_key(5)), "6f727068616e2f0000000000000005");
   EXPECT_EQ(decode_u64_be(from_hex("0102030405060708")), 0x0102030405060708ull);
+  EXPECT_THROW(decode_u64_be(from_hex("01020304050607")), store_error);
+  EXPECT_THROW(decode_u64_be(from_hex("010203040506070809")), store_error);
   // Bytewise key order is numeric order: what listings and extent scans need.
   EXPECT_LT(inode_key(255), inode_key(256));
   EXPECT_LT(extent_key(9, 0xff), extent_key(9, 0x100));

@@ -11,7 +11,7 @@
 //!   `max_out` and working memory by fixed limits (window size, image size).
 
 use std::ffi::{c_char, CString};
-use std::io::{Cursor, Write};
+use std::io::{Cursor, Read, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use brotli::concat::{BroCatli, BroCatliResult};
@@ -165,6 +165,85 @@ fn lepton_features(threads: u32, max_file_size: usize) -> EnabledFeatures {
     f
 }
 
+/// Whether every size a Lepton file's compressed header declares fits in
+/// that header. lepton_jpeg 0.5.8 allocates and zeroes each of them (the raw
+/// JPEG header "HDR", restart errors "FRS", trailing garbage "GRB") at a u32
+/// read from the file, before reading the bytes: a 300-byte file could make
+/// it take 4 GiB and seconds (found by tests/fuzz, codec_decode_lepton).
+/// Layout (lepton_jpeg's lepton_header.rs): a 28-byte fixed header with the
+/// compressed header's size at 24..28, then that many bytes of zlib data
+/// holding "HDR" u32 n + n bytes, then markers. The inflated header is at
+/// most the output plus 1 MiB of recovery data, or the file is corrupt.
+/// What this walk cannot read is left to lepton_jpeg to reject.
+fn lepton_header_fits(lep: &[u8], max_out: usize) -> bool {
+    const FIXED_HEADER_SIZE: usize = 28;
+    if lep.len() < FIXED_HEADER_SIZE {
+        return true;
+    }
+    let compressed_size = u32::from_le_bytes([lep[24], lep[25], lep[26], lep[27]]) as usize;
+    let end = FIXED_HEADER_SIZE
+        .saturating_add(compressed_size)
+        .min(lep.len());
+    let cap = max_out.saturating_add(1 << 20);
+    let mut header = Vec::new();
+    let inflated = flate2::read::ZlibDecoder::new(&lep[FIXED_HEADER_SIZE..end])
+        .take(cap as u64 + 1)
+        .read_to_end(&mut header);
+    if inflated.is_ok() && header.len() > cap {
+        return false;
+    }
+    // A zlib error: lepton_jpeg meets it too, after the bytes read so far.
+    let mut rest = &header[..];
+    let u32_at = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+    // Skips `n` declared bytes; false when the header does not hold them.
+    let skip = |rest: &mut &[u8], n: usize| -> bool {
+        if n > rest.len() {
+            return false;
+        }
+        *rest = &rest[n..];
+        true
+    };
+    if rest.len() < 7 || &rest[..3] != b"HDR" {
+        return true;
+    }
+    let n = u32_at(&rest[3..7]);
+    rest = &rest[7..];
+    if !skip(&mut rest, n) {
+        return false;
+    }
+    while rest.len() >= 3 {
+        let marker = [rest[0], rest[1], rest[2]];
+        rest = &rest[3..];
+        let sized = |rest: &mut &[u8], unit: usize| -> Option<bool> {
+            if rest.len() < 4 {
+                return None;
+            }
+            let n = u32_at(rest).saturating_mul(unit);
+            *rest = &rest[4..];
+            Some(skip(rest, n))
+        };
+        let ok = match &marker {
+            b"P0D" => skip(&mut rest, 1),
+            b"CRS" => match sized(&mut rest, 4) {
+                Some(ok) => ok,
+                None => return true,
+            },
+            b"FRS" | b"GRB" => match sized(&mut rest, 1) {
+                Some(ok) => ok,
+                None => return true,
+            },
+            // Thread handoffs: 16 bytes each, their count in the marker.
+            [b'H', b'H', k] => skip(&mut rest, 16 * usize::from(*k)),
+            b"EEE" => skip(&mut rest, 28),
+            _ => return true, // unknown: lepton_jpeg rejects it
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
 fn with_lepton_pool<T>(threads: u32, f: impl FnOnce(&dyn LeptonThreadPool) -> T) -> T {
     if threads <= 1 {
         // Runs everything on the calling thread: densefs parallelises across
@@ -258,6 +337,12 @@ pub unsafe extern "C" fn densefs_rs_lepton_decode(
     guarded(|| {
         // SAFETY: forwarded caller contract.
         let lep = unsafe { input(lep, len) }?;
+        if !lepton_header_fits(lep, max_out) {
+            return fail(
+                DENSEFS_RS_CORRUPT,
+                format!("lepton: the JPEG header claims more than {max_out} bytes"),
+            );
+        }
         let features = lepton_features(threads, max_out);
         let mut out = BoundedWriter {
             buf: Vec::new(),
@@ -485,6 +570,15 @@ pub unsafe extern "C" fn densefs_rs_broccoli_concat(
                     )
                 }
             }
+        }
+        // brotli 8.0.4's BroCatli writes a wrong stream header for a 16-bit
+        // window (0b111, which declares 20 bits and leaves ISLAST/ISEMPTY
+        // misplaced), so every joined stream was corrupt. Declaring 17 bits
+        // is valid for 16-bit pieces: catable streams never reference the
+        // static dictionary, so a larger window changes no distance.
+        // Found by tests/fuzz (codec_roundtrip_broccoli).
+        if lgwin == 16 {
+            lgwin = 17;
         }
         let mut cat = BroCatli::new_with_window_size(lgwin as u8);
         let total: usize = slices.iter().map(|s| s.len()).sum();

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Regenerates the checked-in seed corpora in tests/fuzz/corpus (review the
+# diff, then commit). Needs a DENSEFS_FUZZ build (for fuzz_seed_gen).
+#
+#   tests/fuzz/make_corpus.sh BUILD_DIR
+#
+# Seeds: real records, encoded chunks and czip files from fuzz_seed_gen;
+# small JPEGs from ../shared/corpus/jpeg (the Lepton projects' Apache-2.0
+# test images, the small ones); control socket
+# requests; and the Rust targets' seeds derived from the C++ ones.
+# The checked-in corpora also hold inputs found by fuzzing, merged in with
+#   build-fuzz/tests/fuzz/NAME_fuzz -merge=1 tests/fuzz/corpus/NAME FOUND_DIR
+# (only inputs that add coverage); this script starts the seeds over.
+set -euo pipefail
+build=$(realpath "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+corpus=$here/corpus
+
+jpegs=()
+shared=$here/../../../shared/corpus/jpeg
+for f in tiny.jpg colorswap.jpg half_scan.jpg nofsync.jpg truncbad.jpg mismatch_encode.jpg; do
+  [[ -f $shared/$f ]] && jpegs+=("$shared/$f")
+done
+
+rm -rf "$corpus"
+"$build/tests/fuzz/fuzz_seed_gen" "$corpus" "${jpegs[@]}"
+
+mkdir -p "$corpus/control_request"
+n=0
+for r in '{"op":"cat","ino":2}' '{"op":"cat","ino":2,"encoding":"br"}' \
+  '{"op":"cat","ino":2,"encoding":"identity"}' '{"op":"chunks","ino":2,"reuse":"keep"}' \
+  '{"op":"chunks","ino":2,"reuse":"zstd"}' '{"op":"cat","ino":1}' '{"op":"cat","ino":99}' \
+  '{"op":"nope"}' '[1,2]' '{"op":"cat","ino":-1}'; do
+  printf '%s\n' "$r" >"$corpus/control_request/req$n"
+  n=$((n + 1))
+done
+
+# The Rust targets: decode seeds without the C++ plain-size field; round
+# trips as they are; Lepton round trips take bare JPEGs.
+for c in lepton broccoli; do
+  mkdir -p "$corpus/rust_${c}_decode" "$corpus/rust_${c}_roundtrip"
+  for f in "$corpus/codec_decode_$c"/*; do
+    tail -c +4 "$f" >"$corpus/rust_${c}_decode/$(basename "$f")"
+  done
+done
+cp "$corpus/codec_roundtrip_broccoli"/* "$corpus/rust_broccoli_roundtrip/"
+for f in "${jpegs[@]}"; do cp "$f" "$corpus/rust_lepton_roundtrip/"; done
+find "$corpus" -type f | wc -l
