@@ -206,9 +206,7 @@ result make_result(const std::string& workload, const std::string& cache, int pr
 
 result not_available(const std::string& workload, const std::string& label,
                      const std::string& why) {
-  result r;
-  r.workload = workload;
-  r.target = label;
+  result r = make_result(workload, "", 1, label);
   r.available = false;
   r.note = why;
   return r;
