@@ -423,7 +423,16 @@ run_tests() {
   # fuzz executions, ...): each prints one `COUNTS:` line.
   echo
   echo "counts:"
-  cat "${phase_logs[@]}" | grep -hE '^COUNTS: ' | sed 's/^COUNTS: /  /' || echo "  (none printed)"
+  cat "${phase_logs[@]}" | grep -hE '^COUNTS: ' | grep -v '^COUNTS: fuzz_replay ' |
+    sed 's/^COUNTS: /  /' || echo "  (none printed)"
+  cat "${phase_logs[@]}" | awk '
+    /^COUNTS: fuzz_replay / { for (i = 3; i <= NF; i++) if ($i ~ /^inputs=/) { split($i, a, "="); inputs += a[2]; replays++ } }
+    /^COUNTS: (fuzz|cargo_fuzz) / { for (i = 3; i <= NF; i++) if ($i ~ /^executions=/) { split($i, a, "="); runs += a[2]; targets++ } }
+    END {
+      if (replays) printf "  fuzz replay: %d targets, %d corpus and crasher inputs\n", replays, inputs
+      if (targets) printf "  fuzzing: %d targets, %d executions in all\n", targets, runs
+    }'
+
   echo
   echo "per phase:"
   printf '  %s\n' "${phase_summaries[@]}"
