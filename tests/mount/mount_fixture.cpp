@@ -435,9 +435,10 @@ void mount_test::unmount() {
     FAIL() << "densefs did not exit within 120 s of being unmounted; its output:\n"
            << tail(daemon_log(), 4000);
   }
+  // 64 KB of the log: a whole sanitizer report (TSan's exit status 66).
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
       << "densefs mount -f ended with " << status_text(*status) << " after unmount; its output:\n"
-      << tail(daemon_log(), 4000);
+      << tail(daemon_log(), 64000);
   EXPECT_FALSE(mounted_fs_type(mnt_)) << mnt_ << " is still mounted after unmount";
 }
 
