@@ -8,7 +8,11 @@
 #     table a "densefs stored" column read from densefs stats;
 #   - --json has the same rows, without errors;
 #   - a cold walk (caches dropped: this runs as root) gives cold rows;
-#   - the work directories are removed from both targets.
+#   - JPEGs are read as finally stored (after densefs' background Lepton
+#     pass) and compared with the Lepton library's own decode rate;
+#   - the space table has a row per input and kind, and a total per input;
+#   - the work directories are removed from both targets, also when the run
+#     is interrupted (SIGINT: exit status 130).
 # usage: bench_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
@@ -50,7 +54,10 @@ for row in "walk warm 1" "walk warm 2" "read-small warm 1" "read-small warm 2" \
 done
 grep -Eq '^space +files +logical +plain used +plain alloc +densefs used +densefs alloc +densefs stored$' \
   "$table" || fail "space table lacks the densefs stored column"
-grep -Eq '^jpeg +[0-9]+ ' "$table" || fail "space table has no jpeg row"
+grep -Eq '^jpeg jpeg +[0-9]+ ' "$table" || fail "space table has no 'jpeg jpeg' row"
+grep -Eq '^tree \(all\) +[0-9]+ ' "$table" || fail "space table has no total for the tree"
+grep -Eq '^reference: lepton-decode \(library, [0-9]+ procs\): [0-9.]+ s, [0-9.]+ MiB/s over [1-9][0-9]* files' \
+  "$table" || fail "no Lepton library reference line"
 python3 -c 'import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.documentElement.tagName == "svg"; assert len(d.getElementsByTagName("rect")) >= 3 + 2 * 9' \
   "$work/chart.svg" || fail "the SVG chart is not a well-formed SVG document with a bar per cell"
 
@@ -79,5 +86,23 @@ PY
 
 leftover=$(find "$plain" "$mnt" -mindepth 1 -maxdepth 1 -name 'densefs-bench.*' | wc -l)
 [[ $leftover -eq 0 ]] || fail "work directories left on the targets"
+
+# Interrupted once its work directories exist: exit 130, nothing left.
+"$densefs" bench --input "$input" "${targets[@]}" --warm-only --procs 1 --workloads write,walk \
+  >/dev/null 2>"$work/interrupted.err" &
+bench_pid=$!
+for _ in $(seq 1 200); do
+  [[ -d $mnt/densefs-bench.$bench_pid ]] && break
+  sleep 0.05
+done
+[[ -d $mnt/densefs-bench.$bench_pid ]] || fail "the bench never made its work directory"
+kill -INT "$bench_pid"
+status=0
+wait "$bench_pid" || status=$?
+[[ $status -eq 130 ]] || fail "interrupted bench exited $status, not 130: $(cat "$work/interrupted.err")"
+grep -q 'interrupted by Interrupt; work directories removed' "$work/interrupted.err" ||
+  fail "no message on interrupt: $(cat "$work/interrupted.err")"
+leftover=$(find "$plain" "$mnt" -mindepth 1 -maxdepth 1 -name 'densefs-bench.*' | wc -l)
+[[ $leftover -eq 0 ]] || fail "work directories left after an interrupt"
 umount_densefs "$mnt"
 echo "COUNTS: bench targets=2 rows=$rows cold=yes seconds=$(elapsed "$start" "$(now)")"

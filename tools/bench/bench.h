@@ -59,8 +59,13 @@ struct report {
   std::vector<std::string> targets;  // labels, baseline first
   std::vector<result> results;
   std::vector<space_result> space;
-  bool cold = false;      // cold rows were measured
-  std::string cold_note;  // why not, when not
+  // Figures that are not a file system's: the Lepton library's own decode
+  // rate (workload "lepton-decode", target "library"), which a read of
+  // Lepton-stored JPEGs is compared with.
+  std::vector<result> references;
+  std::vector<std::string> notes;  // said under the table
+  bool cold = false;               // cold rows were measured
+  std::string cold_note;           // why not, when not
   std::string input;
 };
 
@@ -107,8 +112,17 @@ std::uint64_t used_bytes(const std::string& dir);  // statvfs (blocks - free) * 
 std::vector<space_result> run_space(const std::vector<std::string>& inputs, const target& t,
                                     const std::string& work_dir);
 
-// Densefs-specific figures; the standalone build has none.
+// Densefs-specific figures and steps; the standalone build has none.
 std::optional<std::int64_t> densefs_stored_bytes(const std::string& dir);
+// Waits until a densefs mount has re-encoded everything under `dir` that
+// its background re-encoder will (Lepton for JPEGs, ...), so that reads and
+// sizes measure how the data is finally stored. Nothing elsewhere. Returns
+// why it could not, or "".
+std::string settle(const std::string& dir);
+// The Lepton library's own decode of the JPEGs among `files` that it
+// accepts, encoded in memory beforehand, in n processes. Nothing in the
+// standalone build or when no file is accepted.
+std::optional<measure> lepton_library_decode(const std::vector<std::string>& files, int n);
 
 // report.cpp.
 std::string format_seconds(double s);

@@ -8,7 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -17,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <system_error>
+#include <thread>
 
 #include "tools/bench/bench.h"
 #include "tools/format.h"
@@ -212,6 +216,50 @@ result not_available(const std::string& workload, const std::string& label,
   return r;
 }
 
+// SIGINT or SIGTERM while the harness runs: the workers die with it (they
+// keep the default action), and the parent stops after the current row,
+// removes its work directories and exits.
+std::atomic<int> g_interrupted{0};
+
+extern "C" void on_interrupt(int signal) {
+  g_interrupted = signal;
+}
+
+class interrupt_guard {
+ public:
+  interrupt_guard() {
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~interrupt_guard() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  interrupt_guard(const interrupt_guard&) = delete;
+  interrupt_guard& operator=(const interrupt_guard&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+class interrupted : public std::runtime_error {
+ public:
+  explicit interrupted(int signal)
+      : std::runtime_error(std::string("interrupted by ") + ::strsignal(signal)), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
+void check_interrupted() {
+  if (const int s = g_interrupted.load()) throw interrupted(s);
+}
+
 class runner {
  public:
   runner(const options& o, progress& p) : o_(o), p_(p) {
@@ -223,16 +271,21 @@ class runner {
 
   report run() {
     check_input();
+    // Every target is checked before any work directory is made, and a work
+    // directory made before a failure is removed: a failed or interrupted
+    // run leaves nothing behind.
     for (const auto& t : o_.targets) {
       struct stat st {};
       if (::stat(t.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
         throw std::runtime_error("--target " + t.label + "=" + t.dir + ": not a directory");
-      work w{t, t.dir + "/densefs-bench." + std::to_string(::getpid())};
-      if (::mkdir(w.dir.c_str(), 0755) != 0)
-        throw std::system_error(errno, std::generic_category(), w.dir);
-      works_.push_back(w);
     }
     try {
+      for (const auto& t : o_.targets) {
+        work w{t, t.dir + "/densefs-bench." + std::to_string(::getpid())};
+        if (::mkdir(w.dir.c_str(), 0755) != 0)
+          throw std::system_error(errno, std::generic_category(), w.dir);
+        works_.push_back(w);
+      }
       if (o_.families.count("write") != 0) writes();
       if (o_.families.count("walk") != 0 || o_.families.count("read") != 0) stage();
       if (o_.families.count("walk") != 0) walks();
@@ -249,6 +302,7 @@ class runner {
 
  private:
   std::string in(const std::string& name) const { return o_.input + "/" + name; }
+  static int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
   void check_input() {
     struct stat st {};
@@ -273,7 +327,10 @@ class runner {
     }
   }
 
-  void add(result r) { r_.results.push_back(std::move(r)); }
+  void add(result r) {
+    r_.results.push_back(std::move(r));
+    check_interrupted();
+  }
 
   void writes() {
     for (auto& w : works_) {
@@ -398,7 +455,23 @@ class runner {
       for (const auto& w : works_)
         add(not_available("read-jpeg", w.t.label, "no JPEGs in the prepared input (--jpeg)"));
     } else {
-      rows("read-jpeg", {1}, read_tree("jpeg"), warm_tree("jpeg"));
+      // JPEGs are read as they are finally stored (densefs: re-encoded with
+      // Lepton in the background), by one process and by one per core, and
+      // compared with the Lepton library decoding the same files in memory.
+      for (const auto& w : works_) {
+        p_.show("waiting for background re-encoding on " + w.t.label);
+        const std::string why = settle(w.dir + "/jpeg");
+        if (!why.empty()) r_.notes.push_back("read-jpeg on " + w.t.label + ": not settled: " + why);
+      }
+      std::vector<int> procs{1};
+      if (cores() > 1) procs.push_back(cores());
+      rows("read-jpeg", procs, read_tree("jpeg"), warm_tree("jpeg"));
+      p_.show("lepton-decode: the Lepton library on the same JPEGs");
+      if (auto m = lepton_library_decode(list_files(in("jpeg")), cores())) {
+        result r = make_result("lepton-decode", "", cores(), "library");
+        r.m = *m;
+        r_.references.push_back(r);
+      }
     }
     rows(
         "read-large", {1},
@@ -480,8 +553,16 @@ int run(const std::vector<std::string>& args, const tool_io& io) {
   progress p(io);
   if (!o.prepare.empty()) prepare(o, io, p);
   if (o.targets.empty()) return k_exit_ok;
+  const interrupt_guard guard;
   runner r(o, p);
-  const report rep = r.run();
+  report rep;
+  try {
+    rep = r.run();
+  } catch (const interrupted& e) {
+    p.clear();
+    io.err << "densefs: bench: " << e.what() << "; work directories removed\n";
+    return 128 + e.signal();
+  }
   io.out << (o.json ? render_json(rep) : render_table(rep));
   if (!o.svg.empty()) write_text(o.svg, render_svg(rep));
   return k_exit_ok;

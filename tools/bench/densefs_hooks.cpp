@@ -2,12 +2,17 @@
 // kinds of file, and a densefs target reports its stored bytes.
 #include <sys/xattr.h>
 
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
 
 #include "codec/classify.h"
+#include "codec/codec.h"
 #include "fs/mount.h"
 #include "tools/bench/bench.h"
+#include "tools/tool_main.h"
 
 namespace densefs::tools::bench {
 
@@ -29,6 +34,66 @@ std::optional<std::int64_t> densefs_stored_bytes(const std::string& dir) {
   const auto j = nlohmann::json::parse(value, nullptr, false);
   if (!j.is_object() || !j.contains("stored_bytes")) return std::nullopt;
   return j["stored_bytes"].get<std::int64_t>();
+}
+
+std::string settle(const std::string& dir) {
+  if (!densefs_stored_bytes(dir)) return "";
+  // `densefs recompress PATH` on a mount queues what is not yet in its
+  // policy's codec and waits until the daemon has re-encoded it.
+  std::ostringstream out;
+  std::ostringstream err;
+  if (recompress_main({dir}, {out, err, false}) == k_exit_ok) return "";
+  std::string why = err.str();
+  while (!why.empty() && why.back() == '\n') why.pop_back();
+  return why;
+}
+
+std::optional<measure> lepton_library_decode(const std::vector<std::string>& files, int n) {
+  struct encoded {
+    std::string bytes;
+    std::size_t plain_size;
+  };
+  std::vector<std::string> plains;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    // The size densefs puts in one chunk: a JPEG is one chunk up to 4 MiB.
+    if (in && s.str().size() <= (4u << 20)) plains.push_back(std::move(s).str());
+  }
+  // Encoding (with its verifying decode) is slow: one thread per core.
+  std::vector<std::optional<encoded>> slots(plains.size());
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> threads;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned t = 0; t < cores; ++t) {
+    threads.emplace_back([&] {
+      codec::codec_options o;
+      o.preferred = codec::codec_id::lepton;
+      for (std::size_t i; (i = next++) < plains.size();) {
+        codec::encoded_chunk e = codec::encode_chunk(plains[i], o);
+        if (e.codec == codec::codec_id::lepton)
+          slots[i] = encoded{std::move(e.bytes), plains[i].size()};
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<encoded> accepted;
+  for (auto& x : slots) {
+    if (x) accepted.push_back(std::move(*x));
+  }
+  if (accepted.empty()) return std::nullopt;
+  return run_processes(n, [&](int index) {
+    worker_counts c;
+    for (std::size_t i = static_cast<std::size_t>(index); i < accepted.size();
+         i += static_cast<std::size_t>(n)) {
+      const std::string plain =
+          codec::decode_chunk(codec::codec_id::lepton, accepted[i].bytes, accepted[i].plain_size);
+      c.bytes += plain.size();
+      ++c.entries;
+    }
+    return c;
+  });
 }
 
 }  // namespace densefs::tools::bench

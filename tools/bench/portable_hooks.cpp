@@ -34,4 +34,12 @@ std::optional<std::int64_t> densefs_stored_bytes(const std::string&) {
   return std::nullopt;
 }
 
+std::string settle(const std::string&) {
+  return "";
+}
+
+std::optional<measure> lepton_library_decode(const std::vector<std::string>&, int) {
+  return std::nullopt;
+}
+
 }  // namespace densefs::tools::bench

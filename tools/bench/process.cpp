@@ -78,6 +78,10 @@ std::vector<pid_t> spawn(int n, pipe_pair& start, const std::function<void(int)>
       throw std::system_error(e, std::generic_category(), "fork");
     }
     if (pid == 0) {
+      // The parent's interrupt handler (bench_main.cpp) is inherited: a
+      // worker interrupted by ^C must just die.
+      std::signal(SIGINT, SIG_DFL);
+      std::signal(SIGTERM, SIG_DFL);
       start.close_write();
       char c;
       while (::read(start.fd[0], &c, 1) < 0 && errno == EINTR) {

@@ -59,8 +59,9 @@ worker_counts read_file(const std::string& path) {
     const ssize_t n = ::read(fd, buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      ++c.errors;
-      break;
+      ++c.errors;  // counted as an error, not as a file read
+      ::close(fd);
+      return c;
     }
     if (n == 0) break;
     c.bytes += static_cast<std::uint64_t>(n);

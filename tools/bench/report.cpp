@@ -40,8 +40,11 @@ const result* find(const report& r, const key& k, const std::string& target) {
   return nullptr;
 }
 
+// A cell that failed in part (an entry that could not be read, a worker
+// that died) gives no ratio: it measured less work than its row.
 bool usable(const result* x) {
-  return x != nullptr && x->available && x->m.wall > 0;
+  return x != nullptr && x->available && x->m.wall > 0 && x->m.errors == 0 &&
+         x->m.failed_workers == 0;
 }
 
 std::string fixed(double v, int digits) {
@@ -148,6 +151,20 @@ std::string render_table(const report& r) {
       rows.push_back(row);
     }
     out << format_table(rows);
+    for (const auto& ref : r.references) {
+      out << "reference: " << ref.workload << " (" << ref.target << ", " << ref.procs
+          << " procs): " << format_seconds(ref.m.wall) << ", " << human_rate(ref) << " over "
+          << ref.m.entries << " files";
+      // What each target's read of the same files reached, as a share of it.
+      for (const auto& x : r.results) {
+        if (x.workload == "read-jpeg" && x.cache == "cold" && x.procs == ref.procs && usable(&x) &&
+            rate(ref) > 0)
+          out << "; " << x.target << " read-jpeg cold " << x.procs
+              << "p: " << fixed(rate(x) / rate(ref), 2) << "x of it";
+      }
+      out << '\n';
+    }
+    notes.insert(notes.end(), r.notes.begin(), r.notes.end());
     std::set<std::string> seen;
     for (const auto& n : notes) {
       if (seen.insert(n).second) out << "note: " << n << '\n';
@@ -236,6 +253,17 @@ std::string render_json(const report& r) {
     }
     j["results"].push_back(e);
   }
+  j["references"] = json::array();
+  for (const auto& x : r.references) {
+    j["references"].push_back({{"workload", x.workload},
+                               {"target", x.target},
+                               {"procs", x.procs},
+                               {"wall_s", x.m.wall},
+                               {"entries", x.m.entries},
+                               {"bytes", x.m.bytes},
+                               {"bytes_per_s", rate(x)}});
+  }
+  j["notes"] = r.notes;
   j["space"] = json::array();
   for (const auto& s : r.space) {
     json e{{"target", s.target},         {"type", s.type},       {"files", s.files},
