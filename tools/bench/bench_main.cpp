@@ -49,7 +49,7 @@ struct options {
   std::string big_size_text = "1G";
   std::vector<std::string> sources{"/usr/share"};
   std::vector<std::string> big_sources{"/usr/lib", "/usr/share"};
-  std::string jpeg = DENSEFS_BENCH_JPEG_DIR;
+  std::string jpeg;  // --jpeg; empty: the corpus beside the source tree, if there
   bool warm_only = false;
   bool json = false;
   bool keep = false;
@@ -131,6 +131,12 @@ void prepare(const options& o, const tool_io& io, progress& p) {
   std::error_code ec;
   if (stdfs::exists(dir, ec) && !stdfs::is_empty(dir, ec))
     throw std::runtime_error(o.prepare + " exists and is not empty (remove it or pick another)");
+  // An explicit --jpeg must exist; the default (the project's corpus, found
+  // beside the source tree a build came from) may not on an installed copy.
+  std::string jpeg = o.jpeg;
+  if (!jpeg.empty() && !stdfs::is_directory(jpeg, ec))
+    throw std::runtime_error("--jpeg " + jpeg + ": not a directory");
+
   stdfs::create_directories(dir);
   const std::uint64_t cap = parse_size(o.size_text);
   std::uint64_t tree_bytes = 0;
@@ -147,10 +153,15 @@ void prepare(const options& o, const tool_io& io, progress& p) {
   std::uint64_t jpeg_bytes = 0;
   std::size_t jpeg_files = 0;
   stdfs::create_directories(dir / "jpeg");
-  if (!o.jpeg.empty() && stdfs::is_directory(o.jpeg, ec)) {
-    p.show("prepare: copying " + o.jpeg);
-    jpeg_bytes = copy_tree(o.jpeg, (dir / "jpeg").string(), cap);
+  if (jpeg.empty() && stdfs::is_directory(DENSEFS_BENCH_JPEG_DIR, ec))
+    jpeg = DENSEFS_BENCH_JPEG_DIR;
+  if (!jpeg.empty()) {
+    p.show("prepare: copying " + jpeg);
+    jpeg_bytes = copy_tree(jpeg, (dir / "jpeg").string(), cap);
     jpeg_files = list_files((dir / "jpeg").string()).size();
+  } else {
+    io.err << "note: no JPEGs (the corpus is not here; give --jpeg DIR): the read-jpeg rows "
+              "will say n/a\n";
   }
   // big.bin: real files one after another, each behind a 512-byte header as
   // in a tar archive: compressible the way a backup or an image is.
@@ -534,7 +545,10 @@ int run(const std::vector<std::string>& args, const tool_io& io) {
   app.add_option("--source", o.sources, "--prepare: trees to copy (repeat)")->capture_default_str();
   app.add_option("--big-source", o.big_sources, "--prepare: trees big.bin is built from (repeat)")
       ->capture_default_str();
-  app.add_option("--jpeg", o.jpeg, "--prepare: a directory of JPEGs")->capture_default_str();
+  app.add_option(
+      "--jpeg", o.jpeg,
+      "--prepare: a directory of JPEGs (default: the project's corpus, " DENSEFS_BENCH_JPEG_DIR
+      ", when it exists)");
   app.add_flag("--warm-only", o.warm_only, "skip the cold runs (which drop caches as root)");
   app.add_flag("--json", o.json, "print all figures as JSON instead of the table");
   app.add_option("--svg", o.svg, "also write a bar chart of the ratios to FILE");
