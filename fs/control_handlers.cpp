@@ -121,6 +121,13 @@ void register_store_handlers(control_server& server, const store::store& s) {
                           [&s](const nlohmann::json& request, control_response& response) {
                             chunks(s, request, response);
                           });
+  // {"op":"drop_caches"}: empties the daemon's decoded-chunk and metadata
+  // block caches (densefs bench, before each cold row), as
+  // /proc/sys/vm/drop_caches does for the kernel's.
+  server.register_handler("drop_caches", [&s](const nlohmann::json&, control_response& response) {
+    s.drop_caches();
+    response.header();
+  });
 }
 
 }  // namespace densefs::fs

@@ -123,6 +123,8 @@ class control_server {
 //          {"piece":"hole"|"plain"|"stored","offset":N,"length":N,"bytes":N
 //          [,"codec":C,"hash":H]} then "bytes" bytes of data frames; end line
 //          with "pieces", "stored_pieces" (control_handlers.cpp).
+//   drop_caches: {"op":"drop_caches"} -> empties the daemon's decoded-chunk
+//          and block caches; a header only.
 // `s` must outlive the server (stop() before closing the store).
 void register_store_handlers(control_server& server, const store::store& s);
 

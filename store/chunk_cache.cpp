@@ -78,6 +78,13 @@ void chunk_cache::erase(const chunk_hash& hash) {
   index_.erase(it);
 }
 
+void chunk_cache::clear() {
+  std::lock_guard lock(mutex_);
+  lru_.clear();
+  index_.clear();
+  used_ = 0;
+}
+
 std::size_t chunk_cache::size_bytes() const {
   std::lock_guard lock(mutex_);
   return used_;

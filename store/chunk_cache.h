@@ -34,6 +34,8 @@ class chunk_cache {
   value get_or_load(const chunk_hash& hash, const loader& load);
   void insert(const chunk_hash& hash, value v);
   void erase(const chunk_hash& hash);
+  // Drops every cached value (loads in progress finish and are cached).
+  void clear();
 
   std::size_t size_bytes() const;
   std::size_t entries() const;

@@ -151,6 +151,7 @@ class manual_recovery : public rocksdb::EventListener {
 struct db_config {
   rocksdb::DBOptions db;
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  std::shared_ptr<rocksdb::Cache> block_cache;
 };
 
 db_config make_config(std::size_t block_cache_bytes) {
@@ -183,9 +184,9 @@ db_config make_config(std::size_t block_cache_bytes) {
 
   // One block cache shared by every metadata column family, so a walk of a
   // big tree and a stream of reads compete for one budget.
-  const std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(block_cache_bytes);
+  c.block_cache = rocksdb::NewLRUCache(block_cache_bytes);
   rocksdb::BlockBasedTableOptions meta_table;
-  meta_table.block_cache = cache;
+  meta_table.block_cache = c.block_cache;
   // Lookups of names that do not exist (create, rsync's probes) are common:
   // a bloom filter answers most of them without reading a data block.
   meta_table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
@@ -646,6 +647,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     throw store_error(errno_of(s), "cannot open store " + dir.string() + ": " + s.ToString());
   self->db_.reset(raw);
   self->cfs_ = std::move(handles);
+  self->block_cache_ = config.block_cache;
 
   std::string value;
   const rocksdb::Status gs =
@@ -1202,6 +1204,12 @@ store::reencoding store::reencode_chunk(const chunk_hash& hash, const chunk_reco
   if (encoded.codec == target.preferred && encoded.bytes.size() < current.stored_size)
     out.smaller = std::move(encoded);
   return out;
+}
+
+void store::drop_caches() const {
+  cache_->clear();
+  // Blocks pinned by a running read stay until it releases them.
+  if (block_cache_) block_cache_->EraseUnRefEntries();
 }
 
 std::shared_ptr<const std::string> store::cached_chunk(const chunk_hash& hash) const {

@@ -30,6 +30,7 @@
 
 namespace rocksdb {
 class DB;
+class Cache;
 class ColumnFamilyHandle;
 class WriteBatch;
 class Status;
@@ -263,6 +264,10 @@ class store {
   // The decoded chunk if it is in the decoded-chunk cache, else nullptr.
   std::shared_ptr<const std::string> cached_chunk(const chunk_hash& hash) const;
   bool caches_chunks() const { return options_.chunk_cache_bytes > 0; }
+  // Empties the decoded-chunk cache and RocksDB's block cache, so that the
+  // next reads are cold as far as this process goes (with the kernel's
+  // drop_caches for the files below: densefs bench's cold rows).
+  void drop_caches() const;
 
   // Re-encodes a stored chunk under `target` (densefs recompress and the
   // background re-encoder): decodes it, encodes it with `target` (verified
@@ -379,6 +384,7 @@ class store {
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // owned; closed in ~store
   std::unique_ptr<payload_store> payloads_;
   std::unique_ptr<chunk_cache> cache_;
+  std::shared_ptr<rocksdb::Cache> block_cache_;  // metadata blocks (make_config)
   std::mutex commit_mutex_;
   std::mutex gc_mutex_;  // one collect_garbage() at a time
   std::atomic<std::uint64_t> garbage_bytes_{0};

@@ -73,6 +73,8 @@ cells = {(r["workload"], r["cache"], r["procs"], r["target"]) for r in j["result
 for t in ("plain", "densefs"):
     for cache in ("warm", "cold"):
         assert ("walk", cache, 1, t) in cells, (cache, t, cells)
+# The daemon's own caches were dropped before each cold row, without a note.
+assert not any(n.startswith("cold rows on") for n in j["notes"]), j["notes"]
 for r in j["results"]:
     assert r["available"] and r["errors"] == 0 and r["failed_workers"] == 0, r
     assert r["entries"] > 0, r

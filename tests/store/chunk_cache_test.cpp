@@ -55,6 +55,25 @@ TEST(store_chunk_cache, reinserting_a_key_replaces_its_size) {
   EXPECT_EQ(cache.entries(), 1u);
 }
 
+TEST(store_chunk_cache, clear_empties_it_and_later_loads_are_cached_again) {
+  chunk_cache cache(1000);
+  cache.insert(hash_of(1), bytes(100));
+  cache.insert(hash_of(2), bytes(200));
+  cache.clear();
+  EXPECT_EQ(cache.size_bytes(), 0u);
+  EXPECT_EQ(cache.entries(), 0u);
+  EXPECT_FALSE(cache.find(hash_of(1)));
+  int loads = 0;
+  const auto load = [&] {
+    ++loads;
+    return bytes(100);
+  };
+  cache.get_or_load(hash_of(1), load);
+  cache.get_or_load(hash_of(1), load);
+  EXPECT_EQ(loads, 1);
+  EXPECT_EQ(cache.size_bytes(), 100u);
+}
+
 TEST(store_chunk_cache, concurrent_misses_load_once) {
   chunk_cache cache(1 << 20);
   std::atomic<int> loads{0};

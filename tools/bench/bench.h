@@ -119,6 +119,10 @@ std::optional<std::int64_t> densefs_stored_bytes(const std::string& dir);
 // sizes measure how the data is finally stored. Nothing elsewhere. Returns
 // why it could not, or "".
 std::string settle(const std::string& dir);
+// Empties a densefs daemon's own caches (decoded chunks, metadata blocks)
+// for a cold row; /proc/sys/vm/drop_caches does not reach them. Nothing
+// elsewhere. Returns why it could not, or "".
+std::string drop_fs_caches(const std::string& dir);
 // The Lepton library's own decode of the JPEGs among `files` that it
 // accepts, encoded in memory beforehand, in n processes. Nothing in the
 // standalone build or when no file is accepted.

@@ -10,8 +10,10 @@
 
 #include "codec/classify.h"
 #include "codec/codec.h"
+#include "fs/control_server.h"
 #include "fs/mount.h"
 #include "tools/bench/bench.h"
+#include "tools/cli.h"
 #include "tools/tool_main.h"
 
 namespace densefs::tools::bench {
@@ -46,6 +48,20 @@ std::string settle(const std::string& dir) {
   std::string why = err.str();
   while (!why.empty() && why.back() == '\n') why.pop_back();
   return why;
+}
+
+std::string drop_fs_caches(const std::string& dir) {
+  std::string value(64 * 1024, '\0');
+  const ssize_t n = ::getxattr(dir.c_str(), fs::k_xattr_info, value.data(), value.size());
+  if (n < 0) return "";  // not a densefs mount
+  value.resize(static_cast<std::size_t>(n));
+  try {
+    fs::control_client client(mount_store_dir(value, dir));
+    client.request({{"op", "drop_caches"}});
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
 }
 
 std::optional<measure> lepton_library_decode(const std::vector<std::string>& files, int n) {

@@ -38,6 +38,10 @@ std::string settle(const std::string&) {
   return "";
 }
 
+std::string drop_fs_caches(const std::string&) {
+  return "";
+}
+
 std::optional<measure> lepton_library_decode(const std::vector<std::string>&, int) {
   return std::nullopt;
 }
