@@ -130,14 +130,23 @@ TEST_F(bench_cli_run, prepare_says_when_the_big_sources_run_out) {
 
 TEST_F(bench_cli_run, workloads_on_two_dirs_give_table_json_and_svg) {
   ASSERT_EQ(prepare("64K").status, 0);
-  auto args = std::vector<std::string>{"bench",       "--input", input(),
-                                       "--warm-only", "--procs", "1,2",
-                                       "--json",      "--svg",   (tmp_ / "chart.svg").string()};
+  auto args = std::vector<std::string>{"bench",
+                                       "--input",
+                                       input(),
+                                       "--warm-only",
+                                       "--procs",
+                                       "1,2",
+                                       "--json",
+                                       "--svg",
+                                       (tmp_ / "chart.svg").string(),
+                                       "--save-json",
+                                       (tmp_ / "saved.json").string()};
   const auto t = targets();
   args.insert(args.end(), t.begin(), t.end());
   const auto r = run_cli(args);
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(r.out);
+  EXPECT_EQ(json::parse(read_file(tmp_ / "saved.json")), j);  // --save-json: the same figures
   EXPECT_EQ(j.at("targets"), json::array({"ext", "other"}));
   EXPECT_EQ(j.at("baseline"), "ext");
   EXPECT_FALSE(j.at("cold").get<bool>());

@@ -54,6 +54,7 @@ struct options {
   bool json = false;
   bool keep = false;
   std::string svg;
+  std::string save_json;
 };
 
 std::vector<std::string> split(const std::string& text) {
@@ -561,6 +562,7 @@ int run(const std::vector<std::string>& args, const tool_io& io) {
   app.add_flag("--warm-only", o.warm_only, "skip the cold runs (which drop caches as root)");
   app.add_flag("--json", o.json, "print all figures as JSON instead of the table");
   app.add_option("--svg", o.svg, "also write a bar chart of the ratios to FILE");
+  app.add_option("--save-json", o.save_json, "also write all figures as JSON to FILE");
   app.add_flag("--keep", o.keep, "keep the work directories on the targets");
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -588,6 +590,7 @@ int run(const std::vector<std::string>& args, const tool_io& io) {
   }
   io.out << (o.json ? render_json(rep) : render_table(rep));
   if (!o.svg.empty()) write_text(o.svg, render_svg(rep));
+  if (!o.save_json.empty()) write_text(o.save_json, render_json(rep));
   return k_exit_ok;
 }
 
