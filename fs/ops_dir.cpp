@@ -517,6 +517,13 @@ void filesystem::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t
         batch.clear();
         continue;
       }
+      if (used == 0) {
+        // The end of the listing (the kernel reads until an empty reply):
+        // the kernel caches it now, so densefs need not; memory stays
+        // bounded by the directories being read, not those ever read.
+        std::lock_guard lock(dir->listing_mutex);
+        if (dir->listing == listing) dir->listing.reset();
+      }
       if (fuse_reply_buf(req, buffer.data(), used) != 0 && !counted.empty()) {
         // The kernel never got these entries: it will not forget them.
         std::lock_guard meta(meta_mutex_);
