@@ -344,6 +344,10 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
         p.size = persisted;
         txn.put_inode(p);
         commit(txn);
+        // st_blocks moved behind the kernel's back: it may cache the old one
+        // for attr_timeout.
+        if (n->record.stored_bytes != r.stored_bytes && n->lookups > 0)
+          invalidate_attributes(n->ino);
         n->record.stored_bytes = r.stored_bytes;
         n->record.type = r.type;
         n->record.flags = r.flags;

@@ -39,18 +39,6 @@ class fs_error : public std::runtime_error {
   int errno_;
 };
 
-// State of an open directory: a snapshot taken at offset 0, so offsets are
-// stable indexes while the directory changes underneath.
-struct dir_handle {
-  struct entry {
-    std::string name;
-    std::uint64_t ino;
-    std::uint32_t type;
-  };
-  std::mutex mutex;
-  std::vector<entry> entries;
-};
-
 class filesystem {
  public:
   explicit filesystem(const mount_options& options);
@@ -152,11 +140,39 @@ class filesystem {
   std::uint64_t drop_extents(store::transaction& txn, std::uint64_t ino,
                              const store::extent_list& extents) const;
   void commit(store::transaction& txn, bool sync = false);
+  // The node for `ino`, made from `fetched` (read without meta_mutex_) if
+  // the table lacks it. Caller holds meta_mutex_ and has checked that
+  // meta_gen_ did not move since before the read (see lookup).
+  std::shared_ptr<node> node_from(std::uint64_t ino, const store::inode_record& fetched);
+  // Tells the kernel to drop the attributes it caches for `ino` (changed
+  // behind its back: stored size after a background commit).
+  void invalidate_attributes(std::uint64_t ino);
+  // ...and the listing it caches for directory `ino`. Not while the kernel
+  // may wait on us holding a lock of that directory's pages.
+  void invalidate_listing(std::uint64_t ino);
 
   // --- namespace helpers (ops_dir.cpp) ---
   std::shared_ptr<node> make_node(fuse_req_t req, node& parent, const char* name, mode_t mode,
                                   dev_t rdev, std::string_view symlink_target);
   void check_name(const char* name) const;
+  // readdir's listing of `dir`: the cached one unless the directory changed
+  // since it was read (node::dir_version). Takes dir.listing_mutex.
+  std::shared_ptr<const dir_listing> listing_of(node& dir);
+  struct readdir_pick {
+    std::uint64_t cookie;
+    const char* name;
+    std::uint64_t ino;
+    std::uint32_t type;
+  };
+  // Encodes `batch` as readdirplus entries (skipping those removed since the
+  // listing was read) and counts their lookups; returns the bytes used.
+  std::size_t fill_plus(fuse_req_t req, const std::vector<readdir_pick>& batch, char* buffer,
+                        std::size_t size, std::vector<std::shared_ptr<node>>& counted);
+  // After a commit that changed the entries of `dir` (caller holds
+  // meta_mutex_).
+  static void entries_changed(node& dir) {
+    dir.dir_version.fetch_add(1, std::memory_order_release);
+  }
   // How `n` is stored (docs/mounting.md, "densefs info"). The chunk list
   // stops once it takes `max_chunk_list_bytes` of JSON ("chunks_truncated";
   // the counts still cover every chunk): an xattr value is at most 64 KiB.
@@ -226,6 +242,13 @@ class filesystem {
   // Decodes chunks for reads that miss the chunk cache (one thread per core).
   std::unique_ptr<worker_pool> decoders_;
   std::mutex meta_mutex_;
+  // Bumped after every commit (all of which change inodes or entries under
+  // meta_mutex_): lookup and readdirplus read the store without the mutex,
+  // then take it and check this did not move, or read again under it.
+  std::atomic<std::uint64_t> meta_gen_{0};
+  // The kernel opens directories without asking (FUSE_CAP_NO_OPENDIR_SUPPORT):
+  // opendir answers ENOSYS once.
+  bool no_opendir_ = false;
   inode_table table_;
 
   // Global bound on staged bytes (dirty + in flight) across all files.

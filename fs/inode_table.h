@@ -3,8 +3,10 @@
 //
 // Locking (always in this order, never the reverse):
 //   node::data_mutex  -> filesystem::meta_mutex_ -> inode_table::mutex_
+//   node::listing_mutex -> filesystem::meta_mutex_
 // data_mutex guards a regular file's staged data and `size`; meta_mutex
-// guards every node's `record`, lookups, opens, and all metadata commits.
+// guards every node's `record`, lookups, opens, and all metadata commits;
+// listing_mutex guards a directory's cached listing (readdir).
 #pragma once
 
 #include <sys/stat.h>
@@ -45,6 +47,19 @@ struct staged_slot {
   bool empty() const { return !dirty && in_flight.empty() && jobs == 0; }
 };
 
+// A directory's entries as readdir hands them out: ordered by cookie, a
+// hash of the name, so that an offset the kernel (or telldir) got earlier
+// still means the same place after entries come and go.
+struct dir_listing {
+  struct entry {
+    std::uint64_t cookie;
+    std::string name;
+    std::uint64_t ino;
+    std::uint32_t type;
+  };
+  std::vector<entry> entries;
+};
+
 struct node : std::enable_shared_from_this<node> {
   explicit node(const store::inode_record& r)
       : ino(r.ino), regular(S_ISREG(r.mode)), record(r), size(r.size), type(r.type) {}
@@ -63,6 +78,14 @@ struct node : std::enable_shared_from_this<node> {
   // from memory.
   std::optional<std::set<std::string>> xattr_names;
   bool purged = false;  // deleted from the store; late background commits are dropped
+
+  // --- directories ---
+  // Bumped (after the commit) by every change to this directory's entries;
+  // a cached listing older than this is rebuilt.
+  std::atomic<std::uint64_t> dir_version{0};
+  std::mutex listing_mutex;
+  std::shared_ptr<const dir_listing> listing;  // guarded by listing_mutex
+  std::uint64_t listing_version = 0;           // dir_version it was read at
 
   // --- guarded by data_mutex ---
   std::mutex data_mutex;

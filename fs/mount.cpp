@@ -250,6 +250,15 @@ void filesystem::init(fuse_conn_info* conn) {
     conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   }
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  // Directories need no handle (filesystem::opendir): the kernel can skip
+  // OPENDIR and RELEASEDIR.
+  if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) no_opendir_ = true;
+  // READDIRPLUS on every batch, not only the first (AUTO): a walk stats
+  // every entry, and each batch without attributes costs a LOOKUP per entry.
+  if (conn->capable & FUSE_CAP_READDIRPLUS) {
+    conn->want |= FUSE_CAP_READDIRPLUS;
+    conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+  }
   // The kernel clears suid/sgid itself (it sends us the mode change).
   conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
   // No atomic_o_trunc: with it the kernel sends O_TRUNC in OPEN and sets its

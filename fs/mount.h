@@ -22,11 +22,14 @@ struct mount_options {
   // `mount -o remount,ro|rw MNT`: switch an existing densefs mount between
   // read-only and read-write (the kernel enforces it); nothing else changes.
   bool remount = false;
-  // Kernel caches. Every change made through the mount invalidates what it
-  // changes, so these are safe; 0 turns a cache off.
-  double entry_timeout = 1.0;
-  double attr_timeout = 1.0;
-  double negative_timeout = 0.0;
+  // Kernel caches. The store is locked to this mount, so every change comes
+  // through it: the kernel updates what it changes itself, and densefs
+  // notifies it of what changes behind its back (stored size after a
+  // background commit or re-encoding, ".." of a moved directory). So the
+  // caches can be long; 0 turns one off. docs/mounting.md, "Kernel caches".
+  double entry_timeout = 86400.0;
+  double attr_timeout = 86400.0;
+  double negative_timeout = 86400.0;
   // Off by default: measured on this 2-core VM, it made 1 MiB writes ~4x and
   // rsync ~2.4x slower (FUSE's strict dirty-page limits throttle writeback);
   // it only helped 4 KiB writes. See docs/design.md.

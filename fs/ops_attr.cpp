@@ -111,6 +111,27 @@ void filesystem::cancel_gc() {
 
 void filesystem::commit(store::transaction& txn, bool sync) {
   store_->commit(txn, sync);
+  // After the commit is visible, before meta_mutex_ is released (every
+  // commit of inodes or entries holds it): see meta_gen_.
+  meta_gen_.fetch_add(1, std::memory_order_release);
+}
+
+std::shared_ptr<node> filesystem::node_from(std::uint64_t ino, const store::inode_record& fetched) {
+  if (auto n = table_.find(ino)) return n;
+  auto fresh = std::make_shared<node>(fetched);
+  fresh->persisted_size = fetched.size;
+  return table_.insert(std::move(fresh));
+}
+
+void filesystem::invalidate_attributes(std::uint64_t ino) {
+  // Attributes only (negative offset): no page locks are taken, so this is
+  // safe from any thread, even inside a request for the same inode. ENOENT
+  // (the kernel does not have the inode) is fine.
+  if (session_) fuse_lowlevel_notify_inval_inode(session_, ino, -1, 0);
+}
+
+void filesystem::invalidate_listing(std::uint64_t ino) {
+  if (session_) fuse_lowlevel_notify_inval_inode(session_, ino, 0, 0);
 }
 
 std::shared_ptr<node> filesystem::get_node(std::uint64_t ino) {
@@ -266,10 +287,17 @@ void filesystem::maybe_release(const std::shared_ptr<node>& n) {
   table_.erase(n->ino);
 }
 
+// The store is read without meta_mutex_, so that parallel walks do not
+// queue behind one another's RocksDB reads: meta_gen_ is read first, and if
+// a commit happened before the mutex is taken, the reads are repeated
+// under it. Every commit holds the mutex and bumps meta_gen_ after it is
+// visible, so an unchanged meta_gen_ means no commit landed after the reads
+// began and before the mutex was taken: the reads are as current as if
+// they had been made under it. (The kernel also holds the parent's lock
+// shared during a lookup and exclusively while changing its entries.)
 void filesystem::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   run_op(req, "lookup", [&] {
     check_name(name);
-    std::lock_guard meta(meta_mutex_);
     // The kernel sends "." and ".." only for file handles (export support,
     // filesystem::init): open_by_handle_at of an inode it no longer caches
     // looks up "." in that inode, and reconnecting a directory looks up its
@@ -278,32 +306,57 @@ void filesystem::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     // the kernel's forget is still on its way. Checked before the inode is
     // put into the table: an orphan still being released must not get a
     // second node that no forget would ever remove.
-    const auto live_node = [&](std::uint64_t ino) {
-      if (auto n = table_.find(ino)) {
-        if (n->record.nlink == 0 && n->opens == 0) throw fs_error(ENOENT);
-        return n;
+    const bool dot = std::strcmp(name, ".") == 0;
+    const bool dotdot = std::strcmp(name, "..") == 0;
+    std::shared_ptr<node> n;
+    fuse_entry_param e{};
+    if (dot || dotdot) {
+      std::lock_guard meta(meta_mutex_);
+      const auto live_node = [&](std::uint64_t ino) {
+        if (auto found = table_.find(ino)) {
+          if (found->record.nlink == 0 && found->opens == 0) throw fs_error(ENOENT);
+          return found;
+        }
+        auto r = store_->get_inode(ino);
+        if (!r || r->nlink == 0) throw fs_error(ENOENT);
+        return node_from(ino, *r);  // one read, not a second get_node
+      };
+      n = live_node(parent);
+      if (dotdot) {
+        if (!S_ISDIR(n->record.mode)) throw fs_error(ENOTDIR);
+        n = live_node(n->record.parent);
       }
-      auto r = store_->get_inode(ino);
-      if (!r || r->nlink == 0) throw fs_error(ENOENT);
-      return get_node(ino);
-    };
-    if (std::strcmp(name, ".") == 0) return reply_entry(req, live_node(parent));
-    if (std::strcmp(name, "..") == 0) {
-      auto n = live_node(parent);
-      if (!S_ISDIR(n->record.mode)) throw fs_error(ENOTDIR);
-      return reply_entry(req, live_node(n->record.parent));
-    }
-    auto d = store_->get_dirent(parent, name);
-    if (!d) {
-      if (options_.negative_timeout > 0) {
-        fuse_entry_param e{};
-        e.entry_timeout = options_.negative_timeout;
-        fuse_reply_entry(req, &e);
-        return;
+      e = entry_for(*n);
+      ++n->lookups;
+    } else {
+      const std::uint64_t gen = meta_gen_.load(std::memory_order_acquire);
+      auto d = store_->get_dirent(parent, name);
+      std::optional<store::inode_record> fetched;
+      if (d && !table_.find(d->ino)) fetched = store_->get_inode(d->ino);
+      std::lock_guard meta(meta_mutex_);
+      if (meta_gen_.load(std::memory_order_acquire) != gen) {
+        d = store_->get_dirent(parent, name);
+        fetched.reset();
       }
-      throw fs_error(ENOENT);
+      if (d) {
+        n = fetched ? node_from(d->ino, *fetched) : get_node(d->ino);
+        e = entry_for(*n);
+        ++n->lookups;
+      }
     }
-    reply_entry(req, get_node(d->ino));
+    if (!n) {
+      if (options_.negative_timeout <= 0) throw fs_error(ENOENT);
+      e.entry_timeout = options_.negative_timeout;  // ino 0: a cached "no such name"
+      fuse_reply_entry(req, &e);
+      return;
+    }
+    // A reply the kernel did not take (interrupted request) will never be
+    // forgotten, so it must not count.
+    if (fuse_reply_entry(req, &e) != 0) {
+      std::lock_guard meta(meta_mutex_);
+      --n->lookups;
+      maybe_release(n);
+    }
   });
 }
 
@@ -317,9 +370,11 @@ void filesystem::forget(fuse_ino_t ino, std::uint64_t nlookup) {
 
 void filesystem::getattr(fuse_req_t req, fuse_ino_t ino) {
   run_op(req, "getattr", [&] {
-    std::lock_guard meta(meta_mutex_);
-    auto n = get_node(ino);
-    struct stat st = to_stat(n->record);
+    struct stat st;
+    {
+      std::lock_guard meta(meta_mutex_);
+      st = to_stat(get_node(ino)->record);
+    }
     fuse_reply_attr(req, &st, options_.attr_timeout);
   });
 }

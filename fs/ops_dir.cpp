@@ -3,10 +3,13 @@
 #include <linux/fs.h>  // RENAME_NOREPLACE, RENAME_EXCHANGE
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "fs/filesystem.h"
 #include "fs/ops_common.h"
+#include "store/hash.h"
 
 namespace densefs::fs {
 
@@ -57,6 +60,7 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   txn.put_dirent(parent.ino, name, {r.ino, r.mode & S_IFMT});
   txn.put_inode(persistable(parent, p));
   commit(txn);
+  entries_changed(parent);
   parent.record = p;
   auto n = std::make_shared<node>(r);
   n->persisted_size = r.size;
@@ -143,6 +147,7 @@ void filesystem::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
       txn.put_inode(persistable(*n, r));
     }
     commit(txn);
+    entries_changed(*p);
     p->record = pr;
     n->record = r;
     if (purge_now) {
@@ -175,6 +180,7 @@ void filesystem::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
     txn.put_inode(persistable(*p, pr));
     purge(txn, *n);  // a directory holds no data: it goes at once
     commit(txn);
+    entries_changed(*p);
     p->record = pr;
     n->record.nlink = 0;
     n->record.ctime = t;
@@ -186,6 +192,9 @@ void filesystem::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
                         const char* newname, unsigned int flags) {
+  // Directories whose ".." changed: the kernel does not know, and may hold
+  // their listings (FOPEN_CACHE_DIR). Told after the reply, with no lock held.
+  std::vector<std::uint64_t> moved_dirs;
   run_op(req, "rename", [&] {
     check_name(name);
     check_name(newname);
@@ -222,8 +231,10 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
           edit(src).parent = newparent;
           --edit(from_dir).nlink;
           ++edit(to_dir).nlink;
+          moved_dirs.push_back(src->ino);
         }
         if (dst_is_dir) {
+          moved_dirs.push_back(dst->ino);
           edit(dst).parent = parent;
           --edit(to_dir).nlink;
           ++edit(from_dir).nlink;
@@ -263,6 +274,7 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
       txn.delete_dirent(parent, name);
       txn.put_dirent(newparent, newname, *from_entry);
       if (src_is_dir && parent != newparent) {
+        moved_dirs.push_back(src->ino);
         edit(src).parent = newparent;
         --edit(from_dir).nlink;
         ++edit(to_dir).nlink;
@@ -278,6 +290,8 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
       if (!n->purged) txn.put_inode(persistable(*n, r));
     }
     commit(txn);
+    entries_changed(*from_dir);
+    entries_changed(*to_dir);
     for (auto& [ino, entry] : changed) {
       auto& [n, r] = entry;
       n->record = r;
@@ -285,6 +299,7 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
     }
     fuse_reply_err(req, 0);
   });
+  for (std::uint64_t ino : moved_dirs) invalidate_listing(ino);
 }
 
 void filesystem::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
@@ -310,103 +325,219 @@ void filesystem::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, cons
     txn.put_inode(persistable(*p, pr));
     txn.remove_orphan(n->ino);  // linkat(AT_EMPTY_PATH) of an unlinked file
     commit(txn);
+    entries_changed(*p);
     n->record = r;
     p->record = pr;
     reply_entry(req, n);
   });
 }
 
-void filesystem::opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  run_op(req, "opendir", [&] {
-    {
-      std::lock_guard meta(meta_mutex_);
-      auto n = get_node(ino);
-      if (!S_ISDIR(n->record.mode)) throw fs_error(ENOTDIR);
-    }
-    auto handle = std::make_unique<dir_handle>();
-    fi->fh = reinterpret_cast<std::uint64_t>(handle.get());
-    if (fuse_reply_open(req, fi) == 0) handle.release();
-  });
+// Directories are opened without a handle: readdir offsets are cookies
+// (dir_listing), so nothing per open is needed, and with
+// FUSE_CAP_NO_OPENDIR_SUPPORT the kernel skips OPENDIR and RELEASEDIR
+// altogether (a warm walk then sends no request at all). Either way the
+// kernel keeps the listings it read (FOPEN_CACHE_DIR). It drops a cached
+// listing itself when it changes the directory through this mount (create,
+// mknod, mkdir, symlink, link, unlink, rmdir, rename bump the directory's
+// i_version, fs/fuse/dir.c fuse_dir_changed), and nothing else changes the
+// entries of a mounted store (it is locked); rename notifies the one change
+// the kernel does not see, the ".." of a moved directory.
+void filesystem::opendir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  // ENOSYS once and the kernel stops asking; it then opens with the flags
+  // set below (fs/fuse/file.c fuse_file_open: "Default for no-open").
+  if (no_opendir_) {
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
+  fi->fh = 0;
+  fi->cache_readdir = 1;
+  fi->keep_cache = 1;  // without it every open drops the cached listing
+  fuse_reply_open(req, fi);
 }
 
-void filesystem::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off,
-                         fuse_file_info* fi, bool plus) {
-  run_op(req, plus ? "readdirplus" : "readdir", [&] {
-    auto* handle = reinterpret_cast<dir_handle*>(fi->fh);
-    std::vector<char> buffer(size);
-    std::size_t used = 0;
-    std::vector<std::shared_ptr<node>> counted;  // lookups this reply adds
-    // The reply goes out after the handle's lock is released: once the
-    // kernel has the last batch it may send releasedir, which frees it.
-    {
-      std::lock_guard handle_lock(handle->mutex);
-      if (off == 0) {
-        // (Re)start: snapshot the listing so offsets stay valid while the
-        // directory changes; rewinddir() sees a fresh one.
-        handle->entries.clear();
-        std::lock_guard meta(meta_mutex_);
-        auto n = get_node(ino);
-        const std::uint64_t dotdot = n->ino == store::k_root_ino ? n->ino : n->record.parent;
-        handle->entries.push_back({".", n->ino, S_IFDIR});
-        handle->entries.push_back({"..", dotdot, S_IFDIR});
-        store_->list_dir(ino, std::nullopt,
-                         [&](std::string_view name, const store::dirent_record& d) {
-                           handle->entries.push_back({std::string(name), d.ino, d.type});
-                           return true;
-                         });
-      }
-      std::unique_lock meta(meta_mutex_, std::defer_lock);
-      if (plus) meta.lock();
-      for (std::size_t i = static_cast<std::size_t>(off); i < handle->entries.size(); ++i) {
-        const auto& entry = handle->entries[i];
-        const off_t next = static_cast<off_t>(i + 1);
-        std::size_t needed;
-        if (plus) {
-          fuse_entry_param e{};
-          std::shared_ptr<node> child;
-          if (entry.name == "." || entry.name == "..") {
-            e.attr.st_ino = entry.ino;
-            e.attr.st_mode = entry.type;
-          } else {
-            try {
-              child = get_node(entry.ino);
-            } catch (const fs_error&) {
-              continue;  // removed since the snapshot
-            }
-            e = entry_for(*child);
-          }
-          needed = fuse_add_direntry_plus(req, buffer.data() + used, size - used,
-                                          entry.name.c_str(), &e, next);
-          if (needed > size - used) break;
-          // Every entry the kernel receives (but . and ..) counts as a lookup.
-          if (child) {
-            ++child->lookups;
-            counted.push_back(child);
-          }
-        } else {
-          struct stat st {};
-          st.st_ino = entry.ino;
-          st.st_mode = entry.type;
-          needed = fuse_add_direntry(req, buffer.data() + used, size - used, entry.name.c_str(),
-                                     &st, next);
-          if (needed > size - used) break;
+namespace {
+
+// Cookies 1 and 2 are "." and ".."; names get 3 and up, 63 bits (off_t).
+constexpr std::uint64_t k_dot_cookie = 1;
+constexpr std::uint64_t k_dotdot_cookie = 2;
+
+std::uint64_t name_cookie(std::string_view name) {
+  const std::uint64_t c = store::stored_checksum(name) >> 1;  // XXH3-64: stable across mounts
+  return c < 3 ? c + 3 : c;
+}
+
+bool is_dot_or_dotdot(const char* name) {
+  return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+}  // namespace
+
+std::shared_ptr<const dir_listing> filesystem::listing_of(node& dir) {
+  std::lock_guard lock(dir.listing_mutex);
+  // Read before the scan: a change that commits during the scan bumps the
+  // version after this, so the next readdir reads the directory again.
+  const std::uint64_t version = dir.dir_version.load(std::memory_order_acquire);
+  if (dir.listing && dir.listing_version == version) return dir.listing;
+  auto fresh = std::make_shared<dir_listing>();
+  store_->list_dir(
+      dir.ino, std::nullopt, [&](std::string_view name, const store::dirent_record& d) {
+        fresh->entries.push_back({name_cookie(name), std::string(name), d.ino, d.type});
+        return true;
+      });
+  std::stable_sort(fresh->entries.begin(), fresh->entries.end(),
+                   [](const auto& x, const auto& y) { return x.cookie < y.cookie; });
+  dir.listing = fresh;
+  dir.listing_version = version;
+  return fresh;
+}
+
+std::size_t filesystem::fill_plus(fuse_req_t req, const std::vector<readdir_pick>& batch,
+                                  char* buffer, std::size_t size,
+                                  std::vector<std::shared_ptr<node>>& counted) {
+  // The inodes the table lacks, in one MultiGet without meta_mutex_; used
+  // only if no commit happened in between (meta_gen_, as in lookup).
+  const std::uint64_t gen = meta_gen_.load(std::memory_order_acquire);
+  std::vector<std::uint64_t> missing;
+  for (const auto& p : batch)
+    if (!is_dot_or_dotdot(p.name) && !table_.find(p.ino)) missing.push_back(p.ino);
+  const auto records = store_->get_inodes(missing);
+  // Null: not in the store when read.
+  std::unordered_map<std::uint64_t, const store::inode_record*> fetched;
+  for (std::size_t i = 0; i < missing.size(); ++i)
+    fetched.emplace(missing[i], records[i] ? &*records[i] : nullptr);
+
+  std::size_t used = 0;
+  std::lock_guard meta(meta_mutex_);
+  const bool current = meta_gen_.load(std::memory_order_acquire) == gen;
+  for (const auto& p : batch) {
+    fuse_entry_param e{};
+    std::shared_ptr<node> child;
+    if (is_dot_or_dotdot(p.name)) {
+      e.attr.st_ino = p.ino;
+      e.attr.st_mode = p.type;
+    } else {
+      child = table_.find(p.ino);
+      const auto f = fetched.find(p.ino);
+      if (!child && current && f != fetched.end()) {
+        if (!f->second) continue;  // removed since the listing was read
+        child = node_from(p.ino, *f->second);
+      } else if (!child) {
+        // A commit since the MultiGet, or a node the kernel forgot since:
+        // read it again, under the mutex.
+        try {
+          child = get_node(p.ino);
+        } catch (const fs_error&) {
+          continue;  // removed since the listing was read
         }
-        used += needed;
       }
+      if (child->record.nlink == 0) continue;  // unlinked, still open
+      e = entry_for(*child);
     }
-    if (fuse_reply_buf(req, buffer.data(), used) != 0 && !counted.empty()) {
-      // The kernel never got these entries: it will not forget them.
-      std::lock_guard meta(meta_mutex_);
-      for (const auto& child : counted) {
-        --child->lookups;
-        maybe_release(child);
+    const std::size_t needed = fuse_add_direntry_plus(req, buffer + used, size - used, p.name, &e,
+                                                      static_cast<off_t>(p.cookie));
+    if (needed > size - used) break;
+    used += needed;
+    // Every entry the kernel receives (but . and ..) counts as a lookup.
+    if (child) {
+      ++child->lookups;
+      counted.push_back(child);
+    }
+  }
+  return used;
+}
+
+// A reply holds the entries after the cookie `off`, in cookie order, each
+// with its own cookie as the offset to go on from. Two names with one
+// cookie (a 63-bit hash collision) never straddle two replies, or the
+// second would be skipped. The listing is a prefix scan cached per
+// directory, read without meta_mutex_; readdirplus takes the mutex once per
+// reply, after fetching the inodes it lacks in one MultiGet. The kernel
+// holds the directory's lock shared while it reads it and exclusively
+// while it changes it, so a listing read at the start of a reply is the
+// directory's listing for that reply.
+void filesystem::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off,
+                         fuse_file_info*, bool plus) {
+  run_op(req, plus ? "readdirplus" : "readdir", [&] {
+    auto dir = get_node(ino);  // known to the kernel: in the table
+    const auto listing = listing_of(*dir);
+    const auto& all = listing->entries;
+    const std::uint64_t start = off < 0 ? 0 : static_cast<std::uint64_t>(off);
+    std::vector<readdir_pick> batch;
+    if (start < k_dotdot_cookie) {
+      std::uint64_t dotdot;
+      {
+        std::lock_guard meta(meta_mutex_);
+        dotdot = dir->ino == store::k_root_ino ? dir->ino : dir->record.parent;
       }
+      if (start < k_dot_cookie) batch.push_back({k_dot_cookie, ".", dir->ino, S_IFDIR});
+      batch.push_back({k_dotdot_cookie, "..", dotdot, S_IFDIR});
+    }
+    // A null buffer only measures an entry.
+    const auto measure = [&](const char* name) {
+      return plus ? fuse_add_direntry_plus(req, nullptr, 0, name, nullptr, 0)
+                  : fuse_add_direntry(req, nullptr, 0, name, nullptr, 0);
+    };
+    auto it = std::upper_bound(all.begin(), all.end(), start,
+                               [](std::uint64_t c, const auto& e) { return c < e.cookie; });
+    std::vector<char> buffer(size);
+    for (;;) {
+      std::size_t fill = 0;
+      for (const auto& p : batch) fill += measure(p.name);
+      std::size_t group_start = 0;  // where the last run of equal cookies starts
+      for (; it != all.end(); ++it) {
+        const std::size_t needed = measure(it->name.c_str());
+        if (fill + needed > size) break;
+        if (batch.empty() || batch.back().cookie != it->cookie) group_start = batch.size();
+        batch.push_back({it->cookie, it->name.c_str(), it->ino, it->type});
+        fill += needed;
+      }
+      if (it != all.end() && batch.empty()) throw fs_error(EINVAL);  // buffer too small
+      if (it != all.end() && group_start > 0 && batch.back().cookie == it->cookie) {
+        it -= static_cast<std::ptrdiff_t>(batch.size() - group_start);
+        batch.resize(group_start);
+      }
+      std::size_t used = 0;
+      std::vector<std::shared_ptr<node>> counted;  // lookups this reply adds
+      if (plus) {
+        used = fill_plus(req, batch, buffer.data(), size, counted);
+      } else {
+        for (const auto& p : batch) {
+          struct stat st {};
+          st.st_ino = p.ino;
+          st.st_mode = p.type;
+          const std::size_t needed = fuse_add_direntry(req, buffer.data() + used, size - used,
+                                                       p.name, &st, static_cast<off_t>(p.cookie));
+          if (needed > size - used) break;
+          used += needed;
+        }
+      }
+      // All of this batch was removed since the listing was read: an empty
+      // reply would end the listing early, so go on with the next batch.
+      if (used == 0 && it != all.end()) {
+        batch.clear();
+        continue;
+      }
+      if (used == 0) {
+        // The end of the listing (the kernel reads until an empty reply):
+        // the kernel caches it now, so densefs need not; memory stays
+        // bounded by the directories being read, not those ever read.
+        std::lock_guard lock(dir->listing_mutex);
+        if (dir->listing == listing) dir->listing.reset();
+      }
+      if (fuse_reply_buf(req, buffer.data(), used) != 0 && !counted.empty()) {
+        // The kernel never got these entries: it will not forget them.
+        std::lock_guard meta(meta_mutex_);
+        for (const auto& child : counted) {
+          --child->lookups;
+          maybe_release(child);
+        }
+      }
+      return;
     }
   });
 }
 
-void filesystem::releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<dir_handle*>(fi->fh);
+void filesystem::releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
   fuse_reply_err(req, 0);
 }
 

@@ -78,6 +78,9 @@ void filesystem::commit_recompressed(const store::recompress_item& item, store::
           adjust(r);
           txn.put_inode(persistable(*n, r));
           commit(txn);
+          // st_blocks changed behind the kernel's back.
+          if (n->record.stored_bytes != r.stored_bytes && n->lookups > 0)
+            invalidate_attributes(n->ino);
           n->record.stored_bytes = r.stored_bytes;
           n->record.flags = r.flags;
           return;

@@ -772,6 +772,31 @@ std::optional<inode_record> store::get_inode(std::uint64_t ino) const {
   return decode_inode(ino, *v);
 }
 
+std::vector<std::optional<inode_record>> store::get_inodes(
+    const std::vector<std::uint64_t>& inos) const {
+  std::vector<std::optional<inode_record>> out(inos.size());
+  if (inos.empty()) return out;
+  std::vector<std::string> keys;
+  keys.reserve(inos.size());
+  for (std::uint64_t ino : inos) keys.push_back(inode_key(ino));
+  std::vector<rocksdb::Slice> slices;
+  slices.reserve(keys.size());
+  for (const auto& k : keys) slices.push_back(slice(k));
+  std::vector<rocksdb::PinnableSlice> values(keys.size());
+  std::vector<rocksdb::Status> statuses(keys.size());
+  db_->MultiGet(rocksdb::ReadOptions(), cfs_[cf_inodes], keys.size(), slices.data(), values.data(),
+                statuses.data());
+  for (std::size_t i = 0; i < inos.size(); ++i) {
+    if (statuses[i].IsNotFound()) continue;
+    if (!statuses[i].ok())
+      throw store_error(errno_of(statuses[i]), "reading inode " + std::to_string(inos[i]) +
+                                                   " in store " + dir_.string() + ": " +
+                                                   statuses[i].ToString());
+    out[i] = decode_inode(inos[i], view(values[i]));
+  }
+  return out;
+}
+
 std::optional<dirent_record> store::get_dirent(std::uint64_t parent, std::string_view name) const {
   const std::string what = dirent_what(parent, name);
   const auto v = get_value(*db_, cfs_[cf_dirents], dirent_key(parent, name), dir_, what);

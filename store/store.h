@@ -228,6 +228,9 @@ class store {
 
   // Reads.
   std::optional<inode_record> get_inode(std::uint64_t ino) const;
+  // Several inodes in one RocksDB MultiGet (a readdirplus batch): one
+  // result per number, in the same order.
+  std::vector<std::optional<inode_record>> get_inodes(const std::vector<std::uint64_t>& inos) const;
   std::optional<dirent_record> get_dirent(std::uint64_t parent, std::string_view name) const;
   // Entries in name order (bytewise), starting after `after` when given.
   // The callback returns false to stop.

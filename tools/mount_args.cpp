@@ -29,9 +29,9 @@ const char* const k_mount_usage =
      recompress_threads=N  background re-encoding threads, idle priority
                         (default 1; 0 leaves queued work for later)
      chunk_cache=SIZE   decoded chunks kept in memory (default 256M; 0 = none)
-     entry_timeout=SEC  kernel dentry cache (default 1)
-     attr_timeout=SEC   kernel attribute cache (default 1)
-     negative_timeout=SEC  cache of missing names (default 0)
+     entry_timeout=SEC  kernel dentry cache (default 86400)
+     attr_timeout=SEC   kernel attribute cache (default 86400)
+     negative_timeout=SEC  cache of missing names (default 86400)
      writeback_cache / no_writeback_cache   kernel write-back caching (default off)
      encode_threads=N   compression threads (default: one per core)
      max_staged=SIZE    file data staged in memory before writers wait

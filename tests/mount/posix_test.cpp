@@ -56,7 +56,7 @@ bool later(const timespec& a, const timespec& b) {
   return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec > b.tv_nsec);
 }
 
-// The default mount (1 s entry and attribute caches, no writeback cache) and
+// The default mount (day-long entry and attribute caches, no writeback cache) and
 // the two variants that change what the kernel caches and who writes back.
 class posix : public mount_test, public ::testing::WithParamInterface<std::string> {
  protected:
@@ -171,7 +171,7 @@ TEST_P(posix, suid_and_sgid_are_cleared_like_ext4) {
 }
 
 // link, unlink and rename change the inode's nlink and ctime; the kernel
-// holds the attributes for attr_timeout (1 s by default), so they must be
+// holds the attributes for attr_timeout (a day by default), so they must be
 // fresh right after each call.
 TEST_P(posix, nlink_and_ctime_are_fresh_after_link_unlink_rename) {
   write_file(path("a"), "data");

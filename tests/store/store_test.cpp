@@ -267,6 +267,29 @@ TEST_F(store_test, transaction_changes_are_visible_after_commit_not_before) {
   EXPECT_TRUE(s->orphans().empty());
 }
 
+// readdirplus fetches a batch of inodes in one MultiGet: one result per
+// number, in the order asked, missing ones empty.
+TEST_F(store_test, get_inodes_answers_in_order_with_gaps_for_missing_inodes) {
+  auto s = open();
+  std::vector<std::uint64_t> inos;
+  transaction t;
+  for (int i = 0; i < 5; ++i) {
+    inos.push_back(s->allocate_ino());
+    t.put_inode(make_inode(inos.back(), S_IFREG | 0644, 100 + i));
+  }
+  s->commit(t, false);
+  const std::uint64_t missing = inos.back() + 1000;
+  const std::vector<std::uint64_t> asked = {inos[3], missing, inos[0], inos[4], inos[3]};
+  const auto got = s->get_inodes(asked);
+  ASSERT_EQ(got.size(), asked.size());
+  EXPECT_EQ(got[0], make_inode(inos[3], S_IFREG | 0644, 103));
+  EXPECT_FALSE(got[1]);
+  EXPECT_EQ(got[2], make_inode(inos[0], S_IFREG | 0644, 100));
+  EXPECT_EQ(got[3], make_inode(inos[4], S_IFREG | 0644, 104));
+  EXPECT_EQ(got[4], got[0]);
+  EXPECT_TRUE(s->get_inodes({}).empty());
+}
+
 TEST_F(store_test, later_operations_in_one_transaction_win) {
   auto s = open();
   transaction t;
