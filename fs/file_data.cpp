@@ -138,6 +138,76 @@ bool filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, ch
   return true;
 }
 
+namespace {
+
+// Zeros for holes and for bytes past an extent's end, pointed to by replies.
+const char* zeros_for_reply() {
+  static const std::string zeros(1u << 20, '\0');
+  return zeros.data();
+}
+constexpr std::size_t k_zeros_for_reply = 1u << 20;
+
+void add_zeros(read_gather& out, std::size_t n) {
+  while (n > 0) {
+    const std::size_t take = std::min(n, k_zeros_for_reply);
+    out.iov.push_back({const_cast<char*>(zeros_for_reply()), take});
+    n -= take;
+  }
+}
+
+}  // namespace
+
+bool filesystem::gather_data(node& n, std::uint64_t offset, std::size_t length, read_gather& out,
+                             bool cached_only) {
+  const std::uint64_t end = offset + length;
+  std::uint64_t pos = offset;
+  while (pos < end) {
+    const std::uint64_t index = pos / k_slot;
+    const std::uint64_t in_slot = pos % k_slot;
+    const std::size_t take = static_cast<std::size_t>(std::min(k_slot - in_slot, end - pos));
+    std::shared_ptr<const std::string> staged;
+    if (auto it = n.slots.find(index); it != n.slots.end()) {
+      if (it->second.dirty)  // changes in place after the lock goes: a copy
+        staged = std::make_shared<const std::string>(*it->second.dirty);
+      else if (!it->second.in_flight.empty())
+        staged = it->second.in_flight.rbegin()->second;  // immutable
+    }
+    if (staged) {
+      const std::size_t have =
+          in_slot < staged->size() ? std::min<std::size_t>(take, staged->size() - in_slot) : 0;
+      if (have) out.iov.push_back({const_cast<char*>(staged->data() + in_slot), have});
+      add_zeros(out, take - have);
+      out.hold.push_back(std::move(staged));
+    } else {
+      // Committed bytes: the chunks themselves, zeros between extents.
+      std::uint64_t cursor = pos;
+      const std::uint64_t stop = pos + take;
+      for (const auto& [ext_offset, extent] : store_->extents(n.ino, pos, stop)) {
+        auto chunk =
+            cached_only ? store_->cached_chunk(extent.hash) : store_->read_chunk(extent.hash);
+        if (!chunk) return false;
+        if (std::uint64_t{extent.chunk_offset} + extent.length > chunk->size()) {
+          throw store::store_error(EIO, "inode " + std::to_string(n.ino) + ": extent at " +
+                                            std::to_string(ext_offset) + " exceeds chunk " +
+                                            extent.hash.hex());
+        }
+        const std::uint64_t from = std::max(cursor, ext_offset);
+        const std::uint64_t to = std::min(stop, ext_offset + extent.length);
+        if (from >= to) continue;
+        add_zeros(out, static_cast<std::size_t>(from - cursor));
+        out.iov.push_back(
+            {const_cast<char*>(chunk->data() + extent.chunk_offset + (from - ext_offset)),
+             static_cast<std::size_t>(to - from)});
+        out.hold.push_back(std::move(chunk));
+        cursor = to;
+      }
+      add_zeros(out, static_cast<std::size_t>(stop - cursor));
+    }
+    pos += take;
+  }
+  return true;
+}
+
 void filesystem::stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,
                              std::string_view data) {
   const std::uint64_t end = offset + data.size();

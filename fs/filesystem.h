@@ -6,6 +6,7 @@
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -21,6 +22,7 @@
 #include "fs/garbage_collector.h"
 #include "fs/inode_table.h"
 #include "fs/mount.h"
+#include "fs/read_ahead.h"
 #include "fs/recompressor.h"
 #include "fs/worker_pool.h"
 #include "store/store.h"
@@ -37,6 +39,12 @@ class fs_error : public std::runtime_error {
 
  private:
   int errno_;
+};
+
+// A read's reply as pieces (filesystem::gather_data).
+struct read_gather {
+  std::vector<struct iovec> iov;
+  std::vector<std::shared_ptr<const std::string>> hold;
 };
 
 class filesystem {
@@ -185,10 +193,17 @@ class filesystem {
   // a chunk that is not in the chunk cache.
   bool read_data(node& n, std::uint64_t offset, std::size_t length, char* out,
                  bool cached_only = false);
+  // The same as pieces to reply with (fuse_reply_iov) instead of a copy:
+  // pointers into cached chunks and in-flight slots (kept alive by `hold`),
+  // copies of dirty slots, and a shared buffer of zeros.
+  bool gather_data(node& n, std::uint64_t offset, std::size_t length, read_gather& out,
+                   bool cached_only);
   // Reads (ops_file.cpp): replies with [off, off + size) of `n`, or with
   // `cached_only` returns false without replying when a chunk needs a
   // decode; decode_chunks decodes a range's chunks into the chunk cache.
-  bool reply_read(fuse_req_t req, node& n, std::size_t size, off_t off, bool cached_only);
+  // `file_size` (optional) gets the file's size as the read saw it.
+  bool reply_read(fuse_req_t req, node& n, std::size_t size, off_t off, bool cached_only,
+                  std::uint64_t* file_size = nullptr);
   void decode_chunks(std::uint64_t ino, std::uint64_t offset, std::size_t size) const;
   void submit_slot(node& n, std::uint64_t slot_index);
   // Submits every dirty slot and waits until all are committed; returns
@@ -241,6 +256,8 @@ class filesystem {
   void register_gc_handler(control_server& server);
   // Decodes chunks for reads that miss the chunk cache (one thread per core).
   std::unique_ptr<worker_pool> decoders_;
+  // Sequential read detection and prefetch (none without a chunk cache).
+  std::unique_ptr<read_ahead> read_ahead_;
   std::mutex meta_mutex_;
   // Bumped after every commit (all of which change inodes or entries under
   // meta_mutex_): lookup and readdirplus read the store without the mutex,

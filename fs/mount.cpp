@@ -275,6 +275,9 @@ void filesystem::init(fuse_conn_info* conn) {
   // handle of a deleted file goes stale (ENOENT) instead of reaching another.
   if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
   conn->time_gran = 1;  // timestamps are kept to the nanosecond
+  // Sequential reads in requests of up to 1 MiB with several in flight,
+  // instead of 128 KiB ones (fs/read_ahead.h, raise_kernel_read_ahead).
+  conn->max_readahead = k_kernel_read_ahead_kib * 1024;
 }
 
 // Changes the read-only flag of a live densefs mount. MS_REMOUNT replaces the
@@ -348,6 +351,7 @@ int mount(const mount_options& requested) {
   if (fuse_session_mount(session.se, options.mountpoint.c_str()) != 0)
     throw std::runtime_error("cannot mount on " + options.mountpoint.string());
   session.mounted = true;
+  raise_kernel_read_ahead(options.mountpoint.string(), k_kernel_read_ahead_kib);
   fs.set_session(session.se);
 
   daemonizer daemon;
@@ -364,6 +368,9 @@ int mount(const mount_options& requested) {
   try {
     store::store_open_options open_options;
     open_options.chunk_cache_bytes = options.chunk_cache_bytes;
+    open_options.io = options.io;
+    // -o io=uring on a kernel that refuses io_uring: one line, no mount.
+    if (options.io == store::io_mode::uring) store::make_batched_reader(store::io_mode::uring);
     auto s = store::store::open(options.store_dir, open_options);
     register_store_handlers(control, *s);  // control socket
     fs.start(std::move(s));

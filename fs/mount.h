@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "store/batched_reader.h"
 
 namespace densefs::fs {
 
@@ -52,6 +53,8 @@ struct mount_options {
   // Decoded chunks kept in memory, shared by all files (a re-read photo
   // costs no Lepton decode).
   std::size_t chunk_cache_bytes = 256u << 20;
+  // How payload files are read (-o io=auto|uring|pread).
+  store::io_mode io = store::io_mode::automatic;
   // Other -o options passed to the kernel/libfuse as they are (e.g. "noatime").
   std::vector<std::string> fuse_options;
 };

@@ -42,6 +42,9 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   workers_ = std::make_unique<worker_pool>(threads);
   decoders_ = std::make_unique<worker_pool>(std::max(1u, std::thread::hardware_concurrency()));
+  if (store_->caches_chunks())
+    read_ahead_ = std::make_unique<read_ahead>(*store_, options_.chunk_cache_bytes,
+                                               std::max(1u, std::thread::hardware_concurrency()));
 
   purge_orphans();
   if (options_.recompress_threads > 0 && !options_.read_only) {
@@ -78,6 +81,7 @@ void filesystem::shutdown() {
   // left (garbage_collector), or `densefs gc STORE` collects it.
   gc_.reset();            // cancels a collection in progress
   recompressor_.reset();  // finishes the chunk in progress; the rest stays queued
+  read_ahead_.reset();    // drops the prefetches still queued
   decoders_.reset();      // answers the reads still queued
   for (const auto& n : table_.all()) {
     std::unique_lock lock(n->data_mutex);

@@ -14,6 +14,9 @@
 
 namespace densefs::fs {
 
+// fuse_reply_iov adds its header to the vector; IOV_MAX is 1024.
+constexpr std::size_t k_max_reply_pieces = 1000;
+
 void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   run_op(req, "open", [&] {
     auto n = get_node(ino);
@@ -55,10 +58,15 @@ void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t of
     auto n = get_node(ino);
     // Served from staged data and the chunk cache when it can be. A chunk
     // that is not decoded yet (a Lepton decode of a photo takes a good
-    // fraction of a second) is decoded on the decode pool, which then
+    // fraction of a second) is loaded on the decode pool, which then
     // replies: FUSE threads stay free, and no decode runs under the file's
-    // data_mutex.
-    if (reply_read(req, *n, size, off, true)) return;
+    // data_mutex. Sequential readers get the chunks ahead of them loaded
+    // on the read-ahead pool meanwhile (fs/read_ahead.h).
+    std::uint64_t file_size = 0;
+    const bool replied = reply_read(req, *n, size, off, true, &file_size);
+    if (read_ahead_ && off >= 0)
+      read_ahead_->on_read(n->ino, static_cast<std::uint64_t>(off), size, file_size);
+    if (replied) return;
     decoders_->submit([this, req, n, size, off] {
       run_op(req, "read", [&] {
         decode_chunks(n->ino, static_cast<std::uint64_t>(off), size);
@@ -69,31 +77,46 @@ void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t of
 }
 
 void filesystem::decode_chunks(std::uint64_t ino, std::uint64_t offset, std::size_t size) const {
-  // Into the shared chunk cache; concurrent requests for one chunk wait for
-  // a single decode. Errors surface in the read that follows. Without a
-  // cache (-o chunk_cache=0) this would only decode everything twice.
+  // Into the shared chunk cache, in one batch (records and payloads each
+  // one RocksDB MultiGet); chunks another thread is loading (a prefetch, a
+  // reader of a file that shares them) are left to it and waited for by
+  // the read that follows. Errors surface in that read. Without a cache
+  // (-o chunk_cache=0) this would only decode everything twice.
   if (!store_->caches_chunks()) return;
-  for (const auto& [start, extent] : store_->extents(ino, offset, offset + size)) {
-    try {
-      store_->read_chunk(extent.hash);
-    } catch (const std::exception&) {
-    }
+  try {
+    std::vector<store::chunk_hash> hashes;
+    for (const auto& [start, extent] : store_->extents(ino, offset, offset + size))
+      if (hashes.empty() || hashes.back() != extent.hash) hashes.push_back(extent.hash);
+    store_->load_chunks(hashes);
+  } catch (const std::exception&) {
   }
 }
 
-bool filesystem::reply_read(fuse_req_t req, node& n, std::size_t size, off_t off,
-                            bool cached_only) {
+bool filesystem::reply_read(fuse_req_t req, node& n, std::size_t size, off_t off, bool cached_only,
+                            std::uint64_t* file_size) {
   std::unique_lock lock(n.data_mutex);
+  if (file_size) *file_size = n.size;
   const auto offset = static_cast<std::uint64_t>(off);
   if (off < 0 || offset >= n.size) {
+    lock.unlock();
     fuse_reply_buf(req, nullptr, 0);
     return true;
   }
   const std::size_t length =
       static_cast<std::size_t>(std::min<std::uint64_t>(size, n.size - offset));
-  std::vector<char> buffer(length);
-  if (!read_data(n, offset, length, buffer.data(), cached_only)) return false;
+  // The reply points into the decoded chunks (writev from them): no buffer
+  // to zero and fill, for a 1 MiB read of 32 KiB chunks ~35 pieces.
+  read_gather pieces;
+  if (!gather_data(n, offset, length, pieces, cached_only)) return false;
   lock.unlock();
+  if (pieces.iov.size() <= k_max_reply_pieces) {
+    fuse_reply_iov(req, pieces.iov.data(), static_cast<int>(pieces.iov.size()));
+    return true;
+  }
+  // More pieces than one writev takes (many tiny extents): one buffer.
+  std::string buffer;
+  buffer.reserve(length);
+  for (const auto& v : pieces.iov) buffer.append(static_cast<const char*>(v.iov_base), v.iov_len);
   fuse_reply_buf(req, buffer.data(), buffer.size());
   return true;
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,8 +43,26 @@ class batched_reader {
 
 enum class io_mode { automatic, uring, pread };
 
+// "auto", "uring", "pread" (mount option io=, store_open_options::io).
+std::string_view io_mode_name(io_mode mode);
+// nullopt for anything else.
+std::optional<io_mode> parse_io_mode(std::string_view name);
+
+// How many reads one io_uring reader keeps in flight: a bigger batch is fed
+// to the ring as completions free slots.
+inline constexpr unsigned k_default_queue_depth = 64;
+
 // automatic: io_uring when the kernel allows it, else pread with one log
-// line. uring: io_uring or throw store_error(ENOTSUP). pread: always pread.
-std::unique_ptr<batched_reader> make_batched_reader(io_mode mode = io_mode::automatic);
+// line (once per process). uring: io_uring or throw store_error(ENOTSUP).
+// pread: always pread. In automatic mode the environment variable DENSEFS_IO
+// (auto, uring, pread) overrides, so tests can pick a path for a whole
+// mount. queue_depth is clamped to [1, k_default_queue_depth].
+std::unique_ptr<batched_reader> make_batched_reader(io_mode mode = io_mode::automatic,
+                                                    unsigned queue_depth = k_default_queue_depth);
+
+// Why io_uring cannot be used here ("" when it can): the io_uring_disabled
+// sysctl, or io_uring_queue_init's error (EPERM under seccomp, ENOSYS on an
+// old kernel). Tests that need io_uring skip with this message.
+std::string io_uring_unavailable_reason();
 
 }  // namespace densefs::store

@@ -11,35 +11,53 @@ chunk_cache::value chunk_cache::find(const chunk_hash& hash) {
 }
 
 chunk_cache::value chunk_cache::get_or_load(const chunk_hash& hash, const loader& load) {
-  std::promise<value> promise;
-  {
-    std::unique_lock lock(mutex_);
-    if (const auto it = index_.find(hash); it != index_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
-      return it->second->second;
+  claim_result c = claim(hash);
+  while (!c.cached && !c.mine) {
+    try {
+      return c.pending.get();  // rethrows the loader's exception
+    } catch (const load_abandoned&) {
+      c = claim(hash);
     }
-    if (const auto it = loading_.find(hash); it != loading_.end()) {
-      const std::shared_future<value> pending = it->second;
-      lock.unlock();
-      return pending.get();  // rethrows the loader's exception
-    }
-    loading_.emplace(hash, promise.get_future().share());
   }
-
+  if (c.cached) return c.cached;
   value result;
   try {
     result = load();
   } catch (...) {
-    std::lock_guard lock(mutex_);
-    promise.set_exception(std::current_exception());
-    loading_.erase(hash);
+    fail(hash, std::current_exception());
     throw;
   }
-  std::lock_guard lock(mutex_);
-  insert_locked(hash, result);
-  promise.set_value(result);
-  loading_.erase(hash);
+  fulfil(hash, result);
   return result;
+}
+
+chunk_cache::claim_result chunk_cache::claim(const chunk_hash& hash) {
+  std::lock_guard lock(mutex_);
+  if (const auto it = index_.find(hash); it != index_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return {it->second->second, {}, false};
+  }
+  if (const auto it = loading_.find(hash); it != loading_.end())
+    return {nullptr, it->second->result, false};
+  loading_.emplace(hash, std::make_shared<load>());
+  return {nullptr, {}, true};
+}
+
+void chunk_cache::fulfil(const chunk_hash& hash, value v) {
+  std::lock_guard lock(mutex_);
+  insert_locked(hash, v);
+  if (const auto it = loading_.find(hash); it != loading_.end()) {
+    it->second->promise.set_value(std::move(v));
+    loading_.erase(it);
+  }
+}
+
+void chunk_cache::fail(const chunk_hash& hash, std::exception_ptr error) {
+  std::lock_guard lock(mutex_);
+  if (const auto it = loading_.find(hash); it != loading_.end()) {
+    it->second->promise.set_exception(std::move(error));
+    loading_.erase(it);
+  }
 }
 
 void chunk_cache::insert(const chunk_hash& hash, value v) {

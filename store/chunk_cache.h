@@ -8,11 +8,13 @@
 #pragma once
 
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <future>
 #include <list>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 
@@ -33,6 +35,27 @@ class chunk_cache {
   // Exceptions from `load` reach every caller waiting for that load.
   value get_or_load(const chunk_hash& hash, const loader& load);
   void insert(const chunk_hash& hash, value v);
+
+  // Batched loads (store::load_chunks): a load split in two steps, so that
+  // one caller can fetch many chunks in one batch and decode them one by
+  // one. claim() answers, for one chunk: it is cached (`cached`), someone
+  // else is loading it (`pending`: wait on it, or not), or the caller now
+  // loads it (`mine`) and must end with exactly one fulfil() or fail() for
+  // it; until then every other reader of the chunk waits for that result,
+  // so a chunk shared by many files is still decoded once.
+  struct claim_result {
+    value cached;
+    std::shared_future<value> pending;
+    bool mine = false;
+  };
+  claim_result claim(const chunk_hash& hash);
+  // What a loader that gives up (a prefetch stopped early) fails its claims
+  // with: get_or_load then loads the chunk itself instead of reporting it.
+  struct load_abandoned : std::runtime_error {
+    load_abandoned() : std::runtime_error("chunk load abandoned") {}
+  };
+  void fulfil(const chunk_hash& hash, value v);
+  void fail(const chunk_hash& hash, std::exception_ptr error);
   void erase(const chunk_hash& hash);
   // Drops every cached value (loads in progress finish and are cached).
   void clear();
@@ -52,7 +75,11 @@ class chunk_cache {
   std::size_t used_ = 0;
   lru_list lru_;  // front = most recently used
   std::unordered_map<chunk_hash, lru_list::iterator, chunk_hash_hasher> index_;
-  std::unordered_map<chunk_hash, std::shared_future<value>, chunk_hash_hasher> loading_;
+  struct load {
+    std::promise<value> promise;
+    std::shared_future<value> result = promise.get_future().share();
+  };
+  std::unordered_map<chunk_hash, std::shared_ptr<load>, chunk_hash_hasher> loading_;
 };
 
 }  // namespace densefs::store

@@ -177,6 +177,15 @@ db_config make_config(std::size_t block_cache_bytes) {
   // flushing it, so a store on a full disk still mounts (and files can be
   // deleted).
   c.db.avoid_flush_during_recovery = true;
+  // RocksDB's default (true) marks every table and blob file
+  // POSIX_FADV_RANDOM, which turns off the kernel's readahead: a cold
+  // sequential read of a big file then waits for one small disk read per
+  // chunk payload, one after the other (perf: most of the daemon's time in
+  // io_schedule under BlobFileReader::ReadFromFile; docs/read-path.md).
+  // Payloads of a file written in order sit in order in the blob files, so
+  // readahead serves most of them from the page cache; a lone point lookup
+  // is still read as is (the kernel only reads ahead on sequential misses).
+  c.db.advise_random_on_open = false;
   c.db.listeners.push_back(std::make_shared<manual_recovery>());
   // Test-only faults under every file of the database (store/fault_injection.h);
   // RocksDB's default Env unless DENSEFS_FAULT_INJECTION is set.
@@ -1287,31 +1296,129 @@ store::stored_chunk store::read_stored_chunk_once(const chunk_hash& hash,
   return {*rec, std::move(stored)};
 }
 
+// The plain content of a chunk from its checked stored bytes: decoded, size
+// checked, and for codecs without a checksum of their own, the SHA-256.
+static std::shared_ptr<const std::string> decode_checked(const chunk_hash& hash,
+                                                         const chunk_record& rec,
+                                                         std::string_view stored) {
+  std::string plain;
+  try {
+    plain = codec::decode_chunk(rec.codec, stored, rec.plain_size);
+  } catch (const codec::codec_error& e) {
+    chunk_failure("chunk " + hash.hex() + ": cannot decode " + codec::codec_name(rec.codec) +
+                  " payload: " + e.what());
+  }
+  if (plain.size() != rec.plain_size)
+    chunk_failure("chunk " + hash.hex() + ": decoded to " + std::to_string(plain.size()) +
+                  " bytes, expected " + std::to_string(rec.plain_size));
+  // Lepton and Brotli streams carry no checksum of their own, and a
+  // different lepton_jpeg version could decode an old payload differently:
+  // the chunk's name is the SHA-256 of its content, so check it. (~1 GB/s,
+  // a few percent of a Lepton decode; zstd chunks skip it.)
+  if (rec.codec == codec::codec_id::lepton || rec.codec == codec::codec_id::broccoli) {
+    if (sha256_of(plain) != hash)
+      chunk_failure("chunk " + hash.hex() + ": decoded " + codec::codec_name(rec.codec) +
+                    " content does not match the chunk's SHA-256");
+  }
+  return std::make_shared<const std::string>(std::move(plain));
+}
+
 std::shared_ptr<const std::string> store::read_chunk(const chunk_hash& hash) const {
   return cache_->get_or_load(hash, [&]() -> std::shared_ptr<const std::string> {
-    auto [record, stored] = read_stored_chunk(hash);
-    const chunk_record* rec = &record;
-    std::string plain;
-    try {
-      plain = codec::decode_chunk(rec->codec, stored, rec->plain_size);
-    } catch (const codec::codec_error& e) {
-      chunk_failure("chunk " + hash.hex() + ": cannot decode " + codec::codec_name(rec->codec) +
-                    " payload: " + e.what());
-    }
-    if (plain.size() != rec->plain_size)
-      chunk_failure("chunk " + hash.hex() + ": decoded to " + std::to_string(plain.size()) +
-                    " bytes, expected " + std::to_string(rec->plain_size));
-    // Lepton and Brotli streams carry no checksum of their own, and a
-    // different lepton_jpeg version could decode an old payload differently:
-    // the chunk's name is the SHA-256 of its content, so check it. (~1 GB/s,
-    // a few percent of a Lepton decode; zstd chunks skip it.)
-    if (rec->codec == codec::codec_id::lepton || rec->codec == codec::codec_id::broccoli) {
-      if (sha256_of(plain) != hash)
-        chunk_failure("chunk " + hash.hex() + ": decoded " + codec::codec_name(rec->codec) +
-                      " content does not match the chunk's SHA-256");
-    }
-    return std::make_shared<const std::string>(std::move(plain));
+    const auto [record, stored] = read_stored_chunk(hash);
+    return decode_checked(hash, record, stored);
   });
+}
+
+std::size_t store::load_chunks(std::span<const chunk_hash> hashes,
+                               const std::function<bool()>& keep_going) const {
+  if (!caches_chunks()) return 0;
+  // Claim the chunks nobody has or is loading; the rest are someone else's.
+  std::vector<chunk_hash> mine;
+  for (const chunk_hash& h : hashes) {
+    if (std::find(mine.begin(), mine.end(), h) != mine.end()) continue;  // dedup in the batch
+    if (cache_->claim(h).mine) mine.push_back(h);
+  }
+  if (mine.empty()) return 0;
+
+  // Every claim ends in fulfil or fail, whatever happens below: readers of
+  // these chunks are waiting for them.
+  std::size_t settled = 0;
+  std::size_t loaded = 0;
+  const auto settle_one = [&](std::size_t i, const std::function<chunk_cache::value()>& load) {
+    try {
+      cache_->fulfil(mine[i], load());
+      ++loaded;
+    } catch (...) {
+      // Whoever waits for this chunk loads it again itself and gets its own
+      // error: ours may be a chunk deleted since (a prefetch racing an
+      // overwrite) and created again by the time the reader needs it.
+      cache_->fail(mine[i], std::make_exception_ptr(chunk_cache::load_abandoned()));
+    }
+  };
+  const auto release_rest = [&] {
+    // Abandoned (stopped, or the batch lookup itself failed): the waiters
+    // get an error and retry with read_chunk on their own.
+    for (; settled < mine.size(); ++settled)
+      cache_->fail(mine[settled], std::make_exception_ptr(chunk_cache::load_abandoned()));
+  };
+
+  try {
+    // One MultiGet for the records, one for the payloads.
+    std::vector<std::string> keys;
+    keys.reserve(mine.size());
+    for (const auto& h : mine) keys.emplace_back(h.view());
+    std::vector<rocksdb::Slice> key_slices;
+    for (const auto& k : keys) key_slices.emplace_back(slice(k));
+    const std::vector<rocksdb::ColumnFamilyHandle*> record_cfs(mine.size(), cfs_[cf_chunks]);
+    std::vector<std::string> record_values;
+    const std::vector<rocksdb::Status> record_status =
+        db_->MultiGet(rocksdb::ReadOptions(), record_cfs, key_slices, &record_values);
+    std::vector<std::optional<chunk_record>> records(mine.size());
+    std::vector<chunk_hash> present;
+    std::vector<bool> missing(mine.size());
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      // Missing: deleted since the caller read the extents naming it (not an
+      // error to log here; a read that still needs it will say so).
+      missing[i] = record_status[i].IsNotFound();
+      if (!record_status[i].ok()) continue;  // unreadable: the single path says why
+      try {
+        records[i] = detail::decode_chunk(record_values[i], "chunk " + mine[i].hex());
+        present.push_back(mine[i]);
+      } catch (const store_error&) {
+      }
+    }
+    std::vector<std::string> payloads;
+    try {
+      payloads = payloads_->get_many(present);
+    } catch (const store_error&) {
+      payloads.clear();  // one is missing: every chunk takes the single path
+    }
+    std::size_t p = 0;
+    for (; settled < mine.size(); ++settled) {
+      if (keep_going && !keep_going()) break;
+      const std::size_t i = settled;
+      const chunk_hash& h = mine[i];
+      const std::string* stored = nullptr;
+      if (records[i]) {
+        if (p < payloads.size()) stored = &payloads[p];
+        ++p;
+      }
+      settle_one(i, [&]() -> chunk_cache::value {
+        if (missing[i]) throw chunk_cache::load_abandoned();
+        if (stored && stored->size() == records[i]->stored_size &&
+            stored_checksum(*stored) == records[i]->checksum)
+          return decode_checked(h, *records[i], *stored);
+        // Missing, damaged, or swapped by a re-encoding between the two
+        // lookups: the single path retries once and reports.
+        const auto [record, bytes] = read_stored_chunk(h);
+        return decode_checked(h, record, bytes);
+      });
+    }
+  } catch (...) {
+  }
+  release_rest();
+  return loaded;
 }
 
 // ---------------------------------------------------------------- commit

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,6 +25,7 @@
 
 #include "codec/codec.h"
 #include "codec/policy.h"
+#include "store/batched_reader.h"
 #include "store/error.h"
 #include "store/hash.h"
 #include "store/records.h"
@@ -61,6 +63,8 @@ struct store_open_options {
   std::size_t chunk_cache_bytes = 256u << 20;
   // RocksDB block cache for metadata.
   std::size_t block_cache_bytes = 64u << 20;
+  // How payload files are read (store/batched_reader.h; mount option io=).
+  io_mode io = io_mode::automatic;
 };
 
 // Changes that become visible and durable together (one RocksDB WriteBatch).
@@ -264,6 +268,17 @@ class store {
   // size checked; served from the decoded-chunk cache when present. Throws
   // store_error(EIO) naming the chunk on any mismatch (and logs it).
   std::shared_ptr<const std::string> read_chunk(const chunk_hash& hash) const;
+  // Loads into the decoded-chunk cache those of `hashes` that are neither
+  // cached nor being loaded by another thread: their records in one
+  // MultiGet, their payloads in one payload_store::get_many, then each
+  // checked and decoded in turn and published as soon as it is (readers
+  // waiting for it go on while the rest decode). Errors are not thrown: a
+  // chunk that fails is logged, and the read that needs it reads it again
+  // with read_chunk and reports. `keep_going` is asked before each decode;
+  // false abandons the rest (a prefetch nobody needs any more). Returns how
+  // many chunks were decoded. Nothing without a cache.
+  std::size_t load_chunks(std::span<const chunk_hash> hashes,
+                          const std::function<bool()>& keep_going = {}) const;
   // The decoded chunk if it is in the decoded-chunk cache, else nullptr.
   std::shared_ptr<const std::string> cached_chunk(const chunk_hash& hash) const;
   bool caches_chunks() const { return options_.chunk_cache_bytes > 0; }

@@ -6,6 +6,7 @@
 
 #include "codec/codec.h"
 #include "codec/policy.h"
+#include "store/batched_reader.h"
 #include "store/records.h"
 #include "tools/tool_main.h"
 
@@ -29,6 +30,10 @@ const char* const k_mount_usage =
      recompress_threads=N  background re-encoding threads, idle priority
                         (default 1; 0 leaves queued work for later)
      chunk_cache=SIZE   decoded chunks kept in memory (default 256M; 0 = none)
+     io=auto|uring|pread  how payload files are read: io_uring, falling back
+                        to pread with a log line where the kernel refuses it
+                        (default auto), or one of them (uring fails the mount
+                        without io_uring)
      entry_timeout=SEC  kernel dentry cache (default 86400)
      attr_timeout=SEC   kernel attribute cache (default 86400)
      negative_timeout=SEC  cache of missing names (default 86400)
@@ -152,9 +157,13 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     o.max_staged_bytes = bytes;
   } else if (key == "chunk_cache" && has_value) {
     o.chunk_cache_bytes = parse_size(key, value);
+  } else if (key == "io" && has_value) {
+    const auto mode = store::parse_io_mode(value);
+    if (!mode) bad_value(key, value, "auto, uring or pread");
+    o.io = *mode;
   } else if (key == "entry_timeout" || key == "attr_timeout" || key == "negative_timeout" ||
              key == "encode_threads" || key == "max_staged" || key == "chunk_cache" ||
-             key == "lepton" || key == "recompress_threads") {
+             key == "io" || key == "lepton" || key == "recompress_threads") {
     throw usage_error("-o " + std::string(key) + " needs a value (" + std::string(key) + "=...)");
   } else {
     // libfuse and the kernel know the rest (noatime, nosuid, max_read=, ...)

@@ -137,3 +137,54 @@ TEST(store_chunk_cache, zero_budget_still_serves_loads) {
 
 }  // namespace
 }  // namespace densefs::store
+
+namespace densefs::store {
+namespace {
+
+TEST(store_chunk_cache, a_claim_makes_others_wait_for_its_result) {
+  chunk_cache cache(1000);
+  const auto first = cache.claim(hash_of(1));
+  EXPECT_TRUE(first.mine);
+  const auto second = cache.claim(hash_of(1));
+  EXPECT_FALSE(second.mine);
+  EXPECT_FALSE(second.cached);
+  ASSERT_TRUE(second.pending.valid());
+  std::thread waiter([&] {
+    // get_or_load waits for the claim instead of loading.
+    const auto v = cache.get_or_load(hash_of(1), []() -> chunk_cache::value {
+      ADD_FAILURE() << "loaded twice";
+      return nullptr;
+    });
+    EXPECT_EQ(*v, std::string(10, 'x'));
+  });
+  cache.fulfil(hash_of(1), bytes(10));
+  waiter.join();
+  EXPECT_EQ(*second.pending.get(), std::string(10, 'x'));
+  EXPECT_TRUE(cache.claim(hash_of(1)).cached);
+}
+
+TEST(store_chunk_cache, an_abandoned_claim_lets_a_waiter_load_it_itself) {
+  chunk_cache cache(1000);
+  ASSERT_TRUE(cache.claim(hash_of(2)).mine);
+  std::atomic<int> loads{0};
+  std::thread waiter([&] {
+    const auto v = cache.get_or_load(hash_of(2), [&] {
+      ++loads;
+      return bytes(7);
+    });
+    EXPECT_EQ(v->size(), 7u);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // usually waiting by now
+  cache.fail(hash_of(2), std::make_exception_ptr(chunk_cache::load_abandoned()));
+  waiter.join();
+  EXPECT_EQ(loads.load(), 1);
+  // A real failure reaches the waiters as it is.
+  ASSERT_TRUE(cache.claim(hash_of(3)).mine);
+  const auto pending = cache.claim(hash_of(3)).pending;
+  cache.fail(hash_of(3), std::make_exception_ptr(std::runtime_error("bad chunk")));
+  EXPECT_THROW(pending.get(), std::runtime_error);
+  EXPECT_TRUE(cache.claim(hash_of(3)).mine);  // not cached: the next reader tries again
+}
+
+}  // namespace
+}  // namespace densefs::store

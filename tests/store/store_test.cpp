@@ -7,12 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
@@ -798,6 +800,102 @@ TEST(store_json, empty_store_stats_have_zero_ratio) {
   EXPECT_EQ(j["ratio"], 0.0);
   EXPECT_EQ(j["codecs"]["raw"]["chunks"], 0);
   EXPECT_EQ(j["codecs"]["zstd"]["chunks"], 0);
+}
+
+}  // namespace
+}  // namespace densefs::store
+
+namespace densefs::store {
+namespace {
+
+// store::load_chunks: batched lookups into the cache, damaged and missing
+// chunks left out (the read that needs them reports), duplicates once.
+TEST_F(store_test, load_chunks_decodes_a_batch_into_the_cache_and_skips_bad_ones) {
+  std::vector<std::string> contents;
+  std::vector<chunk_hash> hashes;
+  chunk_hash damaged;
+  {
+    auto s = open();
+    transaction t;
+    for (int i = 0; i < 20; ++i) {
+      contents.push_back(i % 2 ? random_bytes(5000 + i * 1000, 40 + i)
+                               : text_bytes(60000 + i * 1000) + std::to_string(i));
+      const auto p = s->prepare_chunk(contents.back());
+      hashes.push_back(p.hash);
+      t.ref_chunk(p);
+    }
+    s->commit(t);
+    damaged = hashes[4];
+  }
+  damage_payload(dir(), damaged, false);
+  auto s = open();
+  std::vector<chunk_hash> batch = hashes;
+  batch.push_back(hashes[0]);                // twice in one batch
+  batch.push_back(sha256_of("not stored"));  // missing: left out, no error
+  EXPECT_EQ(s->load_chunks(batch), hashes.size() - 1);
+  for (std::size_t i = 0; i < hashes.size(); ++i) {
+    if (hashes[i] == damaged) {
+      EXPECT_FALSE(s->cached_chunk(damaged));
+      EXPECT_EQ(error_of([&] { s->read_chunk(damaged); }), EIO);  // the read still reports
+      continue;
+    }
+    const auto cached = s->cached_chunk(hashes[i]);
+    ASSERT_TRUE(cached) << i;
+    EXPECT_EQ(*cached, contents[i]) << i;
+  }
+  // Already cached: nothing to load.
+  EXPECT_EQ(s->load_chunks(hashes), 0u);
+}
+
+TEST_F(store_test, load_chunks_stops_when_asked_and_readers_load_the_rest) {
+  std::vector<std::string> contents;
+  std::vector<chunk_hash> hashes;
+  auto s = open();
+  transaction t;
+  for (int i = 0; i < 6; ++i) {
+    contents.push_back(text_bytes(30000) + std::to_string(i));
+    const auto p = s->prepare_chunk(contents.back());
+    hashes.push_back(p.hash);
+    t.ref_chunk(p);
+  }
+  s->commit(t);
+  int asked = 0;
+  EXPECT_EQ(s->load_chunks(hashes, [&] { return ++asked <= 2; }), 2u);
+  EXPECT_TRUE(s->cached_chunk(hashes[1]));
+  EXPECT_FALSE(s->cached_chunk(hashes[2]));  // abandoned, not failed:
+  for (std::size_t i = 0; i < hashes.size(); ++i) EXPECT_EQ(*s->read_chunk(hashes[i]), contents[i]);
+}
+
+TEST_F(store_test, concurrent_load_chunks_and_reads_decode_each_shared_chunk_once) {
+  std::vector<std::string> contents;
+  std::vector<chunk_hash> hashes;
+  auto s = open();
+  transaction t;
+  for (int i = 0; i < 64; ++i) {
+    contents.push_back(text_bytes(40000) + std::to_string(i));
+    const auto p = s->prepare_chunk(contents.back());
+    hashes.push_back(p.hash);
+    t.ref_chunk(p);
+  }
+  s->commit(t);
+  std::atomic<std::size_t> loaded{0};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 6; ++k) {
+    threads.emplace_back([&, k] {
+      if (k % 2 == 0) {
+        loaded += s->load_chunks(hashes);
+      } else {
+        for (std::size_t i = 0; i < hashes.size(); ++i) {
+          const std::size_t j = (i * 7 + static_cast<std::size_t>(k)) % hashes.size();
+          if (*s->read_chunk(hashes[j]) != contents[j]) ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LE(loaded.load(), hashes.size());  // two batches never both decode a chunk
 }
 
 }  // namespace

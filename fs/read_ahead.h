@@ -1,0 +1,89 @@
+// Sequential read detection and prefetch into the decoded-chunk cache.
+//
+// Each read of a file is reported here. A read that starts where the file's
+// previous reads ended (give or take the kernel's own readahead, which sends
+// neighbouring requests out of order) makes the file's stream sequential,
+// and the chunks ahead of it, up to a window that doubles with every
+// sequential read (from 1 MiB up to a bound in bytes and a quarter of the
+// chunk cache), are loaded on this class's pool: one batched lookup and a
+// serial decode per 1 MiB piece, several pieces at once. Reads then find
+// their chunks decoded, and a cold read of a big file keeps every core
+// decoding. A read elsewhere in the file resets the window.
+//
+// Only the cache is touched: reads still go through the file's staged data
+// and current extents (fs/file_data.cpp), so a prefetch racing a writer
+// cannot serve stale bytes; it can only warm a chunk nobody reads.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "fs/worker_pool.h"
+#include "store/store.h"
+
+namespace densefs::fs {
+
+class read_ahead {
+ public:
+  static constexpr std::uint64_t k_initial_window = 1u << 20;
+  static constexpr std::uint64_t k_max_window = 32u << 20;
+  static constexpr std::uint64_t k_piece = 1u << 20;
+
+  // `max_window` is clamped to a quarter of the chunk cache.
+  read_ahead(const store::store& st, std::size_t cache_bytes, unsigned threads,
+             std::uint64_t max_window = k_max_window);
+  // Pieces still queued are dropped, the ones running stop at their next
+  // chunk; the store must outlive this.
+  ~read_ahead();
+  read_ahead(const read_ahead&) = delete;
+  read_ahead& operator=(const read_ahead&) = delete;
+
+  // A read of [offset, offset + size) of `ino`, whose size is `file_size`.
+  void on_read(std::uint64_t ino, std::uint64_t offset, std::size_t size, std::uint64_t file_size);
+
+  // For tests and `densefs stats`: pieces queued so far.
+  std::uint64_t pieces_queued() const { return pieces_queued_.load(); }
+
+ private:
+  struct stream {
+    std::uint64_t next = 0;       // end of the furthest read so far
+    std::uint64_t window = 0;     // 0: not sequential (yet)
+    std::uint64_t queued_to = 0;  // prefetch queued up to here
+    std::uint64_t last_use = 0;
+  };
+  void load_piece(std::uint64_t ino, std::uint64_t from, std::uint64_t to);
+
+  const store::store& store_;
+  const std::uint64_t max_window_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<std::uint64_t> pieces_queued_{0};
+  std::mutex mutex_;
+  std::unordered_map<std::uint64_t, stream> streams_;  // by inode, at most k_max_streams
+  std::uint64_t clock_ = 0;
+  std::unique_ptr<worker_pool> pool_;  // last: its jobs use the members above
+};
+
+}  // namespace densefs::fs
+
+namespace densefs::fs {
+
+// The kernel's readahead for the FUSE mount at `mountpoint` (just mounted,
+// given as mounted: absolute and normal), raised to `kib`: the mount's
+// backing_dev_info starts at 128 KiB, so a sequential reader gets 128 KiB
+// READ requests with one or two in flight; with a bigger window the kernel
+// sends up to max_pages (1 MiB) per request and keeps several ahead.
+// FUSE_INIT's max_readahead can only lower it. Needs root (sysfs); without
+// it the default stays, with a debug line. Reads /proc/self/mountinfo only:
+// stat() of the mount point would wait for this very daemon.
+// The kernel keeps the smaller of the mount's readahead and FUSE_INIT's
+// max_readahead when INIT's reply arrives: call this between
+// fuse_session_mount and the session loop, and have init() answer
+// max_readahead = kib * 1024.
+inline constexpr unsigned k_kernel_read_ahead_kib = 4096;
+void raise_kernel_read_ahead(const std::string& mountpoint, unsigned kib);
+
+}  // namespace densefs::fs
