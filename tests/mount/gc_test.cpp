@@ -8,6 +8,7 @@
 #include <atomic>
 #include <iostream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "tests/mount/mount_fixture.h"
@@ -200,15 +201,28 @@ TEST_F(gc, kill_minus_nine_during_pack_compaction_loses_nothing) {
     ::sync();
     for (const auto& name : gone) stdfs::remove(path(name));
     ::sync();
-    std::error_code ec;
-    for (const auto& e : stdfs::directory_iterator(store_ / "packs", ec))
-      if (e.path().extension() == ".pack") ++packs_seen;
+    const auto list_packs = [this] {
+      std::set<std::string> names;
+      std::error_code ec;
+      for (const auto& e : stdfs::directory_iterator(store_ / "packs", ec))
+        if (e.path().extension() == ".pack") names.insert(e.path().filename().string());
+      return names;
+    };
+    const std::set<std::string> before = list_packs();
+    packs_seen += before.size();
     std::thread collector([this] {
       run_command({densefs_binary(), "gc", store_.string()}, std::chrono::seconds(60));
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(25 * round));
     kill_daemon();
     collector.join();
+    // How far the killed gc got: packs deleted, packs started (by copies).
+    const std::set<std::string> after = list_packs();
+    std::size_t deleted = 0, started = 0;
+    for (const auto& p : before) deleted += after.count(p) == 0;
+    for (const auto& p : after) started += before.count(p) == 0;
+    std::printf("gc: round %d, killed after %d ms: %zu of %zu packs deleted, %zu new\n", round,
+                25 * round, deleted, before.size(), started);
     const auto fsck = run_command({densefs_binary(), "fsck", store_.string(), "--json"});
     ASSERT_EQ(fsck.exit_code, 0) << "round " << round << ":\n" << fsck.out << fsck.err;
     mount();
