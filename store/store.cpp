@@ -1166,12 +1166,21 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
       if (u.file_bytes > 0 && static_cast<double>(u.dead_bytes()) >=
                                   k_pack_dead_share * static_cast<double>(u.file_bytes))
         to_move += u.live_bytes;
+    // The copies may use the space reserve (check_space_for) but not all of
+    // it: compaction is how a full pack store gets space back (each rewritten
+    // pack frees more than its copies take), while RocksDB still needs room
+    // for the index commit and its flushes.
     bool room = true;
-    try {
-      check_space_for(to_move);
-    } catch (const store_error& e) {
-      log_info("gc: " + std::string(e.what()) + "; deleting only packs without live records");
-      room = false;
+    struct ::statvfs sv {};
+    if (::statvfs(dir_.c_str(), &sv) == 0) {
+      const std::uint64_t block = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+      const std::uint64_t free = static_cast<std::uint64_t>(sv.f_bavail) * block;
+      if (free < to_move + k_min_space_reserve / 4) {
+        log_info("gc: " + std::to_string(free) + " bytes free, too few to copy " +
+                 std::to_string(to_move) +
+                 " live pack bytes; deleting only packs without live records");
+        room = false;
+      }
     }
     phase("compacting packs");
     // Without room, a threshold above 1 selects only packs with nothing live.
