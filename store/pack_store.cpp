@@ -259,6 +259,7 @@ void pack_store::roll_locked() {
   }
   current_ = f;
   current_size_ = k_pack_header_size;
+  writeback_from_ = 0;
   unsynced_.push_back(f);
   dir_unsynced_ = true;
 }
@@ -297,8 +298,21 @@ void pack_store::put(rocksdb::WriteBatch& batch, const chunk_hash& hash, std::st
     ref.length = static_cast<std::uint32_t>(sizeof(header) + stored.size());
     current_size_ += ref.length;
     if (unsynced_.empty() || unsynced_.back() != current_) unsynced_.push_back(current_);
+    start_writeback_locked();
   }
   check(batch.Put(cf_, key_of(hash), encode_pack_ref(ref)));
+}
+
+// Starts the write-back of what was appended since the last call once there
+// is enough of it, without waiting (RocksDB's bytes_per_sync): otherwise a
+// big write leaves it all to the fdatasync of the next fsync, which then
+// waits for the whole file (write-big: 14.9 s instead of 9.5 s with blob
+// files, whose flushes write back while the data streams in).
+void pack_store::start_writeback_locked() {
+  if (current_size_ < writeback_from_ + k_writeback_step) return;
+  ::sync_file_range(current_->fd, static_cast<off_t>(writeback_from_),
+                    static_cast<off_t>(current_size_ - writeback_from_), SYNC_FILE_RANGE_WRITE);
+  writeback_from_ = current_size_;
 }
 
 void pack_store::remove(rocksdb::WriteBatch& batch, const chunk_hash& hash) {
@@ -573,6 +587,7 @@ pack_store::compaction pack_store::compact(double dead_share, std::mutex& commit
       copies.push_back({hash, ref, {current_->id, current_size_, ref.length}});
       current_size_ += ref.length;
       if (unsynced_.empty() || unsynced_.back() != current_) unsynced_.push_back(current_);
+      start_writeback_locked();
       result.bytes_moved += ref.length;
     }
     // 2. The copies durable before an index entry names them.

@@ -175,6 +175,9 @@ class pack_store final : public payload_store {
   std::mutex append_mutex_;
   std::shared_ptr<pack_file> current_;  // the pack appended to, or null
   std::uint64_t current_size_ = 0;
+  std::uint64_t writeback_from_ = 0;  // current_: write-back started below this
+  static constexpr std::uint64_t k_writeback_step = 8u << 20;
+  void start_writeback_locked();  // append_mutex_ held
   std::uint32_t next_id_ = 1;
   // Packs appended to (and the directory, for new packs) since the last sync.
   std::vector<std::shared_ptr<pack_file>> unsynced_;
