@@ -70,6 +70,7 @@ std::string filesystem::info_json(node& n, std::size_t max_chunk_list_bytes) {
   j["size"] = record.size;
   j["stored_bytes"] = record.stored_bytes;
   j["pending_bytes"] = pending;
+  j["payload_backend"] = std::string(store::payload_backend_name(store_->payloads_backend()));
   if (S_ISREG(record.mode)) {
     // What the classifier decided and the policy codec and chunker that
     // follow from it.

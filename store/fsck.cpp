@@ -105,6 +105,7 @@ class checker {
   }
 
   fsck_report run() {
+    if (o_.rebuild_index && s_.packs()) r_.pack_index_rebuilt += s_.rebuild_pack_index();
     scan_inodes();
     scan_dirents();
     scan_orphans();
@@ -310,6 +311,7 @@ class checker {
         stored = s_.read_stored_chunk(hash);
       } catch (const store_error& e) {
         note(fsck_problem::bad_payload, e.what() + users_text(c));
+        bad_payloads_.push_back(hash);
         continue;
       }
       if (!o_.deep) continue;
@@ -418,6 +420,18 @@ class checker {
       s_.commit(txn);
       ++r_[fsck_problem::stored_bytes_mismatch].repaired;
     }
+    // Pack stores: a damaged or lost index entry is rebuilt from the packs
+    // when one of them holds a good copy of the payload.
+    if (s_.packs() && !bad_payloads_.empty()) {
+      r_.pack_index_rebuilt += s_.rebuild_pack_index(&bad_payloads_);
+      for (const chunk_hash& hash : bad_payloads_) {
+        try {
+          s_.read_stored_chunk(hash);
+          ++r_[fsck_problem::bad_payload].repaired;
+        } catch (const store_error&) {
+        }
+      }
+    }
     s_.sync();
   }
 
@@ -429,6 +443,7 @@ class checker {
   std::map<chunk_hash, chunk_state> chunks_;  // ordered: reports are deterministic
   std::uint64_t last_missing_ino_ = 0;
   std::vector<chunk_hash> dangling_queue_;
+  std::vector<chunk_hash> bad_payloads_;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> nlink_fixes_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> stored_fixes_;
 };
@@ -464,8 +479,13 @@ std::string to_json(const fsck_report& r) {
   j["deep"] = r.deep;
   j["repair"] = r.repair;
   j["remaining_errors"] = r.remaining_errors();
-  j["counts"] = {{"inodes", r.inodes}, {"dirents", r.dirents}, {"extents", r.extents},
-                 {"chunks", r.chunks}, {"queued", r.queued},   {"orphans", r.orphans}};
+  j["counts"] = {{"inodes", r.inodes},
+                 {"dirents", r.dirents},
+                 {"extents", r.extents},
+                 {"chunks", r.chunks},
+                 {"queued", r.queued},
+                 {"orphans", r.orphans},
+                 {"pack_index_rebuilt", r.pack_index_rebuilt}};
   nlohmann::json problems = nlohmann::json::object();
   for (std::size_t i = 0; i < k_fsck_problem_count; ++i) {
     const auto& k = r.problems[i];
@@ -488,13 +508,16 @@ std::string to_text(const fsck_report& r) {
                     " extents, " + std::to_string(r.chunks) + " chunks (" +
                     (r.deep ? "decoded" : "payload checksums") + "), " + std::to_string(r.queued) +
                     " queued re-encodings\n";
+  if (r.pack_index_rebuilt > 0)
+    out +=
+        "rebuilt " + std::to_string(r.pack_index_rebuilt) + " pack index entries from the packs\n";
   std::uint64_t repairable = 0;
   for (std::size_t i = 0; i < k_fsck_problem_count; ++i) {
     const auto& k = r.problems[i];
     if (k.found == 0) continue;
     out += std::string(k_problems[i].warning ? "warning: " : "") +
            std::string(k_problems[i].title) + ": " + std::to_string(k.found);
-    if (r.repair && k_problems[i].repairable)
+    if (r.repair && (k_problems[i].repairable || k.repaired > 0))
       out += ", " + std::to_string(k.repaired) + " repaired";
     if (!r.repair && k_problems[i].repairable && !k_problems[i].warning) repairable += k.found;
     out += "\n";

@@ -49,8 +49,12 @@ bool fsck_problem_is_warning(fsck_problem p);
 bool fsck_problem_is_repairable(fsck_problem p);
 
 struct fsck_options {
-  bool repair = false;            // the store must be open read-write
-  bool deep = false;              // decode every chunk and check its SHA-256
+  bool repair = false;  // the store must be open read-write
+  bool deep = false;    // decode every chunk and check its SHA-256
+  // Pack stores: before checking, point every pack payload's index entry at
+  // its newest good record found by a scan of the packs
+  // (store::rebuild_pack_index). Writes to the store, like repair.
+  bool rebuild_index = false;
   std::size_t max_examples = 10;  // per problem kind
   // Called now and then during long phases ("payloads", done, total).
   std::function<void(std::string_view phase, std::uint64_t done, std::uint64_t total)> progress;
@@ -71,6 +75,7 @@ struct fsck_report {
   std::uint64_t chunks = 0;
   std::uint64_t queued = 0;  // recompress/ entries
   std::uint64_t orphans = 0;
+  std::uint64_t pack_index_rebuilt = 0;  // index entries rebuild_index (or repair) wrote
   bool deep = false;
   bool repair = false;
 

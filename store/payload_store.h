@@ -1,16 +1,19 @@
-// Where chunk payloads (the stored, encoded bytes) live. This is the seam a
-// later issue uses to move large payloads to pack files read with io_uring,
-// and another to add a remote object store, without touching fs/.
+// Where chunk payloads (the stored, encoded bytes) live. Two implementations:
+// rocksdb_payload_store (RocksDB blob files) and pack_store (append-only
+// pack files, store/pack_store.h); the store's settings say which
+// (docs/packs.md).
 //
 // Writes go into the caller's pending batch so that a payload appears in the
 // same atomic commit as the chunk record that names it.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "codec/codec.h"
 #include "store/hash.h"
 
 namespace rocksdb {
@@ -19,17 +22,30 @@ class WriteBatch;
 
 namespace densefs::store {
 
+// What the chunk record says about a payload, for stores that keep
+// self-describing copies (pack records).
+struct payload_meta {
+  codec::codec_id codec = codec::codec_id::raw;
+  std::uint32_t plain_size = 0;
+};
+
 class payload_store {
  public:
   virtual ~payload_store() = default;
 
-  virtual void put(rocksdb::WriteBatch& batch, const chunk_hash& hash, std::string_view stored) = 0;
+  // May write the bytes somewhere outside RocksDB before returning (pack
+  // files): the caller commits `batch` only after put returned.
+  virtual void put(rocksdb::WriteBatch& batch, const chunk_hash& hash, std::string_view stored,
+                   const payload_meta& meta) = 0;
   virtual void remove(rocksdb::WriteBatch& batch, const chunk_hash& hash) = 0;
   // Throws store_error(EIO) naming the chunk when a payload is missing or
   // unreadable.
   virtual std::string get(const chunk_hash& hash) = 0;
   // Same order as hashes; one batched lookup.
   virtual std::vector<std::string> get_many(std::span<const chunk_hash> hashes) = 0;
+  // Makes every payload put so far durable, before a commit that names them
+  // syncs the write-ahead log. Nothing to do when payloads go through it.
+  virtual void sync() {}
 };
 
 }  // namespace densefs::store

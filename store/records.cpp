@@ -339,23 +339,41 @@ chunk_record detail::decode_chunk(std::string_view value, std::string_view key_d
 // version u8 | format_version u32 | created (i64 sec, u32 nsec) |
 // uuid (u32 length + bytes) | codec_spec (u32 length + bytes)
 
+std::string_view payload_backend_name(payload_backend b) {
+  return b == payload_backend::pack ? "pack" : "blob";
+}
+
+// Version 2 appends the payload backend (one byte). Blob stores keep writing
+// version 1, byte for byte what earlier builds wrote, so a blob store made by
+// this build still opens with an older one; an older build refuses a pack
+// store with "unknown record version 2" instead of losing its payloads.
+constexpr std::uint8_t k_settings_record_version = 2;
+
 std::string encode_settings(const store_settings& s) {
-  std::string out = start_value();
+  std::string out;
+  put_u8(out, s.payloads == payload_backend::blob ? 1 : k_settings_record_version);
   put_u32(out, s.format_version);
   put_time(out, s.created);
   put_string(out, s.uuid);
   put_string(out, s.codec_spec);
+  if (s.payloads != payload_backend::blob) put_u8(out, static_cast<std::uint8_t>(s.payloads));
   return out;
 }
 
 store_settings decode_settings(std::string_view value) {
   reader in(value, "settings", std::string(k_settings_key));
-  in.expect_version();
+  const std::uint8_t version = in.expect_version_up_to(k_settings_record_version);
   store_settings s;
   s.format_version = in.u32();
   s.created = in.time("created");
   s.uuid = in.string("uuid");
   s.codec_spec = in.string("codec spec");
+  if (version >= 2) {
+    const std::uint8_t backend = in.u8();
+    if (backend > static_cast<std::uint8_t>(payload_backend::pack))
+      in.fail("unknown payload backend " + std::to_string(backend));
+    s.payloads = static_cast<payload_backend>(backend);
+  }
   in.expect_end();
   return s;
 }

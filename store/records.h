@@ -27,8 +27,13 @@ inline constexpr const char* k_cf_chunks = "chunks";
 inline constexpr const char* k_cf_payloads = "payloads";  // chunk bytes (blob files)
 inline constexpr const char* k_cf_xattrs = "xattrs";
 
-// The store format this build writes and the newest it can read.
-inline constexpr std::uint32_t k_format_version = 1;
+// The newest store format this build reads. mkfs writes version 1 for blob
+// stores (what every earlier build reads) and version 2 for pack stores, so
+// that a build without pack support refuses a pack store up front, with the
+// one-line "newer format" message, instead of failing on its settings record.
+inline constexpr std::uint32_t k_format_version = 2;
+inline constexpr std::uint32_t k_blob_format_version = 1;
+inline constexpr std::uint32_t k_pack_format_version = 2;
 
 // Largest plain size of one chunk: the fixed grid files are cut into.
 inline constexpr std::uint64_t k_chunk_size = 4 * 1024 * 1024;
@@ -99,12 +104,21 @@ struct chunk_record {
   bool operator==(const chunk_record&) const = default;
 };
 
+// Where payloads of 4 KiB and more live, chosen at mkfs (docs/packs.md).
+enum class payload_backend : std::uint8_t {
+  blob = 0,  // RocksDB blob files (every store made before the choice existed)
+  pack = 1,  // append-only pack files under STORE/packs (store/pack_store.h)
+};
+std::string_view payload_backend_name(payload_backend b);
+
 // Store-wide settings, fixed at mkfs (mount options may override codec ones).
 struct store_settings {
   std::uint32_t format_version = k_format_version;
   std::string uuid;  // 36-char RFC 4122 text form
   std::string codec_spec = "zstd:level=3";
   timestamp created;
+  // Settings record version 2; version 1 records (older stores) are blob.
+  payload_backend payloads = payload_backend::blob;
   bool operator==(const store_settings&) const = default;
 };
 

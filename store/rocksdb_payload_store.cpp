@@ -29,7 +29,7 @@ void check_batch(const chunk_hash& hash, const rocksdb::Status& s) {
 }  // namespace
 
 void rocksdb_payload_store::put(rocksdb::WriteBatch& batch, const chunk_hash& hash,
-                                std::string_view stored) {
+                                std::string_view stored, const payload_meta&) {
   check_batch(hash, batch.Put(cf_, key_of(hash), rocksdb::Slice(stored.data(), stored.size())));
 }
 

@@ -18,7 +18,8 @@ class rocksdb_payload_store final : public payload_store {
   // Borrows db and cf; both must outlive this object.
   rocksdb_payload_store(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf) : db_(db), cf_(cf) {}
 
-  void put(rocksdb::WriteBatch& batch, const chunk_hash& hash, std::string_view stored) override;
+  void put(rocksdb::WriteBatch& batch, const chunk_hash& hash, std::string_view stored,
+           const payload_meta& meta) override;
   void remove(rocksdb::WriteBatch& batch, const chunk_hash& hash) override;
   std::string get(const chunk_hash& hash) override;
   std::vector<std::string> get_many(std::span<const chunk_hash> hashes) override;

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -29,6 +30,7 @@
 #include "store/chunk_cache.h"
 #include "store/fault_injection.h"
 #include "store/log.h"
+#include "store/pack_store.h"
 #include "store/records_detail.h"
 #include "store/rocksdb_payload_store.h"
 
@@ -64,6 +66,9 @@ constexpr std::uint64_t k_ino_reserve = 1024;
 // Payloads below this stay inline in the SST files; larger ones go to blob
 // files, which compaction does not rewrite.
 constexpr std::uint64_t k_min_blob_size = 4096;
+// gc rewrites a pack once this share of its bytes is dead: each rewrite
+// copies at most 4x the space it gives back.
+constexpr double k_pack_dead_share = 0.2;
 // Free space kept back from file data (see check_space_for): at least two
 // payload memtables, so a flush always fits.
 constexpr std::uint64_t k_min_space_reserve = 40u << 20;
@@ -146,15 +151,44 @@ class manual_recovery : public rocksdb::EventListener {
   }
 };
 
+}  // namespace
+
+// Syncs the pack files before RocksDB flushes a memtable: the flush makes
+// the index entries in it durable in a table file, which a later WAL sync
+// does not order against the pack bytes they name.
+class flush_guard : public rocksdb::EventListener {
+ public:
+  void OnFlushBegin(rocksdb::DB*, const rocksdb::FlushJobInfo&) override {
+    std::lock_guard lock(mutex_);
+    if (!packs_) return;
+    try {
+      packs_->sync();
+    } catch (const store_error& e) {
+      log_error(std::string("syncing pack files before a flush: ") + e.what());
+    }
+  }
+  void set(payload_store* packs) {
+    std::lock_guard lock(mutex_);
+    packs_ = packs;
+  }
+
+ private:
+  std::mutex mutex_;
+  payload_store* packs_ = nullptr;
+};
+
+namespace {
+
 // RocksDB options for a densefs store. Both mkfs and open use this, so the
 // column families are always configured the same way.
 struct db_config {
   rocksdb::DBOptions db;
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
   std::shared_ptr<rocksdb::Cache> block_cache;
+  std::shared_ptr<flush_guard> guard;
 };
 
-db_config make_config(std::size_t block_cache_bytes) {
+db_config make_config(std::size_t block_cache_bytes, bool blob_files = true) {
   db_config c;
   c.db.create_if_missing = false;
   c.db.create_missing_column_families = false;
@@ -187,6 +221,8 @@ db_config make_config(std::size_t block_cache_bytes) {
   // is still read as is (the kernel only reads ahead on sequential misses).
   c.db.advise_random_on_open = false;
   c.db.listeners.push_back(std::make_shared<manual_recovery>());
+  c.guard = std::make_shared<flush_guard>();
+  c.db.listeners.push_back(c.guard);
   // Test-only faults under every file of the database (store/fault_injection.h);
   // RocksDB's default Env unless DENSEFS_FAULT_INJECTION is set.
   if (rocksdb::Env* env = fault_injection_env()) c.db.env = env;
@@ -213,7 +249,10 @@ db_config make_config(std::size_t block_cache_bytes) {
   payload_table.no_block_cache = true;
   payloads.table_factory.reset(rocksdb::NewBlockBasedTableFactory(payload_table));
   payloads.write_buffer_size = 16u << 20;
-  payloads.enable_blob_files = true;
+  // Pack stores keep only small payloads and pack index entries here. (A
+  // pack store is opened with the blob setting first and switches it off
+  // once its settings are read: the choice is recorded in the database.)
+  payloads.enable_blob_files = blob_files;
   payloads.min_blob_size = k_min_blob_size;
   // Payloads are already compressed by our codecs; compressing again would
   // spend CPU for nothing.
@@ -516,6 +555,15 @@ store::store(std::filesystem::path dir, store_open_options options)
 
 store::~store() {
   cache_.reset();
+  if (payloads_ && !options_.read_only) {
+    try {
+      payloads_->sync();  // before the flush below makes index entries durable
+    } catch (const store_error& e) {
+      log_error("closing store " + dir_.string() + ": " + e.what());
+    }
+  }
+  if (flush_guard_) flush_guard_->set(nullptr);
+  packs_ = nullptr;
   payloads_.reset();
   if (db_ && !options_.read_only && needs_resume_) {
     try {
@@ -547,7 +595,21 @@ store::~store() {
   db_.reset();
 }
 
-void store::create(const std::filesystem::path& dir, const codec::policy& policy) {
+payload_backend parse_payload_backend(std::string_view name) {
+  if (name == "pack") return payload_backend::pack;
+  if (name == "blob") return payload_backend::blob;
+  throw store_error(
+      EINVAL, "unknown payload backend \"" + std::string(name) + "\" (expected pack or blob)");
+}
+
+payload_backend default_payload_backend() {
+  if (const char* env = std::getenv("DENSEFS_DEFAULT_PAYLOADS"); env && *env)
+    return parse_payload_backend(env);
+  return k_default_payload_backend;
+}
+
+void store::create(const std::filesystem::path& dir, const codec::policy& policy,
+                   payload_backend payloads) {
   std::error_code ec;
   const auto status = fs::symlink_status(dir, ec);
   if (fs::exists(status)) {
@@ -567,7 +629,7 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   if (::chmod(dir.c_str(), 0700) != 0)
     throw store_error(errno, "cannot chmod " + dir.string() + ": " + errno_text(errno));
 
-  db_config config = make_config(8u << 20);
+  db_config config = make_config(8u << 20, payloads == payload_backend::blob);
   config.db.create_if_missing = true;
   config.db.create_missing_column_families = true;
   config.db.error_if_exists = true;
@@ -583,6 +645,9 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   settings.uuid = new_uuid();
   settings.codec_spec = codec::format_policy(policy);
   settings.created = now();
+  settings.payloads = payloads;
+  settings.format_version =
+      payloads == payload_backend::pack ? k_pack_format_version : k_blob_format_version;
 
   inode_record root;
   root.ino = k_root_ino;
@@ -608,7 +673,8 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
 
   // FORMAT comes last: a store whose mkfs was interrupted has none, so it is
   // refused as "not a store" instead of being half used.
-  write_file_durably(dir / k_format_file, format_marker_text({k_format_version, settings.uuid}));
+  write_file_durably(dir / k_format_file,
+                     format_marker_text({settings.format_version, settings.uuid}));
 }
 
 void store::check(const std::filesystem::path& dir) {
@@ -657,6 +723,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   self->db_.reset(raw);
   self->cfs_ = std::move(handles);
   self->block_cache_ = config.block_cache;
+  self->flush_guard_ = config.guard;
 
   std::string value;
   const rocksdb::Status gs =
@@ -701,8 +768,24 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   it.reset();
   self->next_ino_ = self->ino_reserved_ = next;
 
-  self->payloads_ =
-      std::make_unique<rocksdb_payload_store>(self->db_.get(), self->cfs_[cf_payloads]);
+  if (self->settings_.payloads == payload_backend::pack) {
+    if (!options.read_only) {
+      const rocksdb::Status so =
+          self->db_->SetOptions(self->cfs_[cf_payloads], {{"enable_blob_files", "false"}});
+      if (!so.ok())
+        throw store_error(EIO, "configuring store " + dir.string() + ": " + so.ToString());
+    }
+    pack_store::options po;
+    po.io = options.io;
+    po.read_only = options.read_only;
+    auto packs = std::make_unique<pack_store>(self->db_.get(), self->cfs_[cf_payloads], dir, po);
+    self->packs_ = packs.get();
+    self->payloads_ = std::move(packs);
+    self->flush_guard_->set(self->payloads_.get());
+  } else {
+    self->payloads_ =
+        std::make_unique<rocksdb_payload_store>(self->db_.get(), self->cfs_[cf_payloads]);
+  }
   self->cache_ = std::make_unique<chunk_cache>(options.chunk_cache_bytes);
   return self;
 }
@@ -976,6 +1059,7 @@ void store::for_each_inode(const std::function<bool(const inode_record&)>& fn) c
 
 std::uint64_t store::payload_file_bytes() const {
   std::uint64_t bytes = 0;
+  if (packs_) return packs_->file_bytes();
   if (!db_->GetIntProperty(cfs_[cf_payloads], "rocksdb.total-blob-file-size", &bytes)) return 0;
   return bytes;
 }
@@ -1002,7 +1086,7 @@ void add_file_sizes(const fs::path& dir, gc_report& r) {
     const auto bytes = static_cast<std::uint64_t>(sb.st_size);
     const std::string name = it->path().filename().string();
     r.disk_bytes += bytes;
-    if (name.ends_with(".blob")) {
+    if (name.ends_with(".blob") || name.ends_with(".pack")) {
       r.payload_file_bytes += bytes;
     } else if (name.ends_with(".sst")) {
       r.table_file_bytes += bytes;
@@ -1022,6 +1106,7 @@ void add_file_sizes(const fs::path& dir, gc_report& r) {
 
 gc_report store::garbage() const {
   gc_report r;
+  r.payload_backend = payload_backend_name(settings_.payloads);
   r.garbage_since_collect = garbage_bytes_.load();
   scan_prefix(cf_chunks, {}, {}, "scanning chunks",
               [&](std::string_view key, std::string_view value) {
@@ -1029,11 +1114,27 @@ gc_report store::garbage() const {
                     detail::decode_chunk(value, "chunk " + chunk_hash::from_bytes(key).hex());
                 ++r.chunks;
                 r.live_payload_bytes += c.stored_size;
-                if (c.stored_size >= k_min_blob_size)
+                if (!packs_ && c.stored_size >= k_min_blob_size)
                   r.live_blob_payload_bytes += c.stored_size + k_blob_record_overhead;
                 return true;
               });
   add_file_sizes(dir_, r);
+  if (packs_) {
+    // Exact: the index says which pack bytes are live. Everything else in
+    // the pack files is garbage; the write-ahead log holds no pack payloads.
+    std::uint64_t live_and_headers = 0;
+    for (const pack_store::pack_usage& u : packs_->usage()) {
+      r.live_blob_payload_bytes += u.live_bytes;
+      if (u.file_bytes > 0) {
+        ++r.pack_files;
+        live_and_headers += u.live_bytes + k_pack_header_size;
+      }
+    }
+    r.payload_garbage_bytes =
+        r.payload_file_bytes > live_and_headers ? r.payload_file_bytes - live_and_headers : 0;
+    r.reclaimable_bytes = r.payload_garbage_bytes + r.old_info_log_bytes;
+    return r;
+  }
   // Every payload is in the write-ahead log until a flush moves it to a
   // blob file (a log file goes once every column family has flushed past
   // it, so it often holds payloads that are in blob files already): after
@@ -1066,6 +1167,7 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
                                          ": " + s.ToString());
   };
   gc_result result;
+  std::uint64_t packs_deleted = 0;
   phase("measuring");
   result.before = garbage();
 
@@ -1090,6 +1192,39 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
     }
   }
   result.rewrote_payloads = rewrite_payloads;
+
+  // 0. Pack stores: packs with enough dead bytes rewritten (their live
+  //    records copied to the current pack, the index moved in one synced
+  //    commit, the old pack deleted). Needs room for the copies only.
+  if (packs_) {
+    std::uint64_t to_move = 0;
+    for (const pack_store::pack_usage& u : packs_->usage())
+      if (u.file_bytes > 0 && static_cast<double>(u.dead_bytes()) >=
+                                  k_pack_dead_share * static_cast<double>(u.file_bytes))
+        to_move += u.live_bytes;
+    // The copies may use the space reserve (check_space_for) but not all of
+    // it: compaction is how a full pack store gets space back (each rewritten
+    // pack frees more than its copies take), while RocksDB still needs room
+    // for the index commit and its flushes.
+    bool room = true;
+    struct ::statvfs sv {};
+    if (::statvfs(dir_.c_str(), &sv) == 0) {
+      const std::uint64_t block = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+      const std::uint64_t free = static_cast<std::uint64_t>(sv.f_bavail) * block;
+      if (free < to_move + k_min_space_reserve / 4) {
+        log_info("gc: " + std::to_string(free) + " bytes free, too few to copy " +
+                 std::to_string(to_move) +
+                 " live pack bytes; deleting only packs without live records");
+        room = false;
+      }
+    }
+    phase("compacting packs");
+    // Without room, a threshold above 1 selects only packs with nothing live.
+    const pack_store::compaction c =
+        packs_->compact(room ? k_pack_dead_share : 2.0, commit_mutex_, gc_canceled_, progress);
+    packs_deleted = c.packs_deleted;
+    if (!room) result.rewrote_payloads = rewrite_payloads = false;
+  }
 
   // 1. Memtables to table and blob files. A write-ahead log file is deleted
   //    once every column family has flushed past it, so this is what frees
@@ -1147,6 +1282,7 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
 
   phase("measuring");
   result.after = garbage();
+  result.after.packs_deleted = packs_deleted;
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;
@@ -1158,8 +1294,11 @@ void store::cancel_garbage_collection() {
 
 std::string to_json(const gc_report& r) {
   nlohmann::json j;
+  j["payload_backend"] = r.payload_backend;
   j["disk_bytes"] = r.disk_bytes;
   j["payload_file_bytes"] = r.payload_file_bytes;
+  j["pack_files"] = r.pack_files;
+  j["packs_deleted"] = r.packs_deleted;
   j["table_file_bytes"] = r.table_file_bytes;
   j["wal_bytes"] = r.wal_bytes;
   j["info_log_bytes"] = r.info_log_bytes;
@@ -1462,6 +1601,14 @@ void store::commit(transaction& txn, bool sync) {
   }
 
   std::vector<chunk_hash> deleted;
+  // Payloads are put after the space check: a pack store writes them out
+  // at once.
+  struct new_payload {
+    const chunk_hash* hash;
+    const std::string* bytes;
+    payload_meta meta;
+  };
+  std::vector<new_payload> new_payloads;
   std::uint64_t new_payload_bytes = 0;
   std::uint64_t garbage = 0;  // payload bytes this commit deletes or replaces
   for (const auto& [hash, d] : t.chunks) {
@@ -1485,7 +1632,7 @@ void store::commit(transaction& txn, bool sync) {
       r.checksum = stored_checksum(bytes);
       r.location = payload_location::rocksdb;
       check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(r)));
-      payloads_->put(batch, hash, bytes);
+      new_payloads.push_back({&hash, &bytes, {r.codec, r.plain_size}});
       new_payload_bytes += bytes.size();
       continue;
     }
@@ -1522,11 +1669,15 @@ void store::commit(transaction& txn, bool sync) {
     rec->stored_size = static_cast<std::uint32_t>(bytes.size());
     rec->checksum = stored_checksum(bytes);
     check_batch(batch.Put(cfs_[cf_chunks], slice(r.hash.view()), encode_chunk(*rec)));
-    payloads_->put(batch, r.hash, bytes);
+    new_payloads.push_back({&r.hash, &bytes, {rec->codec, rec->plain_size}});
     new_payload_bytes += bytes.size();
   }
 
   if (new_payload_bytes > 0) check_space_for(new_payload_bytes);
+  for (const new_payload& p : new_payloads) payloads_->put(batch, *p.hash, *p.bytes, p.meta);
+  // Pack bytes durable before the log that names them.
+  // (Also those of earlier commits, which the synced log includes.)
+  if (sync) payloads_->sync();
 
   rocksdb::WriteOptions wo;
   wo.sync = sync;
@@ -1549,6 +1700,7 @@ void store::sync() {
   // Not after an unrecovered write error: syncing the log writer that saw it
   // trips an assertion inside RocksDB (see ~store).
   resume_after_write_error(*db_, needs_resume_, dir_);
+  payloads_->sync();  // pack bytes durable before the log that names them
   const rocksdb::Status s = db_->FlushWAL(true);
   if (!s.ok()) {
     needs_resume_ = true;  // RocksDB stops writing after a failed sync too
@@ -1568,6 +1720,12 @@ struct statvfs store::statvfs() const {
 store_stats store::stats() const {
   store_stats st;
   st.policy = codec::format_policy(policy_);
+  st.payload_backend = payload_backend_name(settings_.payloads);
+  if (packs_) {
+    st.pack_reader = packs_->reader_kind();
+    for (const pack_store::pack_usage& u : packs_->usage())
+      if (u.file_bytes > 0) ++st.pack_files;
+  }
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;  // one pass over everything would evict the working set
 
@@ -1653,6 +1811,11 @@ std::string to_json(const store_stats& s) {
   j["plain_by_codec"] = s.plain_by_codec;
   j["pending_recompress"] = s.pending_recompress;
   j["policy"] = s.policy;
+  j["payload_backend"] = s.payload_backend;
+  if (s.payload_backend == "pack") {
+    j["pack_files"] = s.pack_files;
+    j["pack_reader"] = s.pack_reader;
+  }
   j["ratio"] = s.logical_bytes == 0
                    ? 0.0
                    : static_cast<double>(s.stored_bytes) / static_cast<double>(s.logical_bytes);
@@ -1723,6 +1886,73 @@ void store::set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount) {
     garbage_bytes_ += rec->stored_size;
     cache_->erase(hash);
   }
+}
+
+}  // namespace densefs::store
+
+namespace densefs::store {
+
+std::uint64_t store::rebuild_pack_index(const std::vector<chunk_hash>* only) {
+  if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
+  if (!packs_) return 0;
+  std::lock_guard lock(commit_mutex_);
+  struct wanted {
+    std::uint32_t stored_size;
+    std::uint64_t checksum;
+    std::optional<pack_ref> found;
+  };
+  std::unordered_map<chunk_hash, wanted, chunk_hash_hasher> chunks;
+  const auto want = [&](const chunk_hash& hash, const chunk_record& c) {
+    if (c.stored_size >= k_min_pack_payload) chunks[hash] = {c.stored_size, c.checksum, {}};
+  };
+  if (only) {
+    for (const chunk_hash& h : *only)
+      if (const std::optional<chunk_record> c = get_chunk(h)) want(h, *c);
+  } else {
+    scan_prefix(cf_chunks, {}, {}, "scanning chunks",
+                [&](std::string_view key, std::string_view value) {
+                  if (key.size() != chunk_hash::k_size) return true;
+                  const chunk_hash hash = chunk_hash::from_bytes(key);
+                  try {
+                    want(hash, detail::decode_chunk(value, "chunk " + hash.hex()));
+                  } catch (const store_error&) {
+                    // fsck reports the record
+                  }
+                  return true;
+                });
+  }
+  // The scan is in (pack, offset) order, so the last match is the newest.
+  packs_->scan_packs(
+      [&](const pack_record_info& r) {
+        auto it = chunks.find(r.hash);
+        if (it == chunks.end() || !r.payload_ok || r.stored_size != it->second.stored_size ||
+            r.checksum != it->second.checksum)
+          return;
+        it->second.found = r.where;
+      },
+      [&](const std::string& why) { log_info("rebuilding the pack index: skipped " + why); });
+  rocksdb::WriteBatch batch;
+  std::uint64_t written = 0;
+  for (const auto& [hash, w] : chunks) {
+    if (!w.found) continue;
+    const std::string value = encode_pack_ref(*w.found);
+    std::string now;
+    const rocksdb::Status g =
+        db_->Get(rocksdb::ReadOptions(), cfs_[cf_payloads], slice(hash.view()), &now);
+    if (g.ok() && now == value) continue;
+    const rocksdb::Status p = batch.Put(cfs_[cf_payloads], slice(hash.view()), value);
+    if (!p.ok()) throw store_error(EIO, "rebuilding the pack index: " + p.ToString());
+    ++written;
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  const rocksdb::Status s = db_->Write(wo, &batch);
+  if (!s.ok())
+    throw store_error(errno_of(s),
+                      "rebuilding the pack index of store " + dir_.string() + ": " + s.ToString());
+  for (const auto& [hash, w] : chunks)
+    if (w.found) cache_->erase(hash);
+  return written;
 }
 
 }  // namespace densefs::store

@@ -41,7 +41,17 @@ class Status;
 namespace densefs::store {
 
 class payload_store;
+class pack_store;
 class chunk_cache;
+class flush_guard;
+
+// The payload backend `densefs mkfs` uses without --payloads: the faster one
+// in the measurements of docs/packs.md. DENSEFS_DEFAULT_PAYLOADS=pack|blob
+// overrides it (tests run suites against both backends with it).
+inline constexpr payload_backend k_default_payload_backend = payload_backend::pack;
+payload_backend default_payload_backend();
+// "pack" or "blob"; throws store_error(EINVAL) for anything else.
+payload_backend parse_payload_backend(std::string_view name);
 
 // A chunk ready to be referenced: hashed, and encoded unless the caller knew
 // the chunk already exists.
@@ -63,7 +73,7 @@ struct store_open_options {
   std::size_t chunk_cache_bytes = 256u << 20;
   // RocksDB block cache for metadata.
   std::size_t block_cache_bytes = 64u << 20;
-  // How payload files are read (store/batched_reader.h; mount option io=).
+  // How pack files are read (store/batched_reader.h; mount option io=).
   io_mode io = io_mode::automatic;
 };
 
@@ -146,6 +156,9 @@ struct store_stats {
   type_stats by_type[codec::k_file_type_count] = {};
   std::uint64_t pending_recompress = 0;  // chunks queued for background re-encoding
   std::string policy;                    // the codec policy in effect (codec/policy.h)
+  std::string payload_backend;           // "pack" or "blob" (docs/packs.md)
+  std::uint64_t pack_files = 0;          // pack stores: pack files
+  std::string pack_reader;               // pack stores: "io_uring" or "pread"
 };
 
 // The JSON that `densefs stats --json` prints and the user.densefs.stats xattr
@@ -158,20 +171,28 @@ std::string to_json(const store_stats& s);
 // Where a store's disk space goes (store::garbage()). File sizes are
 // apparent sizes (what `du -sb` counts), summed by kind of file.
 struct gc_report {
-  std::uint64_t disk_bytes = 0;               // every file in the store directory
-  std::uint64_t payload_file_bytes = 0;       // *.blob: payloads of 4 KiB and more
-  std::uint64_t table_file_bytes = 0;         // *.sst: metadata and small payloads
-  std::uint64_t wal_bytes = 0;                // *.log: write-ahead log
-  std::uint64_t info_log_bytes = 0;           // LOG: RocksDB's info log of this open
-  std::uint64_t old_info_log_bytes = 0;       // LOG.old.*: info logs of earlier opens
-  std::uint64_t other_file_bytes = 0;         // MANIFEST, OPTIONS, CURRENT, FORMAT, ...
-  std::uint64_t chunks = 0;                   // chunk records
-  std::uint64_t live_payload_bytes = 0;       // stored sizes of all chunks
-  std::uint64_t live_blob_payload_bytes = 0;  // the part of it that lives in blob files
-  std::uint64_t garbage_since_collect = 0;    // store::garbage_since_collect()
-  // Blob files and write-ahead log minus the live blob payloads (with
-  // RocksDB's per-record overhead): replaced and deleted payloads, and
+  std::string payload_backend;           // "pack" or "blob"
+  std::uint64_t disk_bytes = 0;          // every file in the store directory
+  std::uint64_t payload_file_bytes = 0;  // *.blob or *.pack: payloads of 4 KiB and more
+  std::uint64_t table_file_bytes = 0;    // *.sst: metadata and small payloads
+  std::uint64_t wal_bytes = 0;           // *.log: write-ahead log
+  std::uint64_t info_log_bytes = 0;      // LOG: RocksDB's info log of this open
+  std::uint64_t old_info_log_bytes = 0;  // LOG.old.*: info logs of earlier opens
+  std::uint64_t other_file_bytes = 0;    // MANIFEST, OPTIONS, CURRENT, FORMAT, ...
+  std::uint64_t chunks = 0;              // chunk records
+  std::uint64_t live_payload_bytes = 0;  // stored sizes of all chunks
+  // The part of it that lives in payload files: blob stores, payloads of
+  // 4 KiB and more with RocksDB's per-record overhead; pack stores, the pack
+  // records the index names (64-byte header included).
+  std::uint64_t live_blob_payload_bytes = 0;
+  std::uint64_t pack_files = 0;             // pack stores: *.pack files
+  std::uint64_t packs_deleted = 0;          // gc_result.after: packs compaction deleted
+  std::uint64_t garbage_since_collect = 0;  // store::garbage_since_collect()
+  // Blob stores: blob files and write-ahead log minus the live blob payloads
+  // (with RocksDB's per-record overhead): replaced and deleted payloads, and
   // copies in the log of payloads already in blob files. An estimate.
+  // Pack stores: pack files minus their headers and live records (exact:
+  // deleted and replaced payloads, and appends a crash left uncommitted).
   std::uint64_t payload_garbage_bytes = 0;
   // An estimate of what collect_garbage() would give back: payload garbage
   // and old info logs. Tombstones in table files are not estimated (they
@@ -205,7 +226,8 @@ class store {
   // mkfs: creates a new store in `dir` (created if missing; must be empty).
   // The directory is made private to its owner (0700).
   static void create(const std::filesystem::path& dir,
-                     const codec::policy& policy = codec::default_policy());
+                     const codec::policy& policy = codec::default_policy(),
+                     payload_backend payloads = default_payload_backend());
 
   // Cheap checks without RocksDB (no threads are started, so this is safe
   // before fuse_daemonize()): the directory exists, is a store, and its
@@ -333,8 +355,11 @@ class store {
                                                   const std::optional<chunk_hash>& after) const;
   bool is_queued_for_recompress(const chunk_hash& hash) const;
 
-  // Payload space: bytes of all payload (blob) files.
+  // Payload space: bytes of all payload (blob or pack) files.
   std::uint64_t payload_file_bytes() const;
+  payload_backend payloads_backend() const { return settings_.payloads; }
+  // Pack stores only (else nullptr): for fsck and tests.
+  pack_store* packs() const { return packs_; }
 
   // Garbage collection (docs/gc.md). garbage() looks (a walk of the chunk
   // records, O(chunks), plus a listing of the store directory); it changes
@@ -377,6 +402,13 @@ class store {
   // payload and re-encoding queue entry. Nothing happens if the chunk does
   // not exist. Only for an unmounted store (fsck --repair holds lock()).
   void set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount);
+  // Pack stores: points the payload index entry of every chunk whose
+  // payload belongs in a pack (stored size of 4 KiB and more; only those in
+  // `only` when given) at the newest pack record with the chunk's hash,
+  // stored size and XXH3, found by a scan of every pack. Entries already
+  // right, and chunks no pack holds, are left alone. Returns the entries
+  // written. Only for an unmounted store (fsck --rebuild-index, --repair).
+  std::uint64_t rebuild_pack_index(const std::vector<chunk_hash>* only = nullptr);
 
  private:
   // Adds to `batch` the removal of a chunk at refcount 0: its record, its
@@ -401,6 +433,10 @@ class store {
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // owned; closed in ~store
   std::unique_ptr<payload_store> payloads_;
+  pack_store* packs_ = nullptr;  // payloads_ when it is a pack store
+  // Syncs pack files before RocksDB flushes a memtable (whose index entries
+  // then become durable in a table file without a WAL sync).
+  std::shared_ptr<flush_guard> flush_guard_;
   std::unique_ptr<chunk_cache> cache_;
   std::shared_ptr<rocksdb::Cache> block_cache_;  // metadata blocks (make_config)
   std::mutex commit_mutex_;

@@ -32,7 +32,8 @@ constexpr command k_commands[] = {
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
 
 commands:
-  mkfs STORE [--codec SPEC]          create a store
+  mkfs STORE [--codec SPEC] [--payloads pack|blob]
+                                     create a store
   mount STORE MOUNTPOINT [-f] [-o OPTIONS]
                                      mount a store (as a daemon unless -f)
   umount MOUNTPOINT                  unmount; returns once the store is written

@@ -26,6 +26,10 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
                "fix refcounts, leaked chunks, link counts, stale queue entries and stored_bytes "
                "(damaged file data is only reported)");
   app.add_flag("--deep", deep, "also decode every chunk and check its SHA-256 (slow)");
+  bool rebuild_index = false;
+  app.add_flag("--rebuild-index", rebuild_index,
+               "pack stores: first rebuild the payload index from the pack files (writes to the "
+               "store; --repair rebuilds only the entries of damaged payloads)");
   app.add_flag("--json", as_json, "print the report as JSON");
   if (auto done = parse_cli(app, args, io)) return *done;
 
@@ -38,6 +42,7 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
   store::fsck_options fo;
   fo.repair = repair;
   fo.deep = deep;
+  fo.rebuild_index = rebuild_index;
   const bool progress = !as_json && progress_wanted(io);
   auto last = std::chrono::steady_clock::now();
   bool shown = false;

@@ -27,7 +27,7 @@ std::string report_table(const std::vector<std::string>& headers,
                          const std::vector<const json*>& columns) {
   static constexpr const char* k_rows[][2] = {
       {"on disk", "disk_bytes"},
-      {"  payload files (*.blob)", "payload_file_bytes"},
+      {"  payload files (*.blob, *.pack)", "payload_file_bytes"},
       {"  table files (*.sst)", "table_file_bytes"},
       {"  write-ahead log (*.log)", "wal_bytes"},
       {"  info log (LOG)", "info_log_bytes"},

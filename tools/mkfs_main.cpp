@@ -1,4 +1,4 @@
-// densefs mkfs STORE [--codec SPEC]
+// densefs mkfs STORE [--codec SPEC] [--payloads pack|blob]
 #include <filesystem>
 
 #include "codec/policy.h"
@@ -18,7 +18,21 @@ int mkfs_main(const std::vector<std::string>& args, const tool_io& io) {
                  "text/documents -> broccoli, compressed media -> raw, else zstd), one codec for "
                  "everything (raw, zstd:level=N, broccoli:quality=Q, lepton), or changes to the "
                  "default such as default/text=zstd:level=9");
+  std::string payloads;
+  app.add_option("--payloads", payloads,
+                 "where payloads of 4 KiB and more live (docs/packs.md): pack (append-only pack "
+                 "files) or blob (RocksDB blob files); default: " +
+                     std::string(store::payload_backend_name(store::default_payload_backend())));
   if (auto done = parse_cli(app, args, io)) return *done;
+  store::payload_backend backend = store::default_payload_backend();
+  if (!payloads.empty()) {
+    try {
+      backend = store::parse_payload_backend(payloads);
+    } catch (const store::store_error& e) {
+      print_error(io, "mkfs", std::string("--payloads: ") + e.what());
+      return k_exit_usage;
+    }
+  }
 
   codec::policy options;
   try {
@@ -28,9 +42,10 @@ int mkfs_main(const std::vector<std::string>& args, const tool_io& io) {
     return k_exit_usage;
   }
   const std::filesystem::path path = absolute_path(dir);
-  store::store::create(path, options);
+  store::store::create(path, options, backend);
   io.out << "created densefs store " << path.string() << " (codec policy "
-         << codec::format_policy(options) << ")\n"
+         << codec::format_policy(options) << ", " << store::payload_backend_name(backend)
+         << " payloads)\n"
          << "mount it with: densefs mount " << path.string() << " MOUNTPOINT\n";
   return k_exit_ok;
 }

@@ -66,6 +66,13 @@ std::string render_stats(const std::string& source, const json& j) {
     out += "\n" + format_table(types);
   }
   if (j.contains("policy")) out += "\npolicy: " + j.at("policy").get<std::string>() + "\n";
+  if (j.contains("payload_backend")) {
+    out += "payloads: " + j.at("payload_backend").get<std::string>();
+    if (j.contains("pack_files"))
+      out += " (" + std::to_string(u64(j, "pack_files")) + " pack files, read with " +
+             j.value("pack_reader", std::string("?")) + ")";
+    out += "\n";
+  }
   return out;
 }
 
@@ -93,6 +100,8 @@ std::string render_info(const std::string& path, const json& j, bool abbreviate_
     if (j.contains("policy_chunker"))
       out += ", chunker " + j.at("policy_chunker").get<std::string>();
     if (j.value("fell_back", false)) out += " (some chunks fell back to another codec)";
+    if (j.contains("payload_backend"))
+      out += ", " + j.at("payload_backend").get<std::string>() + " payloads";
     out += '\n';
   }
   if (chunks.empty()) return out;

@@ -225,13 +225,13 @@ TEST_F(codecs_damage, damaged_lepton_and_broccoli_payloads_give_eio_and_a_log_li
       const auto hash = store::chunk_hash::from_hex((*f)["chunks"][0]["hash"].get<std::string>());
       ASSERT_TRUE(hash);
       const std::string key(hash->view());
-      std::string payload = db.get(store::k_cf_payloads, key);
+      std::string payload = db.get_payload(*hash);
       // Damage the middle of the stream (headers stay valid).
       for (std::size_t i = payload.size() / 2; i < payload.size() / 2 + 64; ++i)
         payload[i] = static_cast<char>(payload[i] ^ 0x5a);
       store::chunk_record rec = store::decode_chunk(db.get(store::k_cf_chunks, key));
       rec.checksum = store::stored_checksum(payload);
-      db.put(store::k_cf_payloads, key, payload);
+      db.put_payload(*hash, payload);
       db.put(store::k_cf_chunks, key, store::encode_chunk(rec));
     }
   }

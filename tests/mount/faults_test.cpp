@@ -22,6 +22,23 @@ namespace {
 
 class faults : public mount_test {
  protected:
+  // Writes two files, flips a byte of one's payload in its payload file,
+  // and checks fsck, the read errors and the log.
+  void flipped_byte_case();
+
+  // Replaces the store by a new one with this payload backend (docs/packs.md)
+  // and mounts it. The fault injection works under RocksDB's files, so the
+  // tests that fail blob file I/O run on a blob store whatever mkfs's
+  // default; pack files are read and written outside RocksDB.
+  void use_backend(const char* backend) {
+    unmount();
+    stdfs::remove_all(store_);
+    const auto mkfs = run_command(
+        {densefs_binary(), "mkfs", store_.string(), std::string("--payloads=") + backend});
+    ASSERT_EQ(mkfs.exit_code, 0) << mkfs.err;
+    mount();
+  }
+
   void TearDown() override {
     ::unsetenv("DENSEFS_FAULT_INJECTION");
     mount_test::TearDown();
@@ -82,6 +99,7 @@ TEST_F(faults, bad_fault_spec_refuses_the_mount) {
 // Payloads of 4 KiB and more live in RocksDB blob files: failing every read
 // of those fails reads of file data, and nothing else.
 TEST_F(faults, eio_on_store_reads_reaches_the_reader_and_damages_nothing) {
+  ASSERT_NO_FATAL_FAILURE(use_backend("blob"));
   const std::string a = random_bytes(3 << 20, 1);
   const std::string b = compressible_bytes(2 << 20, 2);
   write_file(path("a"), a);
@@ -121,6 +139,7 @@ TEST_F(faults, eio_on_store_reads_reaches_the_reader_and_damages_nothing) {
 // readahead, so a read fails when both tries do): every read returns
 // the right bytes or EIO, never other bytes, and the daemon stays up.
 TEST_F(faults, random_read_faults_give_exact_bytes_or_eio_never_others) {
+  ASSERT_NO_FATAL_FAILURE(use_backend("blob"));
   std::vector<std::string> files;
   for (int i = 0; i < 16; ++i) {
     files.push_back(random_bytes(300 * k_kib, 100 + i));
@@ -223,6 +242,7 @@ TEST_F(faults, eio_on_store_writes_reaches_the_writer_and_a_remount_writes_again
 // log write error, and every file whose fsync succeeded before is intact
 // after it (the store closes without flushing, the log still holds them).
 TEST_F(faults, eio_writing_a_blob_file_in_a_flush_loses_no_synced_file) {
+  ASSERT_NO_FATAL_FAILURE(use_backend("blob"));
   unmount();
   ASSERT_NO_FATAL_FAILURE(mount_with_faults("write_eio:files=blob:count=1"));
   std::vector<std::string> synced;
@@ -255,11 +275,12 @@ TEST_F(faults, eio_writing_a_blob_file_in_a_flush_loses_no_synced_file) {
   mount();
 }
 
-// Finds `needle` in the store's blob files; the file and offset.
-std::optional<std::pair<stdfs::path, std::size_t>> find_in_blobs(const stdfs::path& store,
-                                                                 const std::string& needle) {
+// Finds `needle` in the store's payload files (blob or pack files); the
+// file and offset.
+std::optional<std::pair<stdfs::path, std::size_t>> find_in_payload_files(
+    const stdfs::path& store, const std::string& needle) {
   for (const auto& e : stdfs::recursive_directory_iterator(store)) {
-    if (e.path().extension() != ".blob") continue;
+    if (e.path().extension() != ".blob" && e.path().extension() != ".pack") continue;
     std::ifstream in(e.path(), std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -272,16 +293,24 @@ std::optional<std::pair<stdfs::path, std::size_t>> find_in_blobs(const stdfs::pa
 // A flipped byte inside a stored payload, as a bad disk would leave it:
 // reading the file fails with EIO and a log line, other files read fine,
 // and fsck names the damaged chunk.
-TEST_F(faults, flipped_byte_in_a_blob_file_is_eio_and_fsck_reports_it) {
-  // Random data is stored raw: its plain bytes are in the blob file.
+TEST_F(faults, flipped_byte_in_a_payload_file_is_eio_and_fsck_reports_it) {
+  for (const char* backend : {"pack", "blob"}) {
+    SCOPED_TRACE(std::string("payload backend ") + backend);
+    ASSERT_NO_FATAL_FAILURE(use_backend(backend));
+    ASSERT_NO_FATAL_FAILURE(flipped_byte_case());
+  }
+}
+
+void faults::flipped_byte_case() {
+  // Random data is stored raw: its plain bytes are in the payload file.
   const std::string victim = random_bytes(1 << 20, 7);
   const std::string other = random_bytes(1 << 20, 8);
   write_file(path("victim"), victim);
   write_file(path("other"), other);
   unmount();
 
-  const auto where = find_in_blobs(store_, victim.substr(500000, 64));
-  ASSERT_TRUE(where) << "the raw payload is not in any blob file";
+  const auto where = find_in_payload_files(store_, victim.substr(500000, 64));
+  ASSERT_TRUE(where) << "the raw payload is not in any payload file";
   {
     std::fstream f(where->first, std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(static_cast<std::streamoff>(where->second + 10));
@@ -317,6 +346,9 @@ TEST_F(faults, flipped_byte_in_a_blob_file_is_eio_and_fsck_reports_it) {
   EXPECT_TRUE(same_bytes(victim.substr(0, 4096), pread_exact(fd, 4096, 0)));
   ::close(fd);
   std::printf("faults: daemon log after reading the damaged file:\n%s\n", daemon_log().c_str());
+  // Gone again, so the next round's fsck sees only its own damage.
+  ::unlink(path("victim").c_str());
+  ::unlink(path("other").c_str());
 }
 
 }  // namespace

@@ -205,9 +205,9 @@ TEST_F(fsck_test, damaged_file_data_is_reported_with_its_files_and_not_repaired)
   {
     // A payload with the recorded size but other bytes: checksum mismatch.
     test::raw_db db(dir());
-    std::string payload = db.get(k_cf_payloads, std::string(c_second_chunk_.view()));
+    std::string payload = db.get_payload(c_second_chunk_);
     payload[payload.size() / 2] ^= 0x55;
-    db.put(k_cf_payloads, std::string(c_second_chunk_.view()), payload);
+    db.put_payload(c_second_chunk_, payload);
   }
   for (const bool repair : {false, true}) {
     const fsck_report r = check(repair);
@@ -275,7 +275,7 @@ TEST_F(fsck_test, a_forged_payload_is_found_only_by_a_deep_check) {
   {
     test::raw_db db(dir());
     const std::string forged = text(2000, "DELTA");
-    db.put(k_cf_payloads, std::string(p.hash.view()), forged);
+    db.put_payload(p.hash, forged);
     chunk_record r = decode_chunk(db.get(k_cf_chunks, std::string(p.hash.view())));
     r.checksum = stored_checksum(forged);
     db.put(k_cf_chunks, std::string(p.hash.view()), encode_chunk(r));

@@ -27,7 +27,7 @@ TEST(store_payloads, put_get_get_many_remove) {
   for (int i = 0; i < 5; ++i) {
     values.push_back(std::string(static_cast<std::size_t>(i) * 3000, static_cast<char>('a' + i)));
     hashes.push_back(sha256_of(values.back()));
-    payloads.put(batch, hashes.back(), values.back());
+    payloads.put(batch, hashes.back(), values.back(), {});
   }
   // Nothing is visible until the caller writes the batch.
   EXPECT_THROW(payloads.get(hashes[1]), store_error);

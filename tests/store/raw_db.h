@@ -6,11 +6,14 @@
 #include <rocksdb/options.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "store/pack_store.h"
 #include "store/records.h"
 
 namespace densefs::test {
@@ -32,6 +35,7 @@ class raw_db {
       }
       cfs.emplace_back(name, o);
     }
+    dir_ = dir;
     rocksdb::DB* db = nullptr;
     const rocksdb::Status s =
         rocksdb::DB::Open(rocksdb::DBOptions(), dir.string(), cfs, &handles_, &db);
@@ -71,6 +75,42 @@ class raw_db {
     if (!s.ok()) throw std::runtime_error("raw get: " + s.ToString());
     return v;
   }
+  store::payload_backend backend() const {
+    return store::decode_settings(get(store::k_cf_meta, std::string(store::k_settings_key)))
+        .payloads;
+  }
+  // A chunk's stored bytes, wherever the backend keeps them.
+  std::string get_payload(const store::chunk_hash& hash) const {
+    const std::string value = get(store::k_cf_payloads, std::string(hash.view()));
+    if (backend() == store::payload_backend::blob) return value;
+    const store::payload_value v = store::decode_payload_value(hash, value);
+    if (v.inline_bytes) return std::string(*v.inline_bytes);
+    std::ifstream in(dir_ / "packs" / store::pack_file_name(v.ref.pack), std::ios::binary);
+    std::string bytes(v.ref.length - store::k_pack_record_header_size, '\0');
+    in.seekg(static_cast<std::streamoff>(v.ref.offset + store::k_pack_record_header_size));
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!in) throw std::runtime_error("raw get_payload: short pack read");
+    return bytes;
+  }
+  // Replaces a chunk's stored bytes, as damage would: a pack record of the
+  // same size is overwritten in place (its header, XXH3 included, stays);
+  // otherwise a pack store gets them inline.
+  void put_payload(const store::chunk_hash& hash, const std::string& bytes) {
+    const std::string key(hash.view());
+    if (backend() == store::payload_backend::blob) return put(store::k_cf_payloads, key, bytes);
+    const store::payload_value v =
+        store::decode_payload_value(hash, get(store::k_cf_payloads, key));
+    if (!v.inline_bytes && v.ref.length == bytes.size() + store::k_pack_record_header_size) {
+      std::fstream f(dir_ / "packs" / store::pack_file_name(v.ref.pack),
+                     std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(v.ref.offset + store::k_pack_record_header_size));
+      f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      if (!f) throw std::runtime_error("raw put_payload: pack write failed");
+      return;
+    }
+    put(store::k_cf_payloads, key, store::encode_inline_payload(bytes));
+  }
+
   void put(const std::string& cf_name, const std::string& key, const std::string& value) {
     rocksdb::WriteOptions wo;
     wo.sync = true;
@@ -79,6 +119,7 @@ class raw_db {
   }
 
  private:
+  std::filesystem::path dir_;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   std::vector<std::string> names_;

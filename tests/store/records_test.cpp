@@ -69,6 +69,7 @@ store_settings sample_settings() {
   s.uuid = "00000000-0000-4000-8000-000000000000";
   s.codec_spec = "zstd:level=3";
   s.created = {1700000000, 5};
+  s.format_version = k_blob_format_version;  // a blob store's settings
   return s;
 }
 
@@ -158,6 +159,21 @@ TEST(store_records, chunk_golden_bytes) {
 TEST(store_records, settings_golden_bytes) {
   EXPECT_EQ(to_hex(encode_settings(sample_settings())), k_settings_hex);
   EXPECT_EQ(decode_settings(from_hex(k_settings_hex)), sample_settings());
+}
+
+// Pack stores: settings record version 2 (format version 2, one more byte
+// for the payload backend); blob stores keep writing version 1 (above).
+TEST(store_records, pack_store_settings_golden_bytes) {
+  store_settings s = sample_settings();
+  s.format_version = k_pack_format_version;
+  s.payloads = payload_backend::pack;
+  const std::string hex = "0202000000" + std::string(k_settings_hex).substr(10) + "01";
+  EXPECT_EQ(to_hex(encode_settings(s)), hex);
+  EXPECT_EQ(decode_settings(from_hex(hex)), s);
+  // An unknown backend byte is corruption.
+  EXPECT_THROW(decode_settings(from_hex(hex.substr(0, hex.size() - 2) + "07")), store_error);
+  // A version 1 record with a backend byte has trailing bytes.
+  EXPECT_THROW(decode_settings(from_hex(std::string(k_settings_hex) + "01")), store_error);
 }
 
 TEST(store_records, meta_values_golden_bytes) {

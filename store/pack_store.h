@@ -1,0 +1,188 @@
+// payload_store over append-only pack files (docs/packs.md, byte layout in
+// docs/format.md "Pack files"). Payloads of k_min_pack_payload bytes and more
+// are appended as self-describing records to STORE/packs/NNNNNNNN.pack;
+// smaller ones stay in RocksDB. Either way the `payloads` column family holds
+// one versioned value per chunk: the inline bytes, or the index entry (pack
+// id, offset, record length) of its pack record.
+//
+// Crash safety: put() writes the record (pwrite) before the caller commits
+// the batch naming it, and sync() fdatasyncs every pack appended to before
+// the caller syncs the write-ahead log, so an index entry never names bytes
+// a kill -9 (or, after sync, a power loss) could lose. Bytes written but never
+// committed are dead space that compact() reclaims.
+//
+// Threading: put/remove/sync/get/get_many are safe from any thread. Readers
+// hold a shared lock over index lookup and pack read; compact() takes it
+// exclusively only while it commits the moved entries and forgets the old
+// pack, so a reader never reads a deleted pack.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "store/batched_reader.h"
+#include "store/payload_store.h"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+}  // namespace rocksdb
+
+namespace densefs::store {
+
+// Payloads at least this big go to packs (the blob design's threshold: below
+// it a RocksDB value is cheaper than a pack record's 64-byte header and a
+// separate read).
+inline constexpr std::uint64_t k_min_pack_payload = 4096;
+// A pack is closed once it reaches this size (the next record starts a new
+// one), so compaction rewrites at most about this much at a time.
+inline constexpr std::uint64_t k_default_pack_size_cap = 64u << 20;
+inline constexpr std::uint64_t k_pack_header_size = 32;
+inline constexpr std::uint64_t k_pack_record_header_size = 64;
+// Upper bound for a stored payload (a 4 MiB chunk's encoding, with room for
+// codecs that expand): lengths read from untrusted bytes are checked
+// against it before anything is allocated.
+inline constexpr std::uint64_t k_max_pack_payload = (8u << 20) + (1u << 20);
+
+// Where a pack record is: pack id, offset of the record header, and the
+// record's whole length (header + payload).
+struct pack_ref {
+  std::uint32_t pack = 0;
+  std::uint64_t offset = 0;
+  std::uint32_t length = 0;
+  bool operator==(const pack_ref&) const = default;
+};
+
+// A record found by scanning a pack file.
+struct pack_record_info {
+  chunk_hash hash;
+  codec::codec_id codec = codec::codec_id::raw;
+  std::uint32_t plain_size = 0;
+  std::uint32_t stored_size = 0;
+  std::uint64_t checksum = 0;  // XXH3 of the payload, from the header
+  bool payload_ok = false;     // the payload's XXH3 matches the header's
+  pack_ref where;
+};
+
+// Values of the payloads column family in a pack store.
+std::string encode_inline_payload(std::string_view stored);
+std::string encode_pack_ref(const pack_ref& ref);
+struct payload_value {
+  std::optional<std::string_view> inline_bytes;  // set for inline payloads
+  pack_ref ref;                                  // otherwise
+};
+// Throws store_error(EIO) naming the chunk for a value that does not decode.
+payload_value decode_payload_value(const chunk_hash& hash, std::string_view value);
+
+std::string pack_file_name(std::uint32_t id);  // "00000001.pack"
+
+class pack_store final : public payload_store {
+ public:
+  struct options {
+    std::uint64_t pack_size_cap = k_default_pack_size_cap;
+    io_mode io = io_mode::automatic;
+    bool read_only = false;
+  };
+  // Borrows db and cf; both must outlive this object. `store_dir`/packs holds
+  // the pack files (created when the first pack is).
+  pack_store(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::filesystem::path store_dir,
+             options o);
+  ~pack_store() override;
+
+  void put(rocksdb::WriteBatch& batch, const chunk_hash& hash, std::string_view stored,
+           const payload_meta& meta) override;
+  void remove(rocksdb::WriteBatch& batch, const chunk_hash& hash) override;
+  std::string get(const chunk_hash& hash) override;
+  std::vector<std::string> get_many(std::span<const chunk_hash> hashes) override;
+  void sync() override;
+
+  std::string_view reader_kind() const { return reader_->kind(); }
+  const std::filesystem::path& pack_dir() const { return pack_dir_; }
+
+  // Space per pack: file size and the bytes of records the index names.
+  struct pack_usage {
+    std::uint32_t id = 0;
+    std::uint64_t file_bytes = 0;
+    std::uint64_t live_bytes = 0;  // whole records (header + payload)
+    std::uint64_t live_records = 0;
+    std::uint64_t dead_bytes() const {
+      const std::uint64_t used = live_bytes + k_pack_header_size;
+      return file_bytes > used ? file_bytes - used : 0;
+    }
+  };
+  // A walk of the index and a listing of the pack directory.
+  std::vector<pack_usage> usage() const;
+  // Sizes of the pack files (a directory listing only).
+  std::uint64_t file_bytes() const;
+
+  // Rewrites every closed pack whose dead share is at least `dead_share`
+  // (0..1): its live records are copied to the current pack, the pack files
+  // are synced, the index entries are moved in one synced commit (under
+  // `commit_mutex`, so no commit changes them in between; an entry that
+  // changed since it was copied keeps its new value and the copy is dead),
+  // and then the old pack file is deleted. A crash at any step leaves every
+  // index entry naming a complete record. Returns the packs deleted.
+  struct compaction {
+    std::uint64_t packs_deleted = 0;
+    std::uint64_t records_moved = 0;
+    std::uint64_t bytes_moved = 0;
+  };
+  compaction compact(double dead_share, std::mutex& commit_mutex, const std::atomic<bool>& cancel,
+                     const std::function<void(std::string_view)>& progress = {});
+
+  // Every record of every pack file in (pack, offset) order; bytes that do
+  // not parse as a record are skipped (the scan resumes at the next record
+  // magic) and reported through `bad` with the pack and offset. For fsck and
+  // index rebuilds; the pack files are mapped, not read into memory.
+  void scan_packs(const std::function<void(const pack_record_info&)>& fn,
+                  const std::function<void(const std::string&)>& bad) const;
+
+  // The records' bytes of `ref` checked against their header (magic,
+  // version, header checksum, hash, lengths); throws store_error(EIO) naming
+  // the chunk and pack otherwise. Returns the payload.
+  std::string read_record(const chunk_hash& hash, const pack_ref& ref);
+
+ private:
+  struct pack_file;
+  std::shared_ptr<pack_file> file(std::uint32_t id);
+  void roll_locked();  // append_mutex_ held
+  void fail_read(const chunk_hash& hash, std::uint32_t pack, const std::string& why) const;
+  // Throws store_error(EIO) naming chunk and pack unless `header` is a
+  // valid record header of `hash` with the length `ref` says.
+  void check_header(const chunk_hash& hash, const pack_ref& ref, std::string_view header) const;
+
+  rocksdb::DB* db_;
+  rocksdb::ColumnFamilyHandle* cf_;
+  std::filesystem::path pack_dir_;
+  options options_;
+  std::unique_ptr<batched_reader> reader_;
+
+  mutable std::shared_mutex index_lock_;  // see the threading note above
+
+  std::mutex files_mutex_;
+  std::map<std::uint32_t, std::shared_ptr<pack_file>> files_;
+
+  std::mutex append_mutex_;
+  std::shared_ptr<pack_file> current_;  // the pack appended to, or null
+  std::uint64_t current_size_ = 0;
+  std::uint64_t writeback_from_ = 0;  // current_: write-back started below this
+  static constexpr std::uint64_t k_writeback_step = 8u << 20;
+  void start_writeback_locked();  // append_mutex_ held
+  std::uint32_t next_id_ = 1;
+  // Packs appended to (and the directory, for new packs) since the last sync.
+  std::vector<std::shared_ptr<pack_file>> unsynced_;
+  bool dir_unsynced_ = false;
+  std::mutex sync_mutex_;  // one sync() at a time, so none returns early
+};
+
+}  // namespace densefs::store
