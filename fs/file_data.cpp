@@ -62,6 +62,14 @@ filesystem::chunk_encoding filesystem::encoding_for(codec::file_type type,
     how.options.zstd_level = 1;
     how.options.min_savings = min_savings;
     how.queue_recompress = true;
+  } else if (options_.fast_ingest) {
+    // The same for every slow codec (-o ingest=fast). The queue is
+    // persisted: without re-encoder threads (recompress_threads=0) the work
+    // waits for a later mount.
+    if (auto fast = codec::fast_ingest_options(how.options)) {
+      how.options = *fast;
+      how.queue_recompress = true;
+    }
   }
   return how;
 }
@@ -320,7 +328,8 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
                         " instead of " + codec::codec_name(*prepared.encoded->fell_back_from) +
                         ": " + prepared.encoded->fallback_reason);
             }
-            if (c.queue_recompress) {
+            // A chunk the fast codec left raw is not worth a second try.
+            if (c.queue_recompress && prepared.encoded->codec != codec::codec_id::raw) {
               txn.queue_recompress(prepared.hash, n->ino);
               queued = true;
             }

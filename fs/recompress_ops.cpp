@@ -19,14 +19,26 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
     return;
   }
 
-  // The target is the policy codec of the file that queued the chunk (JPEG
-  // when that file is gone: only Lepton work is queued today).
-  codec::file_type type = codec::file_type::jpeg;
+  // The target is the policy codec of the file that queued the chunk. When
+  // that file is gone: JPEG if the chunk looks like one (Lepton work),
+  // else `other` (fast ingest, -o ingest=fast).
+  std::optional<codec::file_type> type;
   if (auto r = store_->get_inode(item.ino); r && r->type != codec::file_type::unknown)
     type = r->type;
-  const codec::codec_options target = store_->policy().for_type(type);
+  if (!type) {
+    type = codec::file_type::other;
+    try {
+      if (codec::starts_like_jpeg(*store_->read_chunk(item.hash))) type = codec::file_type::jpeg;
+    } catch (const std::exception&) {
+      type = codec::file_type::jpeg;  // the re-encode below reports the read error
+    }
+  }
+  const codec::codec_options target = store_->policy().for_type(*type);
 
-  store::store::reencoding r = store_->reencode_chunk(item.hash, *rec, target);
+  // A chunk stored fast with zstd -1 is re-encoded even when its target is
+  // zstd too (a higher level); re-encoding keeps only a smaller result.
+  store::store::reencoding r =
+      store_->reencode_chunk(item.hash, *rec, target, /*same_codec_too=*/true);
   const bool fell_back = r.fell_back_from.has_value();
   if (fell_back) {
     log_debug("chunk " + item.hash.hex() + ": stays " + codec::codec_name(rec->codec) + ", " +
