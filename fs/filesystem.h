@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -175,6 +176,9 @@ class filesystem {
   bool reply_read(fuse_req_t req, node& n, std::size_t size, off_t off, bool cached_only);
   void decode_chunks(std::uint64_t ino, std::uint64_t offset, std::size_t size) const;
   void submit_slot(node& n, std::uint64_t slot_index);
+  // Moves the slot's dirty buffer in flight and returns the job that
+  // encodes and commits it (to submit, or to run with n.data_mutex released).
+  std::function<void()> take_slot(node& n, std::uint64_t slot_index);
   // Submits every dirty slot and waits until all are committed; returns
   // the first error a background commit hit (0 if none) and clears it.
   int flush_data(std::unique_lock<std::mutex>& lock, node& n);
