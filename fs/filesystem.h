@@ -197,6 +197,7 @@ class filesystem {
   struct chunk_encoding {
     codec::codec_options options;
     bool queue_recompress = false;  // stored fast now, re-encoded in the background
+    bool fast_ingest = false;       // -o ingest=fast (not Lepton's own path)
   };
   chunk_encoding encoding_for(codec::file_type type, std::string_view plain) const;
   // Background re-encoding of one queued chunk (recompressor threads).
