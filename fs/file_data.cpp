@@ -152,7 +152,6 @@ bool filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, ch
 void filesystem::stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,
                              std::string_view data) {
   const std::uint64_t end = offset + data.size();
-  if (recompressor_) recompressor_->note_activity();
   if (offset == 0 && !data.empty()) n.type = classify_file(data, n.name_type);
   std::uint64_t pos = offset;
   while (pos < end) {

@@ -62,6 +62,11 @@ class filesystem {
   // Flushes everything staged and stops the workers (unmount, SIGTERM).
   void shutdown();
   void set_session(fuse_session* se) { session_ = se; }
+  // A FUSE request arrived (lock-free): background re-encoding waits for a
+  // quiet mount (recompressor::note_activity).
+  void note_request() {
+    if (recompressor_) recompressor_->note_activity();
+  }
   // Control-socket requests that need the running file system
   // ("recompress", "gc").
   void register_control_handlers(control_server& server);
@@ -202,10 +207,12 @@ class filesystem {
   chunk_encoding encoding_for(codec::file_type type, std::string_view plain) const;
   // Background re-encoding of one queued chunk (recompressor threads).
   void recompress_chunk(const store::recompress_item& item);
+  // `references`: the file that queued the chunk still uses it, so its
+  // stored_bytes gets the saving.
   void commit_on_worker(const store::recompress_item& item, store::transaction txn,
-                        std::uint64_t saved, bool fell_back);
+                        std::uint64_t saved, bool fell_back, bool references);
   void commit_recompressed(const store::recompress_item& item, store::transaction txn,
-                           std::uint64_t saved, bool fell_back);
+                           std::uint64_t saved, bool fell_back, bool references);
   // `before`: the end of the previous slot, as staged when this one was
   // submitted (null: the committed bytes are read), so content-defined cuts
   // line up across slots (codec::chunk_ends).
