@@ -23,7 +23,11 @@ namespace densefs::fs {
 namespace {
 
 filesystem* fs_of(fuse_req_t req) {
-  return static_cast<filesystem*>(fuse_req_userdata(req));
+  auto* fs = static_cast<filesystem*>(fuse_req_userdata(req));
+  // Every request, reads and walks included, keeps background re-encoding
+  // waiting: it runs only once the mount has been quiet for a while.
+  fs->note_request();
+  return fs;
 }
 
 void op_init(void* userdata, fuse_conn_info* conn) {
