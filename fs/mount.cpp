@@ -23,11 +23,7 @@ namespace densefs::fs {
 namespace {
 
 filesystem* fs_of(fuse_req_t req) {
-  auto* fs = static_cast<filesystem*>(fuse_req_userdata(req));
-  // Every request, reads and walks included, keeps background re-encoding
-  // waiting: it runs only once the mount has been quiet for a while.
-  fs->note_request();
-  return fs;
+  return static_cast<filesystem*>(fuse_req_userdata(req));
 }
 
 void op_init(void* userdata, fuse_conn_info* conn) {
