@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -59,5 +60,15 @@ policy parse_policy(std::string_view spec);
 // applies to every type, else "/TYPE=+CHUNKER" per differing type.
 // Round-trips through parse_policy().
 std::string format_policy(const policy& p);
+
+// Fast ingest (-o ingest=fast, docs/policy.md): the codec a chunk is stored
+// with at write time when its policy codec is `target`, so that a write
+// costs a fast zstd pass and the background re-encoder (fs/recompressor.h)
+// brings the chunk to `target` when the store is idle. Nothing when
+// `target` is already about as fast (raw, zstd level 1 or below) or is
+// Lepton, which has its own background path (-o lepton=).
+// Measured on this 2-core VM (docs/policy.md): Broccoli q5 costs ~300 us of
+// CPU for a 2 KB file where zstd -1 costs ~6 us.
+std::optional<codec_options> fast_ingest_options(const codec_options& target);
 
 }  // namespace densefs::codec

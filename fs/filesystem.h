@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,6 +58,11 @@ class filesystem {
   // Flushes everything staged and stops the workers (unmount, SIGTERM).
   void shutdown();
   void set_session(fuse_session* se) { session_ = se; }
+  // A FUSE request arrived (lock-free): background re-encoding waits for a
+  // quiet mount (recompressor::note_activity).
+  void note_request() {
+    if (recompressor_) recompressor_->note_activity();
+  }
   // Control-socket requests that need the running file system
   // ("recompress", "gc").
   void register_control_handlers(control_server& server);
@@ -206,6 +212,9 @@ class filesystem {
                   std::uint64_t* file_size = nullptr);
   void decode_chunks(std::uint64_t ino, std::uint64_t offset, std::size_t size) const;
   void submit_slot(node& n, std::uint64_t slot_index);
+  // Moves the slot's dirty buffer in flight and returns the job that
+  // encodes and commits it (to submit, or to run with n.data_mutex released).
+  std::function<void()> take_slot(node& n, std::uint64_t slot_index);
   // Submits every dirty slot and waits until all are committed; returns
   // the first error a background commit hit (0 if none) and clears it.
   int flush_data(std::unique_lock<std::mutex>& lock, node& n);
@@ -224,14 +233,17 @@ class filesystem {
   struct chunk_encoding {
     codec::codec_options options;
     bool queue_recompress = false;  // stored fast now, re-encoded in the background
+    bool fast_ingest = false;       // -o ingest=fast (not Lepton's own path)
   };
   chunk_encoding encoding_for(codec::file_type type, std::string_view plain) const;
   // Background re-encoding of one queued chunk (recompressor threads).
   void recompress_chunk(const store::recompress_item& item);
+  // `references`: the file that queued the chunk still uses it, so its
+  // stored_bytes gets the saving.
   void commit_on_worker(const store::recompress_item& item, store::transaction txn,
-                        std::uint64_t saved, bool fell_back);
+                        std::uint64_t saved, bool fell_back, bool references);
   void commit_recompressed(const store::recompress_item& item, store::transaction txn,
-                           std::uint64_t saved, bool fell_back);
+                           std::uint64_t saved, bool fell_back, bool references);
   // `before`: the end of the previous slot, as staged when this one was
   // submitted (null: the committed bytes are read), so content-defined cuts
   // line up across slots (codec::chunk_ends).

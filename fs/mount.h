@@ -47,6 +47,12 @@ struct mount_options {
   // (-o lepton=background); -o lepton=sync encodes it with Lepton before the
   // write is acknowledged as committed.
   bool lepton_sync = false;
+  // -o ingest=fast: chunks whose policy codec is slow (Broccoli, zstd above
+  // level 1) are stored with zstd -1 at write time and queued for the
+  // background re-encoder, which stores them with the policy codec when the
+  // store is idle (codec::fast_ingest_options). -o ingest=strong encodes
+  // with the policy codec before the commit. docs/policy.md has the figures.
+  bool fast_ingest = false;
   // Threads of the background re-encoder (idle CPU priority); 0 turns it off
   // (queued chunks wait for a later mount or `densefs recompress`).
   unsigned recompress_threads = 1;

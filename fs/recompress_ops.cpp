@@ -2,31 +2,77 @@
 // recompressor.h. A chunk is named by its plain content, so swapping its
 // payload for a smaller encoding changes no extent; only the stored_bytes of
 // the file that queued it (and the per-codec totals) change.
+#include <chrono>
 #include <future>
 #include <limits>
+#include <unordered_set>
 
 #include "fs/filesystem.h"
 #include "store/log.h"
 
 namespace densefs::fs {
 
+namespace {
+
+// Whether `ino` still references `hash`, for the stored_bytes accounting
+// after a swap. Listing a file's extents per item made the pass quadratic:
+// 32,768 items of a 1 GiB file each read its 32,768 extents (measured: a
+// 446 s idle pass, each scan under meta_mutex_ on a worker). The hashes of
+// the last file asked about are kept for a few seconds instead; a file
+// changed in between only gets its stored_bytes figure off by one chunk's
+// saving (the figure is approximate anyway: docs/design.md, "Known costs").
+class reference_cache {
+ public:
+  bool references(const store::store& s, std::uint64_t ino, const store::chunk_hash& hash) {
+    const auto now = std::chrono::steady_clock::now();
+    if (ino != ino_ || now - built_ > k_max_age) {
+      hashes_.clear();
+      for (const auto& [off, ext] : s.extents(ino, 0, std::numeric_limits<std::uint64_t>::max()))
+        hashes_.insert(ext.hash);
+      ino_ = ino;
+      built_ = now;
+    }
+    return hashes_.count(hash) > 0;
+  }
+
+ private:
+  static constexpr std::chrono::seconds k_max_age{5};
+  std::uint64_t ino_ = 0;
+  std::chrono::steady_clock::time_point built_{};
+  std::unordered_set<store::chunk_hash, store::chunk_hash_hasher> hashes_;
+};
+
+}  // namespace
+
 void filesystem::recompress_chunk(const store::recompress_item& item) {
   const std::optional<store::chunk_record> rec = store_->get_chunk(item.hash);
   store::transaction txn;
   txn.drop_recompress(item.hash);
   if (!rec) {  // deleted meanwhile (its queue entry normally goes with it)
-    commit_on_worker(item, std::move(txn), 0, false);
+    commit_on_worker(item, std::move(txn), 0, false, false);
     return;
   }
 
-  // The target is the policy codec of the file that queued the chunk (JPEG
-  // when that file is gone: only Lepton work is queued today).
-  codec::file_type type = codec::file_type::jpeg;
+  // The target is the policy codec of the file that queued the chunk. When
+  // that file is gone: JPEG if the chunk looks like one (Lepton work),
+  // else `other` (fast ingest, -o ingest=fast).
+  std::optional<codec::file_type> type;
   if (auto r = store_->get_inode(item.ino); r && r->type != codec::file_type::unknown)
     type = r->type;
-  const codec::codec_options target = store_->policy().for_type(type);
+  if (!type) {
+    type = codec::file_type::other;
+    try {
+      if (codec::starts_like_jpeg(*store_->read_chunk(item.hash))) type = codec::file_type::jpeg;
+    } catch (const std::exception&) {
+      type = codec::file_type::jpeg;  // the re-encode below reports the read error
+    }
+  }
+  const codec::codec_options target = store_->policy().for_type(*type);
 
-  store::store::reencoding r = store_->reencode_chunk(item.hash, *rec, target);
+  // A chunk stored fast with zstd -1 is re-encoded even when its target is
+  // zstd too (a higher level); re-encoding keeps only a smaller result.
+  store::store::reencoding r =
+      store_->reencode_chunk(item.hash, *rec, target, /*same_codec_too=*/true);
   const bool fell_back = r.fell_back_from.has_value();
   if (fell_back) {
     log_debug("chunk " + item.hash.hex() + ": stays " + codec::codec_name(rec->codec) + ", " +
@@ -37,7 +83,12 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
   // counts it for the garbage collector.
   if (r.smaller) txn.replace_payload(item.hash, rec->checksum, std::move(*r.smaller));
 
-  commit_on_worker(item, std::move(txn), saved, fell_back);
+  // Looked up here, on the re-encoder's thread with no lock held, not in
+  // the commit under meta_mutex_.
+  thread_local reference_cache cache;
+  const bool references =
+      (saved > 0 || fell_back) && cache.references(*store_, item.ino, item.hash);
+  commit_on_worker(item, std::move(txn), saved, fell_back, references);
 }
 
 // The commit takes meta_mutex_ and the store's commit lock. The re-encoder
@@ -46,27 +97,19 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
 // 3x slower). So the short locked part runs on a worker thread at normal
 // priority while the re-encoder waits.
 void filesystem::commit_on_worker(const store::recompress_item& item, store::transaction txn,
-                                  std::uint64_t saved, bool fell_back) {
+                                  std::uint64_t saved, bool fell_back, bool references) {
   std::packaged_task<void()> task(
-      [&] { commit_recompressed(item, std::move(txn), saved, fell_back); });
+      [&] { commit_recompressed(item, std::move(txn), saved, fell_back, references); });
   std::future<void> done = task.get_future();
   workers_->submit([&task] { task(); });
   done.get();  // rethrows what the commit threw
 }
 
 void filesystem::commit_recompressed(const store::recompress_item& item, store::transaction txn,
-                                     std::uint64_t saved, bool fell_back) {
+                                     std::uint64_t saved, bool fell_back, bool references) {
   std::lock_guard meta(meta_mutex_);
   // Account the change to the file that wrote the chunk, if it still uses it.
   if (saved > 0 || fell_back) {
-    bool references = false;
-    for (const auto& [off, ext] :
-         store_->extents(item.ino, 0, std::numeric_limits<std::uint64_t>::max())) {
-      if (ext.hash == item.hash) {
-        references = true;
-        break;
-      }
-    }
     if (references) {
       const auto adjust = [&](store::inode_record& r) {
         r.stored_bytes -= std::min(r.stored_bytes, saved);

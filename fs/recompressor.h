@@ -5,6 +5,8 @@
 // store, so work survives unmount and crashes; this class only schedules.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -34,8 +36,15 @@ class recompressor {
   recompressor(const recompressor&) = delete;
   recompressor& operator=(const recompressor&) = delete;
 
-  // New items were queued: wake idle threads.
+  // New items were queued: wake idle threads. Never blocks: it is called
+  // on the write path, and a re-encoder thread (idle priority) that holds
+  // this class's mutex may not run again while the machine is busy.
   void notify();
+  // The file system is in use (a FUSE request, a data commit): re-encoding
+  // waits until it has been quiet for k_quiet_period. Lock-free (called on
+  // every request).
+  void note_activity();
+  static constexpr std::chrono::milliseconds k_quiet_period{500};
 
  private:
   void run();
@@ -48,7 +57,11 @@ class recompressor {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  bool notified_ = false;
+  std::atomic<bool> notified_{false};
+  // steady_clock nanoseconds of the last note_activity().
+  std::atomic<std::int64_t> last_activity_ns_{0};
+  // Waits (mutex_ held by `lock`) until no activity for k_quiet_period.
+  void wait_for_quiet(std::unique_lock<std::mutex>& lock);
   std::vector<store::recompress_item> batch_;  // read ahead from the queue
   std::optional<store::chunk_hash> cursor_;    // last hash read from the queue
   std::set<store::chunk_hash> in_progress_;

@@ -1367,9 +1367,10 @@ namespace {
 }  // namespace
 
 store::reencoding store::reencode_chunk(const chunk_hash& hash, const chunk_record& current,
-                                        const codec::codec_options& target) const {
+                                        const codec::codec_options& target,
+                                        bool same_codec_too) const {
   reencoding out;
-  if (current.codec == target.preferred) return out;
+  if (current.codec == target.preferred && !same_codec_too) return out;
   const std::shared_ptr<const std::string> plain = read_chunk(hash);
   codec::encoded_chunk encoded = codec::encode_chunk(*plain, target);
   out.fell_back_from = encoded.fell_back_from;

@@ -313,7 +313,9 @@ class store {
   // background re-encoder): decodes it, encodes it with `target` (verified
   // by encode_chunk) and returns the encoding in `smaller` only when it is a
   // `target` encoding smaller than `current` (the chunk's record). Nothing
-  // is done when the chunk already uses target's codec.
+  // is done when the chunk already uses target's codec, unless
+  // `same_codec_too` (a chunk stored fast with zstd -1 whose target is a
+  // higher zstd level: the record does not say which level it has).
   struct reencoding {
     std::optional<codec::encoded_chunk> smaller;
     // The target codec refused the chunk (or failed verification).
@@ -321,7 +323,7 @@ class store {
     std::string fallback_reason;
   };
   reencoding reencode_chunk(const chunk_hash& hash, const chunk_record& current,
-                            const codec::codec_options& target) const;
+                            const codec::codec_options& target, bool same_codec_too = false) const;
 
   // A chunk's stored bytes as they are (not decoded), with their record:
   // payload fetched and XXH3 checked (store_error(EIO) and a log line on a

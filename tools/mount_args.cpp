@@ -27,6 +27,9 @@ const char* const k_mount_usage =
                         or changes such as default/text=zstd:level=9
      lepton=background|sync  JPEGs: store fast and re-encode with Lepton in
                         the background (default), or encode before commit
+     ingest=strong|fast  strong: encode with the policy codec at write time
+                        (default); fast: zstd -1 at write time, the policy
+                        codec in the background when idle (docs/policy.md)
      recompress_threads=N  background re-encoding threads, idle priority
                         (default 1; 0 leaves queued work for later)
      chunk_cache=SIZE   decoded chunks kept in memory (default 256M; 0 = none)
@@ -136,6 +139,15 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
       throw usage_error("bad value in -o lepton=" + std::string(value) +
                         ": expected background or sync");
     }
+  } else if (key == "ingest" && has_value) {
+    if (value == "fast") {
+      o.fast_ingest = true;
+    } else if (value == "strong") {
+      o.fast_ingest = false;
+    } else {
+      throw usage_error("bad value in -o ingest=" + std::string(value) +
+                        ": expected strong or fast");
+    }
   } else if (key == "recompress_threads" && has_value) {
     o.recompress_threads = parse_count(key, value, 64);
   } else if (key == "entry_timeout" && has_value) {
@@ -163,7 +175,7 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     o.io = *mode;
   } else if (key == "entry_timeout" || key == "attr_timeout" || key == "negative_timeout" ||
              key == "encode_threads" || key == "max_staged" || key == "chunk_cache" ||
-             key == "io" || key == "lepton" || key == "recompress_threads") {
+             key == "io" || key == "lepton" || key == "ingest" || key == "recompress_threads") {
     throw usage_error("-o " + std::string(key) + " needs a value (" + std::string(key) + "=...)");
   } else {
     // libfuse and the kernel know the rest (noatime, nosuid, max_read=, ...)

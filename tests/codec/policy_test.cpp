@@ -226,3 +226,26 @@ TEST(policy_test, round_trip) {
 
 }  // namespace
 }  // namespace densefs::codec
+
+namespace densefs::codec {
+namespace {
+
+TEST(policy_test, fast_ingest_uses_zstd_1_for_slower_codecs_only) {
+  const policy p = default_policy();
+  const auto text = fast_ingest_options(p.for_type(file_type::text));  // broccoli
+  ASSERT_TRUE(text.has_value());
+  EXPECT_EQ(text->preferred, codec_id::zstd);
+  EXPECT_EQ(text->zstd_level, 1);
+  EXPECT_EQ(text->min_savings, p.for_type(file_type::text).min_savings);
+  const auto other = fast_ingest_options(p.for_type(file_type::other));  // zstd -3
+  ASSERT_TRUE(other.has_value());
+  EXPECT_EQ(other->zstd_level, 1);
+  // Already fast, or with a background path of its own: unchanged.
+  EXPECT_FALSE(fast_ingest_options(p.for_type(file_type::jpeg)).has_value());   // lepton
+  EXPECT_FALSE(fast_ingest_options(p.for_type(file_type::video)).has_value());  // raw
+  EXPECT_FALSE(fast_ingest_options(parse_codec_spec("zstd:level=1")).has_value());
+  EXPECT_FALSE(fast_ingest_options(parse_codec_spec("zstd:level=-3")).has_value());
+}
+
+}  // namespace
+}  // namespace densefs::codec

@@ -202,6 +202,50 @@ TEST_F(codecs, text_goes_to_broccoli_random_data_stays_raw_and_stats_say_so) {
   EXPECT_TRUE(same_bytes(noise, read_file(path("noise.bin"))));
 }
 
+// -o ingest=fast: zstd -1 at write time, the policy codec (Broccoli for
+// text, zstd -3 for other data) after the background pass. Mounted first
+// without re-encoder threads, so the fast encoding can be seen; then with.
+class codecs_fast_ingest : public codecs {
+ protected:
+  std::string mount_options() const override {
+    return threads_ ? "ingest=fast" : "ingest=fast,recompress_threads=0";
+  }
+  bool threads_ = false;
+};
+
+TEST_F(codecs_fast_ingest, chunks_are_stored_with_zstd_then_reencoded_when_idle) {
+  const std::string text = compressible_bytes(3 * k_mib, 11);
+  const std::string other = compressible_bytes(1 * k_mib, 12);
+  const std::string noise = random_bytes(256 * 1024, 13);
+  write_file(path("notes.txt"), text);
+  write_file(path("data.dat"), other);
+  write_file(path("noise.bin"), noise);
+  const nlohmann::json fast = info(path("notes.txt"));
+  EXPECT_EQ(fast["file_type"], "text") << fast.dump();
+  for (const auto& c : fast["chunks"]) {
+    EXPECT_EQ(c["codec"], "zstd") << fast.dump();
+    EXPECT_EQ(c["recompress_queued"], true) << fast.dump();
+  }
+  // What zstd -1 left raw is not queued again.
+  const nlohmann::json n = info(path("noise.bin"));
+  EXPECT_EQ(n["chunks"][0]["codec"], "raw") << n.dump();
+  EXPECT_EQ(n["chunks"][0]["recompress_queued"], false) << n.dump();
+  EXPECT_GT(stats_u64("pending_recompress"), 0u);
+  const std::uint64_t stored_fast = stats_u64("stored_bytes");
+  EXPECT_TRUE(same_bytes(text, read_file(path("notes.txt"))));
+
+  threads_ = true;
+  remount();
+  ASSERT_TRUE(background_done(60s)) << daemon_log();
+  const nlohmann::json strong = info(path("notes.txt"));
+  for (const auto& c : strong["chunks"]) EXPECT_EQ(c["codec"], "broccoli") << strong.dump();
+  EXPECT_LT(stats_u64("stored_bytes"), stored_fast);
+  remount();
+  EXPECT_TRUE(same_bytes(text, read_file(path("notes.txt"))));
+  EXPECT_TRUE(same_bytes(other, read_file(path("data.dat"))));
+  EXPECT_TRUE(same_bytes(noise, read_file(path("noise.bin"))));
+}
+
 class codecs_damage : public mount_test {
  protected:
   std::string mount_options() const override { return "lepton=sync,chunk_cache=0"; }
