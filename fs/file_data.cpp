@@ -120,35 +120,6 @@ std::uint64_t filesystem::drop_extents(store::transaction& txn, std::uint64_t in
   return drop_extents(txn, ino, ours);
 }
 
-bool filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, char* out,
-                           bool cached_only) {
-  const std::uint64_t end = offset + length;
-  std::uint64_t pos = offset;
-  while (pos < end) {
-    const std::uint64_t index = pos / k_slot;
-    const std::uint64_t in_slot = pos % k_slot;
-    const std::size_t take = static_cast<std::size_t>(std::min(k_slot - in_slot, end - pos));
-    char* dst = out + (pos - offset);
-    const std::string* staged = nullptr;
-    if (auto it = n.slots.find(index); it != n.slots.end()) {
-      if (it->second.dirty)
-        staged = it->second.dirty.get();
-      else if (!it->second.in_flight.empty())
-        staged = it->second.in_flight.rbegin()->second.get();
-    }
-    if (staged) {
-      const std::size_t have =
-          in_slot < staged->size() ? std::min<std::size_t>(take, staged->size() - in_slot) : 0;
-      if (have) std::memcpy(dst, staged->data() + in_slot, have);
-      std::memset(dst + have, 0, take - have);
-    } else if (!read_committed(*store_, n.ino, pos, take, dst, cached_only)) {
-      return false;
-    }
-    pos += take;
-  }
-  return true;
-}
-
 namespace {
 
 // Zeros for holes and for bytes past an extent's end, pointed to by replies.
@@ -215,6 +186,18 @@ bool filesystem::gather_data(node& n, std::uint64_t offset, std::size_t length, 
       add_zeros(out, static_cast<std::size_t>(stop - cursor));
     }
     pos += take;
+  }
+  return true;
+}
+
+bool filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, char* out,
+                           bool cached_only) {
+  // The pieces a reply would point to, copied out (copy_file_range).
+  read_gather pieces;
+  if (!gather_data(n, offset, length, pieces, cached_only)) return false;
+  for (const auto& piece : pieces.iov) {
+    std::memcpy(out, piece.iov_base, piece.iov_len);
+    out += piece.iov_len;
   }
   return true;
 }

@@ -123,9 +123,11 @@ std::string settle(const std::string& dir);
 // for a cold row; /proc/sys/vm/drop_caches does not reach them. Nothing
 // elsewhere. Returns why it could not, or "".
 std::string drop_fs_caches(const std::string& dir);
-// The Lepton library's own decode of the JPEGs among `files` that it
-// accepts, encoded in memory beforehand, in n processes. Nothing in the
-// standalone build or when no file is accepted.
+// The Lepton library's own decode of `files`, encoded in memory beforehand,
+// in n processes: the ones Lepton refuses count their bytes at no cost (a
+// reader gets them from a fast codec), so the rate is the best a read of all
+// of them could reach. Nothing in the standalone build or when Lepton
+// accepts none.
 std::optional<measure> lepton_library_decode(const std::vector<std::string>& files, int n);
 
 // report.cpp.
