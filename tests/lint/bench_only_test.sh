@@ -48,10 +48,19 @@ nice "$cmake" --build "$tmp/build" -j2 >"$tmp/build.log" 2>&1 ||
 bench=$tmp/build/tools/bench/densefs-bench
 [[ -x $bench ]] || { echo "FAIL: no densefs-bench was built" >&2; exit 1; }
 
-mkdir -p "$tmp/source/sub" "$tmp/target"
+mkdir -p "$tmp/source/sub" "$tmp/target" "$tmp/no-jpegs"
 for i in 1 2 3; do printf 'line %s\n' $(seq 1 300) >"$tmp/source/sub/f$i.txt"; done
 "$bench" --prepare "$tmp/input" --size 1M --big-size 4K --source "$tmp/source" \
-  --big-source "$tmp/source" --jpeg "$tmp/none" 2>/dev/null || { echo "FAIL: --prepare" >&2; exit 1; }
+  --big-source "$tmp/source" --jpeg "$tmp/no-jpegs" 2>/dev/null || { echo "FAIL: --prepare" >&2; exit 1; }
+# An explicit --jpeg that is not a directory is a one-line error, before anything is made.
+if "$bench" --prepare "$tmp/input2" --size 1M --big-size 4K --source "$tmp/source" \
+  --big-source "$tmp/source" --jpeg "$tmp/none" 2>"$tmp/jpeg.err"; then
+  echo "FAIL: --jpeg of a missing directory was accepted" >&2
+  exit 1
+fi
+grep -q "^densefs: bench: --jpeg $tmp/none: not a directory\$" "$tmp/jpeg.err" ||
+  { cat "$tmp/jpeg.err" >&2; echo "FAIL: no one-line error for a missing --jpeg" >&2; exit 1; }
+[[ ! -e $tmp/input2 ]] || { echo "FAIL: --prepare made its directory before failing" >&2; exit 1; }
 "$bench" --input "$tmp/input" --target "t=$tmp/target" --warm-only --procs 1,2 >"$tmp/table" ||
   { echo "FAIL: densefs-bench run" >&2; exit 1; }
 for row in walk read-small read-large write-big write-cp space; do
