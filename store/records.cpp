@@ -369,10 +369,14 @@ store_settings decode_settings(std::string_view value) {
   s.uuid = in.string("uuid");
   s.codec_spec = in.string("codec spec");
   if (version >= 2) {
+    // Blob stores are written as version 1 only: a version 2 record naming
+    // blob would be a second encoding of the same settings.
     const std::uint8_t backend = in.u8();
-    if (backend > static_cast<std::uint8_t>(payload_backend::pack))
-      in.fail("unknown payload backend " + std::to_string(backend));
-    s.payloads = static_cast<payload_backend>(backend);
+    if (backend != static_cast<std::uint8_t>(payload_backend::pack))
+      in.fail(backend == static_cast<std::uint8_t>(payload_backend::blob)
+                  ? std::string("a version 2 record names the blob backend")
+                  : "unknown payload backend " + std::to_string(backend));
+    s.payloads = payload_backend::pack;
   }
   in.expect_end();
   return s;
