@@ -139,9 +139,9 @@ int small(int argc, char** argv) {
       }
     }
   }
-  const double us = std::chrono::duration<double, std::micro>(
-                        std::chrono::steady_clock::now() - start).count() /
-                    (static_cast<double>(rounds) * static_cast<double>(files.size()));
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+      (static_cast<double>(rounds) * static_cast<double>(files.size()));
   std::printf("%zu %zu %zu %.1f\n", files.size(), bytes, stored, us);
   return 0;
 }
