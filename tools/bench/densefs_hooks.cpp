@@ -51,12 +51,10 @@ std::string settle(const std::string& dir) {
 }
 
 std::string drop_fs_caches(const std::string& dir) {
-  std::string value(64 * 1024, '\0');
-  const ssize_t n = ::getxattr(dir.c_str(), fs::k_xattr_info, value.data(), value.size());
-  if (n < 0) return "";  // not a densefs mount
-  value.resize(static_cast<std::size_t>(n));
   try {
-    fs::control_client client(mount_store_dir(value, dir));
+    const std::optional<std::string> info = read_xattr(dir, fs::k_xattr_info);
+    if (!info) return "";  // not a densefs mount
+    fs::control_client client(mount_store_dir(*info, dir));
     client.request({{"op", "drop_caches"}});
     return "";
   } catch (const std::exception& e) {
