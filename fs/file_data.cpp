@@ -148,16 +148,25 @@ bool filesystem::gather_data(node& n, std::uint64_t offset, std::size_t length, 
     const std::uint64_t in_slot = pos % k_slot;
     const std::size_t take = static_cast<std::size_t>(std::min(k_slot - in_slot, end - pos));
     std::shared_ptr<const std::string> staged;
+    std::size_t staged_from = in_slot;  // where this read's bytes start in `staged`
     if (auto it = n.slots.find(index); it != n.slots.end()) {
-      if (it->second.dirty)  // changes in place after the lock goes: a copy
-        staged = std::make_shared<const std::string>(*it->second.dirty);
-      else if (!it->second.in_flight.empty())
+      if (const auto& dirty = it->second.dirty) {
+        // Changes in place after the lock goes: a copy of the bytes this read
+        // takes only, not of the whole 4 MiB slot.
+        const std::size_t have =
+            in_slot < dirty->size() ? std::min<std::size_t>(take, dirty->size() - in_slot) : 0;
+        staged = std::make_shared<const std::string>(
+            dirty->substr(std::min<std::size_t>(in_slot, dirty->size()), have));
+        staged_from = 0;
+      } else if (!it->second.in_flight.empty()) {
         staged = it->second.in_flight.rbegin()->second;  // immutable
+      }
     }
     if (staged) {
-      const std::size_t have =
-          in_slot < staged->size() ? std::min<std::size_t>(take, staged->size() - in_slot) : 0;
-      if (have) out.iov.push_back({const_cast<char*>(staged->data() + in_slot), have});
+      const std::size_t have = staged_from < staged->size()
+                                   ? std::min<std::size_t>(take, staged->size() - staged_from)
+                                   : 0;
+      if (have) out.iov.push_back({const_cast<char*>(staged->data() + staged_from), have});
       add_zeros(out, take - have);
       out.hold.push_back(std::move(staged));
     } else {

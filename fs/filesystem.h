@@ -58,11 +58,6 @@ class filesystem {
   // Flushes everything staged and stops the workers (unmount, SIGTERM).
   void shutdown();
   void set_session(fuse_session* se) { session_ = se; }
-  // A FUSE request arrived (lock-free): background re-encoding waits for a
-  // quiet mount (recompressor::note_activity).
-  void note_request() {
-    if (recompressor_) recompressor_->note_activity();
-  }
   // Control-socket requests that need the running file system
   // ("recompress", "gc").
   void register_control_handlers(control_server& server);

@@ -40,9 +40,9 @@ class recompressor {
   // on the write path, and a re-encoder thread (idle priority) that holds
   // this class's mutex may not run again while the machine is busy.
   void notify();
-  // The file system is in use (a FUSE request, a data commit): re-encoding
-  // waits until it has been quiet for k_quiet_period. Lock-free (called on
-  // every request).
+  // Data was committed: re-encoding waits until writes have been quiet for
+  // k_quiet_period (reads do not hold it back). Lock-free (called on every
+  // commit).
   void note_activity();
   static constexpr std::chrono::milliseconds k_quiet_period{500};
 

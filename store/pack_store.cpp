@@ -491,13 +491,19 @@ std::vector<pack_store::pack_usage> pack_store::usage() const {
   return out;
 }
 
-std::uint64_t pack_store::file_bytes() const {
-  std::uint64_t bytes = 0;
+std::vector<std::uint64_t> pack_store::file_sizes() const {
+  std::vector<std::uint64_t> sizes;
   for (const std::uint32_t id : list_packs(pack_dir_)) {
     struct stat sb {};
     if (::stat((pack_dir_ / pack_file_name(id)).c_str(), &sb) == 0)
-      bytes += static_cast<std::uint64_t>(sb.st_size);
+      sizes.push_back(static_cast<std::uint64_t>(sb.st_size));
   }
+  return sizes;
+}
+
+std::uint64_t pack_store::file_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const std::uint64_t size : file_sizes()) bytes += size;
   return bytes;
 }
 

@@ -122,7 +122,9 @@ class pack_store final : public payload_store {
   };
   // A walk of the index and a listing of the pack directory.
   std::vector<pack_usage> usage() const;
-  // Sizes of the pack files (a directory listing only).
+  // Sizes of the pack files, by pack id (a directory listing only).
+  std::vector<std::uint64_t> file_sizes() const;
+  // Their sum.
   std::uint64_t file_bytes() const;
 
   // Rewrites every closed pack whose dead share is at least `dead_share`

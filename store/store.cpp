@@ -1724,8 +1724,9 @@ store_stats store::stats() const {
   st.payload_backend = payload_backend_name(settings_.payloads);
   if (packs_) {
     st.pack_reader = packs_->reader_kind();
-    for (const pack_store::pack_usage& u : packs_->usage())
-      if (u.file_bytes > 0) ++st.pack_files;
+    // A directory listing: the index walk of usage() is not needed to count.
+    for (const std::uint64_t size : packs_->file_sizes())
+      if (size > 0) ++st.pack_files;
   }
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;  // one pass over everything would evict the working set
