@@ -25,6 +25,7 @@
 #include "fs/mount.h"
 #include "fs/read_ahead.h"
 #include "fs/recompressor.h"
+#include "fs/request_counts.h"
 #include "fs/worker_pool.h"
 #include "store/store.h"
 
@@ -65,6 +66,8 @@ class filesystem {
   // request) so that unmounting does not wait for it; at unmount, before
   // the control server stops.
   void cancel_gc();
+  // Requests received since mount, by kind (counted in fs/mount.cpp).
+  request_counts& requests() { return requests_; }
 
   // FUSE operations (one reply on every path; see run_op in ops_common.h).
   void init(fuse_conn_info* conn);
@@ -186,6 +189,9 @@ class filesystem {
   // stops once it takes `max_chunk_list_bytes` of JSON ("chunks_truncated";
   // the counts still cover every chunk): an xattr value is at most 64 KiB.
   std::string info_json(node& n, std::size_t max_chunk_list_bytes);
+  // The store's statistics (store::to_json) plus this mount's request
+  // counts ("requests": {kind: count}).
+  std::string stats_json() const;
 
   // --- file data (file_data.cpp), all with n.data_mutex held ---
   void stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,
@@ -253,6 +259,7 @@ class filesystem {
   int flush_and_invalidate(node& n);
 
   mount_options options_;
+  request_counts requests_;
   fuse_session* session_ = nullptr;
   std::unique_ptr<store::store> store_;
   std::unique_ptr<worker_pool> workers_;

@@ -42,6 +42,13 @@ const char* type_name(std::uint32_t mode) {
 
 }  // namespace
 
+std::string filesystem::stats_json() const {
+  auto j = nlohmann::json::parse(store::to_json(store_->stats()));
+  auto& requests = j["requests"] = nlohmann::json::object();
+  for (const auto& [name, count] : requests_.nonzero()) requests[name] = count;
+  return j.dump();
+}
+
 std::string filesystem::info_json(node& n, std::size_t max_chunk_list_bytes) {
   nlohmann::json j;
   std::uint64_t pending = 0;
@@ -152,7 +159,7 @@ void filesystem::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, cons
 void filesystem::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std::size_t size) {
   run_op(req, "getxattr", [&] {
     if (std::strcmp(name, k_xattr_stats) == 0) {
-      reply_value(req, store::to_json(store_->stats()), size);
+      reply_value(req, stats_json(), size);
       return;
     }
     std::shared_ptr<node> n;

@@ -1,6 +1,11 @@
 #include "tools/render.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tools/format.h"
 
@@ -72,6 +77,21 @@ std::string render_stats(const std::string& source, const json& j) {
       out += " (" + std::to_string(u64(j, "pack_files")) + " pack files, read with " +
              j.value("pack_reader", std::string("?")) + ")";
     out += "\n";
+  }
+  if (j.contains("requests") && j.at("requests").is_object() && !j.at("requests").empty()) {
+    // A live mount's FUSE requests, most frequent first.
+    std::vector<std::pair<std::uint64_t, std::string>> kinds;
+    std::uint64_t total = 0;
+    for (const auto& [name, count] : j.at("requests").items()) {
+      const auto n = count.is_number_unsigned() ? count.get<std::uint64_t>() : 0;
+      kinds.emplace_back(n, name);
+      total += n;
+    }
+    std::sort(kinds.begin(), kinds.end(), std::greater<>());
+    out += "requests since mount: " + std::to_string(total) + " (";
+    for (std::size_t i = 0; i < kinds.size(); ++i)
+      out += (i ? ", " : "") + kinds[i].second + " " + std::to_string(kinds[i].first);
+    out += ")\n";
   }
   return out;
 }

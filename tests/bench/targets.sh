@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The "fast" issue's targets, side by side with ext4 in one run (not a test:
-# about 15 minutes; compare ratios, the machine is shared). Prepares the
-# inputs once (a copy of all of /usr/share, a 1 GiB big.bin from /usr/lib
-# and /usr/share, the JPEG corpus), makes a fresh store and an ext4
-# directory on the same disk, runs `densefs bench` on both, prints the table
-# and checks it with targets.py. Needs root (cold rows drop caches).
+# The performance targets, side by side with ext4 and with btrfs
+# compress-force=zstd:3 (the compressing peer users compare with) in one run
+# (not a test: about 20 minutes; compare ratios, the machine is shared).
+# Prepares the inputs once (a copy of all of /usr/share, a 1 GiB big.bin
+# from /usr/lib and /usr/share, the JPEG corpus), makes a fresh store, an
+# ext4 directory and a btrfs file system on a loop file, all on the same
+# disk, runs `densefs bench` on the three, prints the table and checks it
+# with targets.py. btrfs is left out, with a note, where mkfs.btrfs
+# (btrfs-progs) is missing or the kernel cannot mount it. Needs root (cold
+# rows drop caches, the loop device).
 # Usage: tests/bench/targets.sh [path/to/densefs] [WORK_DIR] [-- MOUNT_OPTIONS [MKFS_OPTIONS]]
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -23,12 +27,31 @@ if [[ ! -f $input/big.bin ]]; then
 fi
 run=$work/run
 if mountpoint -q "$run/mnt" 2>/dev/null; then "$densefs" umount "$run/mnt"; fi
-rm -rf "$run" && mkdir -p "$run/ext4" "$run/mnt"
+if mountpoint -q "$run/btrfs" 2>/dev/null; then umount "$run/btrfs"; fi
+rm -rf "$run" && mkdir -p "$run/ext4" "$run/mnt" "$run/btrfs"
+cleanup() {
+  "$densefs" umount "$run/mnt" 2>/dev/null || true
+  if mountpoint -q "$run/btrfs"; then umount "$run/btrfs" || true; fi
+  rm -f "$run/btrfs.img"
+}
+trap cleanup EXIT
+
+peers=()
+# A sparse loop file big enough for every write row (the tree and big.bin
+# are written more than once); btrfs only takes what it stores.
+if ! command -v mkfs.btrfs >/dev/null; then
+  echo "note: no btrfs peer: mkfs.btrfs not installed (apt-get install btrfs-progs)"
+elif ! { truncate -s 16G "$run/btrfs.img" && mkfs.btrfs -q "$run/btrfs.img" &&
+  mount -o loop,compress-force=zstd:3 "$run/btrfs.img" "$run/btrfs"; } 2>"$run/btrfs.err"; then
+  echo "note: no btrfs peer: $(tail -n 1 "$run/btrfs.err")"
+else
+  peers=(--target "btrfs-zstd=$run/btrfs")
+fi
+
 # shellcheck disable=SC2086  # MKFS_OPTIONS are words
 "$densefs" mkfs $mkfs_options "$run/store" >/dev/null
 "$densefs" mount "$run/store" "$run/mnt" ${mount_options:+-o "$mount_options"}
-trap '"$densefs" umount "$run/mnt" || true' EXIT
-"$densefs" bench --input "$input" --procs 1,2,4 --target "ext4=$run/ext4" \
+"$densefs" bench --input "$input" --procs 1,2,4 --target "ext4=$run/ext4" "${peers[@]}" \
   --target "densefs=$run/mnt" --save-json "$work/run.json" --svg "$work/run.svg" |
   tee "$work/run.txt"
 echo

@@ -173,6 +173,26 @@ TEST_F(attrs, xattrs_on_directories_and_symlinks_behave_like_ext4) {
   }
 }
 
+// `densefs stats MNT --json` counts the FUSE requests the mount received,
+// by kind: what tests/bench/request_counts.sh measures per file.
+TEST_F(attrs, stats_count_fuse_requests_by_kind) {
+  const auto before = stats();
+  ASSERT_TRUE(before.contains("requests") && before["requests"].is_object()) << before.dump();
+  const auto count = [](const nlohmann::json& j, const char* kind) {
+    return j.at("requests").value(kind, std::uint64_t{0});
+  };
+  for (int i = 0; i < 7; ++i) write_file(path("f" + std::to_string(i)), "some bytes");
+  ASSERT_EQ(::mkdir(path("d").c_str(), 0755), 0);
+  const auto after = stats();
+  EXPECT_EQ(count(after, "create") - count(before, "create"), 7u) << after.dump();
+  EXPECT_EQ(count(after, "mkdir") - count(before, "mkdir"), 1u) << after.dump();
+  EXPECT_GE(count(after, "write") - count(before, "write"), 7u) << after.dump();
+  EXPECT_EQ(count(after, "unlink"), 0u) << after.dump();
+  // The text form says it too.
+  const auto r = run_command({densefs_binary(), "stats", mnt_.string()});
+  EXPECT_NE(r.out.find("requests since mount: "), std::string::npos) << r.out;
+}
+
 TEST_F(attrs, virtual_info_xattr_is_readable_but_never_listed) {
   std::string const content = compressible_bytes(5 * k_mib, 121);
   write_file(path("f"), content);

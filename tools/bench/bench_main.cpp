@@ -535,7 +535,8 @@ void write_text(const std::string& path, const std::string& text) {
 int run(const std::vector<std::string>& args, const tool_io& io) {
   CLI::App app{
       "Run the same file-system workloads (walk, read, write, space) against labelled "
-      "directories and print them side by side; the first target is the baseline "
+      "directories and print them side by side; the first target is the baseline, the last "
+      "the file system under test, and any between are peers it is also compared with "
       "(docs/bench.md).",
       "densefs bench"};
   options o;

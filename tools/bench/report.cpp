@@ -69,10 +69,23 @@ std::string human_rate(const result& x) {
   return fixed(v / (1024.0 * 1024.0), 1) + " MiB/s";
 }
 
-std::optional<double> ratio(const report& r, const result& x) {
-  const result* base = find(r, key_of(x), r.targets.front());
+// x's wall time over `other`'s in the same row.
+std::optional<double> ratio_to(const report& r, const result& x, const std::string& other) {
+  const result* base = find(r, key_of(x), other);
   if (!usable(base) || !usable(&x)) return std::nullopt;
   return x.m.wall / base->m.wall;
+}
+
+std::optional<double> ratio(const report& r, const result& x) {
+  return ratio_to(r, x, r.targets.front());
+}
+
+// The targets between the baseline and the last one are peers: the last
+// target (the file system under test) gets a ratio to each of them too, so
+// that "densefs vs ext4" and "densefs vs btrfs" come from one run.
+std::vector<std::string> peers(const report& r) {
+  if (r.targets.size() < 3) return {};
+  return {r.targets.begin() + 1, r.targets.end() - 1};
 }
 
 std::string percent(std::int64_t part, std::uint64_t whole) {
@@ -124,6 +137,7 @@ std::string render_table(const report& r) {
       header.push_back("rate");
       if (t > 0) header.push_back("vs " + r.targets.front());
     }
+    for (const auto& p : peers(r)) header.push_back("vs " + p);
     rows.push_back(header);
     std::vector<std::string> notes;
     for (const auto& k : row_keys(r)) {
@@ -147,6 +161,11 @@ std::string render_table(const report& r) {
           const auto q = x != nullptr ? ratio(r, *x) : std::nullopt;
           row.push_back(q ? fixed(*q, 2) + "x" : "-");
         }
+      }
+      const result* last = find(r, k, r.targets.back());
+      for (const auto& p : peers(r)) {
+        const auto q = last != nullptr ? ratio_to(r, *last, p) : std::nullopt;
+        row.push_back(q ? fixed(*q, 2) + "x" : "-");
       }
       rows.push_back(row);
     }
@@ -247,6 +266,13 @@ std::string render_json(const report& r) {
                 {"failed_workers", x.m.failed_workers},
                 {x.workload == "walk" ? "entries_per_s" : "bytes_per_s", rate(x)}});
       if (const auto q = ratio(r, x)) e["ratio_to_baseline"] = *q;
+      // Wall time over every other target's in the row.
+      json to = json::object();
+      for (const auto& other : r.targets) {
+        if (other == x.target) continue;
+        if (const auto q = ratio_to(r, x, other)) to[other] = *q;
+      }
+      if (!to.empty()) e["ratio_to"] = to;
       // Scaling: throughput at N processes over throughput at 1.
       const result* one = find(r, {x.workload, x.cache, 1}, x.target);
       if (x.procs > 1 && usable(one) && rate(*one) > 0) e["scaling"] = rate(x) / rate(*one);
