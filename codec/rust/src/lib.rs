@@ -404,6 +404,25 @@ fn is_catable_broccoli(stream: &[u8]) -> bool {
     stream.get(start..start + 3) == Some(&[0xe1, 0x97, 0x81][..])
 }
 
+/// The window a stream of `len` bytes is encoded with: the configured one,
+/// or less when a smaller window already reaches every byte of the input
+/// ((1 << w) - 16 >= len, RFC 7932 section 9.1), so no match is lost and the
+/// bytes come out the same. The encoder allocates and clears its ring buffer
+/// at the window's size: for a 3 KiB file at window 22 that was half of its
+/// time (tests/bench/codec_bench.cpp `small`: 2,000 files of /usr/share/doc
+/// under 64 KiB, 642 us per file at 22, 308 at 17, identical output). Never
+/// below 17: at 16 and less the crate picks another hasher that was 30x
+/// slower on the same files, and joining a 16-bit stream needs a workaround
+/// (densefs_rs_broccoli_concat).
+fn window_for(len: usize, configured: i32) -> i32 {
+    let mut w = BROTLI_SMALL_INPUT_MIN_LGWIN;
+    while w < configured && (1usize << w) - 16 < len {
+        w += 1;
+    }
+    w.min(configured)
+}
+const BROTLI_SMALL_INPUT_MIN_LGWIN: i32 = 17;
+
 /// Compresses `len` bytes into one catable, appendable Broccoli stream with
 /// the magic-number header: any number of such streams join with
 /// densefs_rs_broccoli_concat, and each one alone is a valid brotli stream.
@@ -434,7 +453,7 @@ pub unsafe extern "C" fn densefs_rs_broccoli_compress(
         }
         let params = BrotliEncoderParams {
             quality,
-            lgwin,
+            lgwin: window_for(plain.len(), lgwin),
             size_hint: plain.len(),
             catable: true,
             appendable: true,
@@ -676,5 +695,57 @@ mod tests {
             .unwrap(),
             expect
         );
+    }
+
+    #[test]
+    fn small_inputs_get_the_smallest_window_that_reaches_every_byte() {
+        assert_eq!(window_for(0, 22), 17);
+        assert_eq!(window_for(3000, 22), 17);
+        assert_eq!(window_for((1 << 17) - 16, 22), 17);
+        assert_eq!(window_for((1 << 17) - 15, 22), 18);
+        assert_eq!(window_for(4 << 20, 22), 22);
+        assert_eq!(window_for(4 << 20, 24), 23);
+        assert_eq!(window_for(3000, 12), 12); // a configured window below 17 stays
+    }
+
+    #[test]
+    fn streams_of_different_windows_join() {
+        // A small piece declares window 17, a large one 21; joined in either
+        // order they decode to both.
+        let small = b"short text ".repeat(100);
+        let mut seed = 7u64;
+        let mut large: Vec<u8> = (0..(1usize << 20))
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (seed >> 56) as u8
+            })
+            .collect();
+        let head = large[..4096].to_vec();
+        large.extend_from_slice(&head);
+        let cs = take(unsafe { densefs_rs_broccoli_compress(small.as_ptr(), small.len(), 5, 22) })
+            .unwrap();
+        let cl = take(unsafe { densefs_rs_broccoli_compress(large.as_ptr(), large.len(), 5, 22) })
+            .unwrap();
+        assert_eq!(brotli_window_bits(&cs), Some(17));
+        assert_eq!(brotli_window_bits(&cl), Some(21));
+        for (first, second, expect) in [
+            (&cs, &cl, [small.clone(), large.clone()].concat()),
+            (&cl, &cs, [large.clone(), small.clone()].concat()),
+        ] {
+            let ptrs = [first.as_ptr(), second.as_ptr()];
+            let lens = [first.len(), second.len()];
+            let joined =
+                take(unsafe { densefs_rs_broccoli_concat(ptrs.as_ptr(), lens.as_ptr(), 2) })
+                    .unwrap();
+            assert_eq!(
+                take(unsafe {
+                    densefs_rs_broccoli_decompress(joined.as_ptr(), joined.len(), usize::MAX)
+                })
+                .unwrap(),
+                expect
+            );
+        }
     }
 }
