@@ -344,6 +344,10 @@ class store {
 
   // Space of the file system holding the store (for statfs/df).
   struct statvfs statvfs() const;
+  // Throws store_error(ENOSPC) unless `bytes` more file data fit on the
+  // store's disk now, less the space reserve (check_space_for): fallocate's
+  // promise, made before the data (and its compression) exists.
+  void check_space_for_data(std::uint64_t bytes) const { check_space_for(bytes); }
 
   // Walks inodes and chunks (O(store size)); for `densefs stats`.
   store_stats stats() const;
