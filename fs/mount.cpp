@@ -290,6 +290,9 @@ bool store_is_mounted_on(const std::string& mountpoint, const std::string& store
 // after an unmount still writes back staged data and closes the store
 // while holding the lock (`umount MNT && densefs mount STORE MNT`).
 constexpr auto k_previous_daemon_wait = std::chrono::seconds(60);
+// A mounted store is refused after this long: a daemon just told to stop
+// has not marked its record yet.
+constexpr auto k_mounted_grace = std::chrono::seconds(1);
 // A holder that is not a mount (or whose record is being written) gets
 // this long: `densefs umount` takes the lock for a moment to see that the
 // daemon is gone.
@@ -314,8 +317,10 @@ int lock_store(const std::filesystem::path& store_dir) {
         throw store::store_error(EBUSY, "store " + store_dir.string() + " is in use by " + who +
                                             " (densefs fsck, gc or another tool?)");
     } else if (!holder->exiting && store_is_mounted_on(holder->mountpoint, store_dir.string())) {
-      throw store::store_error(EBUSY, "store " + store_dir.string() + " is already mounted on " +
-                                          holder->mountpoint + " (densefs daemon " + who + ")");
+      // A daemon told to stop (SIGTERM) marks its record a moment later.
+      if (waited >= k_mounted_grace)
+        throw store::store_error(EBUSY, "store " + store_dir.string() + " is already mounted on " +
+                                            holder->mountpoint + " (densefs daemon " + who + ")");
     } else {
       // Unmounted (or its session ended): the daemon is writing back.
       if (!said) {
@@ -411,6 +416,9 @@ int mount(const mount_options& requested) {
 
   // Everything that can fail for a user reason fails here, before the fork.
   store::store::check(options.store_dir);
+  // The lock first: while a previous daemon of this store is exiting, its
+  // mount point may still be mounted (SIGTERM) and stat it fails.
+  const int lock_fd = lock_store(options.store_dir);
   struct stat st {};
   if (::stat(options.mountpoint.c_str(), &st) != 0)
     throw std::runtime_error("mountpoint " + options.mountpoint.string() + ": " +
@@ -418,7 +426,6 @@ int mount(const mount_options& requested) {
   if (!S_ISDIR(st.st_mode))
     throw std::runtime_error("mountpoint " + options.mountpoint.string() + " is not a directory");
   if (!options.codec_spec.empty()) codec::parse_policy(options.codec_spec);
-  const int lock_fd = lock_store(options.store_dir);
 
   std::string fuse_opts = "fsname=" + escape_option(options.store_dir.string()) +
                           ",subtype=densefs,default_permissions";
@@ -507,6 +514,12 @@ int mount(const mount_options& requested) {
   control.stop();  // control socket: before the store closes
   fs.shutdown();
   log_info("unmounted " + options.mountpoint.string());
+  // Off the mount point (when SIGTERM ended the session it is still
+  // mounted) before the lock goes: a mount waiting for the lock
+  // (lock_store) may mount on the same path at once, and unmounting the
+  // path after that would take its mount away instead.
+  fuse_session_unmount(session.se);
+  session.mounted = false;
   ::close(lock_fd);
   return result == 0 ? 0 : 1;
 }

@@ -30,12 +30,13 @@ class remount_wait : public mount_test {
     previous_daemon_ = daemon_pid_;
     daemon_pid_ = -1;
   }
-  // The previous daemon ends on its own and well.
-  void reap_previous_daemon() {
+  // The previous daemon ends on its own, well (a daemon stopped by a
+  // signal exits with status 1).
+  void reap_previous_daemon(int expected_status = 0) {
     if (previous_daemon_ <= 0) return;
     int status = 0;
     ASSERT_EQ(::waitpid(previous_daemon_, &status, 0), previous_daemon_);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == expected_status) << "status " << status;
     previous_daemon_ = -1;
   }
   void TearDown() override {
@@ -100,8 +101,25 @@ TEST_F(remount_wait, umount_then_mount_at_once_works) {
   EXPECT_EQ(um.exit_code, 0) << um.err;
 }
 
-// A second mount of a mounted store fails at once (no 60 s wait) and says
-// where the store is mounted.
+// A restart as systemd does it: SIGTERM to the daemon (its mount point
+// stays mounted until it has written everything), then a mount at once.
+TEST_F(remount_wait, mount_right_after_sigterm_to_the_daemon_works) {
+  const std::string data = compressible_bytes(48 << 20, 7);
+  write_file(path("kept"), data);
+  ASSERT_EQ(::kill(daemon_pid_, SIGTERM), 0) << std::strerror(errno);
+  previous_daemon_ = daemon_pid_;
+  daemon_pid_ = -1;
+  const auto again = run_command({densefs_binary(), "mount", store_.string(), mnt_.string()});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  reap_previous_daemon(1);
+  EXPECT_EQ(mounted_fs_type(mnt_), "fuse.densefs");
+  EXPECT_TRUE(same_bytes(data, read_file(path("kept"))));
+  const auto um = run_command({densefs_binary(), "umount", mnt_.string()});
+  EXPECT_EQ(um.exit_code, 0) << um.err;
+}
+
+// A second mount of a mounted store fails at once (after a 1 s grace, not
+// the 60 s wait) and says where the store is mounted.
 TEST_F(remount_wait, second_mount_of_a_mounted_store_fails_at_once) {
   const stdfs::path other = work_ / "other";
   ASSERT_EQ(::mkdir(other.c_str(), 0755), 0) << std::strerror(errno);
