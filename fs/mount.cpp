@@ -262,10 +262,11 @@ std::string unescape_mountinfo(std::string_view field) {
   return out;
 }
 
-// Whether `mountpoint` is, in this mount namespace, a densefs mount of
-// `store_dir` (its fsname, fs/mount.cpp). Unreadable mountinfo counts as
-// mounted: the caller then refuses at once, as before this check existed.
-bool store_is_mounted_on(const std::string& mountpoint, const std::string& store_dir) {
+// Whether `mountpoint` (canonical, as the holder recorded it) is a densefs
+// mount in this mount namespace. The source is not compared: it is the
+// store's path as the holder spelled it. Unreadable mountinfo counts as
+// mounted: the caller then refuses, as before this check existed.
+bool densefs_mounted_on(const std::string& mountpoint) {
   std::ifstream in("/proc/self/mountinfo");
   if (!in) return true;
   std::string line;
@@ -277,11 +278,9 @@ bool store_is_mounted_on(const std::string& mountpoint, const std::string& store
     const std::size_t dash = line.find(" - ");
     if (dash == std::string::npos) continue;
     std::istringstream tail(line.substr(dash + 3));
-    std::string type, source;
-    tail >> type >> source;
-    if (unescape_mountinfo(point) == mountpoint && type == "fuse.densefs" &&
-        unescape_mountinfo(source) == store_dir)
-      return true;
+    std::string type;
+    tail >> type;
+    if (unescape_mountinfo(point) == mountpoint && type == "fuse.densefs") return true;
   }
   return false;
 }
@@ -316,7 +315,7 @@ int lock_store(const std::filesystem::path& store_dir) {
       if (waited >= k_other_holder_wait)
         throw store::store_error(EBUSY, "store " + store_dir.string() + " is in use by " + who +
                                             " (densefs fsck, gc or another tool?)");
-    } else if (!holder->exiting && store_is_mounted_on(holder->mountpoint, store_dir.string())) {
+    } else if (!holder->exiting && densefs_mounted_on(holder->mountpoint)) {
       // A daemon told to stop (SIGTERM) marks its record a moment later.
       if (waited >= k_mounted_grace)
         throw store::store_error(EBUSY, "store " + store_dir.string() + " is already mounted on " +
@@ -426,6 +425,11 @@ int mount(const mount_options& requested) {
   if (!S_ISDIR(st.st_mode))
     throw std::runtime_error("mountpoint " + options.mountpoint.string() + " is not a directory");
   if (!options.codec_spec.empty()) codec::parse_policy(options.codec_spec);
+  // As /proc/self/mountinfo will show it (lock_store compares the two);
+  // resolved now, before the mount would route the lookup to ourselves.
+  std::error_code ec;
+  std::filesystem::path mountpoint_seen = std::filesystem::canonical(options.mountpoint, ec);
+  if (ec) mountpoint_seen = options.mountpoint;
 
   std::string fuse_opts = "fsname=" + escape_option(options.store_dir.string()) +
                           ",subtype=densefs,default_permissions";
@@ -456,7 +460,7 @@ int mount(const mount_options& requested) {
   daemonizer daemon;
   if (!options.foreground) daemon.fork_now();
   // After the fork: the record names the daemon that keeps the lock.
-  store::store::lock_holder holder{::getpid(), options.mountpoint.string(), false};
+  store::store::lock_holder holder{::getpid(), mountpoint_seen.string(), false};
   const auto record_holder = [&] {
     try {
       store::store::record_lock_holder(lock_fd, holder);
