@@ -212,6 +212,8 @@ class filesystem {
   bool reply_read(fuse_req_t req, node& n, std::size_t size, off_t off, bool cached_only,
                   std::uint64_t* file_size = nullptr);
   void decode_chunks(std::uint64_t ino, std::uint64_t offset, std::size_t size) const;
+  // Bytes of [begin, end) that committed extents hold (not holes).
+  std::uint64_t stored_bytes_in(std::uint64_t ino, std::uint64_t begin, std::uint64_t end) const;
   void submit_slot(node& n, std::uint64_t slot_index);
   // Moves the slot's dirty buffer in flight and returns the job that
   // encodes and commits it (to submit, or to run with n.data_mutex released).

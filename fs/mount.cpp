@@ -12,8 +12,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "fs/control_server.h"
 #include "fs/filesystem.h"
@@ -276,6 +280,98 @@ struct session_guard {
   }
 };
 
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string unescape_mountinfo(std::string_view field) {
+  std::string out;
+  for (std::size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size()) {
+      const std::string digits(field.substr(i + 1, 3));
+      if (digits.find_first_not_of("01234567") == std::string::npos) {
+        out += static_cast<char>(std::stoi(digits, nullptr, 8));
+        i += 3;
+        continue;
+      }
+    }
+    out += field[i];
+  }
+  return out;
+}
+
+// Whether `mountpoint` (canonical, as the holder recorded it) is a densefs
+// mount in this mount namespace. The source is not compared: it is the
+// store's path as the holder spelled it. Unreadable mountinfo counts as
+// mounted: the caller then refuses, as before this check existed.
+bool densefs_mounted_on(const std::string& mountpoint) {
+  std::ifstream in("/proc/self/mountinfo");
+  if (!in) return true;
+  std::string line;
+  while (std::getline(in, line)) {
+    // id parent major:minor root MOUNTPOINT options... - TYPE SOURCE super
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    fields >> id >> parent >> dev >> root >> point;
+    const std::size_t dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream tail(line.substr(dash + 3));
+    std::string type;
+    tail >> type;
+    if (unescape_mountinfo(point) == mountpoint && type == "fuse.densefs") return true;
+  }
+  return false;
+}
+
+// How long a new mount waits for the previous daemon of its store, which
+// after an unmount still writes back staged data and closes the store
+// while holding the lock (`umount MNT && densefs mount STORE MNT`).
+constexpr auto k_previous_daemon_wait = std::chrono::seconds(60);
+// A mounted store is refused after this long: a daemon just told to stop
+// has not marked its record yet.
+constexpr auto k_mounted_grace = std::chrono::seconds(1);
+// A holder that is not a mount (or whose record is being written) gets
+// this long: `densefs umount` takes the lock for a moment to see that the
+// daemon is gone.
+constexpr auto k_other_holder_wait = std::chrono::seconds(2);
+
+// Takes the store lock, waiting for a daemon that is exiting; fails at once
+// when the store is mounted (its daemon's mount point is still mounted).
+int lock_store(const std::filesystem::path& store_dir) {
+  const auto start = std::chrono::steady_clock::now();
+  bool said = false;
+  for (;;) {
+    try {
+      return store::store::lock(store_dir);
+    } catch (const store::store_error& e) {
+      if (e.error_number() != EBUSY) throw;
+    }
+    const auto holder = store::store::read_lock_holder(store_dir);
+    const auto waited = std::chrono::steady_clock::now() - start;
+    const std::string who = holder ? "pid " + std::to_string(holder->pid) : "another process";
+    if (!holder || holder->mountpoint.empty()) {
+      if (waited >= k_other_holder_wait)
+        throw store::store_error(EBUSY, "store " + store_dir.string() + " is in use by " + who +
+                                            " (densefs fsck, gc or another tool?)");
+    } else if (!holder->exiting && densefs_mounted_on(holder->mountpoint)) {
+      // A daemon told to stop (SIGTERM) marks its record a moment later.
+      if (waited >= k_mounted_grace)
+        throw store::store_error(EBUSY, "store " + store_dir.string() + " is already mounted on " +
+                                            holder->mountpoint + " (densefs daemon " + who + ")");
+    } else {
+      // Unmounted (or its session ended): the daemon is writing back.
+      if (!said) {
+        log_info("waiting for the previous densefs daemon (" + who + ") to finish writing " +
+                 store_dir.string());
+        said = true;
+      }
+      if (waited >= k_previous_daemon_wait)
+        throw store::store_error(
+            EBUSY, "store " + store_dir.string() + " is still held by the previous daemon (" + who +
+                       ") after " + std::to_string(k_previous_daemon_wait.count()) +
+                       " s; it is unmounted but still writing (or unmounted lazily and in use)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 }  // namespace
 
 void filesystem::init(fuse_conn_info* conn) {
@@ -354,6 +450,9 @@ int mount(const mount_options& requested) {
 
   // Everything that can fail for a user reason fails here, before the fork.
   store::store::check(options.store_dir);
+  // The lock first: while a previous daemon of this store is exiting, its
+  // mount point may still be mounted (SIGTERM) and stat it fails.
+  const int lock_fd = lock_store(options.store_dir);
   struct stat st {};
   if (::stat(options.mountpoint.c_str(), &st) != 0)
     throw std::runtime_error("mountpoint " + options.mountpoint.string() + ": " +
@@ -361,7 +460,11 @@ int mount(const mount_options& requested) {
   if (!S_ISDIR(st.st_mode))
     throw std::runtime_error("mountpoint " + options.mountpoint.string() + " is not a directory");
   if (!options.codec_spec.empty()) codec::parse_policy(options.codec_spec);
-  const int lock_fd = store::store::lock(options.store_dir);
+  // As /proc/self/mountinfo will show it (lock_store compares the two);
+  // resolved now, before the mount would route the lookup to ourselves.
+  std::error_code ec;
+  std::filesystem::path mountpoint_seen = std::filesystem::canonical(options.mountpoint, ec);
+  if (ec) mountpoint_seen = options.mountpoint;
 
   std::string fuse_opts = "fsname=" + escape_option(options.store_dir.string()) +
                           ",subtype=densefs,default_permissions";
@@ -391,6 +494,16 @@ int mount(const mount_options& requested) {
 
   daemonizer daemon;
   if (!options.foreground) daemon.fork_now();
+  // After the fork: the record names the daemon that keeps the lock.
+  store::store::lock_holder holder{::getpid(), mountpoint_seen.string(), false};
+  const auto record_holder = [&] {
+    try {
+      store::store::record_lock_holder(lock_fd, holder);
+    } catch (const std::exception& e) {
+      log_error(std::string(e.what()) + " (a mount right after this one ends may fail)");
+    }
+  };
+  record_holder();
   // From here on threads may start: RocksDB's and our worker pool.
   // --- control socket (fs/control_server.h, docs/export.md) ---
   // STORE/control.sock serves `densefs cat --encoding=br` on this mount. It
@@ -432,10 +545,20 @@ int mount(const mount_options& requested) {
     result = fuse_session_loop_mt(session.se, config);
     fuse_loop_cfg_destroy(config);
   }
+  // The session is over: a new mount of this store waits for us now
+  // instead of failing (lock_store).
+  holder.exiting = true;
+  record_holder();
   fs.cancel_gc();  // a running `densefs gc` must not hold up the unmount
   control.stop();  // control socket: before the store closes
   fs.shutdown();
   log_info("unmounted " + options.mountpoint.string());
+  // Off the mount point (when SIGTERM ended the session it is still
+  // mounted) before the lock goes: a mount waiting for the lock
+  // (lock_store) may mount on the same path at once, and unmounting the
+  // path after that would take its mount away instead.
+  fuse_session_unmount(session.se);
+  session.mounted = false;
   ::close(lock_fd);
   return result == 0 ? 0 : 1;
 }

@@ -220,8 +220,20 @@ void filesystem::fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offse
     const auto end = begin + static_cast<std::uint64_t>(length);
     std::unique_lock lock(n->data_mutex);
     if (mode == 0 || mode == FALLOC_FL_KEEP_SIZE) {
-      // Space is not reserved (chunks are allocated when data arrives); the
-      // size grows as posix_fallocate requires.
+      // Space is not reserved (chunks are allocated when data arrives), but
+      // it must be there now: a program that preallocates (a database, a
+      // torrent client, a VM image) relies on ENOSPC here rather than at a
+      // later write, as on ext4. The bytes the range already holds cost
+      // nothing more; staged data is committed first so that it counts.
+      // Compression may later need less than this.
+      if (int error = flush_data(lock, *n)) throw fs_error(error);
+      try {
+        store_->check_space_for_data(end - begin - stored_bytes_in(n->ino, begin, end));
+      } catch (const store::store_error& e) {
+        if (e.error_number() == ENOSPC) throw fs_error(ENOSPC);  // the caller's answer, no log
+        throw;
+      }
+      // The size grows as posix_fallocate requires.
       if (mode == 0 && end > n->size) {
         std::lock_guard meta(meta_mutex_);
         n->size = end;
@@ -254,6 +266,17 @@ void filesystem::fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offse
     lock.unlock();
     fuse_reply_err(req, 0);
   });
+}
+
+std::uint64_t filesystem::stored_bytes_in(std::uint64_t ino, std::uint64_t begin,
+                                          std::uint64_t end) const {
+  std::uint64_t covered = 0;
+  for (const auto& [off, ext] : store_->extents(ino, begin, end)) {
+    const std::uint64_t start = std::max(off, begin);
+    const std::uint64_t stop = std::min(off + ext.length, end);
+    if (start < stop) covered += stop - start;
+  }
+  return covered;
 }
 
 void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info*,

@@ -703,7 +703,60 @@ int store::lock(const std::filesystem::path& dir) {
       throw store_error(EBUSY, "store " + dir.string() + " is in use (already mounted?)");
     throw store_error(e, "cannot lock " + path.string() + ": " + errno_text(e));
   }
+  // A record that cannot be written only costs a later mount its wait for
+  // this holder: not a reason to refuse the lock.
+  try {
+    record_lock_holder(fd, {::getpid(), {}, false});
+  } catch (const store_error&) {
+  }
   return fd;
+}
+
+void store::record_lock_holder(int fd, const lock_holder& holder) {
+  // One line per field; the mount point is the rest of its line (a mount
+  // point with a newline in its name reads back as not mounted, which
+  // only makes a new mount wait for this one instead of failing at once).
+  std::string text = "pid " + std::to_string(holder.pid) + "\n";
+  if (!holder.mountpoint.empty()) {
+    text += "mountpoint " + holder.mountpoint + "\n";
+    text += std::string("state ") + (holder.exiting ? "exiting" : "mounted") + "\n";
+  }
+  // Emptied, then written in one piece: a reader sees at worst an empty or
+  // cut-off record, which reads as "not a mount" (the mount's wait gives
+  // such a holder a moment before failing).
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+    throw store_error(errno, std::string("cannot write the lock file: ") + errno_text(errno));
+}
+
+std::optional<store::lock_holder> store::read_lock_holder(const std::filesystem::path& dir) {
+  const fs::path path = dir / k_lock_file;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[8192];
+  const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  lock_holder holder;
+  std::string_view rest(buf, static_cast<std::size_t>(n));
+  bool has_state = false;
+  while (!rest.empty()) {
+    const std::size_t end = rest.find('\n');
+    if (end == std::string_view::npos) break;  // cut off while being written
+    const std::string_view line = rest.substr(0, end);
+    rest.remove_prefix(end + 1);
+    if (line.starts_with("pid ")) {
+      holder.pid = std::strtol(std::string(line.substr(4)).c_str(), nullptr, 10);
+    } else if (line.starts_with("mountpoint ")) {
+      holder.mountpoint = std::string(line.substr(11));
+    } else if (line.starts_with("state ")) {
+      holder.exiting = line.substr(6) == "exiting";
+      has_state = true;
+    }
+  }
+  if (holder.pid <= 0) return std::nullopt;
+  if (!has_state) holder.mountpoint.clear();
+  return holder;
 }
 
 std::unique_ptr<store> store::open(const std::filesystem::path& dir,

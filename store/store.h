@@ -236,9 +236,24 @@ class store {
   static void check(const std::filesystem::path& dir);
 
   // Takes the store's lock (flock on STORE/LOCK.densefs) and returns its fd;
-  // throws store_error(EBUSY) "store ... is already mounted" when held. The
-  // lock survives fork() (fuse_daemonize) and is released when the fd closes.
+  // throws store_error(EBUSY) "store ... is in use" when held. The lock
+  // survives fork() (fuse_daemonize) and is released when the fd closes.
+  // The holder's pid is written into the file (docs/format.md).
   static int lock(const std::filesystem::path& dir);
+
+  // What the holder of the lock wrote into LOCK.densefs: its pid, and for a
+  // mount its mount point and whether its session has ended (it is
+  // writing back and will let go of the lock soon).
+  struct lock_holder {
+    long pid = 0;
+    std::string mountpoint;  // empty: not a mount (fsck, gc, a store tool)
+    bool exiting = false;
+  };
+  // Rewrites the record of the lock held through `fd` (from lock()).
+  static void record_lock_holder(int fd, const lock_holder& holder);
+  // The record in `dir`'s lock file; nullopt when it has none (a store
+  // locked by an older densefs, or by nobody since).
+  static std::optional<lock_holder> read_lock_holder(const std::filesystem::path& dir);
 
   // Opens RocksDB (starts its background threads). For read-write opens the
   // caller must hold lock(). Purges nothing by itself: see orphans().
@@ -344,6 +359,10 @@ class store {
 
   // Space of the file system holding the store (for statfs/df).
   struct statvfs statvfs() const;
+  // Throws store_error(ENOSPC) unless `bytes` more file data fit on the
+  // store's disk now, less the space reserve (check_space_for): fallocate's
+  // promise, made before the data (and its compression) exists.
+  void check_space_for_data(std::uint64_t bytes) const { check_space_for(bytes); }
 
   // Walks inodes and chunks (O(store size)); for `densefs stats`.
   store_stats stats() const;

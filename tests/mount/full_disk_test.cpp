@@ -2,7 +2,10 @@
 // stays intact, and unlink and rename still work (they are what a user does
 // to get out of it). The store lives on a small tmpfs of its own.
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -107,6 +110,63 @@ TEST_F(full_disk, space_freed_by_deleting_makes_writes_work_again) {
   const auto fsck = run_command({densefs_binary(), "fsck", store_.string()});
   EXPECT_EQ(fsck.exit_code, 0) << fsck.out << fsck.err;
   mount();
+}
+
+// posix_fallocate promises the space: beyond what the store's disk can hold
+// (less the store's reserve) it is ENOSPC at once, as on ext4, although
+// densefs compresses the data later; nothing changes in the file then.
+// Bytes the file already holds in the range cost nothing more.
+TEST_F(full_disk, fallocate_beyond_the_free_space_is_enospc) {
+  const std::string data = random_bytes(8 << 20, 21);
+  write_file(path("data"), data);
+  const auto sync = run_command({"sync", path("data").string()});
+  ASSERT_EQ(sync.exit_code, 0) << sync.err;
+
+  // What file data may still take: the free space less the reserve of 2%
+  // of the disk, at least 40 MiB (store/store.cpp, check_space_for).
+  struct statvfs sv {};
+  ASSERT_EQ(::statvfs(small_.c_str(), &sv), 0) << strerror(errno);
+  const std::uint64_t free = static_cast<std::uint64_t>(sv.f_bavail) * sv.f_frsize;
+  const std::uint64_t reserve = 40 << 20;
+  ASSERT_GT(free, reserve + (12 << 20)) << "the small disk is already full";
+  const std::uint64_t room = free - reserve;
+  const off_t margin = 3 << 20;  // for RocksDB's own writes meanwhile
+
+  // A new file of more than the room: refused, and left empty.
+  const int fresh = ::open(path("fresh").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fresh, 0) << strerror(errno);
+  const off_t too_much = static_cast<off_t>(room) + margin;
+  EXPECT_EQ(::posix_fallocate(fresh, 0, too_much), ENOSPC);
+  EXPECT_EQ(::fallocate(fresh, FALLOC_FL_KEEP_SIZE, 0, too_much), -1);
+  EXPECT_EQ(errno, ENOSPC);
+  EXPECT_EQ(::posix_fallocate(fresh, 0, 1ll << 40), ENOSPC) << "a terabyte on a 96 MiB disk";
+  struct stat st {};
+  ASSERT_EQ(::fstat(fresh, &st), 0);
+  EXPECT_EQ(st.st_size, 0) << "a refused fallocate changed the size";
+  // Within the room it works and the size grows.
+  EXPECT_EQ(::posix_fallocate(fresh, 0, 4 << 20), 0);
+  ASSERT_EQ(::fstat(fresh, &st), 0);
+  EXPECT_EQ(st.st_size, 4 << 20);
+  ::close(fresh);
+
+  // The same length over the existing file needs only what lies beyond
+  // its 8 MiB of data, which fits.
+  const int fd = ::open(path("data").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  const off_t over_data = static_cast<off_t>(data.size() + room) - margin;
+  EXPECT_EQ(::posix_fallocate(fd, 0, over_data), 0)
+      << "only the bytes not yet held count; room " << room;
+  // But not much more than the room past its end.
+  EXPECT_EQ(::posix_fallocate(fd, 0, over_data + 2 * margin + static_cast<off_t>(room)), ENOSPC);
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, over_data);
+  ::close(fd);
+
+  remount();
+  const std::string back = read_file(path("data"));
+  EXPECT_EQ(back.size(), static_cast<std::size_t>(over_data));
+  EXPECT_TRUE(same_bytes(data, std::string_view(back).substr(0, data.size())));
+  EXPECT_EQ(back.find_first_not_of('\0', data.size()), std::string::npos);
 }
 
 }  // namespace

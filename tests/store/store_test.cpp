@@ -206,6 +206,37 @@ TEST_F(store_test, lock_is_exclusive) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+// The lock file names its holder, so that a mount can tell a daemon that is
+// exiting from one that is mounted (fs/mount.cpp, lock_store).
+TEST_F(store_test, lock_file_records_its_holder) {
+  EXPECT_FALSE(store::read_lock_holder(dir()));  // never locked
+  const int fd = store::lock(dir());
+  ASSERT_GE(fd, 0);
+  auto holder = store::read_lock_holder(dir());
+  ASSERT_TRUE(holder);
+  EXPECT_EQ(holder->pid, ::getpid());
+  EXPECT_TRUE(holder->mountpoint.empty());  // a tool, not a mount
+
+  store::record_lock_holder(fd, {4242, "/mnt/with space", false});
+  holder = store::read_lock_holder(dir());
+  ASSERT_TRUE(holder);
+  EXPECT_EQ(holder->pid, 4242);
+  EXPECT_EQ(holder->mountpoint, "/mnt/with space");
+  EXPECT_FALSE(holder->exiting);
+  store::record_lock_holder(fd, {4242, "/mnt/with space", true});
+  EXPECT_TRUE(store::read_lock_holder(dir())->exiting);
+  ::close(fd);
+
+  // The next holder's record replaces it whole.
+  const int again = store::lock(dir());
+  holder = store::read_lock_holder(dir());
+  ASSERT_TRUE(holder);
+  EXPECT_EQ(holder->pid, ::getpid());
+  EXPECT_TRUE(holder->mountpoint.empty());
+  EXPECT_FALSE(holder->exiting);
+  ::close(again);
+}
+
 // ---- transactions
 
 TEST_F(store_test, transaction_changes_are_visible_after_commit_not_before) {

@@ -1,0 +1,141 @@
+// `umount MNT && densefs mount STORE MNT`: the unmount returns while the
+// previous daemon still writes back and holds the store's lock. The new
+// mount waits for that daemon (saying so on one line) instead of failing,
+// and a store that is really mounted is still refused at once.
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/mount/mount_fixture.h"
+
+namespace densefs::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class remount_wait : public mount_test {
+ protected:
+  // Unmounts as `umount` does: returns at once, the daemon exits later.
+  void unmount_without_waiting() {
+    const auto um = run_command({"fusermount3", "-u", mnt_.string()});
+    ASSERT_EQ(um.exit_code, 0) << um.err;
+    previous_daemon_ = daemon_pid_;
+    daemon_pid_ = -1;
+  }
+  // The previous daemon ends on its own, well (a daemon stopped by a
+  // signal exits with status 1).
+  void reap_previous_daemon(int expected_status = 0) {
+    if (previous_daemon_ <= 0) return;
+    int status = 0;
+    ASSERT_EQ(::waitpid(previous_daemon_, &status, 0), previous_daemon_);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == expected_status) << "status " << status;
+    previous_daemon_ = -1;
+  }
+  void TearDown() override {
+    if (previous_daemon_ > 0) {
+      ::kill(previous_daemon_, SIGCONT);
+      ::waitpid(previous_daemon_, nullptr, 0);
+    }
+    mount_test::TearDown();
+  }
+  pid_t previous_daemon_ = -1;
+};
+
+// The previous daemon is held (SIGSTOP) after the unmount, as a long write
+// back would hold it: the new mount waits, names it, and mounts as soon as
+// it is gone.
+TEST_F(remount_wait, mount_waits_for_the_previous_daemon_to_finish) {
+  const std::string data = compressible_bytes(8 << 20, 3);
+  write_file(path("kept"), data);
+  const pid_t old = daemon_pid_;
+  ASSERT_EQ(::kill(old, SIGSTOP), 0) << std::strerror(errno);
+  ASSERT_NO_FATAL_FAILURE(unmount_without_waiting());
+
+  std::thread resume([old] {
+    std::this_thread::sleep_for(3s);
+    ::kill(old, SIGCONT);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  mount();  // fails the test unless mounted within 10 s
+  const auto waited = std::chrono::steady_clock::now() - start;
+  resume.join();
+  ASSERT_TRUE(mounted()) << daemon_log();
+  reap_previous_daemon();
+  EXPECT_GE(waited, 2s) << "mounted while the previous daemon still held the store";
+  const std::string said =
+      "waiting for the previous densefs daemon (pid " + std::to_string(old) + ")";
+  EXPECT_NE(daemon_log().find(said), std::string::npos) << daemon_log();
+  EXPECT_TRUE(same_bytes(data, read_file(path("kept"))));
+}
+
+// The real thing: a daemon with data to write back, unmounted and mounted
+// again at once, three times; every file is there after each round.
+TEST_F(remount_wait, umount_then_mount_at_once_works) {
+  std::vector<std::string> files;
+  for (int round = 0; round < 3; ++round) {
+    files.push_back(compressible_bytes(48 << 20, 40 + round));
+    write_file(path("f" + std::to_string(round)), files.back());
+    if (round == 0) {
+      ASSERT_NO_FATAL_FAILURE(unmount_without_waiting());
+    } else {
+      const auto um = run_command({"fusermount3", "-u", mnt_.string()});
+      ASSERT_EQ(um.exit_code, 0) << um.err;
+    }
+    const auto again = run_command({densefs_binary(), "mount", store_.string(), mnt_.string()});
+    ASSERT_EQ(again.exit_code, 0) << "round " << round << ": " << again.err;
+    for (int f = 0; f <= round; ++f)
+      EXPECT_TRUE(same_bytes(files[f], read_file(path("f" + std::to_string(f)))))
+          << "round " << round;
+  }
+  reap_previous_daemon();
+  // The last daemon is not our child: `densefs umount` waits for it.
+  const auto um = run_command({densefs_binary(), "umount", mnt_.string()});
+  EXPECT_EQ(um.exit_code, 0) << um.err;
+}
+
+// A restart as systemd does it: SIGTERM to the daemon (its mount point
+// stays mounted until it has written everything), then a mount at once.
+TEST_F(remount_wait, mount_right_after_sigterm_to_the_daemon_works) {
+  const std::string data = compressible_bytes(48 << 20, 7);
+  write_file(path("kept"), data);
+  ASSERT_EQ(::kill(daemon_pid_, SIGTERM), 0) << std::strerror(errno);
+  previous_daemon_ = daemon_pid_;
+  daemon_pid_ = -1;
+  const auto again = run_command({densefs_binary(), "mount", store_.string(), mnt_.string()});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  reap_previous_daemon(1);
+  EXPECT_EQ(mounted_fs_type(mnt_), "fuse.densefs");
+  EXPECT_TRUE(same_bytes(data, read_file(path("kept"))));
+  const auto um = run_command({densefs_binary(), "umount", mnt_.string()});
+  EXPECT_EQ(um.exit_code, 0) << um.err;
+}
+
+// A second mount of a mounted store fails at once (after a 1 s grace, not
+// the 60 s wait) and says where the store is mounted.
+TEST_F(remount_wait, second_mount_of_a_mounted_store_fails_at_once) {
+  const stdfs::path other = work_ / "other";
+  ASSERT_EQ(::mkdir(other.c_str(), 0755), 0) << std::strerror(errno);
+  const auto start = std::chrono::steady_clock::now();
+  const auto second = run_command({densefs_binary(), "mount", store_.string(), other.string()});
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_NE(second.exit_code, 0);
+  EXPECT_NE(second.err.find("is already mounted on " + mnt_.string()), std::string::npos)
+      << second.err;
+  EXPECT_EQ(second.err.find("waiting"), std::string::npos) << second.err;
+  EXPECT_LT(took, 30s) << "waited for a daemon that is not exiting";
+  EXPECT_FALSE(mounted_fs_type(other));
+  // The first mount is untouched.
+  write_file(path("still"), "works");
+  EXPECT_EQ(read_file(path("still")), "works");
+}
+
+}  // namespace
+}  // namespace densefs::test
