@@ -23,11 +23,17 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (options_.read_only && (fi->flags & O_ACCMODE) != O_RDONLY) throw fs_error(EROFS);
     // O_TRUNC never arrives here: atomic_o_trunc is off (filesystem::init),
     // so the kernel truncates with a setattr after its ETXTBSY check.
-    std::lock_guard meta(meta_mutex_);
-    if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
-    ++n->opens;
-    choose_page_cache(*n, fi);
-    if (fuse_reply_open(req, fi) != 0) --n->opens;
+    bool atime_changed = false;
+    {
+      std::lock_guard meta(meta_mutex_);
+      if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
+      ++n->opens;
+      choose_page_cache(*n, fi);
+      // -o relatime: a file the kernel serves from its cache sends no READ.
+      if ((fi->flags & O_ACCMODE) != O_WRONLY) atime_changed = touch_atime(*n);
+      if (fuse_reply_open(req, fi) != 0) --n->opens;
+    }
+    if (atime_changed) invalidate_attributes(n->ino);
   });
 }
 
@@ -86,6 +92,19 @@ void filesystem::vouch_for_cache(node& n, const fuse_file_info* fi) {
   n.cached_version = std::max(n.cached_version, fi->fh - 1);
 }
 
+bool filesystem::touch_atime(node& n) const {
+  if (!options_.relatime || options_.read_only) return false;
+  const store::timestamp t = now();
+  store::inode_record& r = n.record;
+  // As the kernel's relatime_need_update: atime not newer than mtime or
+  // ctime, or a day old.
+  constexpr std::int64_t k_day = 24 * 60 * 60;
+  if (r.atime > r.mtime && r.atime > r.ctime && t.sec - r.atime.sec < k_day) return false;
+  r.atime = t;
+  n.record_dirty = true;  // stored by the flush at release
+  return true;
+}
+
 void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                         fuse_file_info* fi) {
   run_op(req, "create", [&] {
@@ -109,7 +128,7 @@ void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
 }
 
 void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off,
-                      fuse_file_info*) {
+                      fuse_file_info* fi) {
   run_op(req, "read", [&] {
     auto n = get_node(ino);
     // Served from staged data and the chunk cache when it can be. A chunk
@@ -118,6 +137,16 @@ void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t of
     // replies: FUSE threads stay free, and no decode runs under the file's
     // data_mutex. Sequential readers get the chunks ahead of them loaded
     // on the read-ahead pool meanwhile (fs/read_ahead.h).
+    // Not for the kernel's own reads through a write-only handle (with
+    // writeback_cache, to fill a page a write covers in part).
+    if (options_.relatime && (fi->flags & O_ACCMODE) != O_WRONLY) {
+      bool atime_changed;
+      {
+        std::lock_guard meta(meta_mutex_);
+        atime_changed = touch_atime(*n);
+      }
+      if (atime_changed) invalidate_attributes(n->ino);
+    }
     std::uint64_t file_size = 0;
     const bool replied = reply_read(req, *n, size, off, true, &file_size);
     if (read_ahead_ && off >= 0)

@@ -5,6 +5,9 @@
 // (issue 17: with keep_cache on every open it returned the previous
 // contents within seconds at 4 processes). A file nobody writes keeps its
 // cached pages across opens (the warm-read case stays fast).
+//
+// Also -o relatime: atime is updated by a read when it is not newer than
+// mtime, as on ext4 with relatime.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -225,6 +228,55 @@ using coherence_reference = mount_test;
 
 TEST_F(coherence_reference, ext4_reads_back_what_each_locked_writer_wrote) {
   EXPECT_EQ(stale_reads(scratch_, coherence_plan{}), 0);
+}
+
+// ------------------------------------------------------------------ relatime
+
+struct timespec atime_of(const stdfs::path& p) {
+  struct stat st {};
+  EXPECT_EQ(::stat(p.c_str(), &st), 0) << p << ": " << std::strerror(errno);
+  return st.st_atim;
+}
+
+bool same_time(const timespec& a, const timespec& b) {
+  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+void set_times(const stdfs::path& p, time_t atime, time_t mtime) {
+  const struct timespec times[2] = {{atime, 0}, {mtime, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), times, 0), 0) << std::strerror(errno);
+}
+
+class relatime_mount : public mount_test {
+ protected:
+  std::string mount_options() const override { return "relatime"; }
+};
+
+TEST_F(relatime_mount, a_read_updates_atime_only_when_it_is_not_newer_than_mtime_or_ctime) {
+  // The same steps on ext4 (relatime, the kernel's default) and on densefs.
+  for (const stdfs::path& dir : {scratch_, mnt_}) {
+    SCOPED_TRACE(dir);
+    const stdfs::path file = dir / "r";
+    write_file(file, "some bytes to read\n");
+    // atime older than mtime: a read sets it to now.
+    set_times(file, 1'000'000'000, 1'100'000'000);
+    EXPECT_EQ(read_file(file), "some bytes to read\n");
+    EXPECT_GT(atime_of(file).tv_sec, ::time(nullptr) - 600) << "stale atime was not updated";
+    // atime newer than mtime and ctime (utimensat set ctime to now) and not
+    // a day old: a read leaves it.
+    const time_t ahead = ::time(nullptr) + 3600;
+    set_times(file, ahead, ahead - 7200);
+    EXPECT_EQ(read_file(file), "some bytes to read\n");
+    EXPECT_TRUE(same_time(atime_of(file), timespec{ahead, 0}));
+    // Old again, and the file's pages are cached by now: still updated.
+    set_times(file, 1'000'000'000, 1'100'000'000);
+    EXPECT_EQ(read_file(file), "some bytes to read\n");
+    EXPECT_GT(atime_of(file).tv_sec, ::time(nullptr) - 600) << "atime of a cached file";
+  }
+  // Stored, not only cached: the atime a read set survives a remount.
+  const timespec updated = atime_of(path("r"));
+  remount();
+  EXPECT_TRUE(same_time(atime_of(path("r")), updated));
 }
 
 }  // namespace
