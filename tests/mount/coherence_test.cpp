@@ -7,7 +7,7 @@
 // cached pages across opens (the warm-read case stays fast).
 //
 // Also -o relatime: atime is updated by a read when it is not newer than
-// mtime, as on ext4 with relatime.
+// mtime or ctime, as on ext4 with relatime.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
