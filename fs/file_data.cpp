@@ -260,6 +260,9 @@ void filesystem::stage_write(std::unique_lock<std::mutex>& lock, node& n, std::u
     std::lock_guard meta(meta_mutex_);
     n.record.size = end;
   }
+  // After the bytes are staged: a READ served before this saw older bytes,
+  // and the next open drops what the kernel cached from it.
+  n.bytes_changed();
   if (n.dirty_slots > k_max_dirty_slots_per_file) {
     for (auto& [index, s] : n.slots)
       if (s.dirty) submit_slot(n, index);
@@ -592,6 +595,7 @@ void filesystem::apply_truncate(node& n, std::uint64_t new_size) {
       ++it;
   }
   n.size = new_size;
+  n.bytes_changed();
 }
 
 }  // namespace densefs::fs

@@ -255,6 +255,16 @@ class filesystem {
                          std::shared_ptr<const std::string> before);
   std::shared_ptr<const std::string> staged_context(node& n, std::uint64_t index) const;
   void wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n);
+  // Open and create: keep the kernel's cached pages of `n` only where they
+  // are known to be fresh (ops_file.cpp explains). Caller holds meta_mutex_.
+  void choose_page_cache(node& n, fuse_file_info* fi) const;
+  // Flush and release of a handle from choose_page_cache: records the
+  // version it vouches for. Takes meta_mutex_.
+  void vouch_for_cache(node& n, const fuse_file_info* fi);
+  // -o relatime: sets n's atime to now when it is not newer than mtime or
+  // ctime or is a day old; true if it did (the caller then invalidates the
+  // kernel's attributes, outside the mutex). Caller holds meta_mutex_.
+  bool touch_atime(node& n) const;
   // Flushes a regular file for flush/fsync/release; when that changed what
   // the kernel caches (st_blocks, size), tells it to drop its attributes so
   // `du` right after close() is right.

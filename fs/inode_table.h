@@ -78,6 +78,12 @@ struct node : std::enable_shared_from_this<node> {
   // from memory.
   std::optional<std::set<std::string>> xattr_names;
   bool purged = false;  // deleted from the store; late background commits are dropped
+  // The data_version when the kernel's cache of this file was last known
+  // fresh: taken by an open that made the kernel drop the file's pages (no
+  // keep_cache), set once that handle is flushed or released. Opens keep
+  // the cache only while data_version equals it
+  // (filesystem::choose_page_cache; docs/read-path.md, "Page-cache coherence").
+  std::uint64_t cached_version = 0;
 
   // --- directories ---
   // Bumped (after the commit) by every change to this directory's entries;
@@ -109,6 +115,14 @@ struct node : std::enable_shared_from_this<node> {
   int write_error = 0;  // first failed background commit, reported on flush/fsync
 
   bool has_staged() const { return dirty_slots != 0 || in_flight_slots != 0; }
+
+  // Bumped when the file's bytes change as seen by a READ (a write, zeroing
+  // fallocate or copy_file_range staged or committed, a truncate), with
+  // data_mutex held, after the change. Never by background re-encoding or
+  // commits of staged data, which do not change what a READ returns.
+  // Atomic so that open reads it under meta_mutex_ alone.
+  std::atomic<std::uint64_t> data_version{0};
+  void bytes_changed() { data_version.fetch_add(1); }
 };
 
 class inode_table {

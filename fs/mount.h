@@ -35,6 +35,11 @@ struct mount_options {
   // rsync ~2.4x slower (FUSE's strict dirty-page limits throttle writeback);
   // it only helped 4 KiB writes. See docs/design.md.
   bool writeback_cache = false;
+  // -o relatime: opening a file to read it or reading it sets its atime when
+  // that is not newer than mtime or ctime, or is a day old (FUSE leaves
+  // atime to the daemon). Off by default: atime is then never updated by
+  // reads, as with noatime.
+  bool relatime = false;
   unsigned encode_threads = 0;  // 0: one per core
   // Bytes of file data staged in memory (dirty + being encoded) before
   // writers wait for the encoder: bounds memory on huge sequential writes.

@@ -23,14 +23,86 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (options_.read_only && (fi->flags & O_ACCMODE) != O_RDONLY) throw fs_error(EROFS);
     // O_TRUNC never arrives here: atomic_o_trunc is off (filesystem::init),
     // so the kernel truncates with a setattr after its ETXTBSY check.
-    std::lock_guard meta(meta_mutex_);
-    if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
-    ++n->opens;
-    // The kernel's page cache stays valid across opens: every change goes
-    // through this mount, and writes and truncates update it.
-    fi->keep_cache = 1;
-    if (fuse_reply_open(req, fi) != 0) --n->opens;
+    bool atime_changed = false;
+    {
+      std::lock_guard meta(meta_mutex_);
+      if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
+      ++n->opens;
+      choose_page_cache(*n, fi);
+      // -o relatime: a file the kernel serves from its cache sends no READ.
+      if ((fi->flags & O_ACCMODE) != O_WRONLY) atime_changed = touch_atime(*n);
+      if (fuse_reply_open(req, fi) != 0) --n->opens;
+    }
+    if (atime_changed) invalidate_attributes(n->ino);
   });
+}
+
+// Why the kernel's page cache cannot simply be kept across opens, although
+// every change comes through this mount (issue 17): without writeback_cache
+// a write(2) copies the bytes into the file's cached pages, leaves them
+// clean, and then sends the WRITE. A clean page can be dropped at any time:
+// with auto_inval_data (libfuse's default) the kernel drops all of a file's
+// pages whenever a GETATTR shows a new mtime, which every write causes
+// (fuse_change_attributes -> invalidate_inode_pages2); memory reclaim and
+// POSIX_FADV_DONTNEED do too. If another process reads the page after the
+// drop and before the daemon has staged that WRITE, the READ returns the
+// old bytes and the kernel caches them; the writer's write then returns,
+// and with keep_cache on every open nothing ever drops that page again: the
+// writer re-opens the file and reads what it wrote before (4 processes
+// writing locked ranges that share pages saw it within seconds).
+//
+// Such a page came from a READ that the daemon served before a write it
+// has staged since. So an open keeps the kernel's cache only while no byte
+// of the file changed (data_version) since the cache was last known fresh
+// (cached_version): since an open that did not keep the cache, whose
+// handle was then flushed or released (both come after that open returned).
+// That open made the kernel drop every page of the file (waiting for pages
+// still being read), so every page cached since was read after every write
+// up to its version was staged. Otherwise keep_cache is 0, the kernel
+// drops the file's pages before open(2) returns, and the handle carries the
+// version its open saw (in fi->fh) until it can vouch for it. A file read
+// again and again keeps its pages; the first open after a write drops them
+// once. No daemon-side notify is needed: the drop runs in the opener's own
+// context, so it cannot deadlock with the kernel's page locks, and an open
+// of an unchanged file costs one atomic load.
+//
+// Tried and dropped: keeping the cache also while no READ was served since
+// it was known fresh (for a file written, then read). The pages a write(2)
+// leaves were mostly gone by the read (a 256 KiB file written and read
+// back was read from the daemon), and the open after that read then had to
+// drop the pages once more.
+//
+// Not covered, as with libfuse's cache=auto: a reader that keeps one
+// descriptor open across another process's write can still see the old
+// page (ext4 would not); re-opening makes it right.
+void filesystem::choose_page_cache(node& n, fuse_file_info* fi) const {
+  const std::uint64_t version = n.data_version.load();
+  if (version == n.cached_version) {
+    fi->keep_cache = 1;
+    fi->fh = 0;
+  } else {
+    fi->keep_cache = 0;
+    fi->fh = version + 1;  // 0 means "kept the cache": vouches for nothing
+  }
+}
+
+void filesystem::vouch_for_cache(node& n, const fuse_file_info* fi) {
+  if (fi == nullptr || fi->fh == 0) return;
+  std::lock_guard meta(meta_mutex_);
+  n.cached_version = std::max(n.cached_version, fi->fh - 1);
+}
+
+bool filesystem::touch_atime(node& n) const {
+  if (!options_.relatime || options_.read_only) return false;
+  const store::timestamp t = now();
+  store::inode_record& r = n.record;
+  // As the kernel's relatime_need_update: atime not newer than mtime or
+  // ctime, or a day old.
+  constexpr std::int64_t k_day = 24 * 60 * 60;
+  if (r.atime > r.mtime && r.atime > r.ctime && t.sec - r.atime.sec < k_day) return false;
+  r.atime = t;
+  n.record_dirty = true;  // stored by the flush at release
+  return true;
 }
 
 void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
@@ -43,7 +115,10 @@ void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
     fuse_entry_param e = entry_for(*n);
     ++n->lookups;
     ++n->opens;
+    // A new inode: the kernel caches nothing of it yet.
+    n->cached_version = n->data_version.load();
     fi->keep_cache = 1;
+    fi->fh = 0;
     if (fuse_reply_create(req, &e, fi) != 0) {
       --n->lookups;
       --n->opens;
@@ -53,7 +128,7 @@ void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
 }
 
 void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off,
-                      fuse_file_info*) {
+                      fuse_file_info* fi) {
   run_op(req, "read", [&] {
     auto n = get_node(ino);
     // Served from staged data and the chunk cache when it can be. A chunk
@@ -62,6 +137,16 @@ void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t of
     // replies: FUSE threads stay free, and no decode runs under the file's
     // data_mutex. Sequential readers get the chunks ahead of them loaded
     // on the read-ahead pool meanwhile (fs/read_ahead.h).
+    // Not for the kernel's own reads through a write-only handle (with
+    // writeback_cache, to fill a page a write covers in part).
+    if (options_.relatime && (fi->flags & O_ACCMODE) != O_WRONLY) {
+      bool atime_changed;
+      {
+        std::lock_guard meta(meta_mutex_);
+        atime_changed = touch_atime(*n);
+      }
+      if (atime_changed) invalidate_attributes(n->ino);
+    }
     std::uint64_t file_size = 0;
     const bool replied = reply_read(req, *n, size, off, true, &file_size);
     if (read_ahead_ && off >= 0)
@@ -142,14 +227,15 @@ void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::siz
   });
 }
 
-void filesystem::flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+void filesystem::flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   run_op(req, "flush", [&] {
     auto n = get_node(ino);
+    vouch_for_cache(*n, fi);
     fuse_reply_err(req, flush_and_invalidate(*n));
   });
 }
 
-void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   run_op(req, "release", [&] {
     auto n = get_node(ino);
     int error;
@@ -165,6 +251,7 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
                 ": data not stored at close: " + std::strerror(error));
     }
     {
+      vouch_for_cache(*n, fi);
       std::lock_guard meta(meta_mutex_);
       if (n->opens > 0) --n->opens;
       maybe_release(n);
@@ -360,6 +447,7 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
         out->record = r;
         out->size = r.size;
         out->persisted_size = p.size;
+        out->bytes_changed();  // the kernel may cache the bytes replaced
         copied = shared;
         src += shared;
         dst += shared;

@@ -41,6 +41,9 @@ const char* const k_mount_usage =
      attr_timeout=SEC   kernel attribute cache (default 86400)
      negative_timeout=SEC  cache of missing names (default 86400)
      writeback_cache / no_writeback_cache   kernel write-back caching (default off)
+     relatime           reads update atime when it is not newer than mtime or
+                        ctime, or a day old (default: reads never update it,
+                        as with noatime)
      encode_threads=N   compression threads (default: one per core)
      max_staged=SIZE    file data staged in memory before writers wait
                         (default 256M; K/M/G suffixes)
@@ -119,6 +122,10 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     flag(o.writeback_cache, true);
   } else if (key == "no_writeback_cache") {
     flag(o.writeback_cache, false);
+  } else if (key == "relatime") {
+    // Not for libfuse, which knows only noatime among the atime options;
+    // the kernel mounts relatime by default and leaves atime to densefs.
+    flag(o.relatime, true);
   } else if (key == "debug") {
     flag(o.debug, true);
     o.foreground = true;

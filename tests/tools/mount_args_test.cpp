@@ -124,6 +124,17 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
   }
 }
 
+TEST(mount_args, relatime_is_understood_not_passed_to_fuse) {
+  // libfuse knows no relatime ("unknown option"); densefs does it itself.
+  fs::mount_options o = parse_mount_args({"s", "m", "-o", "relatime,nosuid"});
+  EXPECT_TRUE(o.relatime);
+  EXPECT_EQ(o.fuse_options, std::vector<std::string>{"nosuid"});
+  o = parse_mount_args({"s", "m", "-o", "noatime"});
+  EXPECT_FALSE(o.relatime);
+  EXPECT_FALSE(parse_mount_args({"s", "m"}).relatime);
+  expect_usage_error({"s", "m", "-o", "relatime=1"}, "relatime");
+}
+
 TEST(mount_args, bad_values_are_usage_errors_naming_the_option) {
   expect_usage_error({"s", "m", "-o", "entry_timeout=abc"}, "entry_timeout");
   expect_usage_error({"s", "m", "-o", "attr_timeout=-1"}, "attr_timeout");
@@ -191,7 +202,8 @@ TEST(mount_cli, mount_subcommand_usage_errors) {
 TEST(mount_cli, help_lists_the_options) {
   const auto r = run_cli({"mount", "--help"});
   EXPECT_EQ(r.status, 0);
-  for (const char* word : {"allow_other", "codec=", "max_staged", "writeback_cache", "-f"}) {
+  for (const char* word :
+       {"allow_other", "codec=", "max_staged", "writeback_cache", "relatime", "-f"}) {
     EXPECT_NE(r.out.find(word), std::string::npos) << word;
   }
 }
