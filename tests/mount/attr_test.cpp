@@ -188,6 +188,14 @@ TEST_F(attrs, stats_count_fuse_requests_by_kind) {
   EXPECT_EQ(count(after, "mkdir") - count(before, "mkdir"), 1u) << after.dump();
   EXPECT_GE(count(after, "write") - count(before, "write"), 7u) << after.dump();
   EXPECT_EQ(count(after, "unlink"), 0u) << after.dump();
+  // A file read again, its pages kept: close(2) of a read-only descriptor
+  // sends no FLUSH.
+  EXPECT_EQ(read_file(path("f0")), "some bytes");
+  const auto once = stats();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(read_file(path("f0")), "some bytes");
+  const auto thrice = stats();
+  EXPECT_EQ(count(thrice, "flush") - count(once, "flush"), 0u) << thrice.dump();
+  EXPECT_EQ(count(thrice, "open") - count(once, "open"), 3u) << thrice.dump();
   // The text form says it too.
   const auto r = run_command({densefs_binary(), "stats", mnt_.string()});
   EXPECT_NE(r.out.find("requests since mount: "), std::string::npos) << r.out;
