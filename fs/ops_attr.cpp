@@ -466,9 +466,13 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
       r.mtime = from_timespec(attr->st_mtim);
     if (truncating && !(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) r.mtime = t;
     r.ctime = (to_set & FUSE_SET_ATTR_CTIME) ? from_timespec(attr->st_ctim) : t;
+    // A chmod rewrites the access ACL in the same commit (posix_acl_chmod);
+    // the kernel drops its cached ACLs after a SETATTR.
+    store::transaction acl_txn;
+    if (to_set & FUSE_SET_ATTR_MODE) chmod_access_acl(*n, r.mode, acl_txn);
     commit_attributes(
-        *n, r,
-        truncating ? std::optional(static_cast<std::uint64_t>(attr->st_size)) : std::nullopt);
+        *n, r, truncating ? std::optional(static_cast<std::uint64_t>(attr->st_size)) : std::nullopt,
+        std::move(acl_txn));
     r = n->record;
     struct stat st = to_stat(r);
     fuse_reply_attr(req, &st, options_.attr_timeout);
@@ -476,8 +480,7 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
 }
 
 void filesystem::commit_attributes(node& n, store::inode_record r,
-                                   std::optional<std::uint64_t> new_size) {
-  store::transaction txn;
+                                   std::optional<std::uint64_t> new_size, store::transaction txn) {
   store::inode_record persisted = persistable(n, r);
   if (new_size) {
     r.stored_bytes = plan_truncate(n, *new_size, txn);
