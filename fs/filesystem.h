@@ -23,6 +23,7 @@
 #include "fs/garbage_collector.h"
 #include "fs/inode_table.h"
 #include "fs/mount.h"
+#include "fs/posix_acl.h"
 #include "fs/read_ahead.h"
 #include "fs/recompressor.h"
 #include "fs/request_counts.h"
@@ -194,6 +195,8 @@ class filesystem {
   std::string stats_json() const;
 
   // --- POSIX ACLs (ops_xattr.cpp; the rules are in posix_acl.h) ---
+  // The caller's groups and CAP_FSETID: the kernel's in_group_or_capable.
+  static posix_acl::caller_credentials caller_credentials(fuse_req_t req);
   // A stored xattr of `n`, through its cached name set (caller holds
   // meta_mutex_).
   std::optional<std::string> stored_xattr(node& n, std::string_view name);

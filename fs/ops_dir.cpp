@@ -40,10 +40,19 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   r.mode = acls.mode;
   r.uid = ctx->uid;
   r.gid = ctx->gid;
-  // BSD group semantics under a set-group-ID directory, as ext4 does.
+  // BSD group semantics under a set-group-ID directory, as ext4 does
+  // (inode_init_owner): a directory inherits the bit; a group-executable
+  // setgid file from someone outside the group, without CAP_FSETID, loses
+  // it. Kernels since 6.0 strip that bit before the request is sent
+  // (mode_strip_sgid), older ones leave it to the file system.
   if (parent.record.mode & S_ISGID) {
     r.gid = parent.record.gid;
-    if (S_ISDIR(mode)) r.mode |= S_ISGID;
+    constexpr mode_t k_sgid_exec = S_ISGID | S_IXGRP;
+    if (S_ISDIR(mode))
+      r.mode |= S_ISGID;
+    else if ((r.mode & k_sgid_exec) == k_sgid_exec &&
+             !caller_credentials(req).in_group_or_capable(r.gid))
+      r.mode &= ~S_ISGID;
   }
   r.nlink = S_ISDIR(mode) ? 2 : 1;
   r.rdev = rdev;

@@ -52,11 +52,20 @@ bool is_unsupported_system(std::string_view name) {
   return name.substr(0, 7) == "system." && !is_posix_acl(name);
 }
 
+const char* type_name(std::uint32_t mode) {
+  if (S_ISREG(mode)) return "file";
+  if (S_ISDIR(mode)) return "directory";
+  if (S_ISLNK(mode)) return "symlink";
+  return "other";
+}
+
+}  // namespace
+
 // The caller's groups and CAP_FSETID, from /proc/TID/status (the request
 // carries only the fsuid and fsgid). The kernel sends the caller's thread
 // id in densefs's pid namespace; if it is not there (0) or the file cannot
 // be read, the fsgid is all there is, and uid 0 counts as capable.
-posix_acl::caller_credentials credentials_of(fuse_req_t req) {
+posix_acl::caller_credentials filesystem::caller_credentials(fuse_req_t req) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
   posix_acl::caller_credentials fallback;
   fallback.fsgid = ctx->gid;
@@ -77,15 +86,6 @@ posix_acl::caller_credentials credentials_of(fuse_req_t req) {
   auto parsed = posix_acl::parse_proc_status(text, ctx->gid);
   return parsed ? *parsed : fallback;
 }
-
-const char* type_name(std::uint32_t mode) {
-  if (S_ISREG(mode)) return "file";
-  if (S_ISDIR(mode)) return "directory";
-  if (S_ISLNK(mode)) return "symlink";
-  return "other";
-}
-
-}  // namespace
 
 std::string filesystem::stats_json() const {
   auto j = nlohmann::json::parse(store::to_json(store_->stats()));
@@ -308,7 +308,7 @@ void filesystem::set_posix_acl(fuse_req_t req, node& n, std::string_view name,
     // The kernel's FUSE_SETXATTR_ACL_KILL_SGID says this, but libfuse 3.14
     // does not pass it on (no FUSE_CAP_SETXATTR_EXT): the same rule, asked
     // of the caller directly.
-    if ((mode & S_ISGID) && !credentials_of(req).in_group_or_capable(r.gid)) mode &= ~S_ISGID;
+    if ((mode & S_ISGID) && !caller_credentials(req).in_group_or_capable(r.gid)) mode &= ~S_ISGID;
     r.mode = static_cast<std::uint32_t>(mode);
   }
   store::transaction txn;
