@@ -12,7 +12,9 @@
 #   - setgid: cleared by setfacl from a caller outside the owning group,
 #     and on files created in a setgid directory by such a caller;
 #   - removing the ACL xattr, invalid ACL bytes (EINVAL), other system.*
-#     xattrs (EOPNOTSUPP), default ACLs on files.
+#     xattrs (EOPNOTSUPP), default ACLs on files;
+#   - rsync -aHAX of the ext4 tree onto the mount: nothing left to change,
+#     every mode and ACL equal.
 # The densefs transcript is checked once more after a remount (persisted),
 # and a few lines are asserted outright, so that the test fails if both
 # sides stop exercising what it is about.
@@ -20,8 +22,8 @@
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
 
-for tool in setfacl getfacl setfattr getfattr setpriv perl; do
-  command -v "$tool" >/dev/null || missing_tool "$tool (Debian acl, attr, util-linux, perl)"
+for tool in setfacl getfacl setfattr getfattr setpriv perl rsync; do
+  command -v "$tool" >/dev/null || missing_tool "$tool (Debian acl, attr, util-linux, perl, rsync)"
 done
 
 user_a="densefs-acl-a"
@@ -276,6 +278,14 @@ for i in "${!configs[@]}"; do
   expect "ls sg/by-b: -rwxr-sr-x $user_b $user_b"
   expect "ls sa: -rwxrwx---+ $user_a $user_b"
   expect "ls sb: -rwxrws---+ $user_a $user_a"
+
+  # rsync -A copies the ext4 tree's ACLs in and finds nothing to change.
+  rsync -aHAX "$ext/" "$mnt/copy/" || fail "-o $options: rsync -aHAX of the ext4 tree failed"
+  changes=$(rsync -aHAXc --dry-run --itemize-changes "$ext/" "$mnt/copy/")
+  [[ -z $changes ]] || fail "-o $options: rsync -A sees changes after a copy: $changes"
+  if ! diff -u <(listing "$ext") <(listing "$mnt/copy") >&2; then
+    fail "-o $options: modes and ACLs of the rsync -A copy differ from ext4's"
+  fi
 
   (listing "$mnt") >"$work/before.out" 2>&1
   umount_densefs "$mnt"
