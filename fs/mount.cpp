@@ -408,7 +408,8 @@ void filesystem::init(fuse_conn_info* conn) {
   // POSIX ACLs: the kernel enforces them and leaves the umask to us, since a
   // default ACL replaces it (filesystem::acls_for_new_inode). Both or
   // neither: without DONT_MASK a default ACL could not undo the umask.
-  if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK)) {
+  if (options_.posix_acl && (conn->capable & FUSE_CAP_POSIX_ACL) &&
+      (conn->capable & FUSE_CAP_DONT_MASK)) {
     conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
     posix_acl_ = true;
   }

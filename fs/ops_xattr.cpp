@@ -272,9 +272,13 @@ void filesystem::removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
 }
 
 std::optional<std::string> filesystem::stored_xattr(node& n, std::string_view name) {
-  // The kernel asks for security.capability before every write, and for
-  // the ACLs of every inode it checks permissions on; the in-memory name
-  // set answers "none" without touching the store.
+  // The kernel asks for system.posix_acl_access once per inode it checks a
+  // non-owner's access to (it caches the answer): one point read, which the
+  // bloom filter answers for most inodes (they have none). A walk as
+  // another user costs one such read per file, not a listing.
+  if (!n.xattr_names && is_posix_acl(name)) return store_->get_xattr(n.ino, name);
+  // It asks for security.capability before every write: the in-memory
+  // name set answers "none" without touching the store.
   if (!n.xattr_names) {
     auto names = store_->list_xattrs(n.ino);
     n.xattr_names.emplace(names.begin(), names.end());

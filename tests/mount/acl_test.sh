@@ -300,4 +300,22 @@ for i in "${!configs[@]}"; do
   umount_densefs "$mnt"
   echo "-o $options: $(wc -l <"$work/before.out") lines of state kept across a remount"
 done
-echo "PASS: POSIX ACLs on densefs match ext4 in ${#configs[@]} configurations"
+
+# -o noacl, as on ext4: setfacl is refused, never stored unenforced, and the
+# umask applies (the kernel's own, as without ACL support).
+mnt=$work/mnt0
+mount_densefs "$work/store0" "$mnt" -o allow_other,noacl
+(umask 027 && touch "$mnt/noacl-file")
+# shellcheck disable=SC2012 # ls shows the "+" of an ACL
+[[ $(ls -l "$mnt/noacl-file" | awk '{print $1}') == "-rw-r-----" ]] ||
+  fail "-o noacl: umask 027 gave $(ls -l "$mnt/noacl-file")"
+if err=$(setfacl -m "u:$user_b:r" "$mnt/noacl-file" 2>&1); then
+  fail "-o noacl: setfacl succeeded (it must be refused, not stored unenforced)"
+fi
+[[ $err == *"Operation not supported"* ]] || fail "-o noacl: setfacl said: $err"
+if getfattr -n system.posix_acl_access "$mnt/noacl-file" >/dev/null 2>&1; then
+  fail "-o noacl: the refused ACL was stored"
+fi
+umount_densefs "$mnt"
+echo "-o noacl: setfacl refused (EOPNOTSUPP), umask applied"
+echo "PASS: POSIX ACLs on densefs match ext4 in ${#configs[@]} configurations; -o noacl refuses them"
