@@ -70,6 +70,11 @@ class filesystem {
   // Requests received since mount, by kind (counted in fs/mount.cpp).
   request_counts& requests() { return requests_; }
 
+  // The requester's groups and CAP_FSETID, for the kernel's
+  // in_group_or_capable rules (setgid clearing): FUSE passes only the
+  // fsuid, fsgid and thread id, so they are read from /proc (ops_xattr.cpp).
+  static posix_acl::caller_credentials caller_credentials(fuse_req_t req);
+
   // FUSE operations (one reply on every path; see run_op in ops_common.h).
   void init(fuse_conn_info* conn);
   void lookup(fuse_req_t req, fuse_ino_t parent, const char* name);
@@ -195,8 +200,6 @@ class filesystem {
   std::string stats_json() const;
 
   // --- POSIX ACLs (ops_xattr.cpp; the rules are in posix_acl.h) ---
-  // The caller's groups and CAP_FSETID: the kernel's in_group_or_capable.
-  static posix_acl::caller_credentials caller_credentials(fuse_req_t req);
   // A stored xattr of `n`, through its cached name set (caller holds
   // meta_mutex_).
   std::optional<std::string> stored_xattr(node& n, std::string_view name);
