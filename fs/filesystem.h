@@ -23,6 +23,7 @@
 #include "fs/garbage_collector.h"
 #include "fs/inode_table.h"
 #include "fs/mount.h"
+#include "fs/posix_acl.h"
 #include "fs/read_ahead.h"
 #include "fs/recompressor.h"
 #include "fs/request_counts.h"
@@ -68,6 +69,11 @@ class filesystem {
   void cancel_gc();
   // Requests received since mount, by kind (counted in fs/mount.cpp).
   request_counts& requests() { return requests_; }
+
+  // The requester's groups and CAP_FSETID, for the kernel's
+  // in_group_or_capable rules (setgid clearing): FUSE passes only the
+  // fsuid, fsgid and thread id, so they are read from /proc (ops_xattr.cpp).
+  static posix_acl::caller_credentials caller_credentials(fuse_req_t req);
 
   // FUSE operations (one reply on every path; see run_op in ops_common.h).
   void init(fuse_conn_info* conn);
@@ -193,6 +199,26 @@ class filesystem {
   // counts ("requests": {kind: count}).
   std::string stats_json() const;
 
+  // --- POSIX ACLs (ops_xattr.cpp; the rules are in posix_acl.h) ---
+  // A stored xattr of `n`, through its cached name set (caller holds
+  // meta_mutex_).
+  std::optional<std::string> stored_xattr(node& n, std::string_view name);
+  void set_posix_acl(fuse_req_t req, node& n, std::string_view name, std::string_view value,
+                     int flags);  // caller holds meta_mutex_
+  // What a new inode of `mode` in `parent` gets: `mode` narrowed by the
+  // parent's default ACL, or else by the caller's umask, and the ACL
+  // xattrs to store with it. Caller holds meta_mutex_.
+  struct new_inode_acls {
+    mode_t mode;
+    std::optional<std::string> access;
+    std::optional<std::string> default_acl;  // directories inherit it as is
+  };
+  new_inode_acls acls_for_new_inode(fuse_req_t req, node& parent, mode_t mode);
+  // chmod's update of the access ACL, added to `txn` (caller holds
+  // meta_mutex_): the owner, other and mask (or group) entries follow the
+  // new mode.
+  void chmod_access_acl(node& n, mode_t mode, store::transaction& txn);
+
   // --- file data (file_data.cpp), all with n.data_mutex held ---
   void stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,
                    std::string_view data);
@@ -231,7 +257,9 @@ class filesystem {
   // Commits new attributes `r` for n, truncating to new_size when given, as
   // one transaction. Caller holds n.data_mutex (in-flight drained) when
   // truncating, and meta_mutex_.
-  void commit_attributes(node& n, store::inode_record r, std::optional<std::uint64_t> new_size);
+  // `txn` may hold other changes to commit with them (chmod's ACL update).
+  void commit_attributes(node& n, store::inode_record r, std::optional<std::uint64_t> new_size,
+                         store::transaction txn = {});
   // How a chunk of a file of `type` is encoded at write time.
   struct chunk_encoding {
     codec::codec_options options;
@@ -292,6 +320,10 @@ class filesystem {
   // The kernel opens directories without asking (FUSE_CAP_NO_OPENDIR_SUPPORT):
   // opendir answers ENOSYS once.
   bool no_opendir_ = false;
+  // The kernel enforces POSIX ACLs (FUSE_CAP_POSIX_ACL) and leaves the umask
+  // to us (FUSE_CAP_DONT_MASK): set in init when it offers both. Without
+  // them ACL xattrs are refused (EOPNOTSUPP), never stored unenforced.
+  bool posix_acl_ = false;
   inode_table table_;
 
   // Global bound on staged bytes (dirty + in flight) across all files.

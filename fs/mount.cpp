@@ -405,6 +405,14 @@ void filesystem::init(fuse_conn_info* conn) {
   // and ".." (filesystem::lookup). Inode numbers are never reused, so a
   // handle of a deleted file goes stale (ENOENT) instead of reaching another.
   if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+  // POSIX ACLs: the kernel enforces them and leaves the umask to us, since a
+  // default ACL replaces it (filesystem::acls_for_new_inode). Both or
+  // neither: without DONT_MASK a default ACL could not undo the umask.
+  if (options_.posix_acl && (conn->capable & FUSE_CAP_POSIX_ACL) &&
+      (conn->capable & FUSE_CAP_DONT_MASK)) {
+    conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+    posix_acl_ = true;
+  }
   conn->time_gran = 1;  // timestamps are kept to the nanosecond
   // Sequential reads in requests of up to 1 MiB with several in flight,
   // instead of 128 KiB ones (fs/read_ahead.h, raise_kernel_read_ahead).

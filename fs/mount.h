@@ -20,6 +20,11 @@ struct mount_options {
   bool single_threaded = false;
   bool allow_other = false;  // only when asked; default_permissions is always on
   bool read_only = false;
+  // POSIX ACLs enforced by the kernel (FUSE_CAP_POSIX_ACL). -o noacl turns
+  // them off, as on ext4: ACL xattrs are then refused (EOPNOTSUPP), and the
+  // kernel no longer asks for each inode's ACL when a non-owner opens it
+  // (one GETXATTR per inode it has not cached).
+  bool posix_acl = true;
   // `mount -o remount,ro|rw MNT`: switch an existing densefs mount between
   // read-only and read-write (the kernel enforces it); nothing else changes.
   bool remount = false;

@@ -5,9 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <string>
-#include <vector>
 
 #include "fs/filesystem.h"
 #include "fs/ops_common.h"
@@ -30,34 +28,6 @@ store::timestamp from_timespec(const timespec& t) {
   return {t.tv_sec, static_cast<std::uint32_t>(t.tv_nsec)};
 }
 
-// Whether the requesting thread has CAP_FSETID, from /proc (FUSE passes
-// only uid, gid and pid). Unreadable: uid 0 counts as capable.
-bool requester_has_cap_fsetid(const fuse_ctx& ctx) {
-  std::ifstream status("/proc/" + std::to_string(ctx.pid) + "/status");
-  std::string line;
-  while (status && std::getline(status, line)) {
-    if (line.rfind("CapEff:", 0) != 0) continue;
-    constexpr int k_cap_fsetid = 4;  // linux/capability.h
-    return ((std::stoull(line.substr(7), nullptr, 16) >> k_cap_fsetid) & 1) != 0;
-  }
-  return ctx.uid == 0;
-}
-
-// The kernel's in_group_or_capable(CAP_FSETID) for the requester of `req`.
-bool requester_in_group_or_capable(fuse_req_t req, gid_t gid) {
-  const fuse_ctx& ctx = *fuse_req_ctx(req);
-  if (ctx.gid == gid) return true;
-  std::vector<gid_t> groups(32);
-  int count = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
-  if (count > static_cast<int>(groups.size())) {
-    groups.resize(static_cast<std::size_t>(count));
-    count = fuse_req_getgroups(req, count, groups.data());
-  }
-  groups.resize(static_cast<std::size_t>(std::clamp<int>(count, 0, groups.size())));
-  if (std::find(groups.begin(), groups.end(), gid) != groups.end()) return true;
-  return requester_has_cap_fsetid(ctx);
-}
-
 // With handle_killpriv off (filesystem::init) the kernel clears suid, and
 // sgid when group-exec is set, itself: a write, fallocate, copy_file_range
 // or truncate by a user without CAP_FSETID first sends a SETATTR, in that
@@ -77,7 +47,7 @@ bool drops_sgid_as_the_vfs_does(fuse_req_t req, const store::inode_record& r, in
   // request (no attribute at all) are the changes the rule covers.
   const bool kill_like =
       (to_set & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MODE)) != 0 || (to_set & k_times) == 0;
-  return kill_like && !requester_in_group_or_capable(req, r.gid);
+  return kill_like && !filesystem::caller_credentials(req).in_group_or_capable(r.gid);
 }
 
 }  // namespace
@@ -466,9 +436,13 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
       r.mtime = from_timespec(attr->st_mtim);
     if (truncating && !(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) r.mtime = t;
     r.ctime = (to_set & FUSE_SET_ATTR_CTIME) ? from_timespec(attr->st_ctim) : t;
+    // A chmod rewrites the access ACL in the same commit (posix_acl_chmod);
+    // the kernel drops its cached ACLs after a SETATTR.
+    store::transaction acl_txn;
+    if (to_set & FUSE_SET_ATTR_MODE) chmod_access_acl(*n, r.mode, acl_txn);
     commit_attributes(
-        *n, r,
-        truncating ? std::optional(static_cast<std::uint64_t>(attr->st_size)) : std::nullopt);
+        *n, r, truncating ? std::optional(static_cast<std::uint64_t>(attr->st_size)) : std::nullopt,
+        std::move(acl_txn));
     r = n->record;
     struct stat st = to_stat(r);
     fuse_reply_attr(req, &st, options_.attr_timeout);
@@ -476,8 +450,7 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
 }
 
 void filesystem::commit_attributes(node& n, store::inode_record r,
-                                   std::optional<std::uint64_t> new_size) {
-  store::transaction txn;
+                                   std::optional<std::uint64_t> new_size, store::transaction txn) {
   store::inode_record persisted = persistable(n, r);
   if (new_size) {
     r.stored_bytes = plan_truncate(n, *new_size, txn);

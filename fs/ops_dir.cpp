@@ -9,6 +9,7 @@
 
 #include "fs/filesystem.h"
 #include "fs/ops_common.h"
+#include "fs/posix_acl.h"
 #include "store/hash.h"
 
 namespace densefs::fs {
@@ -31,15 +32,27 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   const fuse_ctx* ctx = fuse_req_ctx(req);
   const store::timestamp t = now();
 
+  // The parent's default ACL, or else the umask, narrows the mode.
+  const new_inode_acls acls = acls_for_new_inode(req, parent, mode);
+
   store::inode_record r;
   r.ino = store_->allocate_ino();
-  r.mode = mode;
+  r.mode = acls.mode;
   r.uid = ctx->uid;
   r.gid = ctx->gid;
-  // BSD group semantics under a set-group-ID directory, as ext4 does.
+  // BSD group semantics under a set-group-ID directory, as ext4 does
+  // (inode_init_owner): a directory inherits the bit; a group-executable
+  // setgid file from someone outside the group, without CAP_FSETID, loses
+  // it. Kernels since 6.0 strip that bit before the request is sent
+  // (mode_strip_sgid), older ones leave it to the file system.
   if (parent.record.mode & S_ISGID) {
     r.gid = parent.record.gid;
-    if (S_ISDIR(mode)) r.mode |= S_ISGID;
+    constexpr mode_t k_sgid_exec = S_ISGID | S_IXGRP;
+    if (S_ISDIR(mode))
+      r.mode |= S_ISGID;
+    else if ((r.mode & k_sgid_exec) == k_sgid_exec &&
+             !caller_credentials(req).in_group_or_capable(r.gid))
+      r.mode &= ~S_ISGID;
   }
   r.nlink = S_ISDIR(mode) ? 2 : 1;
   r.rdev = rdev;
@@ -57,6 +70,8 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
 
   store::transaction txn;
   txn.put_inode(r);
+  if (acls.access) txn.put_xattr(r.ino, posix_acl::k_access_name, *acls.access);
+  if (acls.default_acl) txn.put_xattr(r.ino, posix_acl::k_default_name, *acls.default_acl);
   txn.put_dirent(parent.ino, name, {r.ino, r.mode & S_IFMT});
   txn.put_inode(persistable(parent, p));
   commit(txn);
@@ -65,7 +80,9 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   auto n = std::make_shared<node>(r);
   n->persisted_size = r.size;
   n->name_type = r.type;
-  n->xattr_names.emplace();  // a new inode has none
+  n->xattr_names.emplace();  // a new inode has none but its ACLs
+  if (acls.access) n->xattr_names->emplace(posix_acl::k_access_name);
+  if (acls.default_acl) n->xattr_names->emplace(posix_acl::k_default_name);
   return table_.insert(std::move(n));
 }
 

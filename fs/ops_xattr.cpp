@@ -2,8 +2,16 @@
 // read-only virtual attributes that expose densefs internals
 // (user.densefs.info, user.densefs.stats). The virtual ones are never
 // listed, so rsync -X and cp --preserve=xattr do not copy them.
+//
+// POSIX ACLs are the two system.posix_acl_* xattrs, which the kernel reads
+// for its permission checks and writes through setfacl, chmod aside: here
+// they are checked, and kept in step with the mode (posix_acl.h). Any other
+// system.* name is something densefs would store without enforcing:
+// refused with EOPNOTSUPP, as ext4 does.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <limits>
@@ -11,6 +19,7 @@
 
 #include "fs/filesystem.h"
 #include "fs/ops_common.h"
+#include "fs/posix_acl.h"
 
 namespace densefs::fs {
 namespace {
@@ -33,6 +42,16 @@ void reply_value(fuse_req_t req, std::string_view value, std::size_t size) {
   }
 }
 
+bool is_posix_acl(std::string_view name) {
+  return name == posix_acl::k_access_name || name == posix_acl::k_default_name;
+}
+
+// system.* names other than the ACLs: nfs4_acl, richacl... that nothing here
+// would enforce.
+bool is_unsupported_system(std::string_view name) {
+  return name.substr(0, 7) == "system." && !is_posix_acl(name);
+}
+
 const char* type_name(std::uint32_t mode) {
   if (S_ISREG(mode)) return "file";
   if (S_ISDIR(mode)) return "directory";
@@ -41,6 +60,32 @@ const char* type_name(std::uint32_t mode) {
 }
 
 }  // namespace
+
+// The caller's groups and CAP_FSETID, from /proc/TID/status (the request
+// carries only the fsuid and fsgid). The kernel sends the caller's thread
+// id in densefs's pid namespace; if it is not there (0) or the file cannot
+// be read, the fsgid is all there is, and uid 0 counts as capable.
+posix_acl::caller_credentials filesystem::caller_credentials(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  posix_acl::caller_credentials fallback;
+  fallback.fsgid = ctx->gid;
+  fallback.cap_fsetid = ctx->uid == 0;
+  if (ctx->pid <= 0) return fallback;
+  const std::string path = "/proc/" + std::to_string(ctx->pid) + "/status";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fallback;
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got <= 0) break;
+    text.append(buffer, static_cast<std::size_t>(got));
+    if (text.size() > (1u << 20)) break;  // a status file is a few KiB
+  }
+  ::close(fd);
+  auto parsed = posix_acl::parse_proc_status(text, ctx->gid);
+  return parsed ? *parsed : fallback;
+}
 
 std::string filesystem::stats_json() const {
   auto j = nlohmann::json::parse(store::to_json(store_->stats()));
@@ -138,9 +183,14 @@ void filesystem::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, cons
     if (is_virtual(name)) throw fs_error(EPERM);
     if (std::strlen(name) > 255) throw fs_error(ERANGE);
     if (size > 65536) throw fs_error(E2BIG);
+    if (is_unsupported_system(name)) throw fs_error(EOPNOTSUPP);
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
     auto n = get_node(ino);
+    if (is_posix_acl(name)) {
+      set_posix_acl(req, *n, name, {value, size}, flags);
+      return;
+    }
     const bool exists = store_->get_xattr(n->ino, name).has_value();
     if ((flags & XATTR_CREATE) && exists) throw fs_error(EEXIST);
     if ((flags & XATTR_REPLACE) && !exists) throw fs_error(ENODATA);
@@ -171,16 +221,11 @@ void filesystem::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std:
       reply_value(req, info_json(*n, k_info_xattr_chunk_list_bytes), size);
       return;
     }
+    if (is_unsupported_system(name)) throw fs_error(EOPNOTSUPP);
     std::optional<std::string> value;
     {
       std::lock_guard meta(meta_mutex_);
-      // The kernel asks for security.capability before every write; the
-      // in-memory name set answers that without touching the store.
-      if (!n->xattr_names) {
-        auto names = store_->list_xattrs(n->ino);
-        n->xattr_names.emplace(names.begin(), names.end());
-      }
-      if (n->xattr_names->count(name)) value = store_->get_xattr(n->ino, name);
+      value = stored_xattr(*n, name);
     }
     if (!value) throw fs_error(ENODATA);
     reply_value(req, *value, size);
@@ -194,6 +239,9 @@ void filesystem::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
       std::lock_guard meta(meta_mutex_);
       auto n = get_node(ino);
       for (const auto& name : store_->list_xattrs(n->ino)) {
+        // Stored before densefs refused them (see is_unsupported_system):
+        // kept, but not offered to copy.
+        if (is_unsupported_system(name)) continue;
         list += name;
         list += '\0';
       }
@@ -205,9 +253,11 @@ void filesystem::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
 void filesystem::removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   run_op(req, "removexattr", [&] {
     if (is_virtual(name)) throw fs_error(EPERM);
+    if (is_unsupported_system(name)) throw fs_error(EOPNOTSUPP);
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
     auto n = get_node(ino);
+    // Removing the access ACL leaves the mode as it is, as on ext4.
     if (!store_->get_xattr(n->ino, name)) throw fs_error(ENODATA);
     store::inode_record r = n->record;
     r.ctime = now();
@@ -219,6 +269,97 @@ void filesystem::removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
     if (n->xattr_names) n->xattr_names->erase(name);
     fuse_reply_err(req, 0);
   });
+}
+
+std::optional<std::string> filesystem::stored_xattr(node& n, std::string_view name) {
+  // The kernel asks for system.posix_acl_access once per inode it checks a
+  // non-owner's access to (it caches the answer): one point read, which the
+  // bloom filter answers for most inodes (they have none). A walk as
+  // another user costs one such read per file, not a listing.
+  if (!n.xattr_names && is_posix_acl(name)) return store_->get_xattr(n.ino, name);
+  // It asks for security.capability before every write: the in-memory
+  // name set answers "none" without touching the store.
+  if (!n.xattr_names) {
+    auto names = store_->list_xattrs(n.ino);
+    n.xattr_names.emplace(names.begin(), names.end());
+  }
+  if (!n.xattr_names->count(std::string(name))) return std::nullopt;
+  return store_->get_xattr(n.ino, name);
+}
+
+// What the kernel's set_posix_acl leaves to the file system (fs/posix_acl.c,
+// fs/fuse/acl.c): the kernel has checked that the caller owns the inode and
+// re-encoded the ACL, and drops its cached ACL and attributes after the
+// reply. The mode follows the access ACL, and an ACL the mode says in full
+// is not stored (posix_acl_update_mode), as on ext4.
+void filesystem::set_posix_acl(fuse_req_t req, node& n, std::string_view name,
+                               std::string_view value, int flags) {
+  if (!posix_acl_ || S_ISLNK(n.record.mode)) throw fs_error(EOPNOTSUPP);
+  const bool access = name == posix_acl::k_access_name;
+  // Only directories have a default ACL (the kernel checks this too).
+  if (!access && !S_ISDIR(n.record.mode)) throw fs_error(EACCES);
+  const auto acl = posix_acl::parse(value);
+  if (!acl) throw fs_error(EINVAL);
+  const bool exists = stored_xattr(n, name).has_value();
+  if ((flags & XATTR_CREATE) && exists) throw fs_error(EEXIST);
+  if ((flags & XATTR_REPLACE) && !exists) throw fs_error(ENODATA);
+  store::inode_record r = n.record;
+  r.ctime = now();
+  bool keep = true;
+  if (access) {
+    mode_t mode = r.mode;
+    keep = !posix_acl::equivalent_mode(*acl, mode);
+    // The kernel's FUSE_SETXATTR_ACL_KILL_SGID says this, but libfuse 3.14
+    // does not pass it on (no FUSE_CAP_SETXATTR_EXT): the same rule, asked
+    // of the caller directly.
+    if ((mode & S_ISGID) && !caller_credentials(req).in_group_or_capable(r.gid)) mode &= ~S_ISGID;
+    r.mode = static_cast<std::uint32_t>(mode);
+  }
+  store::transaction txn;
+  if (keep)
+    txn.put_xattr(n.ino, name, posix_acl::serialize(*acl));
+  else if (exists)
+    txn.delete_xattr(n.ino, name);
+  txn.put_inode(persistable(n, r));
+  commit(txn);
+  n.record = r;
+  if (n.xattr_names) {
+    if (keep)
+      n.xattr_names->insert(std::string(name));
+    else
+      n.xattr_names->erase(std::string(name));
+  }
+  fuse_reply_err(req, 0);
+}
+
+filesystem::new_inode_acls filesystem::acls_for_new_inode(fuse_req_t req, node& parent,
+                                                          mode_t mode) {
+  new_inode_acls result{mode, std::nullopt, std::nullopt};
+  // Without FUSE_CAP_DONT_MASK the kernel applied the umask already; a
+  // symlink has neither ACLs nor a umask (posix_acl_create).
+  if (!posix_acl_ || S_ISLNK(mode)) return result;
+  std::optional<posix_acl::acl> inherited;
+  const auto stored = stored_xattr(parent, posix_acl::k_default_name);
+  if (stored) inherited = posix_acl::parse(*stored);
+  if (!inherited) {
+    result.mode &= ~(fuse_req_ctx(req)->umask & 0777);
+    return result;
+  }
+  // The umask does not apply: the default ACL takes its place.
+  if (auto access = posix_acl::inherit(*inherited, result.mode))
+    result.access = posix_acl::serialize(*access);
+  if (S_ISDIR(mode)) result.default_acl = *stored;
+  return result;
+}
+
+void filesystem::chmod_access_acl(node& n, mode_t mode, store::transaction& txn) {
+  if (!posix_acl_ || S_ISLNK(n.record.mode)) return;
+  const auto stored = stored_xattr(n, posix_acl::k_access_name);
+  if (!stored) return;
+  auto acl = posix_acl::parse(*stored);
+  if (!acl) return;  // never stored so; left for fsck rather than guessed at
+  posix_acl::apply_chmod(*acl, mode);
+  txn.put_xattr(n.ino, posix_acl::k_access_name, posix_acl::serialize(*acl));
 }
 
 }  // namespace densefs::fs

@@ -44,6 +44,8 @@ const char* const k_mount_usage =
      relatime           reads update atime when it is not newer than mtime or
                         ctime, or a day old (default: reads never update it,
                         as with noatime)
+     acl / noacl        POSIX ACLs, enforced by the kernel (default acl; with
+                        noacl setfacl is refused: docs/testing.md, "POSIX ACLs")
      encode_threads=N   compression threads (default: one per core)
      max_staged=SIZE    file data staged in memory before writers wait
                         (default 256M; K/M/G suffixes)
@@ -116,6 +118,10 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     flag(o.read_only, true);
   } else if (key == "rw") {
     flag(o.read_only, false);
+  } else if (key == "acl") {
+    flag(o.posix_acl, true);
+  } else if (key == "noacl") {
+    flag(o.posix_acl, false);
   } else if (key == "remount") {
     flag(o.remount, true);
   } else if (key == "writeback_cache") {

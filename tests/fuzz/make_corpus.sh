@@ -45,4 +45,16 @@ for c in lepton broccoli; do
 done
 cp "$corpus/codec_roundtrip_broccoli"/* "$corpus/rust_broccoli_roundtrip/"
 for f in "${jpegs[@]}"; do cp "$f" "$corpus/rust_lepton_roundtrip/"; done
+# POSIX ACL xattrs as the kernel writes them (getfattr -e hex of setfacl's
+# results): a mode-only ACL, one with named entries and a mask, and a
+# default ACL; the fuzzer finds the malformed ones.
+mkdir -p "$corpus/posix_acl"
+n=0
+for hex in \
+  0200000001000600ffffffff04000400ffffffff20000400ffffffff \
+  0200000001000600ffffffff02000400e803000004000400ffffffff08000700d007000010000400ffffffff20000000ffffffff \
+  0200000001000700ffffffff02000700e903000004000700ffffffff10000700ffffffff20000500ffffffff; do
+  xxd -r -p <<<"$hex" >"$corpus/posix_acl/acl$n"
+  n=$((n + 1))
+done
 find "$corpus" -type f | wc -l

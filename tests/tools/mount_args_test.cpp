@@ -24,6 +24,7 @@ TEST(mount_args, defaults_with_two_paths) {
   EXPECT_FALSE(o.allow_other);
   EXPECT_FALSE(o.read_only);
   EXPECT_FALSE(o.remount);
+  EXPECT_TRUE(o.posix_acl);
   EXPECT_EQ(o.entry_timeout, d.entry_timeout);
   EXPECT_EQ(o.attr_timeout, d.attr_timeout);
   EXPECT_EQ(o.negative_timeout, d.negative_timeout);
@@ -39,6 +40,12 @@ TEST(mount_args, remount_is_understood_not_passed_to_fuse) {
   EXPECT_TRUE(o.remount);
   EXPECT_TRUE(o.read_only);
   EXPECT_TRUE(o.fuse_options.empty());
+}
+
+TEST(mount_args, noacl_turns_posix_acls_off_and_acl_back_on) {
+  EXPECT_FALSE(parse_mount_args({"/s", "/m", "-o", "noacl"}).posix_acl);
+  EXPECT_TRUE(parse_mount_args({"/s", "/m", "-o", "noacl,acl"}).posix_acl);
+  EXPECT_TRUE(parse_mount_args({"/s", "/m", "-o", "noacl", "-o", "acl"}).fuse_options.empty());
 }
 
 TEST(mount_args, flags) {
