@@ -107,4 +107,17 @@ class mount_test : public ::testing::Test {
   int mount_count_ = 0;
 };
 
+// The mount setups the POSIX-behaviour suites run under (INSTANTIATE_TEST_SUITE_P
+// with posix_mount_setups() and mount_setup_name): default caches,
+// writeback_cache, and no kernel caching of names and attributes.
+inline auto posix_mount_setups() {
+  return ::testing::Values(std::string(), std::string("writeback_cache"),
+                           std::string("entry_timeout=0,attr_timeout=0"));
+}
+inline std::string mount_setup_name(const ::testing::TestParamInfo<std::string>& info) {
+  if (info.param.empty()) return "default";
+  if (info.param == "writeback_cache") return info.param;
+  return "timeouts0";
+}
+
 }  // namespace densefs::test

@@ -196,14 +196,7 @@ class permission : public mount_test, public ::testing::WithParamInterface<std::
   user a_, b_;
 };
 
-INSTANTIATE_TEST_SUITE_P(mount_options, permission,
-                         ::testing::Values(std::string(), std::string("writeback_cache"),
-                                           std::string("entry_timeout=0,attr_timeout=0")),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           if (info.param.empty()) return std::string("default");
-                           if (info.param == "writeback_cache") return info.param;
-                           return std::string("timeouts0");
-                         });
+INSTANTIATE_TEST_SUITE_P(mount_options, permission, posix_mount_setups(), mount_setup_name);
 
 TEST_P(permission, suid_and_sgid_after_data_changes_match_ext4) {
   struct actor {

@@ -72,14 +72,7 @@ class posix : public mount_test, public ::testing::WithParamInterface<std::strin
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(mount_options, posix,
-                         ::testing::Values(std::string(), std::string("writeback_cache"),
-                                           std::string("entry_timeout=0,attr_timeout=0")),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           if (info.param.empty()) return std::string("default");
-                           if (info.param == "writeback_cache") return info.param;
-                           return std::string("timeouts0");
-                         });
+INSTANTIATE_TEST_SUITE_P(mount_options, posix, posix_mount_setups(), mount_setup_name);
 
 // What happens to the mode bits of a file with suid and sgid (and group
 // exec, without which sgid means mandatory locking and stays) after one
