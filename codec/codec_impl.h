@@ -59,6 +59,8 @@ std::unique_ptr<chunk_codec> make_lepton_codec();
 // Bounded decoders for decode_any_size(): at most max_plain_size bytes out.
 std::string broccoli_decode_any_size(std::string_view stored, std::size_t max_plain_size);
 std::string lepton_decode_any_size(std::string_view stored, std::size_t max_plain_size);
+// lepton_jpeg threads per JPEG (set_lepton_threads; lepton_file.cpp uses it too).
+unsigned lepton_thread_count();
 
 // Shared helpers for option values; throw codec_error naming `key`.
 int parse_int_option(std::string_view key, std::string_view value);
