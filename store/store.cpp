@@ -243,6 +243,11 @@ db_config make_config(std::size_t block_cache_bytes, bool blob_files = true) {
   // the largest write buffer, so oversized buffers show up as disk usage of
   // an empty store.
   meta.write_buffer_size = 16u << 20;
+  // Metadata blocks are mostly chunk hashes, small numbers and names; zstd
+  // keeps 16% fewer bytes of them than RocksDB's default Snappy on a copy of
+  // /usr/share/man (docs/format.md, "Metadata bytes per file"). RocksDB names
+  // the compression in each block, so tables written with Snappy still read.
+  meta.compression = rocksdb::kZSTD;
 
   rocksdb::ColumnFamilyOptions payloads;
   rocksdb::BlockBasedTableOptions payload_table;

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include <rocksdb/table_properties.h>
+
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
 
@@ -210,6 +212,17 @@ std::string record_versions_after_a_write(const fs::path& dir) {
 TEST_F(store_test, a_new_store_writes_compact_records) {
   // inode 3, dirent 2, extent 2, chunk 2 (docs/format.md, store format 3).
   EXPECT_EQ(record_versions_after_a_write(dir()), "03020202");
+}
+
+TEST_F(store_test, metadata_tables_are_zstd_compressed) {
+  record_versions_after_a_write(dir());  // closed: its memtables are tables now
+  test::raw_db db(dir());
+  for (const char* cf : {k_cf_inodes, k_cf_dirents, k_cf_extents, k_cf_chunks}) {
+    rocksdb::TablePropertiesCollection tables;
+    ASSERT_TRUE(db.db()->GetPropertiesOfAllTables(db.cf(cf), &tables).ok());
+    ASSERT_FALSE(tables.empty()) << cf;
+    for (const auto& [file, props] : tables) EXPECT_EQ(props->compression_name, "ZSTD") << file;
+  }
 }
 
 // A format-2 store (a pack store made by an earlier build) keeps the
