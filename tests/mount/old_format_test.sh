@@ -2,7 +2,7 @@
 # Stores made by earlier builds keep mounting: the format-1 golden store
 # (tests/store/golden/store-v1.tar.gz, fixed-width records) is mounted with
 # the binary under test, read through the kernel, written, remounted and
-# checked with fsck, next to a store mkfs makes now (format 3, compact
+# checked with gc and fsck, next to a store mkfs makes now (format 3, compact
 # records) that gets the same treatment. What this build writes into the old
 # store keeps the old store's encoding (docs/format.md, "Compatibility").
 # usage: old_format_test.sh DENSEFS_BINARY SOURCE_DIR
@@ -72,7 +72,12 @@ for store in "$old" "$new"; do
 
   mount_densefs "$store" "$mnt"
   cp -a "$tree" "$mnt/tree" || fail "cp -a into $store failed"
+  # Garbage for gc: chunks of a deleted file, small (inline) and large.
+  head -c 100000 /dev/urandom >"$mnt/garbage"
+  echo "$store" >"$mnt/garbage-small"
+  rm "$mnt/garbage" "$mnt/garbage-small"
   "$densefs" umount "$mnt" || fail "densefs umount ($store) failed"
+  "$densefs" gc "$store" >/dev/null || fail "densefs gc $store failed"
 
   after=$(problems "$store")
   [[ $after == clean ]] || fail "writing into $store made fsck find: $after"
