@@ -26,8 +26,11 @@ constexpr std::uint8_t k_dirent_compact_version = 2;
 constexpr std::uint8_t k_extent_compact_version = 2;
 constexpr std::uint8_t k_chunk_compact_version = 2;
 
-// Compact inode time_flags bits: a time equal to another is not stored again
-// (a new file has ctime == mtime == btime; cp -a gives atime == mtime).
+// Compact inode time_flags bits: a time equal to the one named is not
+// stored again (a file's last write sets ctime == mtime; `touch -d` sets
+// atime == mtime; a new empty file has all four equal). Times are stored
+// whole, not as differences: whole times of files made together compress
+// better in RocksDB's zstd blocks (docs/format.md).
 constexpr std::uint8_t k_atime_is_mtime = 1;
 constexpr std::uint8_t k_ctime_is_mtime = 2;
 constexpr std::uint8_t k_btime_is_ctime = 4;
