@@ -450,6 +450,8 @@ class store {
   std::filesystem::path dir_;
   store_open_options options_;
   store_settings settings_;
+  // What this store writes: fixed for formats 1 and 2, compact for 3.
+  record_encoding encoding_ = record_encoding::fixed;
   codec::policy policy_;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // owned; closed in ~store

@@ -94,6 +94,9 @@ void records() {
   v1.resize(v1.size() - 2);
   put("record_inode", "symlink_v1", v1);
   put("record_inode", "empty", "");
+  const auto compact = store::record_encoding::compact;
+  put("record_inode", "file_v3", store::encode_inode(file, compact));
+  put("record_inode", "symlink_v3", store::encode_inode(link, compact));
 
   put("record_dirent", "file", store::encode_dirent({42, 0100000}));
   put("record_dirent", "dir", store::encode_dirent({7, 040000}));
@@ -101,7 +104,9 @@ void records() {
   e.hash.bytes.fill(0x5a);
   e.chunk_offset = 4096;
   e.length = 65536;
+  put("record_dirent", "file_v2", store::encode_dirent({42, 0100000}, compact));
   put("record_extent", "extent", store::encode_extent(e));
+  put("record_extent", "extent_v2", store::encode_extent(e, compact));
   for (int c = 0; c < 4; ++c) {
     store::chunk_record r;
     r.codec = static_cast<codec::codec_id>(c);
@@ -110,6 +115,7 @@ void records() {
     r.refcount = 3;
     r.checksum = 0x0123456789abcdef;
     put("record_chunk", "codec" + std::to_string(c), store::encode_chunk(r));
+    put("record_chunk", "codec" + std::to_string(c) + "_v2", store::encode_chunk(r, compact));
   }
   store::store_settings s;
   s.uuid = "0f8fad5b-d9cb-469f-a165-70867728950e";
