@@ -165,6 +165,80 @@ TEST(deflate_codec, empty_and_tiny_streams_round_trip) {
   }
 }
 
+// A PNG as libpng lays it out: signature, IHDR, the zlib stream of the
+// filtered scanlines cut into IDAT chunks of `idat_size` bytes, IEND.
+std::string chunk(std::string_view type, std::string_view data) {
+  std::string c;
+  const auto n = static_cast<std::uint32_t>(data.size());
+  for (int shift = 24; shift >= 0; shift -= 8) c.push_back(static_cast<char>(n >> shift));
+  c.append(type);
+  c.append(data);
+  const std::string crc_input = std::string(type) + std::string(data);
+  const auto crc = static_cast<std::uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(crc_input.data()), crc_input.size()));
+  for (int shift = 24; shift >= 0; shift -= 8) c.push_back(static_cast<char>(crc >> shift));
+  return c;
+}
+
+std::string make_png(std::size_t idat_size) {
+  const std::uint32_t w = 300, h = 200;
+  std::string ihdr;
+  for (const std::uint32_t v : {w, h})
+    for (int shift = 24; shift >= 0; shift -= 8) ihdr.push_back(static_cast<char>(v >> shift));
+  ihdr += std::string("\x08\x02\x00\x00\x00", 5);  // 8-bit RGB
+  // Rows of a soft pattern with filter type 0, like a screenshot.
+  std::string raw;
+  for (std::uint32_t y = 0; y < h; ++y) {
+    raw.push_back('\0');
+    for (std::uint32_t x = 0; x < w; ++x) {
+      raw.push_back(static_cast<char>((x / 10) * 7));
+      raw.push_back(static_cast<char>((y / 10) * 11));
+      raw.push_back(static_cast<char>(((x + y) / 25) * 13));
+    }
+  }
+  z_stream z{};
+  EXPECT_EQ(deflateInit(&z, 6), Z_OK);
+  std::string zdata(deflateBound(&z, raw.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(raw.data());
+  z.avail_in = static_cast<uInt>(raw.size());
+  z.next_out = reinterpret_cast<Bytef*>(zdata.data());
+  z.avail_out = static_cast<uInt>(zdata.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  zdata.resize(z.total_out);
+  deflateEnd(&z);
+  std::string png = "\x89PNG\r\n\x1a\n" + chunk("IHDR", ihdr);
+  for (std::size_t at = 0; at < zdata.size(); at += idat_size)
+    png += chunk("IDAT", std::string_view(zdata).substr(at, idat_size));
+  return png + chunk("IEND", "");
+}
+
+TEST(deflate_codec, png_idat_streams_round_trip) {
+  for (const std::size_t idat_size : {std::size_t{1} << 20, std::size_t{1000}, std::size_t{7}}) {
+    const std::string png = make_png(idat_size);
+    codec_options o = deflate_options();
+    o.min_savings = 0;
+    const encoded_chunk e = encode_chunk(png, o);
+    EXPECT_EQ(e.codec, codec_id::deflate) << idat_size << ": " << e.fallback_reason;
+    EXPECT_EQ(decode_chunk(e.codec, e.bytes, png.size()), png) << idat_size;
+  }
+}
+
+TEST(deflate_codec, png_with_forged_lengths_falls_back) {
+  std::string png = make_png(1000);
+  // The first IDAT chunk (after the 8-byte signature and the 25-byte IHDR
+  // chunk) claims 2 GiB.
+  png[33] = '\x7f';
+  const encoded_chunk e = encode_chunk(png, deflate_options());
+  EXPECT_EQ(e.fell_back_from, codec_id::deflate);
+  EXPECT_NE(e.fallback_reason.find("PNG refused"), std::string::npos) << e.fallback_reason;
+  EXPECT_EQ(decode_chunk(e.codec, e.bytes, png.size()), png);
+  // Cut in the middle of the IDAT chunks.
+  const std::string cut = make_png(1000).substr(0, 2000);
+  const encoded_chunk c = encode_chunk(cut, deflate_options());
+  EXPECT_EQ(c.fell_back_from, codec_id::deflate);
+  EXPECT_EQ(decode_chunk(c.codec, c.bytes, cut.size()), cut);
+}
+
 TEST(deflate_codec, gzip_bomb_is_refused_quickly_and_stored_by_the_fallback) {
   // 256 MiB of zeros: a ~250 KB gzip file. The cap for a chunk this size is
   // the 16 MiB floor (64 times it is less): inflating stops there and the
@@ -191,7 +265,8 @@ TEST(deflate_codec, truncated_and_foreign_input_fall_back) {
   const std::string text = sample_text(100);
   const encoded_chunk e = encode_chunk(text, deflate_options());
   EXPECT_EQ(e.fell_back_from, codec_id::deflate);
-  EXPECT_NE(e.fallback_reason.find("not a gzip file"), std::string::npos) << e.fallback_reason;
+  EXPECT_NE(e.fallback_reason.find("not a gzip file or a PNG"), std::string::npos)
+      << e.fallback_reason;
   EXPECT_EQ(decode_chunk(e.codec, e.bytes, text.size()), text);
 }
 
