@@ -141,11 +141,11 @@ bool looks_like_jpeg(std::string_view b) {
 }
 
 // 1F 8B 08 (a gzip member header with the deflate method, classify.h's
-// starts_like_gzip(), kept local for the same reason) or the PNG signature:
-// the only chunks the deflate codec takes.
+// starts_like_gzip(), kept local for the same reason), the PNG signature or
+// a zip local header: the only chunks the deflate codec takes.
 bool looks_like_deflate_container(std::string_view b) {
   return (b.size() >= 3 && b[0] == '\x1f' && b[1] == '\x8b' && b[2] == '\x08') ||
-         b.starts_with("\x89PNG\r\n\x1a\n");
+         b.starts_with("\x89PNG\r\n\x1a\n") || b.starts_with("PK\x03\x04");
 }
 
 // Codecs whose encoders run in the Rust library: their output is decoded and
@@ -194,7 +194,7 @@ encoded_chunk encode_chunk(std::string_view plain, const codec_options& options)
   if (options.preferred == codec_id::lepton && !looks_like_jpeg(plain)) {
     reason = "not a JPEG (no FF D8 FF at the start)";
   } else if (options.preferred == codec_id::deflate && !looks_like_deflate_container(plain)) {
-    reason = "not a gzip file or a PNG (no 1F 8B 08 or PNG signature at the start)";
+    reason = "not a gzip file, a PNG or a zip (no gzip, PNG or zip signature at the start)";
   } else {
     try {
       encoded_chunk e = encode_or_raw(c, plain, options);

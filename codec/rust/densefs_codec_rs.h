@@ -56,10 +56,11 @@ densefs_rs_result densefs_rs_broccoli_concat(const uint8_t* const* pieces, const
                                              size_t n);
 
 /* Deflate: lossless recompression of the deflate streams of a container
- * (today: a gzip file, one or more members, trailing bytes kept). split
+ * (a gzip file, one or more members, trailing bytes kept; a PNG's IDAT
+ * stream; the deflate entries of a zip file). split
  * returns u64 LE skeleton length, the skeleton (kept container bytes and
  * preflate-rs reconstruction data, docs/format.md), then the plain text of
- * every stream; REJECTED when the input is not a whole gzip file, is
+ * every stream; REJECTED when the input is not a whole such file, is
  * truncated, inflates past densefs_rs_deflate_plain_cap(len), or preflate
  * cannot rebuild it. It does not verify: decode and compare. join rebuilds
  * the exact container, at most max_out bytes, and refuses more plain text

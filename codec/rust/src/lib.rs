@@ -916,6 +916,90 @@ fn split_png(input: &[u8], plain_cap: usize) -> Result<(Vec<u8>, Vec<u8>), Failu
     Ok((skeleton, plain))
 }
 
+fn le16(b: &[u8]) -> usize {
+    usize::from(u16::from_le_bytes([b[0], b[1]]))
+}
+
+fn le32(b: &[u8]) -> usize {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize
+}
+
+/// At most this many zip entries are recompressed; the rest of the file is
+/// kept as it is. Each entry is one preflate call (~1 ms for a tiny one on
+/// the 2-core VM), so this bounds one chunk's work to a few seconds.
+const ZIP_MAX_ENTRIES: usize = 4096;
+
+/// Splits a zip file (docx, odt, jar, whl, ...): the deflate data of each
+/// entry (local header method 8) is recompressed, everything else (local
+/// headers, stored entries, data descriptors, the central directory) kept.
+/// An entry preflate refuses stays as it is; a file with no entry taken is
+/// refused. Entries are walked from the start through their local headers;
+/// where a length cannot be known (a data descriptor after an entry that is
+/// not taken), the rest of the file is kept as it is.
+fn split_zip(input: &[u8], plain_cap: usize) -> Result<(Vec<u8>, Vec<u8>), Failure> {
+    let mut skeleton = Vec::new();
+    let mut plain = Vec::new();
+    let mut kept_from = 0usize; // start of the bytes not yet in the skeleton
+    let mut at = 0usize;
+    let mut streams = 0usize;
+    let mut entries = 0usize;
+    let literal = |skeleton: &mut Vec<u8>, bytes: &[u8]| {
+        if !bytes.is_empty() {
+            skeleton.push(OP_LITERAL);
+            put_varint(skeleton, bytes.len() as u64);
+            skeleton.extend_from_slice(bytes);
+        }
+    };
+    while entries < ZIP_MAX_ENTRIES && input.len() - at >= 30 && input[at..].starts_with(b"PK\x03\x04") {
+        entries += 1;
+        let h = &input[at..];
+        let flags = le16(&h[6..]);
+        let method = le16(&h[8..]);
+        let csize = le32(&h[18..]);
+        let data = 30 + le16(&h[26..]) + le16(&h[28..]);
+        if data > h.len() {
+            break;
+        }
+        let descriptor = flags & 8 != 0;
+        let mut end: Option<usize> = None; // offset in h after the entry's data
+        if method == 8 {
+            if let Ok((dlen, p, corrections)) =
+                preflate_stream(&h[data..], plain_cap - plain.len())
+            {
+                literal(&mut skeleton, &input[kept_from..at + data]);
+                skeleton.push(OP_DEFLATE);
+                put_varint(&mut skeleton, p.len() as u64);
+                put_varint(&mut skeleton, corrections.len() as u64);
+                skeleton.extend_from_slice(&corrections);
+                plain.extend_from_slice(&p);
+                kept_from = at + data + dlen;
+                streams += 1;
+                end = Some(if descriptor || csize < dlen { data + dlen } else { data + csize });
+            }
+        }
+        let end = match end {
+            Some(e) => e,
+            None if !descriptor && csize != 0xffff_ffff => data + csize,
+            None => break, // the entry's length is unknown: keep the rest
+        };
+        if end > h.len() {
+            break;
+        }
+        at += end;
+        if descriptor {
+            // Optional signature, CRC-32, sizes (zip64 ones are not told
+            // apart: then the walk just stops at the next non-header).
+            let d = if input[at..].starts_with(b"PK\x07\x08") { 16 } else { 12 };
+            at = (at + d).min(input.len());
+        }
+    }
+    if streams == 0 {
+        return fail(DENSEFS_RS_REJECTED, "deflate: zip refused: no deflate entry preflate takes");
+    }
+    literal(&mut skeleton, &input[kept_from..]);
+    Ok((skeleton, plain))
+}
+
 /// Rebuilds the container from its skeleton and plain text, refusing to
 /// produce more than `max_out` bytes or to leave plain text unused.
 fn join_deflate(skeleton: &[u8], plain: &[u8], max_out: usize) -> Result<Vec<u8>, Failure> {
@@ -1035,6 +1119,8 @@ pub unsafe extern "C" fn densefs_rs_deflate_split(data: *const u8, len: usize) -
         let cap = deflate_plain_cap(data.len());
         let (skeleton, plain) = if data.starts_with(PNG_SIGNATURE) {
             split_png(data, cap)?
+        } else if data.starts_with(b"PK\x03\x04") {
+            split_zip(data, cap)?
         } else {
             split_gzip(data, cap)?
         };
