@@ -239,6 +239,79 @@ TEST(deflate_codec, png_with_forged_lengths_falls_back) {
   EXPECT_EQ(decode_chunk(c.codec, c.bytes, cut.size()), cut);
 }
 
+// Raw deflate data (no zlib or gzip wrapper), as zip entries hold it.
+std::string raw_deflate(std::string_view plain, int level) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, plain.size()) + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
+  z.avail_in = static_cast<uInt>(plain.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string le(std::uint32_t v, int bytes) {
+  std::string s;
+  for (int i = 0; i < bytes; ++i) s.push_back(static_cast<char>(v >> (8 * i)));
+  return s;
+}
+
+// A zip file: a deflated entry, a deflated entry with a data descriptor
+// (sizes 0 in its local header), a stored entry, then a central directory
+// (its contents are kept as they are, so a minimal one will do).
+std::string make_zip() {
+  const std::string a = sample_text(800), b = sample_text(500), c = "stored entry\n";
+  const std::string da = raw_deflate(a, 9), db = raw_deflate(b, 6);
+  const auto local = [](std::uint16_t flags, std::uint16_t method, std::uint32_t csize,
+                        std::uint32_t usize, std::string_view name) {
+    return "PK\x03\x04" + le(20, 2) + le(flags, 2) + le(method, 2) + le(0, 4) + le(0, 4) +
+           le(csize, 4) + le(usize, 4) + le(static_cast<std::uint32_t>(name.size()), 2) + le(0, 2) +
+           std::string(name);
+  };
+  std::string zip = local(0, 8, da.size(), a.size(), "a.txt") + da;
+  zip += local(8, 8, 0, 0, "b.txt") + db + "PK\x07\x08" + le(0, 4) + le(db.size(), 4) +
+         le(b.size(), 4);
+  zip += local(0, 0, c.size(), c.size(), "c.txt") + c;
+  zip += "PK\x01\x02" + std::string(42, '\0') + "PK\x05\x06" + std::string(18, '\0');
+  return zip;
+}
+
+TEST(deflate_codec, zip_entries_round_trip) {
+  const std::string zip = make_zip();
+  const encoded_chunk e = encode_chunk(zip, deflate_options());
+  EXPECT_EQ(e.codec, codec_id::deflate) << e.fallback_reason;
+  EXPECT_LT(e.bytes.size(), zip.size());
+  EXPECT_EQ(decode_chunk(e.codec, e.bytes, zip.size()), zip);
+  // A local header whose name length runs past the end: kept, refused.
+  std::string bad = zip.substr(0, 40);
+  bad[26] = '\xff';
+  const encoded_chunk r = encode_chunk(bad, deflate_options());
+  EXPECT_EQ(r.fell_back_from, codec_id::deflate);
+  EXPECT_EQ(decode_chunk(r.codec, r.bytes, bad.size()), bad);
+}
+
+TEST(deflate_codec, a_zip_of_thousands_of_entries_stays_bounded) {
+  // 5,000 tiny deflated entries: each one is a preflate call, and only the
+  // first 4,096 are taken (the rest is kept as it is); the whole chunk
+  // round-trips (or falls back), it does not run away.
+  std::string zip;
+  const std::string plain = "tiny entry with a few words in it, tiny entry\n";
+  const std::string d = raw_deflate(plain, 9);
+  for (int i = 0; i < 5000; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    zip += "PK\x03\x04" + le(20, 2) + le(0, 2) + le(8, 2) + le(0, 4) + le(0, 4) +
+           le(static_cast<std::uint32_t>(d.size()), 4) +
+           le(static_cast<std::uint32_t>(plain.size()), 4) +
+           le(static_cast<std::uint32_t>(name.size()), 2) + le(0, 2) + name + d;
+  }
+  const encoded_chunk e = encode_chunk(zip, deflate_options());
+  EXPECT_EQ(decode_chunk(e.codec, e.bytes, zip.size()), zip);
+}
+
 TEST(deflate_codec, gzip_bomb_is_refused_quickly_and_stored_by_the_fallback) {
   // 256 MiB of zeros: a ~250 KB gzip file. The cap for a chunk this size is
   // the 16 MiB floor (64 times it is less): inflating stops there and the
@@ -265,7 +338,7 @@ TEST(deflate_codec, truncated_and_foreign_input_fall_back) {
   const std::string text = sample_text(100);
   const encoded_chunk e = encode_chunk(text, deflate_options());
   EXPECT_EQ(e.fell_back_from, codec_id::deflate);
-  EXPECT_NE(e.fallback_reason.find("not a gzip file or a PNG"), std::string::npos)
+  EXPECT_NE(e.fallback_reason.find("not a gzip file, a PNG or a zip"), std::string::npos)
       << e.fallback_reason;
   EXPECT_EQ(decode_chunk(e.codec, e.bytes, text.size()), text);
 }
