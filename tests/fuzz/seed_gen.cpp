@@ -2,11 +2,11 @@
 // chunks, real czip files, plus edge cases. Run by tests/fuzz/make_corpus.sh
 // (which commits nothing: review and `git add` the result).
 //
-//   fuzz_seed_gen OUT_DIR [JPEG...] [GZIP...]
+//   fuzz_seed_gen OUT_DIR [JPEG...] [GZIP|PNG|ZIP...]
 //
 // Writes OUT_DIR/TARGET/NAME for every target of tests/fuzz/CMakeLists.txt.
-// The JPEGs (small ones) seed the Lepton targets, the gzip files (names
-// ending .gz) the deflate targets.
+// The JPEGs (small ones) seed the Lepton targets, the gzip, PNG and zip
+// files (names ending .gz, .png, .zip) the deflate targets.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -147,7 +147,7 @@ void codecs(const std::vector<std::string>& jpegs, const std::vector<std::string
     if (id == codec::codec_id::deflate) {
       inputs.clear();
       for (std::size_t i = 0; i < gzips.size(); ++i)
-        inputs.push_back({"gzip" + std::to_string(i), gzips[i]});
+        inputs.push_back({"container" + std::to_string(i), gzips[i]});
     }
     for (const auto& [name, plain] : inputs) {
       codec::codec_options o;
@@ -178,7 +178,7 @@ void codecs(const std::vector<std::string>& jpegs, const std::vector<std::string
       for (int k = 7; k >= 0; --k) n = (n << 8) | static_cast<std::uint8_t>(b[k]);
       if (n < 65536) {
         const std::string len16{static_cast<char>(n & 0xff), static_cast<char>(n >> 8)};
-        put("rust_deflate_decode", "gzip" + std::to_string(i),
+        put("rust_deflate_decode", "container" + std::to_string(i),
             le24(gzips[i].size()) + len16 + std::string(b.substr(8)));
       }
     }
@@ -280,13 +280,15 @@ void czips() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: fuzz_seed_gen OUT_DIR [JPEG...] [GZIP...]\n";
+    std::cerr << "usage: fuzz_seed_gen OUT_DIR [JPEG...] [GZIP|PNG|ZIP...]\n";
     return 2;
   }
   out_dir = argv[1];
   std::vector<std::string> jpegs, gzips;
   for (int i = 2; i < argc; ++i) {
-    (std::string_view(argv[i]).ends_with(".gz") ? gzips : jpegs).push_back(read_file(argv[i]));
+    const std::string_view a = argv[i];
+    const bool deflate = a.ends_with(".gz") || a.ends_with(".png") || a.ends_with(".zip");
+    (deflate ? gzips : jpegs).push_back(read_file(argv[i]));
   }
   records();
   codecs(jpegs, gzips);
