@@ -55,10 +55,12 @@ std::unique_ptr<chunk_codec> make_raw_codec();
 std::unique_ptr<chunk_codec> make_zstd_codec();
 std::unique_ptr<chunk_codec> make_broccoli_codec();
 std::unique_ptr<chunk_codec> make_lepton_codec();
+std::unique_ptr<chunk_codec> make_deflate_codec();
 
 // Bounded decoders for decode_any_size(): at most max_plain_size bytes out.
 std::string broccoli_decode_any_size(std::string_view stored, std::size_t max_plain_size);
 std::string lepton_decode_any_size(std::string_view stored, std::size_t max_plain_size);
+std::string deflate_decode_any_size(std::string_view stored, std::size_t max_plain_size);
 
 // Shared helpers for option values; throw codec_error naming `key`.
 int parse_int_option(std::string_view key, std::string_view value);

@@ -1532,11 +1532,12 @@ static std::shared_ptr<const std::string> decode_checked(const chunk_hash& hash,
   if (plain.size() != rec.plain_size)
     chunk_failure("chunk " + hash.hex() + ": decoded to " + std::to_string(plain.size()) +
                   " bytes, expected " + std::to_string(rec.plain_size));
-  // Lepton and Brotli streams carry no checksum of their own, and a
-  // different lepton_jpeg version could decode an old payload differently:
-  // the chunk's name is the SHA-256 of its content, so check it. (~1 GB/s,
-  // a few percent of a Lepton decode; zstd chunks skip it.)
-  if (rec.codec == codec::codec_id::lepton || rec.codec == codec::codec_id::broccoli) {
+  // Lepton, Deflate and Brotli streams carry no checksum of their own, and a
+  // different lepton_jpeg or preflate-rs version could decode an old payload
+  // differently: the chunk's name is the SHA-256 of its content, so check
+  // it. (~1 GB/s, a few percent of a Lepton decode; zstd chunks skip it.)
+  if (rec.codec == codec::codec_id::lepton || rec.codec == codec::codec_id::broccoli ||
+      rec.codec == codec::codec_id::deflate) {
     if (sha256_of(plain) != hash)
       chunk_failure("chunk " + hash.hex() + ": decoded " + codec::codec_name(rec.codec) +
                     " content does not match the chunk's SHA-256");

@@ -2,10 +2,11 @@
 // chunks, real czip files, plus edge cases. Run by tests/fuzz/make_corpus.sh
 // (which commits nothing: review and `git add` the result).
 //
-//   fuzz_seed_gen OUT_DIR [JPEG...]
+//   fuzz_seed_gen OUT_DIR [JPEG...] [GZIP|PNG|ZIP...]
 //
 // Writes OUT_DIR/TARGET/NAME for every target of tests/fuzz/CMakeLists.txt.
-// The JPEGs (small ones) seed the Lepton targets.
+// The JPEGs (small ones) seed the Lepton targets, the gzip, PNG and zip
+// files (names ending .gz, .png, .zip) the deflate targets.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "codec/codec.h"
 #include "codec/czip.h"
 #include "codec/czip_crypto.h"
+#include "codec/rust/densefs_codec_rs.h"
 #include "store/records.h"
 
 namespace fs = std::filesystem;
@@ -130,7 +132,7 @@ void records() {
   put("record_meta", "key", std::string(1, '\2') + store::inode_key(0x0102030405060708));
 }
 
-void codecs(const std::vector<std::string>& jpegs) {
+void codecs(const std::vector<std::string>& jpegs, const std::vector<std::string>& gzips) {
   struct sample {
     std::string name, plain;
   };
@@ -138,7 +140,7 @@ void codecs(const std::vector<std::string>& jpegs) {
                                  {"zeros", std::string(5000, '\0')},
                                  {"random", random_bytes(700, 1)},
                                  {"byte", "x"}};
-  for (const char* c : {"raw", "zstd", "broccoli", "lepton"}) {
+  for (const char* c : {"raw", "zstd", "broccoli", "lepton", "deflate"}) {
     const codec::codec_id id = *codec::codec_from_name(c);
     const std::string dec = std::string("codec_decode_") + c;
     const std::string rt = std::string("codec_roundtrip_") + c;
@@ -147,6 +149,11 @@ void codecs(const std::vector<std::string>& jpegs) {
       inputs.clear();
       for (std::size_t i = 0; i < jpegs.size(); ++i)
         inputs.push_back({"jpeg" + std::to_string(i), jpegs[i]});
+    }
+    if (id == codec::codec_id::deflate) {
+      inputs.clear();
+      for (std::size_t i = 0; i < gzips.size(); ++i)
+        inputs.push_back({"container" + std::to_string(i), gzips[i]});
     }
     for (const auto& [name, plain] : inputs) {
       codec::codec_options o;
@@ -165,6 +172,23 @@ void codecs(const std::vector<std::string>& jpegs) {
       put(rt, name, std::string{6, 1, 12} + plain);
     }
     put(dec, "empty", le24(0) + le24(0));
+  }
+  // rust_deflate_decode: output bound, u16 skeleton length, the skeleton
+  // and the plain text, as densefs_rs_deflate_split makes them.
+  for (std::size_t i = 0; i < gzips.size(); ++i) {
+    densefs_rs_result r = densefs_rs_deflate_split(
+        reinterpret_cast<const std::uint8_t*>(gzips[i].data()), gzips[i].size());
+    if (r.status == DENSEFS_RS_OK) {
+      const std::string_view b(reinterpret_cast<const char*>(r.data), r.len);
+      std::uint64_t n = 0;
+      for (int k = 7; k >= 0; --k) n = (n << 8) | static_cast<std::uint8_t>(b[k]);
+      if (n < 65536) {
+        const std::string len16{static_cast<char>(n & 0xff), static_cast<char>(n >> 8)};
+        put("rust_deflate_decode", "container" + std::to_string(i),
+            le24(gzips[i].size()) + len16 + std::string(b.substr(8)));
+      }
+    }
+    densefs_rs_free(&r);
   }
 }
 
@@ -262,14 +286,18 @@ void czips() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: fuzz_seed_gen OUT_DIR [JPEG...]\n";
+    std::cerr << "usage: fuzz_seed_gen OUT_DIR [JPEG...] [GZIP|PNG|ZIP...]\n";
     return 2;
   }
   out_dir = argv[1];
-  std::vector<std::string> jpegs;
-  for (int i = 2; i < argc; ++i) jpegs.push_back(read_file(argv[i]));
+  std::vector<std::string> jpegs, gzips;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    const bool deflate = a.ends_with(".gz") || a.ends_with(".png") || a.ends_with(".zip");
+    (deflate ? gzips : jpegs).push_back(read_file(argv[i]));
+  }
   records();
-  codecs(jpegs);
+  codecs(jpegs, gzips);
   specs();
   czips();
   return 0;
