@@ -250,7 +250,8 @@ std::optional<file_type> classify_magic(std::string_view h) {
       has_prefix(h, "PK\x07\x08"sv)) {
     return file_type::archive;
   }
-  if (has_prefix(h, "\x1F\x8B"sv)) return file_type::archive;  // gzip
+  if (starts_like_gzip(h)) return file_type::gzip;
+  if (has_prefix(h, "\x1F\x8B"sv)) return file_type::archive;  // gzip with another method
   if (has_prefix(h, "\x1F\x9D"sv)) return file_type::archive;  // compress (.Z)
   if (has_prefix(h,
                  "\xFD"
@@ -385,13 +386,13 @@ const std::unordered_map<std::string_view, file_type>& signature_extensions() {
                            "wma"sv, "wv"sv, "ape"sv, "amr"sv}) {
       m->emplace(ext, file_type::audio);
     }
-    for (const auto ext :
-         {"zip"sv,  "jar"sv, "war"sv,  "apk"sv, "epub"sv,     "docx"sv, "xlsx"sv, "pptx"sv,
-          "odt"sv,  "ods"sv, "odp"sv,  "gz"sv,  "tgz"sv,      "xz"sv,   "txz"sv,  "bz2"sv,
-          "tbz2"sv, "zst"sv, "tzst"sv, "7z"sv,  "rar"sv,      "lz4"sv,  "lz"sv,   "lzma"sv,
-          "br"sv,   "cab"sv, "deb"sv,  "rpm"sv, "squashfs"sv, "z"sv}) {
+    for (const auto ext : {"zip"sv,  "jar"sv, "war"sv,  "apk"sv, "epub"sv, "docx"sv,     "xlsx"sv,
+                           "pptx"sv, "odt"sv, "ods"sv,  "odp"sv, "xz"sv,   "txz"sv,      "bz2"sv,
+                           "tbz2"sv, "zst"sv, "tzst"sv, "7z"sv,  "rar"sv,  "lz4"sv,      "lz"sv,
+                           "lzma"sv, "br"sv,  "cab"sv,  "deb"sv, "rpm"sv,  "squashfs"sv, "z"sv}) {
       m->emplace(ext, file_type::archive);
     }
+    for (const auto ext : {"gz"sv, "tgz"sv}) m->emplace(ext, file_type::gzip);
     for (const auto ext :
          {"exe"sv, "dll"sv, "so"sv, "o"sv, "a"sv, "ko"sv, "dylib"sv, "wasm"sv, "class"sv}) {
       m->emplace(ext, file_type::executable);
@@ -529,6 +530,10 @@ bool starts_like_jpeg(std::string_view bytes) {
   return has_prefix(bytes, "\xFF\xD8\xFF"sv);
 }
 
+bool starts_like_gzip(std::string_view bytes) {
+  return has_prefix(bytes, "\x1F\x8B\x08"sv);
+}
+
 file_type classify(std::string_view head, std::string_view name) {
   head = head.substr(0, k_classify_head_bytes);
   const std::string lower_name = lower(name);
@@ -558,8 +563,8 @@ file_type classify(std::string_view head, std::string_view name) {
 namespace {
 
 constexpr std::array<std::string_view, k_file_type_count> k_type_names = {
-    "unknown", "other", "jpeg",     "image",    "video",     "audio",
-    "archive", "text",  "document", "database", "executable"};
+    "unknown", "other", "jpeg",     "image",    "video",      "audio",
+    "archive", "text",  "document", "database", "executable", "gzip"};
 
 }  // namespace
 

@@ -19,13 +19,14 @@ enum class file_type : std::uint8_t {
   image = 3,        // already-compressed images: PNG, GIF, WebP, HEIC/AVIF, JPEG 2000
   video = 4,        // MP4/MOV/M4V, Matroska/WebM, AVI, MPEG-TS
   audio = 5,        // MP3, AAC/M4A, Ogg/Opus, FLAC
-  archive = 6,      // ZIP (and OOXML, ODF, JAR, EPUB), gzip, xz, bzip2, zstd, 7z, rar, lz4
+  archive = 6,      // ZIP (and OOXML, ODF, JAR, EPUB), xz, bzip2, zstd, 7z, rar, lz4
   text = 7,         // plain text and source code
   document = 8,     // PDF, PostScript, RTF, old Office (CFB), HTML/XML/JSON
   database = 9,     // SQLite and other database files
   executable = 10,  // ELF, Mach-O, PE, shared libraries, object files
+  gzip = 11,        // gzip files (deflate method): recompressed losslessly by the deflate codec
 };
-inline constexpr std::size_t k_file_type_count = 11;
+inline constexpr std::size_t k_file_type_count = 12;
 
 // How many leading bytes classify() looks at (more are ignored).
 inline constexpr std::size_t k_classify_head_bytes = 4096;
@@ -40,6 +41,10 @@ file_type classify(std::string_view head, std::string_view name);
 // True when `bytes` starts with a JPEG SOI marker followed by a marker
 // (FF D8 FF): the only chunks Lepton is attempted on.
 bool starts_like_jpeg(std::string_view bytes);
+
+// True when `bytes` starts with a gzip member header using the deflate
+// method (1F 8B 08): the only chunks the deflate codec is attempted on.
+bool starts_like_gzip(std::string_view bytes);
 
 // "jpeg", "text", ...; "unknown(N)" for numbers this build does not know.
 std::string_view file_type_name(file_type t);

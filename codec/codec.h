@@ -21,7 +21,10 @@ enum class codec_id : std::uint8_t {
   zstd = 1,
   broccoli = 2,  // Dropbox's catable Brotli (Rust `brotli` crate, codec/rust/)
   lepton = 3,    // lossless JPEG recompression (Rust `lepton_jpeg`, codec/rust/)
+  deflate = 4,   // lossless gzip recompression (Rust `preflate-rs`, codec/rust/)
 };
+// One more than the largest id: the size of per-codec tables.
+inline constexpr std::size_t k_codec_count = 5;
 
 // "raw", "zstd", ...; "unknown(N)" for ids this build does not know.
 std::string codec_name(codec_id id);
@@ -68,12 +71,13 @@ struct encoded_chunk {
 // below options.min_savings ("not worth it"). Thread-safe; reuses
 // per-thread compression contexts.
 //
-// Verify before admit: every Lepton and Broccoli encoding is decoded and
+// Verify before admit: every Lepton, Deflate and Broccoli encoding is decoded and
 // compared with `plain` before it is returned. When the preferred codec
 // rejects the chunk or its encoding does not verify, the chunk is encoded
 // with zstd at options.zstd_level instead (then the raw guard applies) and
 // fell_back_from says so. Lepton takes only chunks that start with a JPEG
-// SOI marker; other chunks fall back to zstd without a decode attempt.
+// SOI marker, Deflate only chunks that start with a gzip header; other
+// chunks fall back to zstd without an encode attempt.
 encoded_chunk encode_chunk(std::string_view plain, const codec_options& options);
 
 // Decodes a standalone stream whose plain size is not known in advance (a

@@ -55,10 +55,12 @@ std::unique_ptr<chunk_codec> make_raw_codec();
 std::unique_ptr<chunk_codec> make_zstd_codec();
 std::unique_ptr<chunk_codec> make_broccoli_codec();
 std::unique_ptr<chunk_codec> make_lepton_codec();
+std::unique_ptr<chunk_codec> make_deflate_codec();
 
 // Bounded decoders for decode_any_size(): at most max_plain_size bytes out.
 std::string broccoli_decode_any_size(std::string_view stored, std::size_t max_plain_size);
 std::string lepton_decode_any_size(std::string_view stored, std::size_t max_plain_size);
+std::string deflate_decode_any_size(std::string_view stored, std::size_t max_plain_size);
 // lepton_jpeg threads per JPEG (set_lepton_threads; lepton_file.cpp uses it too).
 unsigned lepton_thread_count();
 

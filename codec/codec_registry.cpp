@@ -22,13 +22,14 @@ using detail::chunk_codec;
 
 struct registry {
   // Index: codec id. Reserved ids without an implementation stay empty.
-  std::array<std::unique_ptr<chunk_codec>, 4> by_id;
+  std::array<std::unique_ptr<chunk_codec>, k_codec_count> by_id;
 
   registry() {
     add(detail::make_raw_codec());
     add(detail::make_zstd_codec());
     add(detail::make_broccoli_codec());
     add(detail::make_lepton_codec());
+    add(detail::make_deflate_codec());
   }
 
   void add(std::unique_ptr<chunk_codec> c) {
@@ -139,10 +140,18 @@ bool looks_like_jpeg(std::string_view b) {
   return b.size() >= 3 && b[0] == '\xff' && b[1] == '\xd8' && b[2] == '\xff';
 }
 
+// 1F 8B 08 (a gzip member header with the deflate method, classify.h's
+// starts_like_gzip(), kept local for the same reason), the PNG signature or
+// a zip local header: the only chunks the deflate codec takes.
+bool looks_like_deflate_container(std::string_view b) {
+  return (b.size() >= 3 && b[0] == '\x1f' && b[1] == '\x8b' && b[2] == '\x08') ||
+         b.starts_with("\x89PNG\r\n\x1a\n") || b.starts_with("PK\x03\x04");
+}
+
 // Codecs whose encoders run in the Rust library: their output is decoded and
 // compared with the input before it is admitted.
 bool needs_verification(codec_id id) {
-  return id == codec_id::lepton || id == codec_id::broccoli;
+  return id == codec_id::lepton || id == codec_id::broccoli || id == codec_id::deflate;
 }
 
 // The largest stored size worth keeping: it must save at least min_savings
@@ -184,6 +193,8 @@ encoded_chunk encode_chunk(std::string_view plain, const codec_options& options)
   std::string reason;
   if (options.preferred == codec_id::lepton && !looks_like_jpeg(plain)) {
     reason = "not a JPEG (no FF D8 FF at the start)";
+  } else if (options.preferred == codec_id::deflate && !looks_like_deflate_container(plain)) {
+    reason = "not a gzip file, a PNG or a zip (no gzip, PNG or zip signature at the start)";
   } else {
     try {
       encoded_chunk e = encode_or_raw(c, plain, options);
@@ -191,7 +202,7 @@ encoded_chunk encode_chunk(std::string_view plain, const codec_options& options)
         return e;  // not worth it: zstd would not do better than brotli
       }
       if (e.codec == codec_id::raw) {
-        reason = "lepton saved less than min_savings";
+        reason = codec_name(options.preferred) + " saved less than min_savings";
       } else {
         try {
           if (c.decode(e.bytes, plain.size()) == plain) return e;
@@ -280,6 +291,8 @@ std::string decode_any_size(codec_id codec, std::string_view stored, std::size_t
       return detail::broccoli_decode_any_size(stored, max_plain_size);
     case codec_id::lepton:
       return detail::lepton_decode_any_size(stored, max_plain_size);
+    case codec_id::deflate:
+      return detail::deflate_decode_any_size(stored, max_plain_size);
   }
   throw codec_error("unknown codec id " + std::to_string(static_cast<unsigned>(codec)));
 }

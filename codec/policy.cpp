@@ -98,6 +98,7 @@ policy default_policy() {
   // level 3, broccoli q5 w22, min_savings 0.03).
   p.by_type.fill(with_codec(codec_id::zstd));  // unknown, other, executable
   p.for_type(file_type::jpeg) = with_codec(codec_id::lepton);
+  p.for_type(file_type::gzip) = with_codec(codec_id::deflate);
   for (const auto t : {file_type::image, file_type::video, file_type::audio, file_type::archive}) {
     p.for_type(t) = with_codec(codec_id::raw);
   }
@@ -108,7 +109,8 @@ policy default_policy() {
   // backups, images, tars); the 4 MiB grid is kept where every file is its
   // own content and a whole-file codec wants all of it (docs/chunking.md).
   p.chunking.fill(chunker_spec::content_defined());
-  for (const auto t : {file_type::jpeg, file_type::image, file_type::video, file_type::audio}) {
+  for (const auto t :
+       {file_type::jpeg, file_type::image, file_type::video, file_type::audio, file_type::gzip}) {
     p.chunker_for(t) = chunker_spec::fixed();
   }
   for (const auto t : {file_type::text, file_type::document}) p.chunker_for(t) = document_chunker();

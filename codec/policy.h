@@ -29,6 +29,7 @@ struct policy {
 
 // The built-in table (docs/policy.md says why):
 //   jpeg                      -> lepton,        fixed (the whole file, up to 4 MiB)
+//   gzip                      -> deflate,       fixed (the whole file, up to 4 MiB)
 //   image, video, audio       -> raw,           fixed
 //   archive                   -> raw,           cdc (default sizes)
 //   text, document            -> broccoli,      cdc:min=256K:avg=1M:max=4M
@@ -66,7 +67,7 @@ std::string format_policy(const policy& p);
 // costs a fast zstd pass and the background re-encoder (fs/recompressor.h)
 // brings the chunk to `target` when the store is idle. Nothing when
 // `target` is already about as fast (raw, zstd level 1 or below) or is
-// Lepton, which has its own background path (-o lepton=).
+// Lepton or Deflate, which have their own background path.
 // Measured on this 2-core VM (docs/policy.md): Broccoli q5 costs ~300 us of
 // CPU for a 2 KB file where zstd -1 costs ~6 us.
 std::optional<codec_options> fast_ingest_options(const codec_options& target);

@@ -64,6 +64,20 @@ filesystem::chunk_encoding filesystem::encoding_for(codec::file_type type,
     how.options.zstd_level = 1;
     how.options.min_savings = min_savings;
     how.queue_recompress = true;
+  } else if (how.options.preferred == codec::codec_id::deflate &&
+             (codec::starts_like_gzip(plain) || plain.starts_with("\x89PNG\r\n\x1a\n") ||
+              plain.starts_with("PK\x03\x04"))) {
+    // The deflate codec is slower still (preflate analyses ~3 MB/s of
+    // plain text per core) and always runs in the background. A gzip
+    // file's or a PNG's bytes are deflate data that zstd cannot shrink:
+    // stored raw until then, at no CPU cost. (PNG and zip: only with a
+    // policy that gives `image` or `archive` the deflate codec;
+    // docs/policy.md.)
+    const double min_savings = how.options.min_savings;
+    how.options = codec::codec_options{};
+    how.options.preferred = codec::codec_id::raw;
+    how.options.min_savings = min_savings;
+    how.queue_recompress = true;
   } else if (options_.fast_ingest) {
     // The same for every slow codec (-o ingest=fast). The queue is
     // persisted: without re-encoder threads (recompress_threads=0) the work

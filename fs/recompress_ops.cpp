@@ -54,15 +54,17 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
   }
 
   // The target is the policy codec of the file that queued the chunk. When
-  // that file is gone: JPEG if the chunk looks like one (Lepton work),
-  // else `other` (fast ingest, -o ingest=fast).
+  // that file is gone: JPEG or gzip if the chunk looks like one (Lepton or
+  // Deflate work), else `other` (fast ingest, -o ingest=fast).
   std::optional<codec::file_type> type;
   if (auto r = store_->get_inode(item.ino); r && r->type != codec::file_type::unknown)
     type = r->type;
   if (!type) {
     type = codec::file_type::other;
     try {
-      if (codec::starts_like_jpeg(*store_->read_chunk(item.hash))) type = codec::file_type::jpeg;
+      const auto chunk = store_->read_chunk(item.hash);
+      if (codec::starts_like_jpeg(*chunk)) type = codec::file_type::jpeg;
+      if (codec::starts_like_gzip(*chunk)) type = codec::file_type::gzip;
     } catch (const std::exception&) {
       type = codec::file_type::jpeg;  // the re-encode below reports the read error
     }
@@ -75,8 +77,13 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
       store_->reencode_chunk(item.hash, *rec, target, /*same_codec_too=*/true);
   const bool fell_back = r.fell_back_from.has_value();
   if (fell_back) {
-    log_debug("chunk " + item.hash.hex() + ": stays " + codec::codec_name(rec->codec) + ", " +
-              codec::codec_name(*r.fell_back_from) + " refused it: " + r.fallback_reason);
+    // Refusals are common and harmless (odd JPEGs, gzip streams preflate
+    // cannot predict): debug lines. A chunk past a resource cap (a gzip
+    // bomb) is worth one line a user sees.
+    const bool capped = r.fallback_reason.find("inflates to more than") != std::string::npos;
+    (capped ? log_info : log_debug)(
+        "chunk " + item.hash.hex() + ": stays " + codec::codec_name(rec->codec) + ", " +
+        codec::codec_name(*r.fell_back_from) + " refused it: " + r.fallback_reason);
   }
   const std::uint64_t saved = r.smaller ? rec->stored_size - r.smaller->bytes.size() : 0;
   // The replaced payload is garbage in the payload files now; the store

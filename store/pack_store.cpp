@@ -32,8 +32,8 @@ constexpr std::uint8_t k_record_version = 1;
 constexpr std::uint8_t k_value_inline = 1;
 constexpr std::uint8_t k_value_pack_ref = 2;
 constexpr std::size_t k_pack_ref_value_size = 1 + 4 + 8 + 4;
-// codec ids a record may name (codec::codec_id).
-constexpr std::uint8_t k_max_codec_id = 3;
+// codec ids a record may name (codec::codec_id): every id this build knows.
+constexpr std::uint8_t k_max_codec_id = codec::k_codec_count - 1;
 
 void put_le(char* p, std::uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <sys/stat.h>
+
 #include "store/error.h"
 #include "store/records_detail.h"
 
@@ -17,6 +19,22 @@ constexpr std::uint8_t k_record_version = 1;
 // Inode values gained the file type and flags in version 2; version 1 values
 // (stores written before per-type codecs) still decode, as file_type unknown.
 constexpr std::uint8_t k_inode_record_version = 2;
+// Compact encodings (store format 3, docs/format.md): a new record version
+// per kind, so a value says which layout it has whatever store it is in.
+constexpr std::uint8_t k_inode_compact_version = 3;
+constexpr std::uint8_t k_dirent_compact_version = 2;
+constexpr std::uint8_t k_extent_compact_version = 2;
+constexpr std::uint8_t k_chunk_compact_version = 2;
+
+// Compact inode time_flags bits: a time equal to the one named is not
+// stored again (a file's last write sets ctime == mtime; `touch -d` sets
+// atime == mtime; a new empty file has all four equal). Times are stored
+// whole, not as differences: whole times of files made together compress
+// better in RocksDB's zstd blocks (docs/format.md).
+constexpr std::uint8_t k_atime_is_mtime = 1;
+constexpr std::uint8_t k_ctime_is_mtime = 2;
+constexpr std::uint8_t k_btime_is_ctime = 4;
+constexpr std::uint8_t k_time_flag_bits = 7;
 
 constexpr std::uint32_t k_max_nsec = 999'999'999;
 
@@ -35,6 +53,26 @@ void put_u32(std::string& out, std::uint32_t v) {
 }
 void put_u64(std::string& out, std::uint64_t v) {
   put_le(out, v, 8);
+}
+// LEB128: seven bits a byte, low bits first, high bit set on all but the
+// last byte. A u64 takes 1 to 10 bytes.
+void put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+// Seconds may be negative (before 1970): zigzag keeps small magnitudes short.
+std::uint64_t zigzag(std::int64_t v) {
+  return (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
+}
+std::int64_t unzigzag(std::uint64_t v) {
+  return static_cast<std::int64_t>(v >> 1) ^ -static_cast<std::int64_t>(v & 1);
+}
+void put_compact_time(std::string& out, const timestamp& t) {
+  put_varint(out, zigzag(t.sec));
+  put_varint(out, t.nsec);
 }
 void put_time(std::string& out, const timestamp& t) {
   put_u64(out, static_cast<std::uint64_t>(t.sec));
@@ -95,6 +133,37 @@ class reader {
     t.sec = static_cast<std::int64_t>(u64());
     t.nsec = u32();
     if (t.nsec > k_max_nsec) fail(std::string(what) + " nanoseconds out of range");
+    return t;
+  }
+  // One LEB128 number. Over-long forms (a last byte of 0 after others, or
+  // bits past 64) are refused, so every number has one encoding and
+  // re-encoding a decoded value gives back its bytes.
+  std::uint64_t varint(std::string_view what) {
+    std::uint64_t v = 0;
+    for (int shift = 0;; shift += 7) {
+      if (remaining() == 0)
+        fail("value is truncated in " + std::string(what) + " (" + std::to_string(data_.size()) +
+             " bytes)");
+      const std::uint8_t b = static_cast<std::uint8_t>(data_[pos_++]);
+      if (shift == 63 && b > 1) fail(std::string(what) + " does not fit in 64 bits");
+      v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) {
+        if (b == 0 && shift > 0) fail(std::string(what) + " has an over-long encoding");
+        return v;
+      }
+    }
+  }
+  std::uint32_t varint32(std::string_view what) {
+    const std::uint64_t v = varint(what);
+    if (v > UINT32_MAX) fail(std::string(what) + " " + std::to_string(v) + " exceeds 32 bits");
+    return static_cast<std::uint32_t>(v);
+  }
+  timestamp compact_time(std::string_view what) {
+    timestamp t;
+    t.sec = unzigzag(varint(what));
+    const std::uint64_t nsec = varint(what);
+    if (nsec > k_max_nsec) fail(std::string(what) + " nanoseconds out of range");
+    t.nsec = static_cast<std::uint32_t>(nsec);
     return t;
   }
   std::string_view bytes(std::size_t n) {
@@ -200,7 +269,86 @@ std::uint64_t decode_u64_be(std::string_view eight_bytes) {
 // stored_bytes u64 | rdev u64 | parent u64 | atime | mtime | ctime | btime |
 // symlink_target (u32 length + bytes)
 
-std::string encode_inode(const inode_record& r) {
+namespace {
+
+// ---- compact inode (record version 3) ----
+// version u8 | mode | uid | gid | nlink | size | stored_bytes | rdev | parent
+// (varints) | type u8 | flags u8 | time_flags u8 | mtime | atime unless
+// k_atime_is_mtime | ctime unless k_ctime_is_mtime | btime unless
+// k_btime_is_ctime (each time: zigzag varint sec, varint nsec) |
+// symlink_target (varint length + bytes)
+
+std::string encode_inode_compact(const inode_record& r) {
+  std::string out;
+  out.reserve(40 + r.symlink_target.size());
+  put_u8(out, k_inode_compact_version);
+  for (const std::uint64_t v : {std::uint64_t{r.mode}, std::uint64_t{r.uid}, std::uint64_t{r.gid},
+                                std::uint64_t{r.nlink}, r.size, r.stored_bytes, r.rdev, r.parent})
+    put_varint(out, v);
+  put_u8(out, static_cast<std::uint8_t>(r.type));
+  put_u8(out, r.flags);
+  std::uint8_t time_flags = 0;
+  if (r.atime == r.mtime) time_flags |= k_atime_is_mtime;
+  if (r.ctime == r.mtime) time_flags |= k_ctime_is_mtime;
+  if (r.btime == r.ctime) time_flags |= k_btime_is_ctime;
+  put_u8(out, time_flags);
+  put_compact_time(out, r.mtime);
+  if (!(time_flags & k_atime_is_mtime)) put_compact_time(out, r.atime);
+  if (!(time_flags & k_ctime_is_mtime)) put_compact_time(out, r.ctime);
+  if (!(time_flags & k_btime_is_ctime)) put_compact_time(out, r.btime);
+  put_varint(out, r.symlink_target.size());
+  out.append(r.symlink_target);
+  return out;
+}
+
+void decode_type_and_flags(reader& in, inode_record& r) {
+  const std::uint8_t type = in.u8();
+  if (!codec::is_known_file_type(type)) in.fail("unknown file type " + std::to_string(type));
+  r.type = static_cast<codec::file_type>(type);
+  r.flags = in.u8();
+  if (r.flags & ~k_inode_fell_back) in.fail("unknown flag bits " + std::to_string(r.flags));
+}
+
+void decode_inode_compact(reader& in, inode_record& r) {
+  r.mode = in.varint32("mode");
+  r.uid = in.varint32("uid");
+  r.gid = in.varint32("gid");
+  r.nlink = in.varint32("nlink");
+  r.size = in.varint("size");
+  r.stored_bytes = in.varint("stored bytes");
+  r.rdev = in.varint("rdev");
+  r.parent = in.varint("parent");
+  decode_type_and_flags(in, r);
+  const std::uint8_t time_flags = in.u8();
+  if (time_flags & ~k_time_flag_bits)
+    in.fail("unknown time flag bits " + std::to_string(time_flags));
+  // A time equal to the one it could refer to must be stored as the flag:
+  // one encoding per record, as for the varints.
+  const auto explicit_time = [&](std::string_view what, const timestamp& same) {
+    const timestamp t = in.compact_time(what);
+    if (t == same) in.fail(std::string(what) + " is stored although it repeats another time");
+    return t;
+  };
+  r.mtime = in.compact_time("mtime");
+  r.atime = time_flags & k_atime_is_mtime ? r.mtime : explicit_time("atime", r.mtime);
+  r.ctime = time_flags & k_ctime_is_mtime ? r.mtime : explicit_time("ctime", r.mtime);
+  r.btime = time_flags & k_btime_is_ctime ? r.ctime : explicit_time("btime", r.ctime);
+  const std::uint64_t n = in.varint("symlink target length");
+  if (n > in.remaining())
+    in.fail("symlink target length " + std::to_string(n) + " exceeds the " +
+            std::to_string(in.remaining()) + " bytes left");
+  r.symlink_target = std::string(in.bytes(n));
+}
+
+}  // namespace
+
+record_encoding record_encoding_for(std::uint32_t format_version) {
+  return format_version >= k_compact_format_version ? record_encoding::compact
+                                                    : record_encoding::fixed;
+}
+
+std::string encode_inode(const inode_record& r, record_encoding e) {
+  if (e == record_encoding::compact) return encode_inode_compact(r);
   std::string out;
   out.reserve(103 + r.symlink_target.size());
   put_u8(out, k_inode_record_version);
@@ -224,9 +372,14 @@ std::string encode_inode(const inode_record& r) {
 
 inode_record decode_inode(std::uint64_t ino, std::string_view value) {
   reader in(value, "inode", "inode " + std::to_string(ino));
-  const std::uint8_t version = in.expect_version_up_to(k_inode_record_version);
+  const std::uint8_t version = in.expect_version_up_to(k_inode_compact_version);
   inode_record r;
   r.ino = ino;
+  if (version == k_inode_compact_version) {
+    decode_inode_compact(in, r);
+    in.expect_end();
+    return r;
+  }
   r.mode = in.u32();
   r.uid = in.u32();
   r.gid = in.u32();
@@ -240,13 +393,7 @@ inode_record decode_inode(std::uint64_t ino, std::string_view value) {
   r.ctime = in.time("ctime");
   r.btime = in.time("btime");
   r.symlink_target = in.string("symlink target");
-  if (version >= 2) {
-    const std::uint8_t type = in.u8();
-    if (!codec::is_known_file_type(type)) in.fail("unknown file type " + std::to_string(type));
-    r.type = static_cast<codec::file_type>(type);
-    r.flags = in.u8();
-    if (r.flags & ~k_inode_fell_back) in.fail("unknown flag bits " + std::to_string(r.flags));
-  }
+  if (version >= 2) decode_type_and_flags(in, r);
   in.expect_end();
   return r;
 }
@@ -254,8 +401,21 @@ inode_record decode_inode(std::uint64_t ino, std::string_view value) {
 // ---- dirent ----
 // version u8 | ino u64 | type u32
 
-std::string encode_dirent(const dirent_record& r) {
-  std::string out = start_value();
+// Compact (record version 2): version u8 | ino varint | type >> 12 u8.
+// The type is S_IFMT bits only (the low 12 bits are zero), so its top four
+// bits are all there is to store.
+constexpr std::uint32_t k_type_shift = 12;
+
+std::string encode_dirent(const dirent_record& r, record_encoding e) {
+  std::string out;
+  if (e == record_encoding::compact && (r.type & ~static_cast<std::uint32_t>(S_IFMT)) == 0) {
+    put_u8(out, k_dirent_compact_version);
+    put_varint(out, r.ino);
+    put_u8(out, static_cast<std::uint8_t>(r.type >> k_type_shift));
+    return out;
+  }
+  // Not S_IFMT bits only (never written by the file system): kept whole.
+  out = start_value();
   put_u64(out, r.ino);
   put_u32(out, r.type);
   return out;
@@ -263,10 +423,18 @@ std::string encode_dirent(const dirent_record& r) {
 
 dirent_record detail::decode_dirent(std::string_view value, std::string_view key_description) {
   reader in(value, "dirent", std::string(key_description));
-  in.expect_version();
+  const std::uint8_t version = in.expect_version_up_to(k_dirent_compact_version);
   dirent_record r;
-  r.ino = in.u64();
-  r.type = in.u32();
+  if (version == k_dirent_compact_version) {
+    r.ino = in.varint("inode number");
+    const std::uint8_t type = in.u8();
+    if (type > (S_IFMT >> k_type_shift))
+      in.fail("file type " + std::to_string(type) + " out of range");
+    r.type = static_cast<std::uint32_t>(type) << k_type_shift;
+  } else {
+    r.ino = in.u64();
+    r.type = in.u32();
+  }
   in.expect_end();
   if (r.ino == 0) in.fail("inode number 0");
   return r;
@@ -275,21 +443,32 @@ dirent_record detail::decode_dirent(std::string_view value, std::string_view key
 // ---- extent ----
 // version u8 | hash 32 bytes | chunk_offset u32 | length u32
 
-std::string encode_extent(const extent_record& r) {
-  std::string out = start_value();
+// Compact (record version 2): version u8 | hash 32 bytes | chunk_offset
+// varint | length varint.
+
+std::string encode_extent(const extent_record& r, record_encoding e) {
+  std::string out;
+  const bool compact = e == record_encoding::compact;
+  put_u8(out, compact ? k_extent_compact_version : k_record_version);
   out.append(r.hash.view());
-  put_u32(out, r.chunk_offset);
-  put_u32(out, r.length);
+  if (compact) {
+    put_varint(out, r.chunk_offset);
+    put_varint(out, r.length);
+  } else {
+    put_u32(out, r.chunk_offset);
+    put_u32(out, r.length);
+  }
   return out;
 }
 
 extent_record detail::decode_extent(std::string_view value, std::string_view key_description) {
   reader in(value, "extent", std::string(key_description));
-  in.expect_version();
+  const std::uint8_t version = in.expect_version_up_to(k_extent_compact_version);
   extent_record r;
   r.hash = chunk_hash::from_bytes(in.bytes(chunk_hash::k_size));
-  r.chunk_offset = in.u32();
-  r.length = in.u32();
+  const bool compact = version == k_extent_compact_version;
+  r.chunk_offset = compact ? in.varint32("chunk offset") : in.u32();
+  r.length = compact ? in.varint32("length") : in.u32();
   in.expect_end();
   // A run can never reach past the end of a chunk; catching it here keeps a
   // corrupt extent from turning into an out-of-range read later.
@@ -303,8 +482,23 @@ extent_record detail::decode_extent(std::string_view value, std::string_view key
 // version u8 | codec u8 | plain_size u32 | stored_size u32 | refcount u64 |
 // checksum u64 | location u8
 
-std::string encode_chunk(const chunk_record& r) {
-  std::string out = start_value();
+// Compact (record version 2): version u8 | codec u8 | location u8 |
+// plain_size varint | stored_size varint | refcount varint | checksum u64.
+// The checksum is a hash: as a varint it would only grow.
+
+std::string encode_chunk(const chunk_record& r, record_encoding e) {
+  std::string out;
+  if (e == record_encoding::compact) {
+    put_u8(out, k_chunk_compact_version);
+    put_u8(out, static_cast<std::uint8_t>(r.codec));
+    put_u8(out, static_cast<std::uint8_t>(r.location));
+    put_varint(out, r.plain_size);
+    put_varint(out, r.stored_size);
+    put_varint(out, r.refcount);
+    put_u64(out, r.checksum);
+    return out;
+  }
+  out = start_value();
   put_u8(out, static_cast<std::uint8_t>(r.codec));
   put_u32(out, r.plain_size);
   put_u32(out, r.stored_size);
@@ -316,14 +510,25 @@ std::string encode_chunk(const chunk_record& r) {
 
 chunk_record detail::decode_chunk(std::string_view value, std::string_view key_description) {
   reader in(value, "chunk", std::string(key_description));
-  in.expect_version();
+  const std::uint8_t version = in.expect_version_up_to(k_chunk_compact_version);
   chunk_record r;
-  const std::uint8_t codec = in.u8();
-  r.plain_size = in.u32();
-  r.stored_size = in.u32();
-  r.refcount = in.u64();
-  r.checksum = in.u64();
-  const std::uint8_t location = in.u8();
+  std::uint8_t codec = 0;
+  std::uint8_t location = 0;
+  if (version == k_chunk_compact_version) {
+    codec = in.u8();
+    location = in.u8();
+    r.plain_size = in.varint32("plain size");
+    r.stored_size = in.varint32("stored size");
+    r.refcount = in.varint("refcount");
+    r.checksum = in.u64();
+  } else {
+    codec = in.u8();
+    r.plain_size = in.u32();
+    r.stored_size = in.u32();
+    r.refcount = in.u64();
+    r.checksum = in.u64();
+    location = in.u8();
+  }
   in.expect_end();
   if (!codec::is_known_codec(codec)) in.fail("unknown codec id " + std::to_string(codec));
   r.codec = static_cast<codec::codec_id>(codec);

@@ -27,13 +27,24 @@ inline constexpr const char* k_cf_chunks = "chunks";
 inline constexpr const char* k_cf_payloads = "payloads";  // chunk bytes (blob files)
 inline constexpr const char* k_cf_xattrs = "xattrs";
 
-// The newest store format this build reads. mkfs writes version 1 for blob
-// stores (what every earlier build reads) and version 2 for pack stores, so
-// that a build without pack support refuses a pack store up front, with the
-// one-line "newer format" message, instead of failing on its settings record.
-inline constexpr std::uint32_t k_format_version = 2;
+// The newest store format this build reads. Version 1 is a blob store and
+// version 2 a pack store, both with fixed-width records; version 3 (what mkfs
+// writes now, either backend) has compact records (docs/format.md). Each bump
+// makes an older build refuse the store up front, with the one-line "newer
+// format" message, instead of failing on a record it cannot read.
+inline constexpr std::uint32_t k_format_version = 3;
 inline constexpr std::uint32_t k_blob_format_version = 1;
 inline constexpr std::uint32_t k_pack_format_version = 2;
+inline constexpr std::uint32_t k_compact_format_version = 3;
+
+// How a store writes inode, dirent, extent and chunk values. Readers accept
+// both in any store; a store writes only the one its format version allows,
+// so that formats 1 and 2 stay readable by the builds that made them.
+enum class record_encoding : std::uint8_t {
+  fixed,    // formats 1 and 2: fixed-width little-endian fields
+  compact,  // format 3: varints, times stored once when equal
+};
+record_encoding record_encoding_for(std::uint32_t format_version);
 
 // Largest plain size of one chunk: the fixed grid files are cut into.
 inline constexpr std::uint64_t k_chunk_size = 4 * 1024 * 1024;
@@ -142,13 +153,15 @@ inline constexpr std::string_view k_next_ino_key = "next_ino";
 std::uint64_t decode_u64_be(std::string_view eight_bytes);
 
 // Values.
-std::string encode_inode(const inode_record& r);
+// The decoders read both encodings. The fixed encoding is the default so
+// that the golden bytes of formats 1 and 2 keep their one-argument spelling.
+std::string encode_inode(const inode_record& r, record_encoding e = record_encoding::fixed);
 inode_record decode_inode(std::uint64_t ino, std::string_view value);
-std::string encode_dirent(const dirent_record& r);
+std::string encode_dirent(const dirent_record& r, record_encoding e = record_encoding::fixed);
 dirent_record decode_dirent(std::string_view value);
-std::string encode_extent(const extent_record& r);
+std::string encode_extent(const extent_record& r, record_encoding e = record_encoding::fixed);
 extent_record decode_extent(std::string_view value);
-std::string encode_chunk(const chunk_record& r);
+std::string encode_chunk(const chunk_record& r, record_encoding e = record_encoding::fixed);
 chunk_record decode_chunk(std::string_view value);
 std::string encode_settings(const store_settings& s);
 store_settings decode_settings(std::string_view value);

@@ -135,15 +135,15 @@ class chunk_missing : public store_error {
 struct store_stats {
   std::uint64_t files = 0;  // regular files
   std::uint64_t directories = 0;
-  std::uint64_t logical_bytes = 0;        // sum of regular file sizes
-  std::uint64_t referenced_bytes = 0;     // plain bytes referenced by extents (holes excluded)
-  std::uint64_t chunks = 0;               // unique chunks
-  std::uint64_t unique_plain_bytes = 0;   // plain bytes of unique chunks
-  std::uint64_t stored_bytes = 0;         // stored bytes of unique chunks
-  std::uint64_t dedup_saved_bytes = 0;    // referenced_bytes - unique_plain_bytes
-  std::uint64_t chunks_by_codec[4] = {};  // index: codec id
-  std::uint64_t stored_by_codec[4] = {};
-  std::uint64_t plain_by_codec[4] = {};
+  std::uint64_t logical_bytes = 0;       // sum of regular file sizes
+  std::uint64_t referenced_bytes = 0;    // plain bytes referenced by extents (holes excluded)
+  std::uint64_t chunks = 0;              // unique chunks
+  std::uint64_t unique_plain_bytes = 0;  // plain bytes of unique chunks
+  std::uint64_t stored_bytes = 0;        // stored bytes of unique chunks
+  std::uint64_t dedup_saved_bytes = 0;   // referenced_bytes - unique_plain_bytes
+  std::uint64_t chunks_by_codec[codec::k_codec_count] = {};  // index: codec id
+  std::uint64_t stored_by_codec[codec::k_codec_count] = {};
+  std::uint64_t plain_by_codec[codec::k_codec_count] = {};
   std::uint64_t disk_bytes = 0;  // bytes the store directory occupies on disk
   // Per file type (index: codec::file_type): regular files, their logical
   // size, their stored_bytes, and how many fell back from the policy codec.
@@ -450,6 +450,8 @@ class store {
   std::filesystem::path dir_;
   store_open_options options_;
   store_settings settings_;
+  // What this store writes: fixed for formats 1 and 2, compact for 3.
+  record_encoding encoding_ = record_encoding::fixed;
   codec::policy policy_;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // owned; closed in ~store

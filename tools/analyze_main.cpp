@@ -471,7 +471,7 @@ struct type_stats {
     double weighted_plain = 0;
     double weighted_stored = 0;
   };
-  std::array<codec_use, 4> by_codec{};
+  std::array<codec_use, codec::k_codec_count> by_codec{};
 
   void add_sampled(std::uint64_t plain, std::uint64_t stored, bool encoded, codec::codec_id codec,
                    bool fell_back, double weight) {
@@ -482,7 +482,8 @@ struct type_stats {
     fallbacks += fell_back;
     weighted_plain += weight * static_cast<double>(plain);
     weighted_stored += weight * static_cast<double>(stored);
-    auto& u = by_codec[std::min<std::size_t>(static_cast<std::size_t>(codec), 3)];
+    auto& u =
+        by_codec[std::min<std::size_t>(static_cast<std::size_t>(codec), codec::k_codec_count - 1)];
     ++u.chunks;
     u.weighted_plain += weight * static_cast<double>(plain);
     u.weighted_stored += weight * static_cast<double>(stored);
@@ -590,8 +591,8 @@ json build_report(const std::string& dir, const codec::policy& policy, const wal
   json types = json::array();
   type_stats total;
   // Index: codec id; extrapolated with each type's scale.
-  std::array<double, 4> codec_plain{}, codec_stored{};
-  std::array<std::uint64_t, 4> codec_chunks{};
+  std::array<double, codec::k_codec_count> codec_plain{}, codec_stored{};
+  std::array<std::uint64_t, codec::k_codec_count> codec_chunks{};
   std::uint64_t stored_total = 0;
   for (std::size_t i = 0; i < stats.size(); ++i) {
     const type_stats& t = stats[i];

@@ -1,5 +1,6 @@
-/* densefs' Rust codecs (codec/rust/src/lib.rs): Lepton via lepton_jpeg and
- * Broccoli via Dropbox's brotli crate, behind a narrow C ABI.
+/* densefs' Rust codecs (codec/rust/src/lib.rs): Lepton via lepton_jpeg,
+ * Broccoli via Dropbox's brotli crate and Deflate via preflate-rs, behind a
+ * narrow C ABI.
  *
  * Every call returns a densefs_rs_result: status, output bytes and, when
  * status != DENSEFS_RS_OK, a NUL-terminated error message. `data` and `error`
@@ -53,6 +54,22 @@ densefs_rs_result densefs_rs_broccoli_decompress(const uint8_t* stored, size_t l
  * concatenation of their contents (no recompression). */
 densefs_rs_result densefs_rs_broccoli_concat(const uint8_t* const* pieces, const size_t* lens,
                                              size_t n);
+
+/* Deflate: lossless recompression of the deflate streams of a container
+ * (a gzip file, one or more members, trailing bytes kept; a PNG's IDAT
+ * stream; the deflate entries of a zip file). split
+ * returns u64 LE skeleton length, the skeleton (kept container bytes and
+ * preflate-rs reconstruction data, docs/format.md), then the plain text of
+ * every stream; REJECTED when the input is not a whole such file, is
+ * truncated, inflates past densefs_rs_deflate_plain_cap(len), or preflate
+ * cannot rebuild it. It does not verify: decode and compare. join rebuilds
+ * the exact container, at most max_out bytes, and refuses more plain text
+ * than densefs_rs_deflate_plain_cap(max_out). */
+densefs_rs_result densefs_rs_deflate_split(const uint8_t* data, size_t len);
+densefs_rs_result densefs_rs_deflate_join(const uint8_t* skeleton, size_t skeleton_len,
+                                          const uint8_t* plain, size_t plain_len, size_t max_out);
+/* 64 * len, at least 16 MiB, at most 64 MiB. */
+size_t densefs_rs_deflate_plain_cap(size_t len);
 
 #ifdef __cplusplus
 }

@@ -123,7 +123,11 @@ TEST(classify_test, archives) {
   EXPECT_EQ(classify(head_with("PK\x03\x04"sv), ""), file_type::archive);
   EXPECT_EQ(classify(head_with("PK\x03\x04"sv), "report.docx"), file_type::archive);
   EXPECT_EQ(classify(head_with("PK\x05\x06"sv), ""), file_type::archive);  // empty zip
-  EXPECT_EQ(classify(head_with("\x1F\x8B\x08"sv), "notes.txt"), file_type::archive);
+  // gzip with the deflate method has a type of its own (the deflate codec
+  // takes it); another method stays an archive.
+  EXPECT_EQ(classify(head_with("\x1F\x8B\x08"sv), "notes.txt"), file_type::gzip);
+  EXPECT_EQ(classify(head_with("\x1F\x8B\x08"sv), "man.1.gz"), file_type::gzip);
+  EXPECT_EQ(classify(head_with("\x1F\x8B\x07"sv), "odd.gz"), file_type::archive);
   EXPECT_EQ(classify(head_with("\xFD"
                                "7zXZ\0"s),
                      ""),
@@ -213,7 +217,9 @@ TEST(classify_test, media_names_only_when_the_head_is_too_short) {
   EXPECT_EQ(classify("", "a.png"), file_type::image);
   EXPECT_EQ(classify("", "movie.mkv"), file_type::video);
   EXPECT_EQ(classify("", "song.mp3"), file_type::audio);
-  EXPECT_EQ(classify("", "backup.tar.gz"), file_type::archive);
+  EXPECT_EQ(classify("", "backup.tar.gz"), file_type::gzip);
+  EXPECT_EQ(classify("", "backup.tgz"), file_type::gzip);
+  EXPECT_EQ(classify("", "backup.tar.xz"), file_type::archive);
   EXPECT_EQ(classify("", "libx.so"), file_type::executable);
   EXPECT_EQ(classify("", "doc.pdf"), file_type::document);
   // A long head that matches no signature is not trusted to be a JPEG.
@@ -273,6 +279,14 @@ TEST(classify_test, markup_by_content) {
   EXPECT_EQ(classify("<b>not a document start</b>", ""), file_type::text);
 }
 
+TEST(classify_test, starts_like_gzip) {
+  EXPECT_TRUE(starts_like_gzip("\x1F\x8B\x08"));
+  EXPECT_TRUE(starts_like_gzip("\x1F\x8B\x08\x00rest"));
+  EXPECT_FALSE(starts_like_gzip("\x1F\x8B"));
+  EXPECT_FALSE(starts_like_gzip("\x1F\x8B\x07"));
+  EXPECT_FALSE(starts_like_gzip(""));
+}
+
 TEST(classify_test, starts_like_jpeg) {
   EXPECT_TRUE(starts_like_jpeg("\xFF\xD8\xFF"));
   EXPECT_TRUE(starts_like_jpeg("\xFF\xD8\xFF\xE0rest"));
@@ -290,13 +304,15 @@ TEST(classify_test, type_names) {
   // The frozen numbers.
   EXPECT_EQ(static_cast<int>(file_type::jpeg), 2);
   EXPECT_EQ(static_cast<int>(file_type::executable), 10);
+  EXPECT_EQ(static_cast<int>(file_type::gzip), 11);
+  EXPECT_EQ(file_type_name(file_type::gzip), "gzip");
   EXPECT_EQ(file_type_name(file_type::jpeg), "jpeg");
   EXPECT_EQ(file_type_name(file_type::document), "document");
-  EXPECT_EQ(file_type_name(static_cast<file_type>(11)), "unknown(11)");
+  EXPECT_EQ(file_type_name(static_cast<file_type>(12)), "unknown(12)");
   EXPECT_EQ(file_type_name(static_cast<file_type>(255)), "unknown(255)");
-  EXPECT_FALSE(is_known_file_type(11));
+  EXPECT_FALSE(is_known_file_type(12));
   EXPECT_FALSE(file_type_from_name("JPEG"));
-  EXPECT_FALSE(file_type_from_name("unknown(11)"));
+  EXPECT_FALSE(file_type_from_name("unknown(12)"));
   EXPECT_FALSE(file_type_from_name(""));
 }
 

@@ -11,7 +11,7 @@
 set -u
 src=$(realpath "$1") target_dir=$2 seconds=$3
 fuzz_dir=$src/tests/fuzz/rust
-targets=(lepton_decode lepton_roundtrip broccoli_decode broccoli_roundtrip)
+targets=(lepton_decode lepton_roundtrip broccoli_decode broccoli_roundtrip deflate_decode deflate_roundtrip)
 
 cargo=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
 if ! "$cargo" fuzz --version >/dev/null 2>&1; then

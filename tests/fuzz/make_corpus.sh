@@ -22,8 +22,27 @@ for f in tiny.jpg colorswap.jpg half_scan.jpg nofsync.jpg truncbad.jpg mismatch_
   [[ -f $shared/$f ]] && jpegs+=("$shared/$f")
 done
 
+# Small gzip files for the deflate targets: two members, a name field, and
+# a man page's worth of roff at three levels.
+gz=$(mktemp -d)
+trap 'rm -rf "$gz"' EXIT
+printf '.TH DENSEFS 1\n.SH NAME\ndensefs \\- a file system\n%.0s' {1..40} >"$gz/page"
+for level in 1 6 9; do gzip -"$level" -n -c "$gz/page" >"$gz/page$level.gz"; done
+gzip -9 -c "$gz/page" >"$gz/named.gz"
+cat "$gz/page1.gz" "$gz/page9.gz" >"$gz/members.gz"
+# A small zip (a deflated and a stored entry) and a small PNG.
+python3 -c 'import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    z.writestr("page", open(sys.argv[2]).read(), zipfile.ZIP_DEFLATED)
+    z.writestr("stored", "x", zipfile.ZIP_STORED)' "$gz/entries.zip" "$gz/page"
+python3 -c 'import struct, sys, zlib
+def chunk(t, d): return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+rows = b"".join(b"\0" + bytes((x * 9 + y) % 256 for x in range(48)) for y in range(16))
+sys.stdout.buffer.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 16, 16, 8, 2, 0, 0, 0))
+    + chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b""))' >"$gz/tiny.png"
+
 rm -rf "$corpus"
-"$build/tests/fuzz/fuzz_seed_gen" "$corpus" "${jpegs[@]}"
+"$build/tests/fuzz/fuzz_seed_gen" "$corpus" "${jpegs[@]}" "$gz"/*.gz "$gz"/*.zip "$gz"/*.png
 
 mkdir -p "$corpus/control_request"
 n=0
@@ -36,7 +55,8 @@ for r in '{"op":"cat","ino":2}' '{"op":"cat","ino":2,"encoding":"br"}' \
 done
 
 # The Rust targets: decode seeds without the C++ plain-size field; round
-# trips as they are; Lepton round trips take bare JPEGs.
+# trips as they are; Lepton round trips take bare JPEGs, deflate round trips
+# bare gzip files.
 for c in lepton broccoli; do
   mkdir -p "$corpus/rust_${c}_decode" "$corpus/rust_${c}_roundtrip"
   for f in "$corpus/codec_decode_$c"/*; do
@@ -44,6 +64,8 @@ for c in lepton broccoli; do
   done
 done
 cp "$corpus/codec_roundtrip_broccoli"/* "$corpus/rust_broccoli_roundtrip/"
+mkdir -p "$corpus/rust_deflate_roundtrip"  # rust_deflate_decode: fuzz_seed_gen
+cp "$gz"/*.gz "$gz"/*.zip "$gz"/*.png "$corpus/rust_deflate_roundtrip/"
 for f in "${jpegs[@]}"; do cp "$f" "$corpus/rust_lepton_roundtrip/"; done
 # POSIX ACL xattrs as the kernel writes them (getfattr -e hex of setfacl's
 # results): a mode-only ACL, one with named entries and a mask, and a

@@ -2,10 +2,11 @@
 // chunks, real czip files, plus edge cases. Run by tests/fuzz/make_corpus.sh
 // (which commits nothing: review and `git add` the result).
 //
-//   fuzz_seed_gen OUT_DIR [JPEG...]
+//   fuzz_seed_gen OUT_DIR [JPEG...] [GZIP|PNG|ZIP...]
 //
 // Writes OUT_DIR/TARGET/NAME for every target of tests/fuzz/CMakeLists.txt.
-// The JPEGs (small ones) seed the Lepton targets.
+// The JPEGs (small ones) seed the Lepton targets, the gzip, PNG and zip
+// files (names ending .gz, .png, .zip) the deflate targets.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "codec/czip.h"
 #include "codec/czip_crypto.h"
 #include "codec/lepton_file.h"
+#include "codec/rust/densefs_codec_rs.h"
 #include "store/hash.h"
 #include "store/records.h"
 
@@ -96,6 +98,9 @@ void records() {
   v1.resize(v1.size() - 2);
   put("record_inode", "symlink_v1", v1);
   put("record_inode", "empty", "");
+  const auto compact = store::record_encoding::compact;
+  put("record_inode", "file_v3", store::encode_inode(file, compact));
+  put("record_inode", "symlink_v3", store::encode_inode(link, compact));
 
   put("record_dirent", "file", store::encode_dirent({42, 0100000}));
   put("record_dirent", "dir", store::encode_dirent({7, 040000}));
@@ -103,7 +108,9 @@ void records() {
   e.hash.bytes.fill(0x5a);
   e.chunk_offset = 4096;
   e.length = 65536;
+  put("record_dirent", "file_v2", store::encode_dirent({42, 0100000}, compact));
   put("record_extent", "extent", store::encode_extent(e));
+  put("record_extent", "extent_v2", store::encode_extent(e, compact));
   for (int c = 0; c < 4; ++c) {
     store::chunk_record r;
     r.codec = static_cast<codec::codec_id>(c);
@@ -112,6 +119,7 @@ void records() {
     r.refcount = 3;
     r.checksum = 0x0123456789abcdef;
     put("record_chunk", "codec" + std::to_string(c), store::encode_chunk(r));
+    put("record_chunk", "codec" + std::to_string(c) + "_v2", store::encode_chunk(r, compact));
   }
   store::store_settings s;
   s.uuid = "0f8fad5b-d9cb-469f-a165-70867728950e";
@@ -126,7 +134,7 @@ void records() {
   put("record_meta", "key", std::string(1, '\2') + store::inode_key(0x0102030405060708));
 }
 
-void codecs(const std::vector<std::string>& jpegs) {
+void codecs(const std::vector<std::string>& jpegs, const std::vector<std::string>& gzips) {
   struct sample {
     std::string name, plain;
   };
@@ -134,7 +142,7 @@ void codecs(const std::vector<std::string>& jpegs) {
                                  {"zeros", std::string(5000, '\0')},
                                  {"random", random_bytes(700, 1)},
                                  {"byte", "x"}};
-  for (const char* c : {"raw", "zstd", "broccoli", "lepton"}) {
+  for (const char* c : {"raw", "zstd", "broccoli", "lepton", "deflate"}) {
     const codec::codec_id id = *codec::codec_from_name(c);
     const std::string dec = std::string("codec_decode_") + c;
     const std::string rt = std::string("codec_roundtrip_") + c;
@@ -143,6 +151,11 @@ void codecs(const std::vector<std::string>& jpegs) {
       inputs.clear();
       for (std::size_t i = 0; i < jpegs.size(); ++i)
         inputs.push_back({"jpeg" + std::to_string(i), jpegs[i]});
+    }
+    if (id == codec::codec_id::deflate) {
+      inputs.clear();
+      for (std::size_t i = 0; i < gzips.size(); ++i)
+        inputs.push_back({"container" + std::to_string(i), gzips[i]});
     }
     for (const auto& [name, plain] : inputs) {
       codec::codec_options o;
@@ -177,6 +190,24 @@ void codecs(const std::vector<std::string>& jpegs) {
       put("lepton_file", "member" + std::to_string(i),
           codec::encode_lepton_member({names[0], 1, k_chunk}));
     }
+  }
+
+  // rust_deflate_decode: output bound, u16 skeleton length, the skeleton
+  // and the plain text, as densefs_rs_deflate_split makes them.
+  for (std::size_t i = 0; i < gzips.size(); ++i) {
+    densefs_rs_result r = densefs_rs_deflate_split(
+        reinterpret_cast<const std::uint8_t*>(gzips[i].data()), gzips[i].size());
+    if (r.status == DENSEFS_RS_OK) {
+      const std::string_view b(reinterpret_cast<const char*>(r.data), r.len);
+      std::uint64_t n = 0;
+      for (int k = 7; k >= 0; --k) n = (n << 8) | static_cast<std::uint8_t>(b[k]);
+      if (n < 65536) {
+        const std::string len16{static_cast<char>(n & 0xff), static_cast<char>(n >> 8)};
+        put("rust_deflate_decode", "container" + std::to_string(i),
+            le24(gzips[i].size()) + len16 + std::string(b.substr(8)));
+      }
+    }
+    densefs_rs_free(&r);
   }
 }
 
@@ -274,14 +305,18 @@ void czips() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: fuzz_seed_gen OUT_DIR [JPEG...]\n";
+    std::cerr << "usage: fuzz_seed_gen OUT_DIR [JPEG...] [GZIP|PNG|ZIP...]\n";
     return 2;
   }
   out_dir = argv[1];
-  std::vector<std::string> jpegs;
-  for (int i = 2; i < argc; ++i) jpegs.push_back(read_file(argv[i]));
+  std::vector<std::string> jpegs, gzips;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    const bool deflate = a.ends_with(".gz") || a.ends_with(".png") || a.ends_with(".zip");
+    (deflate ? gzips : jpegs).push_back(read_file(argv[i]));
+  }
   records();
-  codecs(jpegs);
+  codecs(jpegs, gzips);
   specs();
   czips();
   return 0;

@@ -133,6 +133,14 @@ TEST(store_golden, format_1_store_still_opens_and_reads) {
   t.put_dirent(k_root_ino, "new", {6, S_IFREG});
   s->commit(t);
   EXPECT_TRUE(s->get_dirent(k_root_ino, "new"));
+
+  // ... in the encoding of its format, so the builds that made it still
+  // read what this one wrote (dirent record version 1, docs/format.md).
+  s.reset();
+  test::raw_db db(dir, true);
+  EXPECT_EQ(db.get(k_cf_dirents, dirent_key(k_root_ino, "new")),
+            encode_dirent({6, S_IFREG}, record_encoding::fixed));
+  EXPECT_EQ(db.get(k_cf_dirents, dirent_key(k_root_ino, "new"))[0], 1);
 }
 
 }  // namespace

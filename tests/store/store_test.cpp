@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include <rocksdb/table_properties.h>
+
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
 
@@ -88,9 +90,8 @@ TEST_F(store_test, mkfs_makes_a_private_store_with_a_root_directory) {
   EXPECT_EQ(st.st_mode & 07777, 0700u);
 
   const std::string format = read_file(dir() / "FORMAT");
-  const std::uint32_t version = default_payload_backend() == payload_backend::pack
-                                    ? k_pack_format_version
-                                    : k_blob_format_version;
+  // Compact records (format 3) for either payload backend.
+  const std::uint32_t version = k_compact_format_version;
   EXPECT_TRUE(
       format.starts_with("densefs store\nformat_version=" + std::to_string(version) + "\nuuid="))
       << format;
@@ -170,12 +171,73 @@ TEST_F(store_test, check_reports_a_directory_that_is_not_a_store) {
 }
 
 TEST_F(store_test, check_and_open_refuse_a_newer_format) {
-  std::ofstream(dir() / "FORMAT", std::ios::trunc) << "densefs store\nformat_version=3\nuuid=x\n";
+  std::ofstream(dir() / "FORMAT", std::ios::trunc) << "densefs store\nformat_version=4\nuuid=x\n";
   std::string message;
   EXPECT_EQ(error_of([&] { store::check(dir()); }, &message), EPROTONOSUPPORT);
-  EXPECT_NE(message.find("format version 3"), std::string::npos) << message;
-  EXPECT_NE(message.find("up to 2"), std::string::npos) << message;
+  EXPECT_NE(message.find("format version 4"), std::string::npos) << message;
+  EXPECT_NE(message.find("up to 3"), std::string::npos) << message;
   EXPECT_EQ(error_of([&] { store::open(dir()); }), EPROTONOSUPPORT);
+}
+
+// Writes one small file (inode, dirent, extent, chunk) and returns the
+// first byte of each value as stored: the record version, which names the
+// encoding.
+std::string record_versions_after_a_write(const fs::path& dir) {
+  {
+    auto s = store::open(dir);
+    const prepared_chunk c = s->prepare_chunk("small file\n");
+    transaction t;
+    t.put_inode(make_inode(2, S_IFREG | 0644, 11));
+    t.put_dirent(k_root_ino, "f", {2, S_IFREG});
+    t.put_extent(2, 0, {c.hash, 0, 11});
+    t.ref_chunk(c);
+    s->commit(t);
+    EXPECT_EQ(*s->read_chunk(s->extents(2, 0, 11).at(0).second.hash), "small file\n");
+    EXPECT_EQ(s->get_dirent(k_root_ino, "f")->type, static_cast<std::uint32_t>(S_IFREG));
+    EXPECT_EQ(s->get_inode(2)->size, 11u);
+  }
+  test::raw_db db(dir);
+  std::string out;
+  for (const auto& [cf, key] : {std::pair{k_cf_inodes, inode_key(2)},
+                                {k_cf_dirents, dirent_key(k_root_ino, "f")},
+                                {k_cf_extents, extent_key(2, 0)}}) {
+    const std::string v = db.get(cf, key);
+    out += test::to_hex(v.substr(0, 1));
+  }
+  const std::string e = db.get(k_cf_extents, extent_key(2, 0));
+  const std::string chunk = db.get(k_cf_chunks, e.substr(1, chunk_hash::k_size));
+  return out + test::to_hex(chunk.substr(0, 1));
+}
+
+TEST_F(store_test, a_new_store_writes_compact_records) {
+  // inode 3, dirent 2, extent 2, chunk 2 (docs/format.md, store format 3).
+  EXPECT_EQ(record_versions_after_a_write(dir()), "03020202");
+}
+
+TEST_F(store_test, metadata_tables_are_zstd_compressed) {
+  record_versions_after_a_write(dir());  // closed: its memtables are tables now
+  test::raw_db db(dir());
+  for (const char* cf : {k_cf_inodes, k_cf_dirents, k_cf_extents, k_cf_chunks}) {
+    rocksdb::TablePropertiesCollection tables;
+    ASSERT_TRUE(db.db()->GetPropertiesOfAllTables(db.cf(cf), &tables).ok());
+    ASSERT_FALSE(tables.empty()) << cf;
+    for (const auto& [file, props] : tables) EXPECT_EQ(props->compression_name, "ZSTD") << file;
+  }
+}
+
+// A format-2 store (a pack store made by an earlier build) keeps the
+// encoding its builds read, also for what this build writes into it.
+TEST_F(store_test, a_format_2_store_keeps_writing_fixed_records) {
+  {
+    test::raw_db db(dir());
+    store_settings s = decode_settings(db.get(k_cf_meta, std::string(k_settings_key)));
+    s.format_version = k_pack_format_version;
+    db.put(k_cf_meta, std::string(k_settings_key), encode_settings(s));
+  }
+  std::string format = read_file(dir() / "FORMAT");
+  format.replace(format.find("format_version=3"), 16, "format_version=2");
+  std::ofstream(dir() / "FORMAT", std::ios::trunc) << format;
+  EXPECT_EQ(record_versions_after_a_write(dir()), "02010101");
 }
 
 TEST_F(store_test, open_refuses_a_newer_format_recorded_in_the_database) {
@@ -185,10 +247,10 @@ TEST_F(store_test, open_refuses_a_newer_format_recorded_in_the_database) {
     s.format_version = k_format_version + 1;
     db.put(k_cf_meta, std::string(k_settings_key), encode_settings(s));
   }
-  EXPECT_NO_THROW(store::check(dir()));  // FORMAT still says 1 or 2
+  EXPECT_NO_THROW(store::check(dir()));  // FORMAT still says 3
   std::string message;
   EXPECT_EQ(error_of([&] { open(); }, &message), EPROTONOSUPPORT);
-  EXPECT_NE(message.find("format version 3"), std::string::npos) << message;
+  EXPECT_NE(message.find("format version 4"), std::string::npos) << message;
 }
 
 TEST_F(store_test, lock_is_exclusive) {
