@@ -56,6 +56,8 @@ std::unique_ptr<chunk_codec> make_zstd_codec();
 std::unique_ptr<chunk_codec> make_broccoli_codec();
 std::unique_ptr<chunk_codec> make_lepton_codec();
 std::unique_ptr<chunk_codec> make_deflate_codec();
+std::unique_ptr<chunk_codec> make_lepton_file_codec();
+std::unique_ptr<chunk_codec> make_lepton_member_codec();
 
 // Bounded decoders for decode_any_size(): at most max_plain_size bytes out.
 std::string broccoli_decode_any_size(std::string_view stored, std::size_t max_plain_size);

@@ -207,3 +207,58 @@ bool is_lepton_member_payload(std::string_view stored) {
 }
 
 }  // namespace densefs::codec
+
+namespace densefs::codec::detail {
+namespace {
+
+// The registry entries of the two payload kinds: names for records, stats
+// and errors, and a decoder for what can be decoded alone. The store makes
+// these payloads per file (encode_lepton_file), never per chunk.
+class lepton_file_codec_base : public chunk_codec {
+ public:
+  bool encode(std::string_view, const codec_options&, std::size_t, std::string&) const override {
+    throw codec_error(std::string(name()) + " payloads are made per JPEG by the store");
+  }
+  void apply_option(std::string_view key, std::string_view, codec_options&) const override {
+    throw codec_error("codec " + std::string(name()) + " has no option '" + std::string(key) + "'");
+  }
+  std::string format_options(const codec_options&) const override { return {}; }
+};
+
+class lepton_file_codec final : public lepton_file_codec_base {
+ public:
+  codec_id id() const override { return codec_id::lepton_file; }
+  std::string_view name() const override { return "lepton_file"; }
+  // The first chunk alone: the whole JPEG is decoded and checked, chunk 0
+  // returned. (The store's read path also publishes the other chunks.)
+  std::string decode(std::string_view stored, std::size_t plain_size) const override {
+    const lepton_file_view f = parse_lepton_file(stored);
+    if (f.chunk_plain_size(0) != plain_size) {
+      throw codec_error("lepton file: first chunk is " + std::to_string(f.chunk_plain_size(0)) +
+                        " bytes, expected " + std::to_string(plain_size));
+    }
+    const std::string jpeg = decode_lepton_file(f);
+    return std::string(lepton_file_chunk(f, jpeg, 0));
+  }
+};
+
+class lepton_member_codec final : public lepton_file_codec_base {
+ public:
+  codec_id id() const override { return codec_id::lepton_member; }
+  std::string_view name() const override { return "lepton_member"; }
+  std::string decode(std::string_view stored, std::size_t) const override {
+    parse_lepton_member(stored);  // a damaged member says so first
+    throw codec_error("a lepton member decodes only through its first chunk (the store's read)");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<chunk_codec> make_lepton_file_codec() {
+  return std::make_unique<lepton_file_codec>();
+}
+std::unique_ptr<chunk_codec> make_lepton_member_codec() {
+  return std::make_unique<lepton_member_codec>();
+}
+
+}  // namespace densefs::codec::detail

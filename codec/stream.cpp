@@ -24,6 +24,10 @@ const detail::chunk_codec& codec_for(codec_id id) {
       return *broccoli;
     case codec_id::lepton:
       return *lepton;
+    case codec_id::deflate:
+    case codec_id::lepton_file:
+    case codec_id::lepton_member:
+      break;  // not stream codecs
   }
   throw codec_error("unknown codec id " + std::to_string(static_cast<unsigned>(id)));
 }
