@@ -1466,6 +1466,92 @@ store::reencoding store::reencode_chunk(const chunk_hash& hash, const chunk_reco
   return out;
 }
 
+namespace {
+// The shape a Lepton file needs, from the extents alone: whole chunks in
+// order on the chunk grid covering the whole file, no chunk twice.
+std::string lepton_file_shape_problem(const extent_list& file, std::uint64_t file_size) {
+  if (file.size() < 2) return "fewer than two chunks";
+  if (file_size > codec::k_lepton_file_max_bytes) return "larger than a Lepton file may be";
+  std::set<chunk_hash> seen;
+  for (std::size_t i = 0; i < file.size(); ++i) {
+    const auto& [off, e] = file[i];
+    const std::uint64_t want = std::min<std::uint64_t>(k_chunk_size, file_size - off);
+    if (off != std::uint64_t{i} * k_chunk_size || e.chunk_offset != 0 || e.length != want)
+      return "not whole chunks on the chunk grid";
+    if (!seen.insert(e.hash).second) return "a chunk appears twice";
+  }
+  if (file.back().first + file.back().second.length != file_size) return "holes or a short tail";
+  return {};
+}
+}  // namespace
+
+bool store::could_be_lepton_file(const extent_list& file, std::uint64_t file_size) const {
+  return lepton_file_shape_problem(file, file_size).empty();
+}
+
+store::lepton_file_reencoding store::reencode_lepton_file(const extent_list& file,
+                                                          std::uint64_t file_size,
+                                                          double min_savings) const {
+  lepton_file_reencoding out;
+  out.refusal = lepton_file_shape_problem(file, file_size);
+  if (!out.refusal.empty()) return out;
+  // Records first: their checksums are what the commit compares with.
+  std::vector<chunk_record> records;
+  for (const auto& [off, e] : file) {
+    std::optional<chunk_record> rec = get_chunk(e.hash);
+    if (!rec) {
+      out.refusal = "chunk " + e.hash.hex() + " is gone";
+      return out;
+    }
+    if (codec::is_lepton_file_codec(rec->codec)) {
+      out.refusal = "already part of a Lepton file";
+      return out;
+    }
+    out.stored_before += rec->stored_size;
+    records.push_back(*rec);
+  }
+  std::string jpeg;
+  jpeg.reserve(file_size);
+  std::vector<std::string> names;
+  for (const auto& [off, e] : file) {
+    jpeg += *read_chunk(e.hash);
+    names.emplace_back(e.hash.view());
+  }
+  if (jpeg.size() != file_size) {
+    out.refusal = "the chunks hold " + std::to_string(jpeg.size()) + " bytes";
+    return out;
+  }
+  codec::lepton_file_encoding enc;
+  try {
+    enc = codec::encode_lepton_file(jpeg, k_chunk_size, names, min_savings);
+  } catch (const codec::codec_error& e) {
+    out.refusal = e.what();
+    return out;
+  }
+  if (!enc.payload) {
+    out.refusal = enc.refusal;
+    return out;
+  }
+  for (std::size_t i = 0; i < file.size(); ++i) {
+    codec::encoded_chunk c;
+    if (i == 0) {
+      c.codec = codec::codec_id::lepton_file;
+      c.bytes = std::move(*enc.payload);
+    } else {
+      c.codec = codec::codec_id::lepton_member;
+      c.bytes = codec::encode_lepton_member(
+          {names[0], static_cast<std::uint32_t>(i), file[i].second.length});
+    }
+    out.stored_after += c.bytes.size();
+    out.swaps.push_back({file[i].second.hash, records[i].checksum, std::move(c)});
+  }
+  if (out.stored_after >= out.stored_before) {
+    out.swaps.clear();
+    out.refusal = "no smaller than the chunks as they are";
+  }
+  return out;
+}
+
 void store::drop_caches() const {
   cache_->clear();
   // Blocks pinned by a running read stay until it releases them.
@@ -2088,6 +2174,20 @@ std::string to_json(const store_stats& s) {
         {"savings", savings(s.plain_by_codec[i], s.stored_by_codec[i])}};
   }
   j["codecs"] = codecs;
+  // A Lepton file's first chunk holds the whole JPEG and its members hold
+  // 48 bytes each, so the two codec rows alone say little: together, what
+  // those JPEGs save.
+  const auto file = static_cast<std::size_t>(codec::codec_id::lepton_file);
+  const auto member = static_cast<std::size_t>(codec::codec_id::lepton_member);
+  if (s.chunks_by_codec[file] != 0) {
+    const std::uint64_t plain = s.plain_by_codec[file] + s.plain_by_codec[member];
+    const std::uint64_t stored = s.stored_by_codec[file] + s.stored_by_codec[member];
+    j["lepton_files"] = {{"files", s.chunks_by_codec[file]},
+                         {"chunks", s.chunks_by_codec[file] + s.chunks_by_codec[member]},
+                         {"plain_bytes", plain},
+                         {"stored_bytes", stored},
+                         {"savings", savings(plain, stored)}};
+  }
   nlohmann::json types = nlohmann::json::object();
   for (std::size_t i = 0; i < codec::k_file_type_count; ++i) {
     const store_stats::type_stats& t = s.by_type[i];

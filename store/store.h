@@ -355,6 +355,28 @@ class store {
   reencoding reencode_chunk(const chunk_hash& hash, const chunk_record& current,
                             const codec::codec_options& target, bool same_codec_too = false) const;
 
+  // A JPEG of several chunks re-encoded as one Lepton file (densefs
+  // recompress and the background re-encoder; codec/lepton_file.h). `file`
+  // is the file's extents; they must be the whole file of `file_size`
+  // bytes, every chunk whole, in order, on the 4 MiB grid, at most
+  // codec::k_lepton_file_max_bytes, at least two chunks, no chunk twice,
+  // none already part of a Lepton file. Reads every chunk (payload checksums
+  // taken before the reads, so a chunk changed meanwhile makes the commit
+  // skip the swap), encodes and verifies the whole JPEG, and returns the
+  // swaps for transaction::replace_payloads only when they store less than
+  // the chunks do now; else `refusal` says why.
+  struct lepton_file_reencoding {
+    std::vector<transaction::payload_swap> swaps;
+    std::uint64_t stored_before = 0;  // the chunks' stored sizes now
+    std::uint64_t stored_after = 0;   // with the swaps
+    std::string refusal;
+  };
+  // Whether `file` has the shape reencode_lepton_file takes (no reads of
+  // payloads: records only).
+  bool could_be_lepton_file(const extent_list& file, std::uint64_t file_size) const;
+  lepton_file_reencoding reencode_lepton_file(const extent_list& file, std::uint64_t file_size,
+                                              double min_savings) const;
+
   // A chunk's stored bytes as they are (not decoded), with their record:
   // payload fetched and XXH3 checked (store_error(EIO) and a log line on a
   // mismatch). For exports that reuse stored encodings (cat --encoding=br).

@@ -4,7 +4,10 @@
 #pragma once
 
 #ifdef DENSEFS_HAVE_LIBJPEG
+// clang-format off
+#include <cstdio>  // jpeglib.h needs FILE declared first
 #include <jpeglib.h>
+// clang-format on
 
 #include <cmath>
 #include <cstdint>

@@ -47,16 +47,16 @@ class lepton_file_store : public ::testing::Test {
     return tmp_.path() / "store";
   }
 
-  static std::vector<std::string> pieces(const std::string& file) {
+  static std::vector<std::string> pieces(const std::string& file, std::size_t piece = k_piece) {
     std::vector<std::string> out;
-    for (std::size_t at = 0; at < file.size(); at += k_piece)
-      out.push_back(file.substr(at, k_piece));
+    for (std::size_t at = 0; at < file.size(); at += piece) out.push_back(file.substr(at, piece));
     return out;
   }
 
   // A regular file `name` in the root made of `data` cut into 64 KiB chunks.
   static std::vector<chunk_hash> add_file(store& s, transaction& txn, std::uint64_t ino,
-                                          const std::string& name, const std::string& data) {
+                                          const std::string& name, const std::string& data,
+                                          std::size_t piece = k_piece) {
     inode_record r;
     r.ino = ino;
     r.mode = S_IFREG | 0644;
@@ -64,7 +64,7 @@ class lepton_file_store : public ::testing::Test {
     r.parent = k_root_ino;
     std::vector<chunk_hash> hashes;
     std::uint64_t off = 0;
-    for (const std::string& plain : pieces(data)) {
+    for (const std::string& plain : pieces(data, piece)) {
       const prepared_chunk p = s.prepare_chunk(plain, true);
       txn.ref_chunk(p);
       txn.put_extent(ino, off, {p.hash, 0, static_cast<std::uint32_t>(plain.size())});
@@ -312,6 +312,42 @@ TEST_F(lepton_file_store, fsck_counts_member_references) {
   }
   const fsck_report r = check(false);
   EXPECT_EQ(r[fsck_problem::wrong_refcount].found, 1u) << to_text(r);
+}
+
+// What densefs recompress and the background re-encoder do with a JPEG of
+// several 4 MiB chunks: reencode_lepton_file builds the swaps from the
+// file's extents; committed, they store less and read back exact.
+TEST_F(lepton_file_store, reencode_lepton_file_swaps_a_jpeg_of_several_4_mib_chunks) {
+#ifdef DENSEFS_HAVE_LIBJPEG
+  const std::string big = test::make_jpeg(4000, 3000, 94, 5);
+  ASSERT_GT(big.size(), k_chunk_size);
+  auto s = store::open(dir());
+  {
+    transaction txn;
+    add_file(*s, txn, 4, "big.jpg", big, k_chunk_size);
+    s->commit(txn);
+  }
+  const inode_record r = *s->get_inode(4);
+  const extent_list extents = s->extents(4, 0, r.size);
+  ASSERT_TRUE(s->could_be_lepton_file(extents, r.size));
+  EXPECT_FALSE(s->could_be_lepton_file(extents, r.size + 1));  // a hole at the end
+  EXPECT_FALSE(s->could_be_lepton_file({extents.front()}, r.size));
+
+  store::lepton_file_reencoding e = s->reencode_lepton_file(extents, r.size, 0.03);
+  ASSERT_EQ(e.swaps.size(), extents.size()) << e.refusal;
+  EXPECT_LT(e.stored_after, e.stored_before * 9 / 10);
+  transaction txn;
+  txn.replace_payloads(std::move(e.swaps));
+  s->commit(txn);
+  EXPECT_EQ(s->get_chunk(extents[0].second.hash)->codec, codec::codec_id::lepton_file);
+  // Done once: the file is now part of a Lepton file.
+  EXPECT_TRUE(s->reencode_lepton_file(extents, r.size, 0.03).swaps.empty());
+  s.reset();
+  s = store::open(dir());
+  std::string back;
+  for (const auto& [off, e2] : extents) back += *s->read_chunk(e2.hash);
+  EXPECT_TRUE(back == big);
+#endif
 }
 
 }  // namespace
