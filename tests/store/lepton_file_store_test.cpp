@@ -16,6 +16,7 @@
 #include "store/fsck.h"
 #include "store/store.h"
 #include "tests/make_jpeg.h"
+#include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
 
 namespace densefs::store {
@@ -285,6 +286,37 @@ TEST_F(lepton_file_store, forged_members_give_eio_never_wrong_bytes) {
   const fsck_report r = check(true);
   EXPECT_FALSE(r.clean());
   EXPECT_GE(r[fsck_problem::bad_content].found, 1u) << to_text(r);
+}
+
+// Forged behind the store's back (the swap refuses these): a member whose
+// size disagrees with its record, and one naming itself as its first chunk,
+// under recomputed payload checksums.
+TEST_F(lepton_file_store, members_forged_behind_the_store_give_eio) {
+  swap_in();
+  const bool blob = store::open(dir())->payloads_backend() == payload_backend::blob;
+  {
+    test::raw_db db(dir(), blob);
+    const auto forge = [&](const chunk_hash& h,
+                           const std::function<void(codec::lepton_member&)>& f) {
+      codec::lepton_member m = codec::parse_lepton_member(db.get_payload(h));
+      f(m);
+      const std::string payload = codec::encode_lepton_member(m);
+      const std::string key(h.view());
+      chunk_record rec = decode_chunk(db.get(k_cf_chunks, key));
+      rec.checksum = stored_checksum(payload);
+      rec.stored_size = static_cast<std::uint32_t>(payload.size());
+      db.put_payload(h, payload);
+      db.put(k_cf_chunks, key, encode_chunk(rec));
+    };
+    forge(hashes_[1], [](codec::lepton_member& m) { m.plain_size -= 1; });
+    forge(hashes_[2], [&](codec::lepton_member& m) { m.first_chunk = hashes_[2].view(); });
+  }
+  auto s = store::open(dir());
+  EXPECT_EQ(read_errno(*s, hashes_[1]), EIO);
+  s->drop_caches();
+  EXPECT_EQ(read_errno(*s, hashes_[2]), EIO);
+  s->drop_caches();
+  EXPECT_TRUE(*s->read_chunk(hashes_[3]) == pieces(jpeg_)[3]);
 }
 
 TEST_F(lepton_file_store, a_damaged_lepton_file_gives_eio_for_every_chunk) {
