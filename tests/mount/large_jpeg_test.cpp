@@ -189,6 +189,16 @@ TEST_F(large_jpeg_offline, densefs_recompress_makes_lepton_files_of_an_unmounted
   EXPECT_EQ(j["lepton_files"], 1) << r.out;  // the copy shares its chunks
   EXPECT_LT(j["stored_bytes_after"].get<std::uint64_t>(),
             j["stored_bytes_before"].get<std::uint64_t>());
+  // An export that keeps stored encodings decodes these instead (a
+  // member's payload holds none of its chunk's bytes).
+  const stdfs::path czip = work_ / "big.czip";
+  const command_result p =
+      run_command({densefs_binary(), "czip", "pack", "--store", store_.string(), "--codec", "keep",
+                   "/big.jpg", czip.string()});
+  ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
+  const command_result u = run_command({densefs_binary(), "czip", "unpack", czip.string(), "-"});
+  ASSERT_EQ(u.exit_code, 0) << u.err;
+  EXPECT_TRUE(same_bytes(jpeg, u.out));
   mount();
   expect_lepton_file(path("copy.jpg"));
   EXPECT_TRUE(same_bytes(jpeg, read_file(path("big.jpg"))));
