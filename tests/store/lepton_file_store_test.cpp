@@ -382,5 +382,34 @@ TEST_F(lepton_file_store, reencode_lepton_file_swaps_a_jpeg_of_several_4_mib_chu
 #endif
 }
 
+// A member no file uses any more (its extent dropped behind the store's
+// back): fsck reports it leaked, one --repair deletes it and sets its first
+// chunk's count, and the store is then clean.
+TEST_F(lepton_file_store, one_repair_fixes_a_leaked_member_and_its_first_chunk) {
+  swap_in();
+  {
+    auto s = store::open(dir());
+    transaction txn;
+    txn.delete_extent(2, std::uint64_t{3} * k_piece);
+    s->commit(txn);
+  }
+  fsck_report r = check(false);
+  EXPECT_EQ(r[fsck_problem::leaked_chunk].found, 1u) << to_text(r);
+  EXPECT_EQ(r[fsck_problem::wrong_refcount].found, 1u) << to_text(r);
+  {
+    auto s = store::open(dir());
+    fsck_options o;
+    o.repair = true;
+    fsck(*s, o);
+  }
+  r = check(true);
+  EXPECT_EQ(r[fsck_problem::leaked_chunk].found, 0u) << to_text(r);
+  EXPECT_EQ(r[fsck_problem::wrong_refcount].found, 0u) << to_text(r);
+  auto s = store::open(dir());
+  EXPECT_FALSE(s->get_chunk(hashes_[3]));
+  EXPECT_EQ(s->get_chunk(hashes_[0])->refcount, hashes_.size() - 1);
+  EXPECT_TRUE(*s->read_chunk(hashes_[4]) == pieces(jpeg_)[4]);
+}
+
 }  // namespace
 }  // namespace densefs::store
