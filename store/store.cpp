@@ -820,6 +820,15 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   // FORMAT was checked already; the database is checked too because it is
   // the authority (FORMAT could have been copied from another store).
   refuse_newer(dir, self->settings_.format_version);
+  self->holds_lepton_files_ = self->settings_.format_version >= k_lepton_file_format_version;
+  // A crash between the commit that raised the version and the FORMAT
+  // rewrite after it leaves FORMAT behind (harmless: the database refuses
+  // older builds too); bring it up to date.
+  if (!options.read_only &&
+      read_format_marker(dir).format_version < self->settings_.format_version) {
+    write_file_durably(dir / k_format_file,
+                       format_marker_text({self->settings_.format_version, self->settings_.uuid}));
+  }
   try {
     // Stores made before per-type policies hold a single codec spec, which
     // parse_policy reads as "every type uses this codec".
@@ -1943,6 +1952,7 @@ void store::commit(transaction& txn, bool sync) {
   apply_releases();
 
   std::set<chunk_hash> swapped;  // one swap per chunk and commit
+  bool raise_format = false;     // the store's first Lepton file
   for (std::vector<transaction::payload_swap>& group : t.replacements) {
     // All of the group or none of it.
     std::vector<chunk_record> recs;
@@ -2001,6 +2011,9 @@ void store::commit(transaction& txn, bool sync) {
       new_payloads.push_back({&group[i].hash, &bytes, {rec.codec, rec.plain_size}});
       new_payload_bytes += bytes.size();
     }
+    for (const transaction::payload_swap& r : group)
+      raise_format =
+          raise_format || (r.encoded.codec == codec::codec_id::lepton_file && !holds_lepton_files_);
     for (const chunk_hash& first : takes) {
       chunk_record rec = *current(first);  // present: checked above
       ++rec.refcount;
@@ -2009,6 +2022,11 @@ void store::commit(transaction& txn, bool sync) {
     apply_releases();
   }
 
+  store_settings raised = settings_;
+  if (raise_format) {
+    raised.format_version = k_lepton_file_format_version;
+    check_batch(batch.Put(cfs_[cf_meta], slice(k_settings_key), encode_settings(raised)));
+  }
   for (const auto& [hash, rec] : touched) {
     if (rec)
       check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec, encoding_)));
@@ -2036,6 +2054,18 @@ void store::commit(transaction& txn, bool sync) {
   // write was in flight, and RocksDB is then stopped however this one ended.
   garbage_bytes_ += garbage;
   for (const auto& h : deleted) cache_->erase(h);
+  if (raise_format) {
+    holds_lepton_files_ = true;
+    // After the database, which is the authority: FORMAT lets older builds
+    // refuse the store before starting RocksDB (open() repairs it if a
+    // crash comes in between).
+    try {
+      write_file_durably(dir_ / k_format_file,
+                         format_marker_text({raised.format_version, raised.uuid}));
+    } catch (const store_error& e) {
+      log_error(std::string("raising the FORMAT file's version: ") + e.what());
+    }
+  }
 }
 
 void store::sync() {

@@ -518,6 +518,9 @@ class store {
   std::mutex gc_mutex_;  // one collect_garbage() at a time
   std::atomic<std::uint64_t> garbage_bytes_{0};
   std::atomic<bool> gc_canceled_{false};
+  // The store's format version is k_lepton_file_format_version or newer:
+  // Lepton files may be committed without raising it. Under commit_mutex_.
+  bool holds_lepton_files_ = false;
   // A write failed (disk full, EIO): RocksDB refuses writes until Resume(),
   // which commit(), allocate_ino(), sync() and ~store call first
   // (resume_after_write_error, the only place that clears it). Atomic: set

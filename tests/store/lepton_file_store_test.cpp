@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <fstream>
+#include <sstream>
 
 #include "codec/lepton_file.h"
 #include "store/fsck.h"
@@ -169,6 +171,38 @@ TEST_F(lepton_file_store, every_chunk_reads_back_exact_cold_in_any_order) {
   }
   const fsck_report r = check(true);
   EXPECT_TRUE(r.clean()) << to_text(r);
+}
+
+std::string format_file(const std::filesystem::path& store_dir) {
+  std::ifstream in(store_dir / "FORMAT");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A store becomes format 4 with its first Lepton file (older builds then
+// refuse it up front); a swap that is refused changes nothing.
+TEST_F(lepton_file_store, the_first_lepton_file_raises_the_store_format_to_4) {
+  ASSERT_NE(format_file(dir()).find("format_version=3\n"), std::string::npos);
+  {
+    auto s = store::open(dir());
+    std::vector<transaction::payload_swap> swaps = lepton_swap(*s, jpeg_, hashes_);
+    swaps[1].expected_checksum ^= 1;
+    transaction txn;
+    txn.replace_payloads(std::move(swaps));
+    s->commit(txn);
+  }
+  EXPECT_EQ(store::open(dir())->settings().format_version, k_compact_format_version);
+  EXPECT_NE(format_file(dir()).find("format_version=3\n"), std::string::npos);
+  swap_in();
+  EXPECT_EQ(store::open(dir())->settings().format_version, k_lepton_file_format_version);
+  EXPECT_NE(format_file(dir()).find("format_version=4\n"), std::string::npos);
+  // FORMAT left behind (a crash before its rewrite) is brought up to date.
+  std::string old = format_file(dir());
+  old.replace(old.find("format_version=4"), 16, "format_version=3");
+  std::ofstream(dir() / "FORMAT", std::ios::trunc) << old;
+  store::open(dir());
+  EXPECT_NE(format_file(dir()).find("format_version=4\n"), std::string::npos);
 }
 
 TEST_F(lepton_file_store, members_keep_their_first_chunk_until_they_go) {
