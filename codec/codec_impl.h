@@ -66,4 +66,13 @@ std::string deflate_decode_any_size(std::string_view stored, std::size_t max_pla
 int parse_int_option(std::string_view key, std::string_view value);
 double parse_double_option(std::string_view key, std::string_view value);
 
+// The min_savings option every compressing codec takes: a fraction in
+// [0, 1) (1 would mean "never compress"; the raw codec says that).
+double parse_min_savings(std::string_view codec, std::string_view value);
+// ":min_savings=V" for a canonical spec, or "" when it is the default.
+std::string format_min_savings(const codec_options& options);
+
+// Throws codec_error unless a decoder produced exactly the expected size.
+void check_decoded_size(std::string_view codec, std::size_t got, std::size_t expected);
+
 }  // namespace densefs::codec::detail

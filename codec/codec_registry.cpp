@@ -77,6 +77,29 @@ double parse_double_option(std::string_view key, std::string_view value) {
   return v;
 }
 
+double parse_min_savings(std::string_view codec, std::string_view value) {
+  const double v = parse_double_option("min_savings", value);
+  if (!(v >= 0.0 && v < 1.0)) {
+    throw codec_error(std::string(codec) + " option min_savings=" + std::string(value) +
+                      " is outside [0, 1)");
+  }
+  return v;
+}
+
+std::string format_min_savings(const codec_options& options) {
+  if (options.min_savings == codec_options{}.min_savings) return {};
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, options.min_savings);
+  return ":min_savings=" + std::string(buf, end);
+}
+
+void check_decoded_size(std::string_view codec, std::size_t got, std::size_t expected) {
+  if (got != expected) {
+    throw codec_error(std::string(codec) + " chunk decoded to " + std::to_string(got) +
+                      " bytes, expected " + std::to_string(expected));
+  }
+}
+
 }  // namespace detail
 
 std::string codec_name(codec_id id) {

@@ -12,7 +12,6 @@
 // re-encoder: preflate analyses ~3 MB/s of plain text per core.
 #include <zstd.h>
 
-#include <charconv>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -189,32 +188,21 @@ class deflate_codec final : public chunk_codec {
 
   std::string decode(std::string_view stored, std::size_t plain_size) const override {
     std::string out = deflate_decode_any_size(stored, plain_size);
-    if (out.size() != plain_size) {
-      throw codec_error("deflate chunk decoded to " + std::to_string(out.size()) +
-                        " bytes, expected " + std::to_string(plain_size));
-    }
+    check_decoded_size("deflate", out.size(), plain_size);
     return out;
   }
 
   void apply_option(std::string_view key, std::string_view value,
                     codec_options& options) const override {
     if (key == "min_savings") {
-      const double v = parse_double_option(key, value);
-      if (!(v >= 0.0 && v < 1.0)) {
-        throw codec_error("deflate option min_savings=" + std::string(value) +
-                          " is outside [0, 1)");
-      }
-      options.min_savings = v;
+      options.min_savings = parse_min_savings("deflate", value);
     } else {
       throw codec_error("codec deflate has no option '" + std::string(key) + "'");
     }
   }
 
   std::string format_options(const codec_options& options) const override {
-    if (options.min_savings == codec_options{}.min_savings) return {};
-    char buf[64];
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, options.min_savings);
-    return ":min_savings=" + std::string(buf, end);
+    return format_min_savings(options);
   }
 };
 

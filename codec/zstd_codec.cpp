@@ -3,7 +3,6 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
-#include <charconv>
 #include <cstring>
 #include <string>
 
@@ -112,10 +111,7 @@ class zstd_codec final : public chunk_codec {
     const std::size_t got =
         ZSTD_decompressDCtx(dctx, out.data(), out.size(), stored.data(), stored.size());
     if (ZSTD_isError(got)) throw codec_error(zstd_failure("corrupt chunk", got));
-    if (got != plain_size) {
-      throw codec_error("zstd chunk decoded to " + std::to_string(got) + " bytes, expected " +
-                        std::to_string(plain_size));
-    }
+    check_decoded_size("zstd", got, plain_size);
     return out;
   }
 
@@ -126,12 +122,7 @@ class zstd_codec final : public chunk_codec {
       check_level(level);
       options.zstd_level = level;
     } else if (key == "min_savings") {
-      const double v = parse_double_option(key, value);
-      // 1.0 would mean "never compress"; use the raw codec for that.
-      if (!(v >= 0.0 && v < 1.0)) {
-        throw codec_error("zstd option min_savings=" + std::string(value) + " is outside [0, 1)");
-      }
-      options.min_savings = v;
+      options.min_savings = parse_min_savings("zstd", value);
     } else {
       throw codec_error("codec zstd has no option '" + std::string(key) + "'");
     }
@@ -139,12 +130,7 @@ class zstd_codec final : public chunk_codec {
 
   std::string format_options(const codec_options& options) const override {
     std::string s = ":level=" + std::to_string(options.zstd_level);
-    if (options.min_savings != codec_options{}.min_savings) {
-      char buf[64];
-      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, options.min_savings);
-      s += ":min_savings=";
-      s.append(buf, end);
-    }
+    s += format_min_savings(options);
     return s;
   }
 };
