@@ -2,6 +2,8 @@
 // factories codec_registry.cpp lists. Callers outside codec/ use codec.h.
 #pragma once
 
+#include <zstd.h>
+
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -61,6 +63,14 @@ std::unique_ptr<chunk_codec> make_deflate_codec();
 std::string broccoli_decode_any_size(std::string_view stored, std::size_t max_plain_size);
 std::string lepton_decode_any_size(std::string_view stored, std::size_t max_plain_size);
 std::string deflate_decode_any_size(std::string_view stored, std::size_t max_plain_size);
+
+// zstd contexts reused per thread by the codecs that compress with zstd
+// (zstd, deflate): creating one costs more than compressing a small chunk,
+// and chunks are encoded on a worker pool. Callers reset the parameters
+// they set (ZSTD_reset_session_and_parameters) and pass dictionaries per
+// call, so nothing leaks from one codec into the other.
+ZSTD_CCtx* thread_zstd_cctx();
+ZSTD_DCtx* thread_zstd_dctx();
 
 // Shared helpers for option values; throw codec_error naming `key`.
 int parse_int_option(std::string_view key, std::string_view value);

@@ -48,30 +48,12 @@ std::string zstd_failure(std::string_view what, std::size_t code) {
   return "deflate: zstd " + std::string(what) + ": " + ZSTD_getErrorName(code);
 }
 
-struct cctx_deleter {
-  void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
-};
-struct dctx_deleter {
-  void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
-};
 struct cdict_deleter {
   void operator()(ZSTD_CDict* d) const { ZSTD_freeCDict(d); }
 };
 struct ddict_deleter {
   void operator()(ZSTD_DDict* d) const { ZSTD_freeDDict(d); }
 };
-
-ZSTD_CCtx* thread_cctx() {
-  thread_local std::unique_ptr<ZSTD_CCtx, cctx_deleter> ctx{ZSTD_createCCtx()};
-  if (!ctx) throw codec_error("deflate: cannot allocate a zstd compression context");
-  return ctx.get();
-}
-
-ZSTD_DCtx* thread_dctx() {
-  thread_local std::unique_ptr<ZSTD_DCtx, dctx_deleter> ctx{ZSTD_createDCtx()};
-  if (!ctx) throw codec_error("deflate: cannot allocate a zstd decompression context");
-  return ctx.get();
-}
 
 // Digested once: loading a 110 KB dictionary per call would cost more than
 // compressing a man page.
@@ -92,7 +74,7 @@ const ZSTD_DDict* man_pages_ddict() {
 // One zstd frame without the content size or dictionary id (the payload
 // has both), with or without the built-in dictionary.
 std::string zstd_plain(std::string_view plain, const ZSTD_CDict* dict) {
-  ZSTD_CCtx* cctx = thread_cctx();
+  ZSTD_CCtx* cctx = thread_zstd_cctx();
   ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
   for (const auto [param, value] :
        {std::pair{ZSTD_c_compressionLevel, k_plain_zstd_level},
@@ -222,7 +204,7 @@ std::string unpack_plain(plain_coding coding, std::string_view packed, std::size
   // Decoded in one pass straight into exactly `size` bytes: no window
   // buffer, and a frame that would produce more fails with dstSize_tooSmall.
   std::string plain(size, '\0');
-  ZSTD_DCtx* dctx = thread_dctx();
+  ZSTD_DCtx* dctx = thread_zstd_dctx();
   const std::size_t got =
       coding == plain_coding::zstd_dict_man_pages_v1
           ? ZSTD_decompress_usingDDict(dctx, plain.data(), plain.size(), packed.data(),

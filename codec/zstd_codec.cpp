@@ -18,19 +18,21 @@ struct dctx_deleter {
   void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
 };
 
-// Contexts are reused per thread: creating one costs more than compressing
-// a small chunk, and encode_chunk() is called from a worker pool.
-ZSTD_CCtx* thread_cctx() {
+}  // namespace
+
+ZSTD_CCtx* thread_zstd_cctx() {
   thread_local std::unique_ptr<ZSTD_CCtx, cctx_deleter> ctx{ZSTD_createCCtx()};
   if (!ctx) throw codec_error("zstd: cannot allocate a compression context");
   return ctx.get();
 }
 
-ZSTD_DCtx* thread_dctx() {
+ZSTD_DCtx* thread_zstd_dctx() {
   thread_local std::unique_ptr<ZSTD_DCtx, dctx_deleter> ctx{ZSTD_createDCtx()};
   if (!ctx) throw codec_error("zstd: cannot allocate a decompression context");
   return ctx.get();
 }
+
+namespace {
 
 std::string zstd_failure(std::string_view what, std::size_t code) {
   return "zstd: " + std::string(what) + ": " + ZSTD_getErrorName(code);
@@ -52,7 +54,7 @@ class zstd_codec final : public chunk_codec {
               std::string& out) const override {
     check_level(options.zstd_level);
     if (max_stored == 0) return false;
-    ZSTD_CCtx* cctx = thread_cctx();
+    ZSTD_CCtx* cctx = thread_zstd_cctx();
     // reset also drops parameters a previous failed call may have left.
     ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
     std::size_t rc = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, options.zstd_level);
@@ -107,7 +109,7 @@ class zstd_codec final : public chunk_codec {
     // The destination is exactly plain_size: a frame that would produce more
     // fails with dstSize_tooSmall instead of growing anything.
     std::string out(plain_size, '\0');
-    ZSTD_DCtx* dctx = thread_dctx();
+    ZSTD_DCtx* dctx = thread_zstd_dctx();
     const std::size_t got =
         ZSTD_decompressDCtx(dctx, out.data(), out.size(), stored.data(), stored.size());
     if (ZSTD_isError(got)) throw codec_error(zstd_failure("corrupt chunk", got));
