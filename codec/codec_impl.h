@@ -52,6 +52,11 @@ class codec_rejected : public codec_error {
   using codec_error::codec_error;
 };
 
+// The registry's one instance of codec `id` (codec_registry.cpp); throws
+// codec_error for an id this build does not know. encode() and decode() are
+// const and thread-safe (contexts are per thread inside each codec).
+const chunk_codec& find_or_throw(codec_id id);
+
 // One factory per codec (one .cpp each).
 std::unique_ptr<chunk_codec> make_raw_codec();
 std::unique_ptr<chunk_codec> make_zstd_codec();

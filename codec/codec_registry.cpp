@@ -48,14 +48,14 @@ const chunk_codec* find(std::uint8_t id) {
   return id < r.by_id.size() ? r.by_id[id].get() : nullptr;
 }
 
+}  // namespace
+
+namespace detail {
+
 const chunk_codec& find_or_throw(codec_id id) {
   if (const auto* c = find(static_cast<std::uint8_t>(id))) return *c;
   throw codec_error("unknown codec id " + std::to_string(static_cast<unsigned>(id)));
 }
-
-}  // namespace
-
-namespace detail {
 
 int parse_int_option(std::string_view key, std::string_view value) {
   int v = 0;
@@ -101,6 +101,8 @@ void check_decoded_size(std::string_view codec, std::size_t got, std::size_t exp
 }
 
 }  // namespace detail
+
+using detail::find_or_throw;
 
 std::string codec_name(codec_id id) {
   if (const auto* c = find(static_cast<std::uint8_t>(id))) return std::string(c->name());

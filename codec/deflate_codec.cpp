@@ -76,7 +76,7 @@ const ZSTD_DDict* man_pages_ddict() {
 std::string zstd_plain(std::string_view plain, const ZSTD_CDict* dict) {
   ZSTD_CCtx* cctx = thread_zstd_cctx();
   ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
-  for (const auto [param, value] :
+  for (const auto& [param, value] :
        {std::pair{ZSTD_c_compressionLevel, k_plain_zstd_level},
         std::pair{ZSTD_c_contentSizeFlag, 0}, std::pair{ZSTD_c_checksumFlag, 0},
         std::pair{ZSTD_c_dictIDFlag, 0}}) {
