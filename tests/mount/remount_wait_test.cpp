@@ -97,7 +97,7 @@ TEST_F(remount_wait, a_record_rewritten_late_in_the_wait_does_not_end_it) {
                               (work_ / "gone").string() + "\nstate exiting\n";
   write_record(exiting);
   std::thread holder([&] {
-    std::this_thread::sleep_for(3s);  // past the 2 s given to an unknown holder
+    std::this_thread::sleep_for(3s);   // past the 2 s given to an unknown holder
     ASSERT_EQ(::ftruncate(fd, 0), 0);  // the record is empty for 300 ms
     std::this_thread::sleep_for(300ms);
     write_record(exiting);
