@@ -3,7 +3,6 @@
 // chunk is one complete brotli stream that stock `brotli -d` decodes, and any
 // sequence of them joins into one stream without recompression
 // (concat_broccoli), so an export of a file is a byte copy plus a join.
-#include <charconv>
 #include <string>
 
 #include "codec/codec_impl.h"
@@ -44,10 +43,7 @@ class broccoli_codec final : public chunk_codec {
 
   std::string decode(std::string_view stored, std::size_t plain_size) const override {
     std::string out = broccoli_decode_any_size(stored, plain_size);
-    if (out.size() != plain_size) {
-      throw codec_error("broccoli chunk decoded to " + std::to_string(out.size()) +
-                        " bytes, expected " + std::to_string(plain_size));
-    }
+    check_decoded_size("broccoli", out.size(), plain_size);
     return out;
   }
 
@@ -62,12 +58,7 @@ class broccoli_codec final : public chunk_codec {
       check_window(w);
       options.broccoli_window = w;
     } else if (key == "min_savings") {
-      const double v = parse_double_option(key, value);
-      if (!(v >= 0.0 && v < 1.0)) {
-        throw codec_error("broccoli option min_savings=" + std::string(value) +
-                          " is outside [0, 1)");
-      }
-      options.min_savings = v;
+      options.min_savings = parse_min_savings("broccoli", value);
     } else {
       throw codec_error("codec broccoli has no option '" + std::string(key) + "'");
     }
@@ -78,12 +69,7 @@ class broccoli_codec final : public chunk_codec {
   std::string format_options(const codec_options& options) const override {
     std::string s = ":quality=" + std::to_string(options.broccoli_quality) +
                     ":window=" + std::to_string(options.broccoli_window);
-    if (options.min_savings != codec_options{}.min_savings) {
-      char buf[64];
-      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, options.min_savings);
-      s += ":min_savings=";
-      s.append(buf, end);
-    }
+    s += format_min_savings(options);
     return s;
   }
 };

@@ -2,6 +2,8 @@
 // factories codec_registry.cpp lists. Callers outside codec/ use codec.h.
 #pragma once
 
+#include <zstd.h>
+
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -50,6 +52,11 @@ class codec_rejected : public codec_error {
   using codec_error::codec_error;
 };
 
+// The registry's one instance of codec `id` (codec_registry.cpp); throws
+// codec_error for an id this build does not know. encode() and decode() are
+// const and thread-safe (contexts are per thread inside each codec).
+const chunk_codec& find_or_throw(codec_id id);
+
 // One factory per codec (one .cpp each).
 std::unique_ptr<chunk_codec> make_raw_codec();
 std::unique_ptr<chunk_codec> make_zstd_codec();
@@ -66,8 +73,25 @@ std::string deflate_decode_any_size(std::string_view stored, std::size_t max_pla
 // lepton_jpeg threads per JPEG (set_lepton_threads; lepton_file.cpp uses it too).
 unsigned lepton_thread_count();
 
+// zstd contexts reused per thread by the codecs that compress with zstd
+// (zstd, deflate): creating one costs more than compressing a small chunk,
+// and chunks are encoded on a worker pool. Callers reset the parameters
+// they set (ZSTD_reset_session_and_parameters) and pass dictionaries per
+// call, so nothing leaks from one codec into the other.
+ZSTD_CCtx* thread_zstd_cctx();
+ZSTD_DCtx* thread_zstd_dctx();
+
 // Shared helpers for option values; throw codec_error naming `key`.
 int parse_int_option(std::string_view key, std::string_view value);
 double parse_double_option(std::string_view key, std::string_view value);
+
+// The min_savings option every compressing codec takes: a fraction in
+// [0, 1) (1 would mean "never compress"; the raw codec says that).
+double parse_min_savings(std::string_view codec, std::string_view value);
+// ":min_savings=V" for a canonical spec, or "" when it is the default.
+std::string format_min_savings(const codec_options& options);
+
+// Throws codec_error unless a decoder produced exactly the expected size.
+void check_decoded_size(std::string_view codec, std::size_t got, std::size_t expected);
 
 }  // namespace densefs::codec::detail

@@ -50,14 +50,14 @@ const chunk_codec* find(std::uint8_t id) {
   return id < r.by_id.size() ? r.by_id[id].get() : nullptr;
 }
 
+}  // namespace
+
+namespace detail {
+
 const chunk_codec& find_or_throw(codec_id id) {
   if (const auto* c = find(static_cast<std::uint8_t>(id))) return *c;
   throw codec_error("unknown codec id " + std::to_string(static_cast<unsigned>(id)));
 }
-
-}  // namespace
-
-namespace detail {
 
 int parse_int_option(std::string_view key, std::string_view value) {
   int v = 0;
@@ -79,7 +79,32 @@ double parse_double_option(std::string_view key, std::string_view value) {
   return v;
 }
 
+double parse_min_savings(std::string_view codec, std::string_view value) {
+  const double v = parse_double_option("min_savings", value);
+  if (!(v >= 0.0 && v < 1.0)) {
+    throw codec_error(std::string(codec) + " option min_savings=" + std::string(value) +
+                      " is outside [0, 1)");
+  }
+  return v;
+}
+
+std::string format_min_savings(const codec_options& options) {
+  if (options.min_savings == codec_options{}.min_savings) return {};
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, options.min_savings);
+  return ":min_savings=" + std::string(buf, end);
+}
+
+void check_decoded_size(std::string_view codec, std::size_t got, std::size_t expected) {
+  if (got != expected) {
+    throw codec_error(std::string(codec) + " chunk decoded to " + std::to_string(got) +
+                      " bytes, expected " + std::to_string(expected));
+  }
+}
+
 }  // namespace detail
+
+using detail::find_or_throw;
 
 std::string codec_name(codec_id id) {
   if (const auto* c = find(static_cast<std::uint8_t>(id))) return std::string(c->name());

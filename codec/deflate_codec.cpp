@@ -12,7 +12,6 @@
 // re-encoder: preflate analyses ~3 MB/s of plain text per core.
 #include <zstd.h>
 
-#include <charconv>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -49,30 +48,12 @@ std::string zstd_failure(std::string_view what, std::size_t code) {
   return "deflate: zstd " + std::string(what) + ": " + ZSTD_getErrorName(code);
 }
 
-struct cctx_deleter {
-  void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
-};
-struct dctx_deleter {
-  void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
-};
 struct cdict_deleter {
   void operator()(ZSTD_CDict* d) const { ZSTD_freeCDict(d); }
 };
 struct ddict_deleter {
   void operator()(ZSTD_DDict* d) const { ZSTD_freeDDict(d); }
 };
-
-ZSTD_CCtx* thread_cctx() {
-  thread_local std::unique_ptr<ZSTD_CCtx, cctx_deleter> ctx{ZSTD_createCCtx()};
-  if (!ctx) throw codec_error("deflate: cannot allocate a zstd compression context");
-  return ctx.get();
-}
-
-ZSTD_DCtx* thread_dctx() {
-  thread_local std::unique_ptr<ZSTD_DCtx, dctx_deleter> ctx{ZSTD_createDCtx()};
-  if (!ctx) throw codec_error("deflate: cannot allocate a zstd decompression context");
-  return ctx.get();
-}
 
 // Digested once: loading a 110 KB dictionary per call would cost more than
 // compressing a man page.
@@ -93,9 +74,9 @@ const ZSTD_DDict* man_pages_ddict() {
 // One zstd frame without the content size or dictionary id (the payload
 // has both), with or without the built-in dictionary.
 std::string zstd_plain(std::string_view plain, const ZSTD_CDict* dict) {
-  ZSTD_CCtx* cctx = thread_cctx();
+  ZSTD_CCtx* cctx = thread_zstd_cctx();
   ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
-  for (const auto [param, value] :
+  for (const auto& [param, value] :
        {std::pair{ZSTD_c_compressionLevel, k_plain_zstd_level},
         std::pair{ZSTD_c_contentSizeFlag, 0}, std::pair{ZSTD_c_checksumFlag, 0},
         std::pair{ZSTD_c_dictIDFlag, 0}}) {
@@ -189,32 +170,21 @@ class deflate_codec final : public chunk_codec {
 
   std::string decode(std::string_view stored, std::size_t plain_size) const override {
     std::string out = deflate_decode_any_size(stored, plain_size);
-    if (out.size() != plain_size) {
-      throw codec_error("deflate chunk decoded to " + std::to_string(out.size()) +
-                        " bytes, expected " + std::to_string(plain_size));
-    }
+    check_decoded_size("deflate", out.size(), plain_size);
     return out;
   }
 
   void apply_option(std::string_view key, std::string_view value,
                     codec_options& options) const override {
     if (key == "min_savings") {
-      const double v = parse_double_option(key, value);
-      if (!(v >= 0.0 && v < 1.0)) {
-        throw codec_error("deflate option min_savings=" + std::string(value) +
-                          " is outside [0, 1)");
-      }
-      options.min_savings = v;
+      options.min_savings = parse_min_savings("deflate", value);
     } else {
       throw codec_error("codec deflate has no option '" + std::string(key) + "'");
     }
   }
 
   std::string format_options(const codec_options& options) const override {
-    if (options.min_savings == codec_options{}.min_savings) return {};
-    char buf[64];
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, options.min_savings);
-    return ":min_savings=" + std::string(buf, end);
+    return format_min_savings(options);
   }
 };
 
@@ -234,7 +204,7 @@ std::string unpack_plain(plain_coding coding, std::string_view packed, std::size
   // Decoded in one pass straight into exactly `size` bytes: no window
   // buffer, and a frame that would produce more fails with dstSize_tooSmall.
   std::string plain(size, '\0');
-  ZSTD_DCtx* dctx = thread_dctx();
+  ZSTD_DCtx* dctx = thread_zstd_dctx();
   const std::size_t got =
       coding == plain_coding::zstd_dict_man_pages_v1
           ? ZSTD_decompress_usingDDict(dctx, plain.data(), plain.size(), packed.data(),

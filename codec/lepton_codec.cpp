@@ -4,7 +4,6 @@
 // and compares it with the input before admitting it (lepton_jpeg can write
 // a file that decodes to different bytes without reporting an error).
 #include <atomic>
-#include <charconv>
 #include <string>
 
 #include "codec/codec_impl.h"
@@ -36,31 +35,21 @@ class lepton_codec final : public chunk_codec {
 
   std::string decode(std::string_view stored, std::size_t plain_size) const override {
     std::string out = lepton_decode_any_size(stored, plain_size);
-    if (out.size() != plain_size) {
-      throw codec_error("lepton chunk decoded to " + std::to_string(out.size()) +
-                        " bytes, expected " + std::to_string(plain_size));
-    }
+    check_decoded_size("lepton", out.size(), plain_size);
     return out;
   }
 
   void apply_option(std::string_view key, std::string_view value,
                     codec_options& options) const override {
     if (key == "min_savings") {
-      const double v = parse_double_option(key, value);
-      if (!(v >= 0.0 && v < 1.0)) {
-        throw codec_error("lepton option min_savings=" + std::string(value) + " is outside [0, 1)");
-      }
-      options.min_savings = v;
+      options.min_savings = parse_min_savings("lepton", value);
     } else {
       throw codec_error("codec lepton has no option '" + std::string(key) + "'");
     }
   }
 
   std::string format_options(const codec_options& options) const override {
-    if (options.min_savings == codec_options{}.min_savings) return {};
-    char buf[64];
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, options.min_savings);
-    return ":min_savings=" + std::string(buf, end);
+    return format_min_savings(options);
   }
 };
 

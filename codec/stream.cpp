@@ -1,38 +1,9 @@
 // Standalone stream pieces: the requested codec without the raw guard.
 #include "codec/stream.h"
 
-#include <memory>
-
 #include "codec/codec_impl.h"
 
 namespace densefs::codec {
-namespace {
-
-// One instance per codec: encode() is const and thread-safe (contexts are
-// per thread inside each codec).
-const detail::chunk_codec& codec_for(codec_id id) {
-  static const auto raw = detail::make_raw_codec();
-  static const auto zstd = detail::make_zstd_codec();
-  static const auto broccoli = detail::make_broccoli_codec();
-  static const auto lepton = detail::make_lepton_codec();
-  switch (id) {
-    case codec_id::raw:
-      return *raw;
-    case codec_id::zstd:
-      return *zstd;
-    case codec_id::broccoli:
-      return *broccoli;
-    case codec_id::lepton:
-      return *lepton;
-    case codec_id::deflate:
-    case codec_id::lepton_file:
-    case codec_id::lepton_member:
-      break;  // not stream codecs
-  }
-  throw codec_error("unknown codec id " + std::to_string(static_cast<unsigned>(id)));
-}
-
-}  // namespace
 
 std::string encode_stream_piece(codec_id codec, std::string_view plain,
                                 const codec_options& options) {
@@ -40,7 +11,7 @@ std::string encode_stream_piece(codec_id codec, std::string_view plain,
   if (plain.size() > detail::k_max_plain_size) {
     throw codec_error("piece of " + std::to_string(plain.size()) + " bytes is too large to encode");
   }
-  const auto& c = codec_for(codec);
+  const auto& c = detail::find_or_throw(codec);
   std::string out;
   // No "worth it" limit: just a bound every codec's worst case fits in
   // (incompressible input grows by well under 1% in zstd and brotli). It is

@@ -3,7 +3,6 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
-#include <charconv>
 #include <cstring>
 #include <string>
 
@@ -19,19 +18,21 @@ struct dctx_deleter {
   void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
 };
 
-// Contexts are reused per thread: creating one costs more than compressing
-// a small chunk, and encode_chunk() is called from a worker pool.
-ZSTD_CCtx* thread_cctx() {
+}  // namespace
+
+ZSTD_CCtx* thread_zstd_cctx() {
   thread_local std::unique_ptr<ZSTD_CCtx, cctx_deleter> ctx{ZSTD_createCCtx()};
   if (!ctx) throw codec_error("zstd: cannot allocate a compression context");
   return ctx.get();
 }
 
-ZSTD_DCtx* thread_dctx() {
+ZSTD_DCtx* thread_zstd_dctx() {
   thread_local std::unique_ptr<ZSTD_DCtx, dctx_deleter> ctx{ZSTD_createDCtx()};
   if (!ctx) throw codec_error("zstd: cannot allocate a decompression context");
   return ctx.get();
 }
+
+namespace {
 
 std::string zstd_failure(std::string_view what, std::size_t code) {
   return "zstd: " + std::string(what) + ": " + ZSTD_getErrorName(code);
@@ -53,7 +54,7 @@ class zstd_codec final : public chunk_codec {
               std::string& out) const override {
     check_level(options.zstd_level);
     if (max_stored == 0) return false;
-    ZSTD_CCtx* cctx = thread_cctx();
+    ZSTD_CCtx* cctx = thread_zstd_cctx();
     // reset also drops parameters a previous failed call may have left.
     ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
     std::size_t rc = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, options.zstd_level);
@@ -108,14 +109,11 @@ class zstd_codec final : public chunk_codec {
     // The destination is exactly plain_size: a frame that would produce more
     // fails with dstSize_tooSmall instead of growing anything.
     std::string out(plain_size, '\0');
-    ZSTD_DCtx* dctx = thread_dctx();
+    ZSTD_DCtx* dctx = thread_zstd_dctx();
     const std::size_t got =
         ZSTD_decompressDCtx(dctx, out.data(), out.size(), stored.data(), stored.size());
     if (ZSTD_isError(got)) throw codec_error(zstd_failure("corrupt chunk", got));
-    if (got != plain_size) {
-      throw codec_error("zstd chunk decoded to " + std::to_string(got) + " bytes, expected " +
-                        std::to_string(plain_size));
-    }
+    check_decoded_size("zstd", got, plain_size);
     return out;
   }
 
@@ -126,12 +124,7 @@ class zstd_codec final : public chunk_codec {
       check_level(level);
       options.zstd_level = level;
     } else if (key == "min_savings") {
-      const double v = parse_double_option(key, value);
-      // 1.0 would mean "never compress"; use the raw codec for that.
-      if (!(v >= 0.0 && v < 1.0)) {
-        throw codec_error("zstd option min_savings=" + std::string(value) + " is outside [0, 1)");
-      }
-      options.min_savings = v;
+      options.min_savings = parse_min_savings("zstd", value);
     } else {
       throw codec_error("codec zstd has no option '" + std::string(key) + "'");
     }
@@ -139,12 +132,7 @@ class zstd_codec final : public chunk_codec {
 
   std::string format_options(const codec_options& options) const override {
     std::string s = ":level=" + std::to_string(options.zstd_level);
-    if (options.min_savings != codec_options{}.min_savings) {
-      char buf[64];
-      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, options.min_savings);
-      s += ":min_savings=";
-      s.append(buf, end);
-    }
+    s += format_min_savings(options);
     return s;
   }
 };

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -337,6 +338,11 @@ constexpr auto k_other_holder_wait = std::chrono::seconds(2);
 int lock_store(const std::filesystem::path& store_dir) {
   const auto start = std::chrono::steady_clock::now();
   bool said = false;
+  // When the holder's record was first seen empty or unreadable in a row.
+  // Counted from then, not from `start`: an exiting daemon rewrites its
+  // record (emptied, then written), and a mount that had already waited for
+  // it must not take that moment for an unknown holder.
+  std::optional<std::chrono::steady_clock::time_point> unknown_since;
   for (;;) {
     try {
       return store::store::lock(store_dir);
@@ -346,8 +352,12 @@ int lock_store(const std::filesystem::path& store_dir) {
     const auto holder = store::store::read_lock_holder(store_dir);
     const auto waited = std::chrono::steady_clock::now() - start;
     const std::string who = holder ? "pid " + std::to_string(holder->pid) : "another process";
-    if (!holder || holder->mountpoint.empty()) {
-      if (waited >= k_other_holder_wait)
+    const bool unknown_holder = !holder || holder->mountpoint.empty();
+    if (!unknown_holder) unknown_since.reset();
+    if (unknown_holder) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!unknown_since) unknown_since = now;
+      if (now - *unknown_since >= k_other_holder_wait)
         throw store::store_error(EBUSY, "store " + store_dir.string() + " is in use by " + who +
                                             " (densefs fsck, gc or another tool?)");
     } else if (!holder->exiting && densefs_mounted_on(holder->mountpoint)) {

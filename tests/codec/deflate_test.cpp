@@ -16,11 +16,13 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "tests/zlib_deflate.h"
 
 namespace densefs::codec {
 namespace {
 
 namespace fs = std::filesystem;
+using densefs::test::gzip_with_zlib;
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -52,21 +54,6 @@ codec_options deflate_options() {
 }
 
 // A gzip file made with zlib, with whatever header fields `header` holds.
-std::string gzip_with_zlib(std::string_view plain, int level, gz_header* header = nullptr) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  if (header) EXPECT_EQ(deflateSetHeader(&z, header), Z_OK);
-  std::string out(deflateBound(&z, plain.size()) + 1024, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
-  z.avail_in = static_cast<uInt>(plain.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
-
 // Text that repeats beyond deflate's 32 KiB window, as a long manual
 // repeats its phrases: zstd's larger window finds what gzip could not, so
 // the deflate codec must save on it. `lines` distinct lines, each three
@@ -241,17 +228,7 @@ TEST(deflate_codec, png_with_forged_lengths_falls_back) {
 
 // Raw deflate data (no zlib or gzip wrapper), as zip entries hold it.
 std::string raw_deflate(std::string_view plain, int level) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, plain.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
-  z.avail_in = static_cast<uInt>(plain.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
+  return densefs::test::zlib_deflate(plain, level, -15);
 }
 
 std::string le(std::uint32_t v, int bytes) {

@@ -9,25 +9,12 @@
 #include <map>
 
 #include "tests/mount/mount_fixture.h"
+#include "tests/zlib_deflate.h"
 
 namespace densefs::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string gzip_with_zlib(std::string_view plain) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, plain.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
-  z.avail_in = static_cast<uInt>(plain.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
 
 // Every 100th .gz man page of this machine (about 200), by relative path,
 // plus made-up ones when there are none: a test that always has input.

@@ -2,7 +2,9 @@
 // previous daemon still writes back and holds the store's lock. The new
 // mount waits for that daemon (saying so on one line) instead of failing,
 // and a store that is really mounted is still refused at once.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,6 +76,42 @@ TEST_F(remount_wait, mount_waits_for_the_previous_daemon_to_finish) {
       "waiting for the previous densefs daemon (pid " + std::to_string(old) + ")";
   EXPECT_NE(daemon_log().find(said), std::string::npos) << daemon_log();
   EXPECT_TRUE(same_bytes(data, read_file(path("kept"))));
+}
+
+// An exiting daemon rewrites its lock record (emptied, then written) while
+// a new mount polls it. A mount that has already waited longer than the
+// grace for an unknown holder must keep waiting through that moment, not
+// fail with "in use by another process" (seen in CI under TSan). The
+// holder here is the test itself, written as docs/format.md specifies.
+TEST_F(remount_wait, a_record_rewritten_late_in_the_wait_does_not_end_it) {
+  ASSERT_NO_FATAL_FAILURE(unmount());
+  const stdfs::path lock_path = store_ / "LOCK.densefs";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0) << std::strerror(errno);
+  const auto write_record = [fd](const std::string& text) {
+    ASSERT_EQ(::ftruncate(fd, 0), 0);
+    ASSERT_EQ(::pwrite(fd, text.data(), text.size(), 0), static_cast<ssize_t>(text.size()));
+  };
+  const std::string exiting = "pid " + std::to_string(::getpid()) + "\nmountpoint " +
+                              (work_ / "gone").string() + "\nstate exiting\n";
+  write_record(exiting);
+  std::thread holder([&] {
+    std::this_thread::sleep_for(3s);   // past the 2 s given to an unknown holder
+    ASSERT_EQ(::ftruncate(fd, 0), 0);  // the record is empty for 300 ms
+    std::this_thread::sleep_for(300ms);
+    write_record(exiting);
+    std::this_thread::sleep_for(300ms);
+    ::close(fd);  // the "daemon" is gone
+  });
+  mount();  // fails the test unless mounted within 10 s
+  holder.join();
+  ASSERT_TRUE(mounted()) << daemon_log();
+  EXPECT_NE(daemon_log().find("waiting for the previous densefs daemon (pid " +
+                              std::to_string(::getpid()) + ")"),
+            std::string::npos)
+      << daemon_log();
+  EXPECT_EQ(daemon_log().find("in use by"), std::string::npos) << daemon_log();
 }
 
 // The real thing: a daemon with data to write back, unmounted and mounted

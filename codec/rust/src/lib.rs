@@ -1201,14 +1201,22 @@ fn stream_allowance(plain_len: usize, corrections_len: usize) -> usize {
         .saturating_add(FIXED)
 }
 
-/// join_deflate under an allocation budget (alloc_budget.rs): preflate-rs
+/// Runs join_deflate on a budgeted thread (alloc_budget.rs): preflate-rs
 /// has no bound of its own on forged reconstruction data.
-fn join_deflate_bounded(skeleton: &[u8], plain: &[u8], max_out: usize) -> Result<Vec<u8>, Failure> {
+fn run_join_budgeted(
+    skeleton: &[u8],
+    plain: &[u8],
+    max_out: usize,
+) -> Result<alloc_budget::Finished<Result<Vec<u8>, Failure>>, alloc_budget::Refused> {
     let budget = join_allowance(skeleton.len(), max_out);
     // Owned copies: an overrun thread is abandoned, and must not hold
     // borrows of the caller's buffers.
     let (skeleton, plain) = (skeleton.to_vec(), plain.to_vec());
-    match alloc_budget::run(budget, move || join_deflate(&skeleton, &plain, max_out)) {
+    alloc_budget::run(budget, move || join_deflate(&skeleton, &plain, max_out))
+}
+
+fn join_deflate_bounded(skeleton: &[u8], plain: &[u8], max_out: usize) -> Result<Vec<u8>, Failure> {
+    match run_join_budgeted(skeleton, plain, max_out) {
         Ok(done) => match done.result {
             Ok(r) => r,
             Err(panic) => std::panic::resume_unwind(panic),
@@ -1233,10 +1241,8 @@ fn join_deflate_bounded(skeleton: &[u8], plain: &[u8], max_out: usize) -> Result
 /// them (a real payload must never).
 #[doc(hidden)]
 pub fn deflate_join_allocated(skeleton: &[u8], plain: &[u8], max_out: usize) -> Option<usize> {
-    let budget = join_allowance(skeleton.len(), max_out);
-    let (skeleton, plain) = (skeleton.to_vec(), plain.to_vec());
-    match alloc_budget::run(budget, move || join_deflate(&skeleton, &plain, max_out).is_ok()) {
-        Ok(done) if matches!(done.result, Ok(true)) => Some(done.allocated),
+    match run_join_budgeted(skeleton, plain, max_out) {
+        Ok(done) if matches!(done.result, Ok(Ok(_))) => Some(done.allocated),
         _ => None,
     }
 }
