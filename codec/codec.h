@@ -22,9 +22,20 @@ enum class codec_id : std::uint8_t {
   broccoli = 2,  // Dropbox's catable Brotli (Rust `brotli` crate, codec/rust/)
   lepton = 3,    // lossless JPEG recompression (Rust `lepton_jpeg`, codec/rust/)
   deflate = 4,   // lossless gzip recompression (Rust `preflate-rs`, codec/rust/)
+  // A JPEG of several chunks as one Lepton encoding (codec/lepton_file.h):
+  // the first chunk's payload holds the whole file, each later chunk's
+  // payload names the first chunk. The store makes them per file (never
+  // encode_chunk) and reads a member through its first chunk.
+  lepton_file = 5,
+  lepton_member = 6,
 };
 // One more than the largest id: the size of per-codec tables.
-inline constexpr std::size_t k_codec_count = 5;
+inline constexpr std::size_t k_codec_count = 7;
+
+// The two payload kinds of a Lepton file: not selectable in a codec spec.
+inline bool is_lepton_file_codec(codec_id id) {
+  return id == codec_id::lepton_file || id == codec_id::lepton_member;
+}
 
 // "raw", "zstd", ...; "unknown(N)" for ids this build does not know.
 std::string codec_name(codec_id id);

@@ -63,11 +63,15 @@ std::unique_ptr<chunk_codec> make_zstd_codec();
 std::unique_ptr<chunk_codec> make_broccoli_codec();
 std::unique_ptr<chunk_codec> make_lepton_codec();
 std::unique_ptr<chunk_codec> make_deflate_codec();
+std::unique_ptr<chunk_codec> make_lepton_file_codec();
+std::unique_ptr<chunk_codec> make_lepton_member_codec();
 
 // Bounded decoders for decode_any_size(): at most max_plain_size bytes out.
 std::string broccoli_decode_any_size(std::string_view stored, std::size_t max_plain_size);
 std::string lepton_decode_any_size(std::string_view stored, std::size_t max_plain_size);
 std::string deflate_decode_any_size(std::string_view stored, std::size_t max_plain_size);
+// lepton_jpeg threads per JPEG (set_lepton_threads; lepton_file.cpp uses it too).
+unsigned lepton_thread_count();
 
 // zstd contexts reused per thread by the codecs that compress with zstd
 // (zstd, deflate): creating one costs more than compressing a small chunk,

@@ -30,6 +30,8 @@ struct registry {
     add(detail::make_broccoli_codec());
     add(detail::make_lepton_codec());
     add(detail::make_deflate_codec());
+    add(detail::make_lepton_file_codec());
+    add(detail::make_lepton_member_codec());
   }
 
   void add(std::unique_ptr<chunk_codec> c) {
@@ -129,6 +131,10 @@ codec_options parse_codec_spec(std::string_view spec) {
   if (name.empty()) throw codec_error("empty codec name in codec spec '" + std::string(spec) + "'");
   const auto id = codec_from_name(name);
   if (!id) throw codec_error("unknown codec '" + std::string(name) + "'");
+  if (is_lepton_file_codec(*id)) {
+    throw codec_error("codec '" + std::string(name) +
+                      "' is made by the store for JPEGs of several chunks; use 'lepton'");
+  }
   const auto& c = find_or_throw(*id);
 
   codec_options options;
@@ -318,6 +324,9 @@ std::string decode_any_size(codec_id codec, std::string_view stored, std::size_t
       return detail::lepton_decode_any_size(stored, max_plain_size);
     case codec_id::deflate:
       return detail::deflate_decode_any_size(stored, max_plain_size);
+    case codec_id::lepton_file:
+    case codec_id::lepton_member:
+      break;  // store payloads, not standalone streams
   }
   throw codec_error("unknown codec id " + std::to_string(static_cast<unsigned>(codec)));
 }

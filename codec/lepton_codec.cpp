@@ -62,6 +62,10 @@ std::string lepton_decode_any_size(std::string_view stored, std::size_t max_plai
   return std::string(r.bytes());
 }
 
+unsigned lepton_thread_count() {
+  return g_lepton_threads.load();
+}
+
 std::unique_ptr<chunk_codec> make_lepton_codec() {
   return std::make_unique<lepton_codec>();
 }

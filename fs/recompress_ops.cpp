@@ -2,6 +2,9 @@
 // recompressor.h. A chunk is named by its plain content, so swapping its
 // payload for a smaller encoding changes no extent; only the stored_bytes of
 // the file that queued it (and the per-codec totals) change.
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <limits>
@@ -42,6 +45,46 @@ class reference_cache {
   std::unordered_set<store::chunk_hash, store::chunk_hash_hasher> hashes_;
 };
 
+// A queued chunk of a JPEG of several chunks under a Lepton policy: the
+// whole file becomes one Lepton file in one commit (store::
+// reencode_lepton_file), which also drops the queue entries of all its
+// chunks. Nothing when the file does not have that shape, no longer
+// references the chunk, or Lepton refused it whole (remembered per first
+// chunk for a while, so its other queued chunks do not each retry the whole
+// file): the chunk is then re-encoded on its own as before.
+struct lepton_file_job {
+  store::transaction txn;
+  std::uint64_t saved = 0;
+};
+std::optional<lepton_file_job> lepton_file_for(const store::store& s,
+                                               const store::recompress_item& item,
+                                               const codec::codec_options& target) {
+  const auto inode = s.get_inode(item.ino);
+  if (!inode || !S_ISREG(inode->mode)) return std::nullopt;
+  const store::extent_list extents =
+      s.extents(item.ino, 0, std::numeric_limits<std::uint64_t>::max());
+  if (!s.could_be_lepton_file(extents, inode->size)) return std::nullopt;
+  if (std::none_of(extents.begin(), extents.end(),
+                   [&](const auto& e) { return e.second.hash == item.hash; }))
+    return std::nullopt;
+  thread_local std::unordered_set<store::chunk_hash, store::chunk_hash_hasher> refused;
+  const store::chunk_hash& first = extents.front().second.hash;
+  if (refused.count(first)) return std::nullopt;
+  store::store::lepton_file_reencoding r =
+      s.reencode_lepton_file(extents, inode->size, target.min_savings);
+  if (r.swaps.empty()) {
+    log_debug("inode " + std::to_string(item.ino) + ": not one Lepton file: " + r.refusal);
+    if (refused.size() > 4096) refused.clear();
+    refused.insert(first);
+    return std::nullopt;
+  }
+  lepton_file_job job;
+  for (const auto& [off, ext] : extents) job.txn.drop_recompress(ext.hash);
+  job.saved = r.stored_before - r.stored_after;
+  job.txn.replace_payloads(std::move(r.swaps));
+  return job;
+}
+
 }  // namespace
 
 void filesystem::recompress_chunk(const store::recompress_item& item) {
@@ -70,6 +113,13 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
     }
   }
   const codec::codec_options target = store_->policy().for_type(*type);
+
+  if (target.preferred == codec::codec_id::lepton) {
+    if (std::optional<lepton_file_job> job = lepton_file_for(*store_, item, target)) {
+      commit_on_worker(item, std::move(job->txn), job->saved, false, true);
+      return;
+    }
+  }
 
   // A chunk stored fast with zstd -1 is re-encoded even when its target is
   // zstd too (a higher level); re-encoding keeps only a smaller result.

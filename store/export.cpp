@@ -193,7 +193,10 @@ void walk_file(const store& s, std::uint64_t ino, const std::function<bool(codec
       // fetched once, decoded, below. The stored record is checked again: a
       // background re-encoding may have swapped the payload in between.
       const auto chunk = s.get_chunk(extent.hash);
-      if (chunk && chunk->plain_size == length && reuse(chunk->codec)) {
+      // A Lepton file's payloads hold other chunks too (and a member holds
+      // none of its own bytes): never reused as one chunk's encoding.
+      if (chunk && chunk->plain_size == length && !codec::is_lepton_file_codec(chunk->codec) &&
+          reuse(chunk->codec)) {
         auto stored = s.read_stored_chunk(extent.hash);
         if (stored.record.plain_size == length && reuse(stored.record.codec)) {
           p.what = file_piece::kind::stored;

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "codec/codec.h"
+#include "codec/lepton_file.h"
 #include "store/error.h"
 #include "store/hash.h"
 #include "store/records.h"
@@ -111,6 +112,7 @@ class checker {
     scan_orphans();
     scan_chunks();
     scan_extents();
+    count_member_references();
     check_refcounts();
     check_payloads();
     scan_queue();
@@ -289,6 +291,35 @@ class checker {
     });
   }
 
+  // A Lepton member (codec/lepton_file.h) holds one reference on the
+  // chunk whose payload is its Lepton file.
+  void count_member_references() {
+    for (const auto& [hash, c] : chunks_) {
+      if (c.record.codec != codec::codec_id::lepton_member) continue;
+      // A leaked member is deleted by --repair, which does not give its
+      // reference back: count only members that files still use, so one
+      // repair leaves every count right.
+      if (c.refs == 0) continue;
+      std::string why;
+      try {
+        const codec::lepton_member m = codec::parse_lepton_member(s_.read_stored_chunk(hash).bytes);
+        const auto first = m.first_chunk.size() == chunk_hash::k_size
+                               ? chunks_.find(chunk_hash::from_bytes(m.first_chunk))
+                               : chunks_.end();
+        if (first == chunks_.end())
+          why = "its Lepton file's chunk is missing";
+        else if (first->second.record.codec != codec::codec_id::lepton_file)
+          why = "its first chunk " + first->first.hex() + " is not a Lepton file";
+        else
+          ++first->second.refs;
+      } catch (const std::exception& e) {
+        why = e.what();  // bad payloads are reported again by check_payloads
+      }
+      if (!why.empty())
+        note(fsck_problem::bad_content, "lepton member " + hash.hex() + ": " + why + users_text(c));
+    }
+  }
+
   void check_refcounts() {
     for (const auto& [hash, c] : chunks_) {
       if (c.refs == 0) {
@@ -318,22 +349,78 @@ class checker {
       // The same checks as store::read_chunk, without its cache, plus the
       // SHA-256 for every codec (read_chunk trusts zstd's own framing).
       std::string why;
-      try {
-        const std::string plain =
-            codec::decode_chunk(stored.record.codec, stored.bytes, stored.record.plain_size);
-        if (plain.size() != stored.record.plain_size)
-          why = "decoded to " + std::to_string(plain.size()) + " bytes, expected " +
-                std::to_string(stored.record.plain_size);
-        else if (sha256_of(plain) != hash)
-          why = "decoded content does not match the chunk's SHA-256";
-      } catch (const std::exception& e) {
-        why = std::string("cannot decode ") + codec::codec_name(stored.record.codec) +
-              " payload: " + e.what();
+      if (stored.record.codec == codec::codec_id::lepton_member) {
+        why = member_problem(hash, stored);
+      } else if (stored.record.codec == codec::codec_id::lepton_file) {
+        why = lepton_file_problem(hash);  // chunk 0 checked with all the others
+      } else {
+        try {
+          const std::string plain =
+              codec::decode_chunk(stored.record.codec, stored.bytes, stored.record.plain_size);
+          if (plain.size() != stored.record.plain_size)
+            why = "decoded to " + std::to_string(plain.size()) + " bytes, expected " +
+                  std::to_string(stored.record.plain_size);
+          else if (sha256_of(plain) != hash)
+            why = "decoded content does not match the chunk's SHA-256";
+        } catch (const std::exception& e) {
+          why = std::string("cannot decode ") + codec::codec_name(stored.record.codec) +
+                " payload: " + e.what();
+        }
       }
       if (!why.empty())
         note(fsck_problem::bad_content, "chunk " + hash.hex() + ": " + why + users_text(c));
     }
     progress(o_.deep ? "decoding chunks" : "payloads", done, chunks_.size());
+  }
+
+  // --deep: each Lepton file is decoded once (the store checks every chunk
+  // of it against its name); its members are then checked against its
+  // list of names instead of decoding it again. Never through the cache: a
+  // forged member would be served the true content of its name there.
+  struct lepton_file_state {
+    std::string problem;  // empty: decodes, every chunk matches its name
+    std::vector<std::string> names;
+    std::vector<std::uint32_t> sizes;
+  };
+  const std::string& lepton_file_problem(const chunk_hash& first) {
+    const auto it = lepton_files_.find(first);
+    if (it != lepton_files_.end()) return it->second.problem;
+    lepton_file_state& f = lepton_files_[first];
+    try {
+      const store::stored_chunk stored = s_.read_stored_chunk(first);
+      if (stored.record.codec != codec::codec_id::lepton_file) {
+        f.problem = "chunk " + first.hex() + " is not a Lepton file";
+      } else {
+        s_.decode_stored_chunk(first, stored);  // throws on any mismatch
+        const codec::lepton_file_view v = codec::parse_lepton_file(stored.bytes);
+        for (std::size_t i = 0; i < v.chunk_count(); ++i) {
+          f.names.emplace_back(v.chunk_names[i]);
+          f.sizes.push_back(v.chunk_plain_size(i));
+        }
+      }
+    } catch (const std::exception& e) {
+      f.problem = std::string("its Lepton file does not decode: ") + e.what();
+    }
+    return f.problem;
+  }
+
+  std::string member_problem(const chunk_hash& hash, const store::stored_chunk& stored) {
+    codec::lepton_member m;
+    try {
+      m = codec::parse_lepton_member(stored.bytes);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    if (m.first_chunk.size() != chunk_hash::k_size) return "lepton member: bad first chunk name";
+    const chunk_hash first = chunk_hash::from_bytes(m.first_chunk);
+    if (first == hash) return "lepton member names itself";
+    if (const std::string& p = lepton_file_problem(first); !p.empty()) return p;
+    const lepton_file_state& f = lepton_files_[first];
+    if (m.index == 0 || m.index >= f.names.size() || f.names[m.index] != hash.view() ||
+        f.sizes[m.index] != stored.record.plain_size || m.plain_size != stored.record.plain_size)
+      return "lepton member: chunk " + std::to_string(m.index) + " of the Lepton file in " +
+             first.hex() + " is not this chunk";
+    return {};
   }
 
   void scan_queue() {
@@ -444,6 +531,7 @@ class checker {
   std::uint64_t last_missing_ino_ = 0;
   std::vector<chunk_hash> dangling_queue_;
   std::vector<chunk_hash> bad_payloads_;
+  std::map<chunk_hash, lepton_file_state> lepton_files_;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> nlink_fixes_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> stored_fixes_;
 };

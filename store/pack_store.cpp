@@ -87,7 +87,8 @@ std::string header_problem(const char* h, std::uint64_t length) {
   if (static_cast<std::uint8_t>(h[5]) > k_max_codec_id)
     return "unknown codec id " + std::to_string(static_cast<std::uint8_t>(h[5]));
   const std::uint64_t stored = get_le(h + 44, 4);
-  if (stored > k_max_pack_payload) return "stored size " + std::to_string(stored) + " too large";
+  if (stored > max_pack_payload(static_cast<codec::codec_id>(static_cast<std::uint8_t>(h[5]))))
+    return "stored size " + std::to_string(stored) + " too large";
   if (length != 0 && stored + k_pack_record_header_size != length)
     return "record holds " + std::to_string(stored) + " payload bytes, the index says " +
            std::to_string(length - k_pack_record_header_size);
@@ -184,7 +185,7 @@ payload_value decode_payload_value(const chunk_hash& hash, std::string_view valu
   out.ref.offset = get_le(value.data() + 5, 8);
   out.ref.length = static_cast<std::uint32_t>(get_le(value.data() + 13, 4));
   if (out.ref.length <= k_pack_record_header_size ||
-      out.ref.length > k_pack_record_header_size + k_max_pack_payload ||
+      out.ref.length > k_pack_record_header_size + k_max_lepton_file_pack_payload ||
       out.ref.offset < k_pack_header_size)
     throw bad("record length " + std::to_string(out.ref.length) + " at offset " +
               std::to_string(out.ref.offset) + " is impossible");
@@ -274,7 +275,7 @@ void pack_store::put(rocksdb::WriteBatch& batch, const chunk_hash& hash, std::st
     check(batch.Put(cf_, key_of(hash), encode_inline_payload(stored)));
     return;
   }
-  if (stored.size() > k_max_pack_payload)
+  if (stored.size() > max_pack_payload(meta.codec))
     throw store_error(EIO, "chunk " + hash.hex() + ": stored size " +
                                std::to_string(stored.size()) + " too large for a pack record");
   char header[k_pack_record_header_size];

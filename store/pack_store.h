@@ -53,6 +53,14 @@ inline constexpr std::uint64_t k_pack_record_header_size = 64;
 // codecs that expand): lengths read from untrusted bytes are checked
 // against it before anything is allocated.
 inline constexpr std::uint64_t k_max_pack_payload = (8u << 20) + (1u << 20);
+// A lepton_file payload holds a whole JPEG of up to 64 MiB
+// (codec::k_lepton_file_max_bytes), Lepton-encoded, so it saves at least
+// min_savings: records of that codec may be this large.
+inline constexpr std::uint64_t k_max_lepton_file_pack_payload = (64u << 20) + (1u << 20);
+inline constexpr std::uint64_t max_pack_payload(codec::codec_id codec) {
+  return codec == codec::codec_id::lepton_file ? k_max_lepton_file_pack_payload
+                                               : k_max_pack_payload;
+}
 
 // Where a pack record is: pack id, offset of the record header, and the
 // record's whole length (header + payload).

@@ -32,10 +32,15 @@ inline constexpr const char* k_cf_xattrs = "xattrs";
 // writes now, either backend) has compact records (docs/format.md). Each bump
 // makes an older build refuse the store up front, with the one-line "newer
 // format" message, instead of failing on a record it cannot read.
-inline constexpr std::uint32_t k_format_version = 3;
+inline constexpr std::uint32_t k_format_version = 4;
 inline constexpr std::uint32_t k_blob_format_version = 1;
 inline constexpr std::uint32_t k_pack_format_version = 2;
 inline constexpr std::uint32_t k_compact_format_version = 3;
+// Format 4: a store that may hold Lepton file chunks (codec ids 5 and 6,
+// codec/lepton_file.h). mkfs still makes format 3; a store becomes format 4
+// in the commit that swaps in its first Lepton file, so that older builds
+// refuse it up front instead of failing on those chunks.
+inline constexpr std::uint32_t k_lepton_file_format_version = 4;
 
 // How a store writes inode, dirent, extent and chunk values. Readers accept
 // both in any store; a store writes only the one its format version allows,

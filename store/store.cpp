@@ -26,9 +26,11 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <type_traits>
 #include <variant>
 
+#include "codec/lepton_file.h"
 #include "store/chunk_cache.h"
 #include "store/fault_injection.h"
 #include "store/log.h"
@@ -485,16 +487,11 @@ struct chunk_delta {
 // commit, because the column family handles belong to the store (a
 // transaction is built without one) and because a commit that throws
 // chunk_missing must leave the transaction intact for the caller's retry.
-struct payload_replacement {
-  chunk_hash hash;
-  std::uint64_t expected_checksum = 0;
-  codec::encoded_chunk encoded;
-};
-
 struct transaction::impl {
   std::vector<txn_op> ops;
   std::map<chunk_hash, chunk_delta> chunks;  // ordered: commits are deterministic
-  std::vector<payload_replacement> replacements;
+  // Each group applies whole or not at all (replace_payloads).
+  std::vector<std::vector<transaction::payload_swap>> replacements;
 };
 
 transaction::transaction() : impl_(std::make_unique<impl>()) {}
@@ -561,7 +558,12 @@ void transaction::drop_recompress(const chunk_hash& hash) {
 }
 void transaction::replace_payload(const chunk_hash& hash, std::uint64_t expected_checksum,
                                   codec::encoded_chunk encoded) {
-  ensure(impl_).replacements.push_back({hash, expected_checksum, std::move(encoded)});
+  std::vector<payload_swap> one;
+  one.push_back({hash, expected_checksum, std::move(encoded)});
+  ensure(impl_).replacements.push_back(std::move(one));
+}
+void transaction::replace_payloads(std::vector<payload_swap> swaps) {
+  if (!swaps.empty()) ensure(impl_).replacements.push_back(std::move(swaps));
 }
 
 bool transaction::empty() const {
@@ -818,6 +820,15 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   // FORMAT was checked already; the database is checked too because it is
   // the authority (FORMAT could have been copied from another store).
   refuse_newer(dir, self->settings_.format_version);
+  self->holds_lepton_files_ = self->settings_.format_version >= k_lepton_file_format_version;
+  // A crash between the commit that raised the version and the FORMAT
+  // rewrite after it leaves FORMAT behind (harmless: the database refuses
+  // older builds too); bring it up to date.
+  if (!options.read_only &&
+      read_format_marker(dir).format_version < self->settings_.format_version) {
+    write_file_durably(dir / k_format_file,
+                       format_marker_text({self->settings_.format_version, self->settings_.uuid}));
+  }
   try {
     // Stores made before per-type policies hold a single codec spec, which
     // parse_policy reads as "every type uses this codec".
@@ -1452,12 +1463,101 @@ store::reencoding store::reencode_chunk(const chunk_hash& hash, const chunk_reco
                                         bool same_codec_too) const {
   reencoding out;
   if (current.codec == target.preferred && !same_codec_too) return out;
+  // A Lepton file's chunks are re-encoded per file, never one by one: its
+  // members depend on the first chunk's payload.
+  if (codec::is_lepton_file_codec(current.codec)) return out;
   const std::shared_ptr<const std::string> plain = read_chunk(hash);
   codec::encoded_chunk encoded = codec::encode_chunk(*plain, target);
   out.fell_back_from = encoded.fell_back_from;
   out.fallback_reason = std::move(encoded.fallback_reason);
   if (encoded.codec == target.preferred && encoded.bytes.size() < current.stored_size)
     out.smaller = std::move(encoded);
+  return out;
+}
+
+namespace {
+// The shape a Lepton file needs, from the extents alone: whole chunks in
+// order on the chunk grid covering the whole file, no chunk twice.
+std::string lepton_file_shape_problem(const extent_list& file, std::uint64_t file_size) {
+  if (file.size() < 2) return "fewer than two chunks";
+  if (file_size > codec::k_lepton_file_max_bytes) return "larger than a Lepton file may be";
+  std::set<chunk_hash> seen;
+  for (std::size_t i = 0; i < file.size(); ++i) {
+    const auto& [off, e] = file[i];
+    const std::uint64_t want = std::min<std::uint64_t>(k_chunk_size, file_size - off);
+    if (off != std::uint64_t{i} * k_chunk_size || e.chunk_offset != 0 || e.length != want)
+      return "not whole chunks on the chunk grid";
+    if (!seen.insert(e.hash).second) return "a chunk appears twice";
+  }
+  if (file.back().first + file.back().second.length != file_size) return "holes or a short tail";
+  return {};
+}
+}  // namespace
+
+bool store::could_be_lepton_file(const extent_list& file, std::uint64_t file_size) const {
+  return lepton_file_shape_problem(file, file_size).empty();
+}
+
+store::lepton_file_reencoding store::reencode_lepton_file(const extent_list& file,
+                                                          std::uint64_t file_size,
+                                                          double min_savings) const {
+  lepton_file_reencoding out;
+  out.refusal = lepton_file_shape_problem(file, file_size);
+  if (!out.refusal.empty()) return out;
+  // Records first: their checksums are what the commit compares with.
+  std::vector<chunk_record> records;
+  for (const auto& [off, e] : file) {
+    std::optional<chunk_record> rec = get_chunk(e.hash);
+    if (!rec) {
+      out.refusal = "chunk " + e.hash.hex() + " is gone";
+      return out;
+    }
+    if (codec::is_lepton_file_codec(rec->codec)) {
+      out.refusal = "already part of a Lepton file";
+      return out;
+    }
+    out.stored_before += rec->stored_size;
+    records.push_back(*rec);
+  }
+  std::string jpeg;
+  jpeg.reserve(file_size);
+  std::vector<std::string> names;
+  for (const auto& [off, e] : file) {
+    jpeg += *read_chunk(e.hash);
+    names.emplace_back(e.hash.view());
+  }
+  if (jpeg.size() != file_size) {
+    out.refusal = "the chunks hold " + std::to_string(jpeg.size()) + " bytes";
+    return out;
+  }
+  codec::lepton_file_encoding enc;
+  try {
+    enc = codec::encode_lepton_file(jpeg, k_chunk_size, names, min_savings);
+  } catch (const codec::codec_error& e) {
+    out.refusal = e.what();
+    return out;
+  }
+  if (!enc.payload) {
+    out.refusal = enc.refusal;
+    return out;
+  }
+  for (std::size_t i = 0; i < file.size(); ++i) {
+    codec::encoded_chunk c;
+    if (i == 0) {
+      c.codec = codec::codec_id::lepton_file;
+      c.bytes = std::move(*enc.payload);
+    } else {
+      c.codec = codec::codec_id::lepton_member;
+      c.bytes = codec::encode_lepton_member(
+          {names[0], static_cast<std::uint32_t>(i), file[i].second.length});
+    }
+    out.stored_after += c.bytes.size();
+    out.swaps.push_back({file[i].second.hash, records[i].checksum, std::move(c)});
+  }
+  if (out.stored_after >= out.stored_before) {
+    out.swaps.clear();
+    out.refusal = "no smaller than the chunks as they are";
+  }
   return out;
 }
 
@@ -1545,10 +1645,73 @@ static std::shared_ptr<const std::string> decode_checked(const chunk_hash& hash,
   return std::make_shared<const std::string>(std::move(plain));
 }
 
+std::shared_ptr<const std::string> store::decode_lepton_file_chunk(const chunk_hash& hash,
+                                                                   std::uint32_t plain_size,
+                                                                   const chunk_hash& first,
+                                                                   std::string_view payload,
+                                                                   std::uint32_t index) const {
+  const std::string what = "chunk " + hash.hex() + " (chunk " + std::to_string(index) +
+                           " of the Lepton file in chunk " + first.hex() + ")";
+  codec::lepton_file_view file;
+  std::string jpeg;
+  try {
+    file = codec::parse_lepton_file(payload);
+    if (file.chunk_size > k_chunk_size || file.name_size != chunk_hash::k_size ||
+        file.chunk_names[0] != first.view())
+      chunk_failure(what + ": the Lepton file does not name its own chunk first");
+    if (index >= file.chunk_count() || file.chunk_names[index] != hash.view() ||
+        file.chunk_plain_size(index) != plain_size)
+      chunk_failure(what + ": the Lepton file has no such chunk of " + std::to_string(plain_size) +
+                    " bytes");
+    jpeg = codec::decode_lepton_file(file);
+  } catch (const codec::codec_error& e) {
+    chunk_failure(what + ": cannot decode: " + e.what());
+  }
+  // Every chunk is checked against its name before any is served: a file
+  // whose checksum matched but whose names do not is damaged as a whole.
+  std::vector<std::shared_ptr<const std::string>> chunks;
+  chunks.reserve(file.chunk_count());
+  for (std::size_t i = 0; i < file.chunk_count(); ++i) {
+    const std::string_view piece = codec::lepton_file_chunk(file, jpeg, i);
+    if (sha256_of(piece).view() != file.chunk_names[i])
+      chunk_failure(what + ": decoded chunk " + std::to_string(i) + " does not match its name");
+    chunks.push_back(std::make_shared<const std::string>(piece));
+  }
+  // One decode serves the whole photo: the other chunks go to the cache
+  // (and to any reader waiting for one of them).
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    if (i != index) cache_->fulfil(chunk_hash::from_bytes(file.chunk_names[i]), chunks[i]);
+  }
+  return chunks[index];
+}
+
+std::shared_ptr<const std::string> store::decode_stored_chunk(const chunk_hash& hash,
+                                                              const stored_chunk& stored) const {
+  const chunk_record& rec = stored.record;
+  if (rec.codec == codec::codec_id::lepton_file)
+    return decode_lepton_file_chunk(hash, rec.plain_size, hash, stored.bytes, 0);
+  if (rec.codec != codec::codec_id::lepton_member) return decode_checked(hash, rec, stored.bytes);
+
+  codec::lepton_member member;
+  try {
+    member = codec::parse_lepton_member(stored.bytes);
+  } catch (const codec::codec_error& e) {
+    chunk_failure("chunk " + hash.hex() + ": " + e.what());
+  }
+  if (member.plain_size != rec.plain_size || member.first_chunk.size() != chunk_hash::k_size)
+    chunk_failure("chunk " + hash.hex() + ": its lepton member payload does not match its record");
+  const chunk_hash first = chunk_hash::from_bytes(member.first_chunk);
+  if (first == hash) chunk_failure("chunk " + hash.hex() + ": a lepton member naming itself");
+  const stored_chunk file = read_stored_chunk(first);
+  if (file.record.codec != codec::codec_id::lepton_file)
+    chunk_failure("chunk " + hash.hex() + ": its first chunk " + first.hex() + " holds " +
+                  codec::codec_name(file.record.codec) + ", not a Lepton file");
+  return decode_lepton_file_chunk(hash, rec.plain_size, first, file.bytes, member.index);
+}
+
 std::shared_ptr<const std::string> store::read_chunk(const chunk_hash& hash) const {
   return cache_->get_or_load(hash, [&]() -> std::shared_ptr<const std::string> {
-    const auto [record, stored] = read_stored_chunk(hash);
-    return decode_checked(hash, record, stored);
+    return decode_stored_chunk(hash, read_stored_chunk(hash));
   });
 }
 
@@ -1628,13 +1791,15 @@ std::size_t store::load_chunks(std::span<const chunk_hash> hashes,
       }
       settle_one(i, [&]() -> chunk_cache::value {
         if (missing[i]) throw chunk_cache::load_abandoned();
+        // An earlier chunk of this batch was a Lepton file (or a member of
+        // one) and published this one with it.
+        if (chunk_cache::value v = cache_->find(h)) return v;
         if (stored && stored->size() == records[i]->stored_size &&
             stored_checksum(*stored) == records[i]->checksum)
-          return decode_checked(h, *records[i], *stored);
+          return decode_stored_chunk(h, {*records[i], *stored});
         // Missing, damaged, or swapped by a re-encoding between the two
         // lookups: the single path retries once and reports.
-        const auto [record, bytes] = read_stored_chunk(h);
-        return decode_checked(h, record, bytes);
+        return decode_stored_chunk(h, read_stored_chunk(h));
       });
     }
   } catch (...) {
@@ -1694,9 +1859,70 @@ void store::commit(transaction& txn, bool sync) {
   std::vector<new_payload> new_payloads;
   std::uint64_t new_payload_bytes = 0;
   std::uint64_t garbage = 0;  // payload bytes this commit deletes or replaces
+
+  // Chunk records as this commit leaves them (nullopt: deleted), written to
+  // the batch at the end: a Lepton member deleted or swapped here gives its
+  // reference on its first chunk back, and that chunk may change in this
+  // commit too.
+  std::map<chunk_hash, std::optional<chunk_record>> touched;
+  const auto current = [&](const chunk_hash& h) -> std::optional<chunk_record> {
+    if (const auto it = touched.find(h); it != touched.end()) return it->second;
+    return get_chunk(h);
+  };
+  // First chunks whose members left them, one entry per reference.
+  std::vector<chunk_hash> releases;
+  const auto release_member = [&](const chunk_hash& member) {
+    try {
+      const codec::lepton_member m = codec::parse_lepton_member(payloads_->get(member));
+      if (m.first_chunk.size() == chunk_hash::k_size)
+        releases.push_back(chunk_hash::from_bytes(m.first_chunk));
+    } catch (const std::exception& e) {
+      // Its first chunk keeps one reference too many (fsck reports it as a
+      // wrong refcount); no bytes are at risk.
+      log_error("chunk " + member.hex() +
+                ": cannot read the Lepton member being dropped: " + e.what());
+    }
+  };
+  const auto apply_delta = [&](const chunk_hash& hash, chunk_record rec, std::int64_t delta) {
+    std::uint64_t count = rec.refcount;
+    if (delta > 0) {
+      count += static_cast<std::uint64_t>(delta);
+    } else if (static_cast<std::uint64_t>(-delta) > count) {
+      // A bug elsewhere; a negative count would wrap around and keep the
+      // chunk forever, so clamp and say so.
+      log_error("chunk " + hash.hex() + ": refcount " + std::to_string(count) + " minus " +
+                std::to_string(-delta) + " would go below zero; treating it as 0");
+      count = 0;
+    } else {
+      count -= static_cast<std::uint64_t>(-delta);
+    }
+    if (count == 0) {
+      if (rec.codec == codec::codec_id::lepton_member) release_member(hash);
+      touched[hash] = std::nullopt;
+      deleted.push_back(hash);
+      garbage += rec.stored_size;
+    } else {
+      rec.refcount = count;
+      touched[hash] = rec;
+    }
+  };
+  const auto apply_releases = [&] {
+    while (!releases.empty()) {
+      const chunk_hash first = releases.back();
+      releases.pop_back();
+      if (std::optional<chunk_record> rec = current(first)) {
+        apply_delta(first, *rec, -1);
+      } else {
+        log_error("chunk " + first.hex() +
+                  ": a Lepton member gave back a reference to it, but it "
+                  "does not exist");
+      }
+    }
+  };
+
   for (const auto& [hash, d] : t.chunks) {
     if (d.delta == 0) continue;
-    std::optional<chunk_record> rec = get_chunk(hash);
+    std::optional<chunk_record> rec = current(hash);
     if (!rec) {
       if (d.delta < 0) {
         log_error("chunk " + hash.hex() + ": dropping " + std::to_string(-d.delta) +
@@ -1714,46 +1940,98 @@ void store::commit(transaction& txn, bool sync) {
       r.refcount = static_cast<std::uint64_t>(d.delta);
       r.checksum = stored_checksum(bytes);
       r.location = payload_location::rocksdb;
-      check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(r, encoding_)));
+      touched[hash] = r;
       new_payloads.push_back({&hash, &bytes, {r.codec, r.plain_size}});
       new_payload_bytes += bytes.size();
       continue;
     }
-    std::uint64_t count = rec->refcount;
-    if (d.delta > 0) {
-      count += static_cast<std::uint64_t>(d.delta);
-    } else if (static_cast<std::uint64_t>(-d.delta) > count) {
-      // A bug elsewhere; a negative count would wrap around and keep the
-      // chunk forever, so clamp and say so.
-      log_error("chunk " + hash.hex() + ": refcount " + std::to_string(count) + " minus " +
-                std::to_string(-d.delta) + " would go below zero; treating it as 0");
-      count = 0;
-    } else {
-      count -= static_cast<std::uint64_t>(-d.delta);
+    apply_delta(hash, *rec, d.delta);
+  }
+  // After every chunk's own references: a first chunk that gains one in
+  // this commit is not deleted by its member's release first.
+  apply_releases();
+
+  std::set<chunk_hash> swapped;  // one swap per chunk and commit
+  bool raise_format = false;     // the store's first Lepton file
+  for (std::vector<transaction::payload_swap>& group : t.replacements) {
+    // All of the group or none of it.
+    std::vector<chunk_record> recs;
+    bool ok = true;
+    for (const transaction::payload_swap& r : group) {
+      std::optional<chunk_record> rec = current(r.hash);
+      // Deleted or swapped meanwhile, never mixed with reference changes,
+      // never a Lepton file (its members depend on it).
+      if (!rec || rec->checksum != r.expected_checksum || t.chunks.count(r.hash) ||
+          swapped.count(r.hash) || rec->codec == codec::codec_id::lepton_file ||
+          r.encoded.bytes.size() > std::numeric_limits<std::uint32_t>::max()) {
+        ok = false;
+        break;
+      }
+      recs.push_back(*rec);
     }
-    if (count == 0) {
-      check_batch(delete_chunk(batch, hash));
-      deleted.push_back(hash);
-      garbage += rec->stored_size;
-    } else {
-      rec->refcount = count;
-      check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec, encoding_)));
+    // Each new member names a chunk that is a Lepton file after the swap.
+    std::vector<chunk_hash> takes;
+    for (std::size_t i = 0; ok && i < group.size(); ++i) {
+      if (group[i].encoded.codec != codec::codec_id::lepton_member) continue;
+      codec::lepton_member m;
+      try {
+        m = codec::parse_lepton_member(group[i].encoded.bytes);
+      } catch (const codec::codec_error&) {
+        ok = false;
+        break;
+      }
+      if (m.first_chunk.size() != chunk_hash::k_size || m.plain_size != recs[i].plain_size) {
+        ok = false;
+        break;
+      }
+      const chunk_hash first = chunk_hash::from_bytes(m.first_chunk);
+      const auto in_group =
+          std::find_if(group.begin(), group.end(), [&](const auto& g) { return g.hash == first; });
+      std::optional<chunk_record> first_rec = current(first);
+      const bool is_file = in_group != group.end()
+                               ? in_group->encoded.codec == codec::codec_id::lepton_file
+                               : first_rec && first_rec->codec == codec::codec_id::lepton_file;
+      if (!is_file || first == group[i].hash) {
+        ok = false;
+        break;
+      }
+      takes.push_back(first);
     }
+    if (!ok) continue;
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      const std::string& bytes = group[i].encoded.bytes;
+      chunk_record rec = recs[i];
+      if (rec.codec == codec::codec_id::lepton_member) release_member(group[i].hash);
+      garbage += rec.stored_size;
+      rec.codec = group[i].encoded.codec;
+      rec.stored_size = static_cast<std::uint32_t>(bytes.size());
+      rec.checksum = stored_checksum(bytes);
+      touched[group[i].hash] = rec;
+      swapped.insert(group[i].hash);
+      new_payloads.push_back({&group[i].hash, &bytes, {rec.codec, rec.plain_size}});
+      new_payload_bytes += bytes.size();
+    }
+    for (const transaction::payload_swap& r : group)
+      raise_format =
+          raise_format || (r.encoded.codec == codec::codec_id::lepton_file && !holds_lepton_files_);
+    for (const chunk_hash& first : takes) {
+      chunk_record rec = *current(first);  // present: checked above
+      ++rec.refcount;
+      touched[first] = rec;
+    }
+    apply_releases();
   }
 
-  for (payload_replacement& r : t.replacements) {
-    std::optional<chunk_record> rec = get_chunk(r.hash);
-    if (!rec || rec->checksum != r.expected_checksum) continue;  // deleted or swapped meanwhile
-    if (t.chunks.count(r.hash)) continue;  // never mixed with reference changes
-    const std::string& bytes = r.encoded.bytes;
-    if (bytes.size() > std::numeric_limits<std::uint32_t>::max()) continue;
-    garbage += rec->stored_size;
-    rec->codec = r.encoded.codec;
-    rec->stored_size = static_cast<std::uint32_t>(bytes.size());
-    rec->checksum = stored_checksum(bytes);
-    check_batch(batch.Put(cfs_[cf_chunks], slice(r.hash.view()), encode_chunk(*rec, encoding_)));
-    new_payloads.push_back({&r.hash, &bytes, {rec->codec, rec->plain_size}});
-    new_payload_bytes += bytes.size();
+  store_settings raised = settings_;
+  if (raise_format) {
+    raised.format_version = k_lepton_file_format_version;
+    check_batch(batch.Put(cfs_[cf_meta], slice(k_settings_key), encode_settings(raised)));
+  }
+  for (const auto& [hash, rec] : touched) {
+    if (rec)
+      check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec, encoding_)));
+    else
+      check_batch(delete_chunk(batch, hash));
   }
 
   if (new_payload_bytes > 0) check_space_for(new_payload_bytes);
@@ -1776,6 +2054,18 @@ void store::commit(transaction& txn, bool sync) {
   // write was in flight, and RocksDB is then stopped however this one ended.
   garbage_bytes_ += garbage;
   for (const auto& h : deleted) cache_->erase(h);
+  if (raise_format) {
+    holds_lepton_files_ = true;
+    // After the database, which is the authority: FORMAT lets older builds
+    // refuse the store before starting RocksDB (open() repairs it if a
+    // crash comes in between).
+    try {
+      write_file_durably(dir_ / k_format_file,
+                         format_marker_text({raised.format_version, raised.uuid}));
+    } catch (const store_error& e) {
+      log_error(std::string("raising the FORMAT file's version: ") + e.what());
+    }
+  }
 }
 
 void store::sync() {
@@ -1914,6 +2204,20 @@ std::string to_json(const store_stats& s) {
         {"savings", savings(s.plain_by_codec[i], s.stored_by_codec[i])}};
   }
   j["codecs"] = codecs;
+  // A Lepton file's first chunk holds the whole JPEG and its members hold
+  // 48 bytes each, so the two codec rows alone say little: together, what
+  // those JPEGs save.
+  const auto file = static_cast<std::size_t>(codec::codec_id::lepton_file);
+  const auto member = static_cast<std::size_t>(codec::codec_id::lepton_member);
+  if (s.chunks_by_codec[file] != 0) {
+    const std::uint64_t plain = s.plain_by_codec[file] + s.plain_by_codec[member];
+    const std::uint64_t stored = s.stored_by_codec[file] + s.stored_by_codec[member];
+    j["lepton_files"] = {{"files", s.chunks_by_codec[file]},
+                         {"chunks", s.chunks_by_codec[file] + s.chunks_by_codec[member]},
+                         {"plain_bytes", plain},
+                         {"stored_bytes", stored},
+                         {"savings", savings(plain, stored)}};
+  }
   nlohmann::json types = nlohmann::json::object();
   for (std::size_t i = 0; i < codec::k_file_type_count; ++i) {
     const store_stats::type_stats& t = s.by_type[i];

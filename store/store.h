@@ -115,6 +115,21 @@ class transaction {
   // `encoded` decodes to the chunk's plain content.
   void replace_payload(const chunk_hash& hash, std::uint64_t expected_checksum,
                        codec::encoded_chunk encoded);
+  // Several swaps applied all together or not at all: the chunks of one
+  // JPEG becoming one Lepton file (a lepton_file payload on the first chunk,
+  // lepton_member payloads on the others; codec/lepton_file.h). Skipped
+  // whole unless every chunk still has its expected checksum and none is
+  // referenced in this transaction. A lepton_member payload takes a
+  // reference on the chunk it names, which must be a lepton_file after the
+  // swap; a member deleted or swapped away gives it back in the same
+  // commit. A lepton_file payload is never swapped again (its members
+  // depend on it).
+  struct payload_swap {
+    chunk_hash hash;
+    std::uint64_t expected_checksum = 0;
+    codec::encoded_chunk encoded;
+  };
+  void replace_payloads(std::vector<payload_swap> swaps);
 
   bool empty() const;
 
@@ -340,6 +355,28 @@ class store {
   reencoding reencode_chunk(const chunk_hash& hash, const chunk_record& current,
                             const codec::codec_options& target, bool same_codec_too = false) const;
 
+  // A JPEG of several chunks re-encoded as one Lepton file (densefs
+  // recompress and the background re-encoder; codec/lepton_file.h). `file`
+  // is the file's extents; they must be the whole file of `file_size`
+  // bytes, every chunk whole, in order, on the 4 MiB grid, at most
+  // codec::k_lepton_file_max_bytes, at least two chunks, no chunk twice,
+  // none already part of a Lepton file. Reads every chunk (payload checksums
+  // taken before the reads, so a chunk changed meanwhile makes the commit
+  // skip the swap), encodes and verifies the whole JPEG, and returns the
+  // swaps for transaction::replace_payloads only when they store less than
+  // the chunks do now; else `refusal` says why.
+  struct lepton_file_reencoding {
+    std::vector<transaction::payload_swap> swaps;
+    std::uint64_t stored_before = 0;  // the chunks' stored sizes now
+    std::uint64_t stored_after = 0;   // with the swaps
+    std::string refusal;
+  };
+  // Whether `file` has the shape reencode_lepton_file takes (no reads of
+  // payloads: records only).
+  bool could_be_lepton_file(const extent_list& file, std::uint64_t file_size) const;
+  lepton_file_reencoding reencode_lepton_file(const extent_list& file, std::uint64_t file_size,
+                                              double min_savings) const;
+
   // A chunk's stored bytes as they are (not decoded), with their record:
   // payload fetched and XXH3 checked (store_error(EIO) and a log line on a
   // mismatch). For exports that reuse stored encodings (cat --encoding=br).
@@ -348,6 +385,12 @@ class store {
     std::string bytes;
   };
   stored_chunk read_stored_chunk(const chunk_hash& hash) const;
+  // The checks and decoding of read_chunk on stored bytes already fetched
+  // and XXH3-checked, without the cache lookup for `hash` itself (fsck
+  // --deep). A lepton_member is decoded through its first chunk; a decoded
+  // Lepton file publishes its other chunks to the cache.
+  std::shared_ptr<const std::string> decode_stored_chunk(const chunk_hash& hash,
+                                                         const stored_chunk& stored) const;
 
   // Applies a transaction atomically. sync=true also syncs the WAL.
   // Throws store_error: ENOSPC when the disk is full (nothing applied),
@@ -440,6 +483,15 @@ class store {
   // the space reserve; nothing has been written when it throws.
   void check_space_for(std::uint64_t bytes) const;
   stored_chunk read_stored_chunk_once(const chunk_hash& hash, bool retry_on_swap) const;
+  // Chunk `index` of the Lepton file stored as chunk `first`'s payload,
+  // which must be `hash` with `plain_size` bytes; every chunk of the
+  // decoded file is checked against its name and the others published to
+  // the decoded-chunk cache. store_error(EIO) on any mismatch.
+  std::shared_ptr<const std::string> decode_lepton_file_chunk(const chunk_hash& hash,
+                                                              std::uint32_t plain_size,
+                                                              const chunk_hash& first,
+                                                              std::string_view payload,
+                                                              std::uint32_t index) const;
   // Visits, in key order, the records of column family `cf` (index into
   // cfs_) whose key starts with `prefix` (all of them when empty), from key
   // `start` on; `fn` returns false to stop. `what` names the scan in errors.
@@ -466,6 +518,9 @@ class store {
   std::mutex gc_mutex_;  // one collect_garbage() at a time
   std::atomic<std::uint64_t> garbage_bytes_{0};
   std::atomic<bool> gc_canceled_{false};
+  // The store's format version is k_lepton_file_format_version or newer:
+  // Lepton files may be committed without raising it. Under commit_mutex_.
+  bool holds_lepton_files_ = false;
   // A write failed (disk full, EIO): RocksDB refuses writes until Resume(),
   // which commit(), allocate_ino(), sync() and ~store call first
   // (resume_after_write_error, the only place that clears it). Atomic: set

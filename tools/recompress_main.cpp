@@ -39,7 +39,17 @@ struct chunk_job {
   codec::codec_options target;
 };
 
+// A JPEG of several chunks under a Lepton policy: all its chunks become one
+// Lepton file in one commit (store::reencode_lepton_file).
+struct file_job {
+  std::uint64_t ino = 0;
+  std::uint64_t size = 0;
+  store::extent_list extents;
+  codec::codec_options target;
+};
+
 struct totals {
+  std::atomic<std::uint64_t> lepton_files{0};  // JPEGs made one Lepton file
   std::atomic<std::uint64_t> examined{0};
   std::atomic<std::uint64_t> reencoded{0};
   std::atomic<std::uint64_t> fallbacks{0};
@@ -149,6 +159,7 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
 
   // Plan: every chunk whose codec differs from its file's policy codec.
   std::vector<chunk_job> jobs;
+  std::vector<file_job> file_jobs;
   std::set<store::chunk_hash> planned;
   std::map<std::uint64_t, codec::file_type> classified;  // inodes typed only now
   std::vector<std::uint64_t> files;
@@ -159,7 +170,16 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
     const codec::file_type type = type_of(*s, r);
     if (type != r.type) classified[r.ino] = type;
     const codec::codec_options& target = policy.for_type(type);
-    for (const auto& [off, ext] : s->extents(r.ino, 0, std::numeric_limits<std::uint64_t>::max())) {
+    store::extent_list extents = s->extents(r.ino, 0, std::numeric_limits<std::uint64_t>::max());
+    if (target.preferred == codec::codec_id::lepton && s->could_be_lepton_file(extents, r.size)) {
+      // Its chunks are the file job's; a copy of the same JPEG (same
+      // chunks) is done by the first one.
+      bool fresh = true;
+      for (const auto& [off, ext] : extents) fresh = planned.insert(ext.hash).second && fresh;
+      if (fresh) file_jobs.push_back({r.ino, r.size, std::move(extents), target});
+      return true;
+    }
+    for (const auto& [off, ext] : extents) {
       if (planned.count(ext.hash)) continue;
       const auto rec = s->get_chunk(ext.hash);
       if (!rec || rec->codec == target.preferred) continue;
@@ -172,8 +192,48 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
   // Work: a few threads pull jobs; each chunk is its own small commit, so an
   // interrupted run keeps what it finished.
   std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> next_file{0};
   std::mutex error_mutex;
   std::string first_error;
+  // A file's chunks as one Lepton file; when Lepton does not take the whole
+  // file, its chunks are re-encoded one by one as before.
+  const auto work_file = [&](const file_job& job) {
+    std::vector<chunk_job> fallback;
+    try {
+      store::store::lepton_file_reencoding r =
+          s->reencode_lepton_file(job.extents, job.size, job.target.min_savings);
+      store::transaction txn;
+      for (const auto& [off, ext] : job.extents) txn.drop_recompress(ext.hash);
+      const std::size_t swaps = r.swaps.size();
+      if (swaps == 0) {
+        ++t.fallbacks;
+        for (const auto& [off, ext] : job.extents) fallback.push_back({ext.hash, job.target});
+      }
+      txn.replace_payloads(std::move(r.swaps));
+      t.examined += job.extents.size();
+      s->commit(txn);
+      if (swaps != 0) {
+        t.before += r.stored_before;
+        t.after += r.stored_after;
+        t.reencoded += swaps;
+        ++t.lepton_files;
+      }
+    } catch (const std::exception& e) {
+      ++t.failed;
+      std::lock_guard lock(error_mutex);
+      if (first_error.empty()) first_error = "inode " + std::to_string(job.ino) + ": " + e.what();
+    }
+    return fallback;
+  };
+  std::vector<chunk_job> fallbacks;
+  std::mutex fallback_mutex;
+  const auto work_files = [&] {
+    for (std::size_t i = next_file++; i < file_jobs.size(); i = next_file++) {
+      std::vector<chunk_job> more = work_file(file_jobs[i]);
+      std::lock_guard lock(fallback_mutex);
+      fallbacks.insert(fallbacks.end(), more.begin(), more.end());
+    }
+  };
   const auto work = [&] {
     for (std::size_t i = next++; i < jobs.size(); i = next++) {
       const chunk_job& job = jobs[i];
@@ -205,6 +265,16 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
     }
   };
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  {
+    std::vector<std::jthread> pool;
+    for (unsigned i = 0; i < std::min<std::size_t>(threads, file_jobs.size()); ++i)
+      pool.emplace_back(work_files);
+  }
+  // JPEGs Lepton refused whole: their chunks one by one, with the rest.
+  for (chunk_job& j : fallbacks) {
+    const auto rec = s->get_chunk(j.hash);
+    if (rec && rec->codec != j.target.preferred) jobs.push_back(std::move(j));
+  }
   {
     std::vector<std::jthread> pool;
     for (unsigned i = 0; i < std::min<std::size_t>(threads, std::max<std::size_t>(1, jobs.size()));
@@ -239,6 +309,7 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
     j["files"] = files.size();
     j["chunks_examined"] = t.examined.load();
     j["chunks_reencoded"] = t.reencoded.load();
+    j["lepton_files"] = t.lepton_files.load();
     j["stored_bytes_before"] = t.before.load();
     j["stored_bytes_after"] = t.after.load();
     j["fallbacks"] = t.fallbacks.load();
@@ -247,9 +318,10 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
     io.out << j.dump(2) << '\n';
   } else {
     io.out << "recompressed " << t.reencoded << " of " << t.examined << " chunks in "
-           << files.size() << " files: " << human_size(t.before) << " -> " << human_size(t.after)
-           << " (" << t.fallbacks << " fell back, " << t.failed << " failed) in "
-           << static_cast<int>(seconds * 10) / 10.0 << " s\n";
+           << files.size() << " files (" << t.lepton_files
+           << " JPEGs as one Lepton file): " << human_size(t.before) << " -> "
+           << human_size(t.after) << " (" << t.fallbacks << " fell back, " << t.failed
+           << " failed) in " << static_cast<int>(seconds * 10) / 10.0 << " s\n";
   }
   if (t.failed != 0) {
     print_error(

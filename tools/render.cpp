@@ -57,6 +57,14 @@ std::string render_stats(const std::string& source, const json& j) {
                       human_size(stored_c), human_savings(plain, stored_c)});
   }
   if (codecs.size() > 1) out += "\n" + format_table(codecs);
+  if (j.contains("lepton_files")) {
+    const json& l = j.at("lepton_files");
+    const std::uint64_t plain = u64(l, "plain_bytes");
+    const std::uint64_t stored_l = u64(l, "stored_bytes");
+    out += "JPEGs as one Lepton file (lepton_file + lepton_member): " +
+           std::to_string(u64(l, "files")) + ", " + human_size(plain) + " -> " +
+           human_size(stored_l) + " (" + human_savings(plain, stored_l) + " saved)\n";
+  }
 
   if (j.contains("types") && !j.at("types").empty()) {
     std::vector<std::vector<std::string>> types = {

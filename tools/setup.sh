@@ -76,6 +76,9 @@ test_packages=(
   brotli
   # tests/codec/czip_spec_check.py: a second CZIP reader, from the spec alone
   python3-cryptography zstd
+  # libjpeg makes the JPEGs over 4 MiB that the Lepton-file tests need
+  # (tests/make_jpeg.h); without it those tests skip
+  libjpeg-dev
   diffutils findutils
   # tests/mount/stress_test.sh and fio_test.sh
   stress-ng fio

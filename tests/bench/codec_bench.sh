@@ -26,7 +26,7 @@ echo "== building the helpers"
 cmake --build "$build" --target densefs_codec >/dev/null
 c++ -O2 -std=c++20 -I"$repo" "$repo/tests/bench/codec_bench.cpp" \
   "$build/codec/libdensefs_codec.a" "$build/codec/cargo/release/libdensefs_codec_rs.a" \
-  -lzstd -lpthread -ldl -lm -lrt -lutil -o "$work/codec_bench"
+  -lzstd -lxxhash -lpthread -ldl -lm -lrt -lutil -o "$work/codec_bench"
 "$cargo" build --release --locked --quiet --example lepton_direct \
   --manifest-path "$repo/codec/rust/Cargo.toml" --target-dir "$build/codec/cargo"
 direct=$build/codec/cargo/release/examples/lepton_direct

@@ -205,7 +205,7 @@ TEST(codec, raw_decode_requires_exact_size) {
 }
 
 TEST(codec, unknown_ids_are_refused_by_name) {
-  for (const std::uint8_t id : {5, 6, 200}) {
+  for (const std::uint8_t id : {7, 8, 200}) {
     SCOPED_TRACE(int(id));
     EXPECT_FALSE(is_known_codec(id));
     try {
@@ -216,8 +216,25 @@ TEST(codec, unknown_ids_are_refused_by_name) {
     }
   }
   codec_options o;
-  o.preferred = static_cast<codec_id>(5);
+  o.preferred = static_cast<codec_id>(7);
   EXPECT_THROW(encode_chunk("abc", o), codec_error);
+}
+
+// The two payload kinds of a Lepton file are made by the store per JPEG:
+// known ids with names, but no codec spec selects them and encode_chunk
+// refuses them; a member does not decode alone.
+TEST(codec, lepton_file_kinds_are_not_chunk_codecs) {
+  for (const codec_id id : {codec_id::lepton_file, codec_id::lepton_member}) {
+    EXPECT_TRUE(is_known_codec(static_cast<std::uint8_t>(id)));
+    EXPECT_EQ(codec_from_name(codec_name(id)), id);
+    EXPECT_THROW(parse_codec_spec(codec_name(id)), codec_error);
+    codec_options o;
+    o.preferred = id;
+    EXPECT_THROW(encode_chunk("\xff\xd8\xff plain", o), codec_error);
+    EXPECT_THROW(decode_chunk(id, "abc", 3), codec_error);
+  }
+  EXPECT_EQ(codec_name(codec_id::lepton_file), "lepton_file");
+  EXPECT_EQ(codec_name(codec_id::lepton_member), "lepton_member");
 }
 
 TEST(codec, names_and_ids) {

@@ -21,7 +21,9 @@
 #include "codec/codec.h"
 #include "codec/czip.h"
 #include "codec/czip_crypto.h"
+#include "codec/lepton_file.h"
 #include "codec/rust/densefs_codec_rs.h"
+#include "store/hash.h"
 #include "store/records.h"
 
 namespace fs = std::filesystem;
@@ -173,6 +175,23 @@ void codecs(const std::vector<std::string>& jpegs, const std::vector<std::string
     }
     put(dec, "empty", le24(0) + le24(0));
   }
+
+  // Lepton file payloads of the small JPEGs in 4 KiB chunks (many chunk
+  // names), and a member of each.
+  constexpr std::uint32_t k_chunk = 4096;
+  for (std::size_t i = 0; i < jpegs.size(); ++i) {
+    std::vector<std::string> names;
+    for (std::size_t at = 0; at < jpegs[i].size(); at += k_chunk)
+      names.emplace_back(store::sha256_of(std::string_view(jpegs[i]).substr(at, k_chunk)).view());
+    const codec::lepton_file_encoding e = codec::encode_lepton_file(jpegs[i], k_chunk, names, 0);
+    if (!e.payload) continue;
+    put("lepton_file", "file" + std::to_string(i), *e.payload);
+    if (names.size() > 1) {
+      put("lepton_file", "member" + std::to_string(i),
+          codec::encode_lepton_member({names[0], 1, k_chunk}));
+    }
+  }
+
   // rust_deflate_decode: output bound, u16 skeleton length, the skeleton
   // and the plain text, as densefs_rs_deflate_split makes them.
   for (std::size_t i = 0; i < gzips.size(); ++i) {

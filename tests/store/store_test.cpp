@@ -171,11 +171,14 @@ TEST_F(store_test, check_reports_a_directory_that_is_not_a_store) {
 }
 
 TEST_F(store_test, check_and_open_refuse_a_newer_format) {
-  std::ofstream(dir() / "FORMAT", std::ios::trunc) << "densefs store\nformat_version=4\nuuid=x\n";
+  const std::string newer = std::to_string(k_format_version + 1);
+  std::ofstream(dir() / "FORMAT", std::ios::trunc)
+      << "densefs store\nformat_version=" + newer + "\nuuid=x\n";
   std::string message;
   EXPECT_EQ(error_of([&] { store::check(dir()); }, &message), EPROTONOSUPPORT);
-  EXPECT_NE(message.find("format version 4"), std::string::npos) << message;
-  EXPECT_NE(message.find("up to 3"), std::string::npos) << message;
+  EXPECT_NE(message.find("format version " + newer), std::string::npos) << message;
+  EXPECT_NE(message.find("up to " + std::to_string(k_format_version)), std::string::npos)
+      << message;
   EXPECT_EQ(error_of([&] { store::open(dir()); }), EPROTONOSUPPORT);
 }
 
@@ -250,7 +253,9 @@ TEST_F(store_test, open_refuses_a_newer_format_recorded_in_the_database) {
   EXPECT_NO_THROW(store::check(dir()));  // FORMAT still says 3
   std::string message;
   EXPECT_EQ(error_of([&] { open(); }, &message), EPROTONOSUPPORT);
-  EXPECT_NE(message.find("format version 4"), std::string::npos) << message;
+  EXPECT_NE(message.find("format version " + std::to_string(k_format_version + 1)),
+            std::string::npos)
+      << message;
 }
 
 TEST_F(store_test, lock_is_exclusive) {
