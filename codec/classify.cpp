@@ -245,10 +245,10 @@ std::optional<file_type> classify_magic(std::string_view h) {
   if (looks_like_mpeg_audio(h)) return file_type::audio;
 
   // Archives and compressed streams. ZIP also covers OOXML, ODF, JAR, APK
-  // and EPUB, whose members are deflated.
+  // and EPUB, whose members are deflated (the deflate codec takes them).
   if (has_prefix(h, "PK\x03\x04"sv) || has_prefix(h, "PK\x05\x06"sv) ||
       has_prefix(h, "PK\x07\x08"sv)) {
-    return file_type::archive;
+    return file_type::zip;
   }
   if (starts_like_gzip(h)) return file_type::gzip;
   if (has_prefix(h, "\x1F\x8B"sv)) return file_type::archive;  // gzip with another method
@@ -386,10 +386,13 @@ const std::unordered_map<std::string_view, file_type>& signature_extensions() {
                            "wma"sv, "wv"sv, "ape"sv, "amr"sv}) {
       m->emplace(ext, file_type::audio);
     }
-    for (const auto ext : {"zip"sv,  "jar"sv, "war"sv,  "apk"sv, "epub"sv, "docx"sv,     "xlsx"sv,
-                           "pptx"sv, "odt"sv, "ods"sv,  "odp"sv, "xz"sv,   "txz"sv,      "bz2"sv,
-                           "tbz2"sv, "zst"sv, "tzst"sv, "7z"sv,  "rar"sv,  "lz4"sv,      "lz"sv,
-                           "lzma"sv, "br"sv,  "cab"sv,  "deb"sv, "rpm"sv,  "squashfs"sv, "z"sv}) {
+    for (const auto ext : {"zip"sv, "jar"sv, "war"sv, "apk"sv, "epub"sv, "docx"sv, "xlsx"sv,
+                           "pptx"sv, "odt"sv, "ods"sv, "odp"sv, "ott"sv, "whl"sv}) {
+      m->emplace(ext, file_type::zip);
+    }
+    for (const auto ext :
+         {"xz"sv, "txz"sv, "bz2"sv, "tbz2"sv, "zst"sv, "tzst"sv, "7z"sv, "rar"sv, "lz4"sv, "lz"sv,
+          "lzma"sv, "br"sv, "cab"sv, "deb"sv, "rpm"sv, "squashfs"sv, "z"sv}) {
       m->emplace(ext, file_type::archive);
     }
     for (const auto ext : {"gz"sv, "tgz"sv}) m->emplace(ext, file_type::gzip);
@@ -563,8 +566,8 @@ file_type classify(std::string_view head, std::string_view name) {
 namespace {
 
 constexpr std::array<std::string_view, k_file_type_count> k_type_names = {
-    "unknown", "other", "jpeg",     "image",    "video",      "audio",
-    "archive", "text",  "document", "database", "executable", "gzip"};
+    "unknown", "other",    "jpeg",     "image",      "video", "audio", "archive",
+    "text",    "document", "database", "executable", "gzip",  "zip"};
 
 }  // namespace
 

@@ -19,14 +19,15 @@ enum class file_type : std::uint8_t {
   image = 3,        // already-compressed images: PNG, GIF, WebP, HEIC/AVIF, JPEG 2000
   video = 4,        // MP4/MOV/M4V, Matroska/WebM, AVI, MPEG-TS
   audio = 5,        // MP3, AAC/M4A, Ogg/Opus, FLAC
-  archive = 6,      // ZIP (and OOXML, ODF, JAR, EPUB), xz, bzip2, zstd, 7z, rar, lz4
+  archive = 6,      // xz, bzip2, zstd, 7z, rar, lz4, gzip with another method, packages
   text = 7,         // plain text and source code
   document = 8,     // PDF, PostScript, RTF, old Office (CFB), HTML/XML/JSON
   database = 9,     // SQLite and other database files
   executable = 10,  // ELF, Mach-O, PE, shared libraries, object files
   gzip = 11,        // gzip files (deflate method): recompressed losslessly by the deflate codec
+  zip = 12,         // ZIP and what is built on it (OOXML, ODF, JAR, APK, EPUB, wheels): the same
 };
-inline constexpr std::size_t k_file_type_count = 12;
+inline constexpr std::size_t k_file_type_count = 13;
 
 // How many leading bytes classify() looks at (more are ignored).
 inline constexpr std::size_t k_classify_head_bytes = 4096;

@@ -97,8 +97,8 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
   }
 
   // The target is the policy codec of the file that queued the chunk. When
-  // that file is gone: JPEG or gzip if the chunk looks like one (Lepton or
-  // Deflate work), else `other` (fast ingest, -o ingest=fast).
+  // that file is gone: JPEG, gzip or zip if the chunk looks like one (Lepton
+  // or Deflate work), else `other` (fast ingest, -o ingest=fast).
   std::optional<codec::file_type> type;
   if (auto r = store_->get_inode(item.ino); r && r->type != codec::file_type::unknown)
     type = r->type;
@@ -108,6 +108,7 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
       const auto chunk = store_->read_chunk(item.hash);
       if (codec::starts_like_jpeg(*chunk)) type = codec::file_type::jpeg;
       if (codec::starts_like_gzip(*chunk)) type = codec::file_type::gzip;
+      if (chunk->starts_with("PK\x03\x04")) type = codec::file_type::zip;
     } catch (const std::exception&) {
       type = codec::file_type::jpeg;  // the re-encode below reports the read error
     }

@@ -120,9 +120,12 @@ TEST(classify_test, wav_and_other_riff_are_other) {
 }
 
 TEST(classify_test, archives) {
-  EXPECT_EQ(classify(head_with("PK\x03\x04"sv), ""), file_type::archive);
-  EXPECT_EQ(classify(head_with("PK\x03\x04"sv), "report.docx"), file_type::archive);
-  EXPECT_EQ(classify(head_with("PK\x05\x06"sv), ""), file_type::archive);  // empty zip
+  // ZIP and what is built on it have a type of their own (the deflate codec
+  // takes their deflated entries).
+  EXPECT_EQ(classify(head_with("PK\x03\x04"sv), ""), file_type::zip);
+  EXPECT_EQ(classify(head_with("PK\x03\x04"sv), "report.docx"), file_type::zip);
+  EXPECT_EQ(classify(head_with("PK\x03\x04"sv), "notes.txt"), file_type::zip);
+  EXPECT_EQ(classify(head_with("PK\x05\x06"sv), ""), file_type::zip);  // empty zip
   // gzip with the deflate method has a type of its own (the deflate codec
   // takes it); another method stays an archive.
   EXPECT_EQ(classify(head_with("\x1F\x8B\x08"sv), "notes.txt"), file_type::gzip);
@@ -220,6 +223,8 @@ TEST(classify_test, media_names_only_when_the_head_is_too_short) {
   EXPECT_EQ(classify("", "backup.tar.gz"), file_type::gzip);
   EXPECT_EQ(classify("", "backup.tgz"), file_type::gzip);
   EXPECT_EQ(classify("", "backup.tar.xz"), file_type::archive);
+  for (const char* name : {"a.zip", "b.jar", "c.docx", "d.odt", "e.ott", "f.whl", "g.epub"})
+    EXPECT_EQ(classify("", name), file_type::zip) << name;
   EXPECT_EQ(classify("", "libx.so"), file_type::executable);
   EXPECT_EQ(classify("", "doc.pdf"), file_type::document);
   // A long head that matches no signature is not trusted to be a JPEG.
@@ -306,13 +311,15 @@ TEST(classify_test, type_names) {
   EXPECT_EQ(static_cast<int>(file_type::executable), 10);
   EXPECT_EQ(static_cast<int>(file_type::gzip), 11);
   EXPECT_EQ(file_type_name(file_type::gzip), "gzip");
+  EXPECT_EQ(static_cast<int>(file_type::zip), 12);
+  EXPECT_EQ(file_type_name(file_type::zip), "zip");
   EXPECT_EQ(file_type_name(file_type::jpeg), "jpeg");
   EXPECT_EQ(file_type_name(file_type::document), "document");
-  EXPECT_EQ(file_type_name(static_cast<file_type>(12)), "unknown(12)");
+  EXPECT_EQ(file_type_name(static_cast<file_type>(13)), "unknown(13)");
   EXPECT_EQ(file_type_name(static_cast<file_type>(255)), "unknown(255)");
-  EXPECT_FALSE(is_known_file_type(12));
+  EXPECT_FALSE(is_known_file_type(13));
   EXPECT_FALSE(file_type_from_name("JPEG"));
-  EXPECT_FALSE(file_type_from_name("unknown(12)"));
+  EXPECT_FALSE(file_type_from_name("unknown(13)"));
   EXPECT_FALSE(file_type_from_name(""));
 }
 

@@ -130,6 +130,47 @@ TEST_F(deflate_no_threads, densefs_recompress_applies_the_codec_offline) {
   expect_all_exact(files, path("gz"));
 }
 
+// Zip-based files (here made by Python's zipfile, as a docx, an odt, a jar
+// and a whl would be) get the deflate codec from the default policy: type
+// `zip`, stored as they came, then recompressed in the background, exact.
+TEST_F(deflate, zip_files_get_the_codec_by_default) {
+  const stdfs::path made = work_ / "zips";
+  stdfs::create_directories(made);
+  const auto py = run_command({"python3", "-c", R"(
+import random, sys, zipfile
+words = "the of and file system store chunk codec deflate zip entry page text".split()
+for i, ext in enumerate(["docx", "odt", "jar", "whl", "zip", "epub"]):
+    rng = random.Random(i)
+    with zipfile.ZipFile(f"{sys.argv[1]}/doc{i}.{ext}", "w") as z:
+        z.writestr("mimetype", "application/x-test", zipfile.ZIP_STORED)
+        for m in range(8):
+            lines = (" ".join(rng.choice(words) for _ in range(12)) for _ in range(3000))
+            z.writestr(f"part/{m}.xml", "\n".join(lines), zipfile.ZIP_DEFLATED, compresslevel=6)
+)",
+                               made.string()});
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  std::map<std::string, std::string> files;
+  for (const auto& e : stdfs::directory_iterator(made))
+    files[e.path().filename().string()] = read_file(e.path());
+  ASSERT_EQ(files.size(), 6u);
+  stdfs::create_directories(path("zip"));
+  for (const auto& [name, bytes] : files) write_file(path("zip") / name, bytes);
+  expect_all_exact(files, path("zip"));
+
+  ASSERT_TRUE(background_done(300s)) << stats().dump();
+  for (const auto& [name, bytes] : files) {
+    const nlohmann::json one = info(path("zip") / name);
+    EXPECT_EQ(one["file_type"], "zip") << name << one.dump();
+    EXPECT_EQ(one["chunks"][0]["codec"], "deflate") << name << one.dump();
+    EXPECT_LT(one["stored_bytes"].get<std::uint64_t>(), bytes.size() * 9 / 10) << name;
+  }
+  const nlohmann::json s = stats();
+  ASSERT_TRUE(s["types"].contains("zip")) << s.dump();
+  EXPECT_EQ(s["types"]["zip"]["files"].get<std::uint64_t>(), files.size());
+  remount();
+  expect_all_exact(files, path("zip"));
+}
+
 TEST_F(deflate, a_kill_during_the_background_pass_loses_nothing) {
   const auto files = write_all(path("gz"));
   ::sync();

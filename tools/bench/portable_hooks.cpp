@@ -17,8 +17,8 @@ std::string file_kind(const std::string& path) {
   static const std::pair<const char*, const char*> k_kinds[] = {
       {"jpg", "jpeg"},      {"jpeg", "jpeg"},    {"png", "image"},     {"gif", "image"},
       {"webp", "image"},    {"svg", "document"}, {"html", "document"}, {"xml", "document"},
-      {"json", "document"}, {"pdf", "document"}, {"gz", "archive"},    {"xz", "archive"},
-      {"bz2", "archive"},   {"zst", "archive"},  {"zip", "archive"},   {"jar", "archive"},
+      {"json", "document"}, {"pdf", "document"}, {"gz", "gzip"},       {"xz", "archive"},
+      {"bz2", "archive"},   {"zst", "archive"},  {"zip", "zip"},       {"jar", "zip"},
       {"txt", "text"},      {"md", "text"},      {"py", "text"},       {"pl", "text"},
       {"pm", "text"},       {"sh", "text"},      {"h", "text"},        {"c", "text"},
       {"so", "executable"}, {"a", "executable"}, {"o", "executable"},  {"mo", "other"},
