@@ -64,7 +64,8 @@ lepton_file_encoding encode_lepton_file(std::string_view jpeg, std::uint32_t chu
     throw codec_error("lepton file: a JPEG of " + std::to_string(jpeg.size()) + " bytes (1 to " +
                       std::to_string(k_lepton_file_max_bytes) + " allowed)");
   }
-  if (chunk_names.size() != chunk_count_for(jpeg.size(), chunk_size)) {
+  if (chunk_names.size() != chunk_count_for(jpeg.size(), chunk_size) ||
+      chunk_names.size() > k_lepton_file_max_chunks) {
     throw codec_error("lepton file: " + std::to_string(chunk_names.size()) + " chunk names for " +
                       std::to_string(jpeg.size()) + " bytes");
   }
@@ -135,7 +136,7 @@ lepton_file_view parse_lepton_file(std::string_view p) {
   if (get<std::uint16_t>(p, 6) != 0 || get<std::uint32_t>(p, 32) != 0)
     throw codec_error("lepton file payload: reserved bytes set");
   if (v.name_size == 0 || v.chunk_size == 0 || v.file_size == 0 ||
-      v.file_size > k_lepton_file_max_bytes ||
+      v.file_size > k_lepton_file_max_bytes || count > k_lepton_file_max_chunks ||
       count != chunk_count_for(v.file_size, v.chunk_size)) {
     throw codec_error("lepton file payload: inconsistent sizes");
   }

@@ -39,6 +39,11 @@ inline constexpr std::uint8_t k_lepton_file_version = 1;
 // 2 x 64 MiB plus lepton_jpeg's own. Larger JPEGs keep per-chunk encoding.
 inline constexpr std::uint64_t k_lepton_file_max_bytes = 64ull << 20;
 
+// The most chunks a Lepton file may name. The store's own have at most 16
+// (64 MiB in 4 MiB chunks); the bound keeps a forged payload with a tiny
+// chunk size from making the parser list (and a read hash) millions.
+inline constexpr std::uint32_t k_lepton_file_max_chunks = 1024;
+
 // A parsed "lepton file" payload. The views point into the payload.
 struct lepton_file_view {
   std::uint32_t chunk_size = 0;

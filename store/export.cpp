@@ -198,7 +198,8 @@ void walk_file(const store& s, std::uint64_t ino, const std::function<bool(codec
       if (chunk && chunk->plain_size == length && !codec::is_lepton_file_codec(chunk->codec) &&
           reuse(chunk->codec)) {
         auto stored = s.read_stored_chunk(extent.hash);
-        if (stored.record.plain_size == length && reuse(stored.record.codec)) {
+        if (stored.record.plain_size == length &&
+            !codec::is_lepton_file_codec(stored.record.codec) && reuse(stored.record.codec)) {
           p.what = file_piece::kind::stored;
           p.bytes = std::move(stored.bytes);
           p.hash = extent.hash;

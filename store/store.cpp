@@ -1688,9 +1688,21 @@ std::shared_ptr<const std::string> store::decode_lepton_file_chunk(const chunk_h
 std::shared_ptr<const std::string> store::decode_stored_chunk(const chunk_hash& hash,
                                                               const stored_chunk& stored) const {
   const chunk_record& rec = stored.record;
+  if (!codec::is_lepton_file_codec(rec.codec)) return decode_checked(hash, rec, stored.bytes);
+
+  // One of a bounded number of whole-file decodes (lepton_file_decodes_).
+  // A decode of the same photo that ran while this one waited has put this
+  // chunk in the cache: no second decode.
+  lepton_file_decodes_.acquire();
+  struct release_on_exit {
+    std::counting_semaphore<k_parallel_lepton_file_decodes>& s;
+    ~release_on_exit() { s.release(); }
+  } release{lepton_file_decodes_};
+  if (caches_chunks()) {
+    if (auto cached = cache_->find(hash)) return cached;
+  }
   if (rec.codec == codec::codec_id::lepton_file)
     return decode_lepton_file_chunk(hash, rec.plain_size, hash, stored.bytes, 0);
-  if (rec.codec != codec::codec_id::lepton_member) return decode_checked(hash, rec, stored.bytes);
 
   codec::lepton_member member;
   try {
@@ -1869,11 +1881,18 @@ void store::commit(transaction& txn, bool sync) {
     if (const auto it = touched.find(h); it != touched.end()) return it->second;
     return get_chunk(h);
   };
-  // First chunks whose members left them, one entry per reference.
+  // First chunks whose members left them, one entry per reference. Only a
+  // member fsck would count gives a reference back (fsck.cpp,
+  // count_member_references): its payload matches its record's checksum and
+  // names a chunk that is a Lepton file (checked in apply_releases). A
+  // damaged member must not take a reference from a chunk others still use.
   std::vector<chunk_hash> releases;
-  const auto release_member = [&](const chunk_hash& member) {
+  const auto release_member = [&](const chunk_hash& member, const chunk_record& rec) {
     try {
-      const codec::lepton_member m = codec::parse_lepton_member(payloads_->get(member));
+      const std::string stored = payloads_->get(member);
+      if (stored.size() != rec.stored_size || stored_checksum(stored) != rec.checksum)
+        throw store_error(EIO, "payload does not match its record's checksum");
+      const codec::lepton_member m = codec::parse_lepton_member(stored);
       if (m.first_chunk.size() == chunk_hash::k_size)
         releases.push_back(chunk_hash::from_bytes(m.first_chunk));
     } catch (const std::exception& e) {
@@ -1897,7 +1916,7 @@ void store::commit(transaction& txn, bool sync) {
       count -= static_cast<std::uint64_t>(-delta);
     }
     if (count == 0) {
-      if (rec.codec == codec::codec_id::lepton_member) release_member(hash);
+      if (rec.codec == codec::codec_id::lepton_member) release_member(hash, rec);
       touched[hash] = std::nullopt;
       deleted.push_back(hash);
       garbage += rec.stored_size;
@@ -1910,8 +1929,13 @@ void store::commit(transaction& txn, bool sync) {
     while (!releases.empty()) {
       const chunk_hash first = releases.back();
       releases.pop_back();
-      if (std::optional<chunk_record> rec = current(first)) {
+      if (std::optional<chunk_record> rec = current(first);
+          rec && rec->codec == codec::codec_id::lepton_file) {
         apply_delta(first, *rec, -1);
+      } else if (rec) {
+        log_error("chunk " + first.hex() +
+                  ": a Lepton member named it as its Lepton file, but it is not one; "
+                  "its references are left as they are");
       } else {
         log_error("chunk " + first.hex() +
                   ": a Lepton member gave back a reference to it, but it "
@@ -2001,7 +2025,7 @@ void store::commit(transaction& txn, bool sync) {
     for (std::size_t i = 0; i < group.size(); ++i) {
       const std::string& bytes = group[i].encoded.bytes;
       chunk_record rec = recs[i];
-      if (rec.codec == codec::codec_id::lepton_member) release_member(group[i].hash);
+      if (rec.codec == codec::codec_id::lepton_member) release_member(group[i].hash, rec);
       garbage += rec.stored_size;
       rec.codec = group[i].encoded.codec;
       rec.stored_size = static_cast<std::uint32_t>(bytes.size());

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <semaphore>
 #include <span>
 #include <string>
 #include <string_view>
@@ -513,6 +514,14 @@ class store {
   // then become durable in a table file without a WAL sync).
   std::shared_ptr<flush_guard> flush_guard_;
   std::unique_ptr<chunk_cache> cache_;
+  // Whole-file Lepton decodes running at once (decode_stored_chunk). Each
+  // holds its payload, the JPEG (up to 64 MiB) and lepton_jpeg's working
+  // set (~200 MiB for 18 megapixels): readers of other chunks of the same
+  // photo wait here and then find their chunk in the cache, and readers of
+  // different large photos cannot multiply that by the FUSE thread count.
+  static constexpr std::ptrdiff_t k_parallel_lepton_file_decodes = 2;
+  mutable std::counting_semaphore<k_parallel_lepton_file_decodes> lepton_file_decodes_{
+      k_parallel_lepton_file_decodes};
   std::shared_ptr<rocksdb::Cache> block_cache_;  // metadata blocks (make_config)
   std::mutex commit_mutex_;
   std::mutex gc_mutex_;  // one collect_garbage() at a time

@@ -163,6 +163,24 @@ TEST_F(lepton_file_test, truncated_or_forged_headers_are_errors) {
     bad[pos] = static_cast<char>(bad[pos] ^ 0x01);
     EXPECT_TRUE(decodes_exactly_or_fails(bad, jpeg_)) << "header byte " << pos;
   }
+
+  // Consistent sizes that name too many chunks (1-byte names of 1-byte
+  // chunks): refused before any name is listed, not after a list of
+  // millions.
+  std::string many = payload_.substr(0, 36);
+  const auto put32 = [&](std::size_t at, std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) many[at + i] = static_cast<char>(v >> (8 * i));
+  };
+  many[5] = 1;                              // name size
+  put32(8, 1);                              // chunk size
+  put32(12, k_lepton_file_max_chunks + 1);  // file size (low half)
+  for (std::size_t i = 16; i < 20; ++i) many[i] = 0;
+  put32(28, k_lepton_file_max_chunks + 1);  // chunk count
+  many.append(k_lepton_file_max_chunks + 2, 'x');
+  EXPECT_THROW(parse_lepton_file(many), codec_error);
+  put32(12, k_lepton_file_max_chunks);
+  put32(28, k_lepton_file_max_chunks);
+  EXPECT_EQ(parse_lepton_file(many).chunk_count(), k_lepton_file_max_chunks);
 }
 
 TEST_F(lepton_file_test, bit_flips_in_the_lepton_file_never_give_wrong_bytes) {

@@ -353,6 +353,50 @@ TEST_F(lepton_file_store, members_forged_behind_the_store_give_eio) {
   EXPECT_TRUE(*s->read_chunk(hashes_[3]) == pieces(jpeg_)[3]);
 }
 
+// A member that fsck would not count gives no reference back when it goes:
+// one whose payload no longer matches its record, and one (re-checksummed)
+// that names a chunk which is not a Lepton file. Neither may take a
+// reference from a chunk that other files still use.
+TEST_F(lepton_file_store, a_damaged_member_takes_no_reference_when_it_goes) {
+  swap_in();
+  const bool blob = store::open(dir())->payloads_backend() == payload_backend::blob;
+  {
+    test::raw_db db(dir(), blob);
+    // Member 1: its payload names the other photo's first chunk, its record
+    // is left as it was (a damaged payload).
+    codec::lepton_member m1 = codec::parse_lepton_member(db.get_payload(hashes_[1]));
+    m1.first_chunk = other_hashes_[0].view();
+    db.put_payload(hashes_[1], codec::encode_lepton_member(m1));
+    // Member 2: the same, with a record that matches (a forged store).
+    codec::lepton_member m2 = codec::parse_lepton_member(db.get_payload(hashes_[2]));
+    m2.first_chunk = other_hashes_[1].view();
+    const std::string payload = codec::encode_lepton_member(m2);
+    const std::string key(hashes_[2].view());
+    chunk_record rec = decode_chunk(db.get(k_cf_chunks, key));
+    rec.checksum = stored_checksum(payload);
+    db.put_payload(hashes_[2], payload);
+    db.put(k_cf_chunks, key, encode_chunk(rec));
+  }
+  auto s = store::open(dir());
+  const std::uint64_t other0 = s->get_chunk(other_hashes_[0])->refcount;
+  const std::uint64_t other1 = s->get_chunk(other_hashes_[1])->refcount;
+  const std::uint64_t first = s->get_chunk(hashes_[0])->refcount;
+  for (const std::size_t i : {1, 2}) {
+    transaction txn;
+    txn.unref_chunk(hashes_[i]);
+    s->commit(txn);
+    EXPECT_FALSE(s->get_chunk(hashes_[i])) << i;
+  }
+  EXPECT_EQ(s->get_chunk(other_hashes_[0])->refcount, other0);
+  EXPECT_EQ(s->get_chunk(other_hashes_[1])->refcount, other1);
+  // The real first chunk keeps the two references too (fsck reports them).
+  EXPECT_EQ(s->get_chunk(hashes_[0])->refcount, first);
+  s->drop_caches();
+  EXPECT_TRUE(*s->read_chunk(other_hashes_[0]) == pieces(other_)[0]);
+  EXPECT_TRUE(*s->read_chunk(other_hashes_[1]) == pieces(other_)[1]);
+  EXPECT_TRUE(*s->read_chunk(hashes_[3]) == pieces(jpeg_)[3]);
+}
+
 TEST_F(lepton_file_store, a_damaged_lepton_file_gives_eio_for_every_chunk) {
   auto s = store::open(dir());
   std::vector<transaction::payload_swap> swaps = lepton_swap(*s, jpeg_, hashes_);
