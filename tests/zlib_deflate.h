@@ -16,7 +16,9 @@ inline std::string zlib_deflate(std::string_view plain, int level, int window_bi
                                 gz_header* header = nullptr) {
   z_stream z{};
   EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  if (header) EXPECT_EQ(deflateSetHeader(&z, header), Z_OK);
+  if (header) {
+    EXPECT_EQ(deflateSetHeader(&z, header), Z_OK);
+  }
   std::string out(deflateBound(&z, plain.size()) + 1024, '\0');
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
   z.avail_in = static_cast<uInt>(plain.size());

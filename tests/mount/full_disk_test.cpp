@@ -86,8 +86,9 @@ TEST_F(full_disk, space_freed_by_deleting_makes_writes_work_again) {
   }
   ASSERT_EQ(error, ENOSPC) << "400 MiB into a 96 MiB disk must fail with ENOSPC";
   for (const auto& e : stdfs::directory_iterator(mnt_)) {
-    if (e.path().filename().string().rfind("fill", 0) == 0)
+    if (e.path().filename().string().rfind("fill", 0) == 0) {
       EXPECT_EQ(::unlink(e.path().c_str()), 0) << e.path() << ": " << strerror(errno);
+    }
   }
   const auto gc = run_command({densefs_binary(), "gc", store_.string()}, std::chrono::seconds(300));
   EXPECT_EQ(gc.exit_code, 0) << gc.out << gc.err;

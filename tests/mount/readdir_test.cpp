@@ -119,8 +119,9 @@ TEST_P(readdir_cache, telldir_position_survives_changes) {
   // Remove every other name that was before the position and add others.
   for (int i = 0; i < 400; i += 2) {
     const std::string name = "f-" + std::to_string(i);
-    if (std::find(next.begin(), next.end(), name) == next.end())
+    if (std::find(next.begin(), next.end(), name) == next.end()) {
       ASSERT_EQ(::unlink(path("d/" + name).c_str()), 0);
+    }
   }
   for (int i = 0; i < 100; ++i) touch(path("d/g-" + std::to_string(i)));
   ::seekdir(d, pos);
