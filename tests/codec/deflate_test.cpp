@@ -145,7 +145,7 @@ TEST(deflate_codec, multi_member_and_trailing_bytes_round_trip) {
 }
 
 TEST(deflate_codec, empty_and_tiny_streams_round_trip) {
-  for (const std::string plain : {std::string(), std::string("x"), std::string(100, 'a')}) {
+  for (const std::string& plain : {std::string(), std::string("x"), std::string(100, 'a')}) {
     const std::string gz = gzip_with_zlib(plain, 9);
     const encoded_chunk e = encode_chunk(gz, deflate_options());
     EXPECT_EQ(decode_chunk(e.codec, e.bytes, gz.size()), gz) << plain.size();
