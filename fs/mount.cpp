@@ -11,11 +11,11 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -341,8 +341,10 @@ int lock_store(const std::filesystem::path& store_dir) {
   // When the holder's record was first seen empty or unreadable in a row.
   // Counted from then, not from `start`: an exiting daemon rewrites its
   // record (emptied, then written), and a mount that had already waited for
-  // it must not take that moment for an unknown holder.
-  std::optional<std::chrono::steady_clock::time_point> unknown_since;
+  // it must not take that moment for an unknown holder. max() while the
+  // holder is known.
+  constexpr auto k_known = std::chrono::steady_clock::time_point::max();
+  auto unknown_since = k_known;
   for (;;) {
     try {
       return store::store::lock(store_dir);
@@ -350,14 +352,13 @@ int lock_store(const std::filesystem::path& store_dir) {
       if (e.error_number() != EBUSY) throw;
     }
     const auto holder = store::store::read_lock_holder(store_dir);
-    const auto waited = std::chrono::steady_clock::now() - start;
+    const auto now = std::chrono::steady_clock::now();
+    const auto waited = now - start;
     const std::string who = holder ? "pid " + std::to_string(holder->pid) : "another process";
     const bool unknown_holder = !holder || holder->mountpoint.empty();
-    if (!unknown_holder) unknown_since.reset();
+    unknown_since = unknown_holder ? std::min(unknown_since, now) : k_known;
     if (unknown_holder) {
-      const auto now = std::chrono::steady_clock::now();
-      if (!unknown_since) unknown_since = now;
-      if (now - *unknown_since >= k_other_holder_wait)
+      if (now - unknown_since >= k_other_holder_wait)
         throw store::store_error(EBUSY, "store " + store_dir.string() + " is in use by " + who +
                                             " (densefs fsck, gc or another tool?)");
     } else if (!holder->exiting && densefs_mounted_on(holder->mountpoint)) {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "codec/classify.h"
 #include "fs/filesystem.h"
 #include "store/log.h"
 
@@ -106,9 +107,11 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
     type = codec::file_type::other;
     try {
       const auto chunk = store_->read_chunk(item.hash);
-      if (codec::starts_like_jpeg(*chunk)) type = codec::file_type::jpeg;
-      if (codec::starts_like_gzip(*chunk)) type = codec::file_type::gzip;
-      if (chunk->starts_with("PK\x03\x04")) type = codec::file_type::zip;
+      const std::string_view head =
+          std::string_view(*chunk).substr(0, codec::k_classify_head_bytes);
+      const codec::file_type t = codec::classify(head, {});
+      if (t == codec::file_type::jpeg || t == codec::file_type::gzip || t == codec::file_type::zip)
+        type = t;
     } catch (const std::exception&) {
       type = codec::file_type::jpeg;  // the re-encode below reports the read error
     }

@@ -1617,6 +1617,11 @@ store::stored_chunk store::read_stored_chunk_once(const chunk_hash& hash,
   return {*rec, std::move(stored)};
 }
 
+// Whether `stored` is the payload `rec` describes (its size and XXH3).
+static bool payload_matches(const chunk_record& rec, std::string_view stored) {
+  return stored.size() == rec.stored_size && stored_checksum(stored) == rec.checksum;
+}
+
 // The plain content of a chunk from its checked stored bytes: decoded, size
 // checked, and for codecs without a checksum of their own, the SHA-256.
 static std::shared_ptr<const std::string> decode_checked(const chunk_hash& hash,
@@ -1806,8 +1811,7 @@ std::size_t store::load_chunks(std::span<const chunk_hash> hashes,
         // An earlier chunk of this batch was a Lepton file (or a member of
         // one) and published this one with it.
         if (chunk_cache::value v = cache_->find(h)) return v;
-        if (stored && stored->size() == records[i]->stored_size &&
-            stored_checksum(*stored) == records[i]->checksum)
+        if (stored && payload_matches(*records[i], *stored))
           return decode_stored_chunk(h, {*records[i], *stored});
         // Missing, damaged, or swapped by a re-encoding between the two
         // lookups: the single path retries once and reports.
@@ -1890,7 +1894,7 @@ void store::commit(transaction& txn, bool sync) {
   const auto release_member = [&](const chunk_hash& member, const chunk_record& rec) {
     try {
       const std::string stored = payloads_->get(member);
-      if (stored.size() != rec.stored_size || stored_checksum(stored) != rec.checksum)
+      if (!payload_matches(rec, stored))
         throw store_error(EIO, "payload does not match its record's checksum");
       const codec::lepton_member m = codec::parse_lepton_member(stored);
       if (m.first_chunk.size() == chunk_hash::k_size)
