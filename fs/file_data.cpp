@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <set>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "fs/filesystem.h"
 #include "fs/ops_common.h"
@@ -323,51 +327,41 @@ std::function<void()> filesystem::take_slot(node& n, std::uint64_t index) {
     in_flight_bytes_ += data->size();
   }
   return [this, np = n.shared_from_this(), index, gen, data, type = n.type,
-          before = staged_context(n, index)] {
-    encode_and_commit(np, index, gen, data, type, before);
-  };
+          before = staged_context(n, index)] { encode_slot(np, index, gen, data, type, before); };
 }
 
-namespace {
+void filesystem::prepare_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type,
+                                    bool force) const {
+  const std::string_view plain = std::string_view(data).substr(c.offset, c.length);
+  const chunk_encoding how = encoding_for(type, plain);
+  c.queue_recompress = how.queue_recompress;
+  c.prepared = store_->prepare_chunk(plain, how.options, force);
+  // What zstd -1 left raw, a stronger codec would hardly shrink: not
+  // queued. (A JPEG zstd left raw is: Lepton saves ~20% on it.)
+  if (how.fast_ingest && c.prepared->encoded && c.prepared->encoded->codec == codec::codec_id::raw)
+    c.queue_recompress = false;
+}
 
-// One chunk of a slot, as the policy's chunker cut it.
-struct slot_chunk {
-  std::uint32_t offset = 0;  // in the slot
-  std::uint32_t length = 0;
-  // Absent for an all-zero chunk: a hole, nothing stored.
-  std::optional<store::prepared_chunk> prepared;
-  bool queue_recompress = false;
-};
-
-}  // namespace
-
-void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index, std::uint64_t gen,
-                                   std::shared_ptr<const std::string> data, codec::file_type type,
-                                   std::shared_ptr<const std::string> before) {
-  // CPU work first, with no lock held: cut the slot into chunks (the
-  // policy's chunker for this type), hash them, and encode those the store
-  // does not have yet. A rewritten slot is cut again whole; chunks away
-  // from the change come out the same and are found, not stored again.
-  std::vector<slot_chunk> chunks;
-  int error = 0;
-  const auto prepare = [&](slot_chunk& c, bool force) {
-    const std::string_view plain = std::string_view(*data).substr(c.offset, c.length);
-    const chunk_encoding how = encoding_for(type, plain);
-    c.queue_recompress = how.queue_recompress;
-    c.prepared = store_->prepare_chunk(plain, how.options, force);
-    // What zstd -1 left raw, a stronger codec would hardly shrink: not
-    // queued. (A JPEG zstd left raw is: Lepton saves ~20% on it.)
-    if (how.fast_ingest && c.prepared->encoded &&
-        c.prepared->encoded->codec == codec::codec_id::raw)
-      c.queue_recompress = false;
-  };
+void filesystem::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::uint64_t gen,
+                             std::shared_ptr<const std::string> data, codec::file_type type,
+                             std::shared_ptr<const std::string> before) {
+  // CPU work, with no lock held: cut the slot into chunks (the policy's
+  // chunker for this type), hash them, and encode those the store does not
+  // have yet. A rewritten slot is cut again whole; chunks away from the
+  // change come out the same and are found, not stored again. The commit
+  // comes later, in a group (commit_group).
+  encoded_slot e;
+  e.n = std::move(n);
+  e.index = index;
+  e.gen = gen;
+  e.type = type;
   const codec::chunker_spec& chunker = store_->policy().chunker_for(type);
   if (!before && index > 0 && codec::chunk_context_bytes(chunker) > 0) {
     // The previous slot as committed. Only where cuts fall depends on it,
     // never what is stored, so a read that fails just goes without.
     try {
       auto context = std::make_shared<std::string>(codec::chunk_context_bytes(chunker), '\0');
-      read_committed(*store_, n->ino, index * k_slot - context->size(), context->size(),
+      read_committed(*store_, e.n->ino, index * k_slot - context->size(), context->size(),
                      context->data());
       before = std::move(context);
     } catch (const std::exception&) {
@@ -380,36 +374,82 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
       slot_chunk c;
       c.offset = static_cast<std::uint32_t>(begin);
       c.length = static_cast<std::uint32_t>(end - begin);
-      if (!all_zero(std::string_view(*data).substr(begin, end - begin))) prepare(c, false);
-      chunks.push_back(std::move(c));
+      if (!all_zero(std::string_view(*data).substr(begin, end - begin)))
+        prepare_slot_chunk(c, *data, type, false);
+      e.chunks.push_back(std::move(c));
       begin = end;
     }
-  } catch (const std::exception& e) {
-    log_error("inode " + std::to_string(n->ino) + ": encoding failed: " + e.what());
-    error = EIO;
+  } catch (const std::exception& ex) {
+    log_error("inode " + std::to_string(e.n->ino) + ": encoding failed: " + ex.what());
+    e.error = EIO;
+  }
+  e.data = std::move(data);
+  write_back_->add(std::move(e));
+}
+
+void filesystem::commit_group(std::vector<encoded_slot>& group) {
+  // By inode, slot and generation: files are locked in inode order (as
+  // copy_file_range's std::lock may hold two, never while blocking), and
+  // the versions of one slot sit together, the newest last.
+  std::sort(group.begin(), group.end(), [](const encoded_slot& a, const encoded_slot& b) {
+    return std::tie(a.n->ino, a.index, a.gen) < std::tie(b.n->ino, b.index, b.gen);
+  });
+  std::vector<std::unique_lock<std::mutex>> data_locks;
+  for (std::size_t i = 0; i < group.size(); ++i)
+    if (i == 0 || group[i].n != group[i - 1].n) data_locks.emplace_back(group[i].n->data_mutex);
+  std::unique_lock meta(meta_mutex_);
+
+  // What each version becomes.
+  enum class fate {
+    commit,    // stored in this group's transaction
+    obsolete,  // a newer version of its slot landed or is in this group
+    failed,    // not encoded (or the commit failed): stays staged
+    dropped,   // the file is gone: nobody can read these bytes again
+  };
+  std::vector<fate> fates(group.size(), fate::commit);
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    const encoded_slot& e = group[i];
+    node& n = *e.n;
+    const staged_slot& s = n.slots[e.index];
+    const bool newer_here =
+        i + 1 < group.size() && group[i + 1].n == e.n && group[i + 1].index == e.index;
+    if (n.purged || (n.record.nlink == 0 && n.opens == 0))
+      fates[i] = fate::dropped;  // a temporary file deleted before its data landed
+    else if (e.error != 0)
+      fates[i] = fate::failed;
+    else if (newer_here || s.committed_gen > e.gen)
+      fates[i] = fate::obsolete;
   }
 
-  std::unique_lock lock(n->data_mutex);
-  staged_slot& s = n->slots[index];
-  const std::uint64_t slot_start = index * k_slot;
-  // A newer version of this slot already landed (commits can finish out of
-  // order): this one is obsolete.
-  const bool obsolete = s.committed_gen > gen;
-  bool queued_any = false;  // the re-encoder is told after the locks below
-  if (!obsolete && error == 0) {
-    for (int attempt = 0;; ++attempt) {
-      try {
-        std::lock_guard meta(meta_mutex_);
-        if (n->purged) break;
-        store::transaction txn;
-        store::inode_record r = n->record;
+  // One transaction for every version that commits, and each file's record
+  // as it leaves it.
+  struct file_update {
+    store::inode_record record;
+    std::uint64_t data_end = 0;  // end of the highest slot bytes committed here
+    std::uint64_t persisted = 0;
+    bool queued = false;
+  };
+  std::map<node*, file_update> updates;
+  int error = 0;
+  std::size_t chunk_count = 0;
+  for (const encoded_slot& e : group) chunk_count += e.chunks.size();
+  for (std::size_t attempt = 0;; ++attempt) {
+    try {
+      updates.clear();
+      store::transaction txn;
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        if (fates[i] != fate::commit) continue;
+        const encoded_slot& e = group[i];
+        node& n = *e.n;
+        file_update& u = updates.try_emplace(&n, file_update{n.record}).first->second;
+        store::inode_record& r = u.record;
+        const std::uint64_t slot_start = e.index * k_slot;
         r.stored_bytes -=
-            std::min(r.stored_bytes, drop_extents(txn, n->ino, slot_start, slot_start + k_slot));
-        bool queued = false;
-        for (const slot_chunk& c : chunks) {
+            std::min(r.stored_bytes, drop_extents(txn, n.ino, slot_start, slot_start + k_slot));
+        for (const slot_chunk& c : e.chunks) {
           if (!c.prepared) continue;
           const store::prepared_chunk& prepared = *c.prepared;
-          txn.put_extent(n->ino, slot_start + c.offset, {prepared.hash, 0, c.length});
+          txn.put_extent(n.ino, slot_start + c.offset, {prepared.hash, 0, c.length});
           txn.ref_chunk(prepared);
           // A chunk that exists keeps its record (another writer may have
           // stored it since we prepared it, even with another codec).
@@ -419,109 +459,159 @@ void filesystem::encode_and_commit(std::shared_ptr<node> n, std::uint64_t index,
             r.stored_bytes += prepared.encoded->bytes.size();
             if (prepared.encoded->fell_back_from) {
               r.flags |= store::k_inode_fell_back;
-              log_debug("inode " + std::to_string(n->ino) + ": chunk " + prepared.hash.hex() +
+              log_debug("inode " + std::to_string(n.ino) + ": chunk " + prepared.hash.hex() +
                         " stored with " + codec::codec_name(prepared.encoded->codec) +
                         " instead of " + codec::codec_name(*prepared.encoded->fell_back_from) +
                         ": " + prepared.encoded->fallback_reason);
             }
             if (c.queue_recompress) {
-              txn.queue_recompress(prepared.hash, n->ino);
-              queued = true;
+              txn.queue_recompress(prepared.hash, n.ino);
+              u.queued = true;
             }
           }
         }
-        // The persisted size may only cover data that is committed: it stops
-        // at the lowest slot that still holds staged bytes (other than this
-        // version), so a crash never exposes zeros that were never written.
+        r.type = e.type;
+        u.data_end = std::max(u.data_end, slot_start + e.data->size());
+      }
+      for (auto& [np, u] : updates) {
+        node& n = *np;
+        // The persisted size may only cover data that is committed: it
+        // stops at the lowest slot that still holds staged bytes other than
+        // the versions this group settles, so a crash never exposes zeros
+        // that were never written. Once nothing is staged, it is the size.
+        std::set<std::uint64_t> settled;
+        for (std::size_t i = 0; i < group.size(); ++i)
+          if (group[i].n.get() == np && (fates[i] == fate::commit || fates[i] == fate::obsolete))
+            settled.insert(group[i].gen);
         std::uint64_t lowest_staged = std::numeric_limits<std::uint64_t>::max();
-        for (const auto& [i, other] : n->slots) {
-          const bool staged = other.dirty || other.in_flight.size() > other.in_flight.count(gen);
+        for (const auto& [i, other] : n.slots) {
+          bool staged = static_cast<bool>(other.dirty);
+          for (const auto& [gen, bytes] : other.in_flight) staged = staged || !settled.count(gen);
           if (staged) {
             lowest_staged = i * k_slot;
             break;
           }
         }
-        const std::uint64_t persisted = std::max(
-            n->persisted_size, std::min({n->size, slot_start + data->size(), lowest_staged}));
-        r.type = type;
-        store::inode_record p = r;
-        p.size = persisted;
+        if (lowest_staged == std::numeric_limits<std::uint64_t>::max() && n.write_error == 0)
+          u.persisted = n.size;
+        else
+          u.persisted = std::max(n.persisted_size, std::min({n.size, u.data_end, lowest_staged}));
+        store::inode_record p = u.record;
+        p.size = u.persisted;
         txn.put_inode(p);
-        commit(txn);
-        // st_blocks moved behind the kernel's back: it may cache the old one
-        // for attr_timeout.
-        if (n->record.stored_bytes != r.stored_bytes && n->lookups > 0)
-          invalidate_attributes(n->ino);
-        n->record.stored_bytes = r.stored_bytes;
-        n->record.type = r.type;
-        n->record.flags = r.flags;
-        n->persisted_size = persisted;
-        queued_any = queued;
-        s.committed_gen = gen;
-        s.in_flight.erase(s.in_flight.begin(), s.in_flight.upper_bound(gen));
-        break;
-      } catch (const store::chunk_missing& missing) {
-        // A chunk we meant to share was released meanwhile: encode it. Each
-        // retry encodes one more chunk, so this ends.
-        // (Rare; it runs under the file's lock.) An exception must not
-        // leave this function: the slot's bookkeeping below must run.
-        bool encoded = false;
-        try {
-          for (slot_chunk& c : chunks) {
+      }
+      commit(txn);
+      break;
+    } catch (const store::chunk_missing& missing) {
+      // A chunk we meant to share was released meanwhile: encode it. Each
+      // retry encodes one more chunk, so this ends. (Rare; it runs under
+      // the files' locks.)
+      bool encoded = false;
+      try {
+        for (std::size_t i = 0; i < group.size() && !encoded; ++i) {
+          if (fates[i] != fate::commit) continue;
+          for (slot_chunk& c : group[i].chunks) {
             if (c.prepared && !c.prepared->encoded && c.prepared->hash == missing.hash) {
-              prepare(c, true);
+              prepare_slot_chunk(c, *group[i].data, group[i].type, true);
               encoded = true;
+              break;
             }
           }
-        } catch (const std::exception& e) {
-          log_error("inode " + std::to_string(n->ino) + ": encoding failed: " + e.what());
-          encoded = false;
         }
-        if (!encoded || attempt > static_cast<int>(chunks.size())) {
-          error = EIO;
-          break;
-        }
-      } catch (const store::store_error& e) {
-        log_error("inode " + std::to_string(n->ino) + ": commit failed: " + e.what());
-        error = e.error_number();
-        break;
-      } catch (const std::exception& e) {
-        log_error("inode " + std::to_string(n->ino) + ": commit failed: " + e.what());
+      } catch (const std::exception& ex) {
+        log_error("chunk " + missing.hash.hex() + ": encoding failed: " + ex.what());
+        encoded = false;
+      }
+      if (!encoded || attempt > chunk_count) {
         error = EIO;
         break;
       }
+    } catch (const store::store_error& ex) {
+      log_error("committing " + std::to_string(updates.size()) + " file(s): " + ex.what());
+      error = ex.error_number();
+      break;
+    } catch (const std::exception& ex) {
+      log_error("committing " + std::to_string(updates.size()) + " file(s): " + ex.what());
+      error = EIO;
+      break;
     }
   }
+
+  bool queued_any = false;  // the re-encoder is told after the locks below
+  std::vector<std::uint64_t> attributes_changed;
+  if (error == 0) {
+    for (auto& [np, u] : updates) {
+      node& n = *np;
+      // st_blocks moved behind the kernel's back: it may cache the old one
+      // for attr_timeout.
+      if (n.record.stored_bytes != u.record.stored_bytes && n.lookups > 0)
+        attributes_changed.push_back(n.ino);
+      n.record.stored_bytes = u.record.stored_bytes;
+      n.record.type = u.record.type;
+      n.record.flags = u.record.flags;
+      n.persisted_size = u.persisted;
+      n.record_dirty = false;  // the record just stored is n.record
+      queued_any = queued_any || u.queued;
+    }
+  } else {
+    for (fate& f : fates)
+      if (f == fate::commit) f = fate::failed;
+  }
+
+  std::size_t released_bytes = 0;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    encoded_slot& e = group[i];
+    node& n = *e.n;
+    staged_slot& s = n.slots[e.index];
+    released_bytes += e.data->size();
+    if (fates[i] == fate::commit) {
+      s.committed_gen = e.gen;
+      // An older version must never serve a read or become the base of a
+      // new write once a newer one has landed.
+      s.in_flight.erase(s.in_flight.begin(), s.in_flight.upper_bound(e.gen));
+    }
+    s.in_flight.erase(e.gen);
+    --s.jobs;
+    n.running_jobs.erase(e.gen);
+    if (fates[i] == fate::failed) {
+      const int why = e.error != 0 ? e.error : error;
+      if (n.write_error == 0) n.write_error = why;
+      // Keep the data staged so a flush after space is freed can still
+      // store it, unless a newer version exists (built on top of this one).
+      const bool newer = s.dirty || s.committed_gen > e.gen ||
+                         (!s.in_flight.empty() && s.in_flight.rbegin()->first > e.gen);
+      if (!newer) {
+        s.dirty = std::make_shared<std::string>(*e.data);
+        s.dirty_gen = n.next_gen++;
+        ++n.dirty_slots;
+      }
+    }
+    --n.in_flight_slots;
+    if (s.empty()) n.slots.erase(e.index);
+    if (i + 1 == group.size() || group[i + 1].n != e.n) n.data_cv.notify_all();
+  }
+  meta.unlock();
+  data_locks.clear();
+  {
+    std::lock_guard staging(staging_mutex_);
+    in_flight_bytes_ -= released_bytes;
+  }
+  staging_cv_.notify_all();
+  for (const std::uint64_t ino : attributes_changed) invalidate_attributes(ino);
   if (recompressor_) {
     recompressor_->note_activity();
     if (queued_any) recompressor_->notify();
   }
-  s.in_flight.erase(gen);
-  --s.jobs;
-  n->running_jobs.erase(gen);
-  if (error != 0) {
-    if (n->write_error == 0) n->write_error = error;
-    // Keep the data staged so a flush after space is freed can still store
-    // it, unless a newer version exists (it was built on top of this one).
-    const bool newer = s.dirty || s.committed_gen > gen ||
-                       (!s.in_flight.empty() && s.in_flight.rbegin()->first > gen);
-    if (!newer) {
-      s.dirty = std::make_shared<std::string>(*data);
-      s.dirty_gen = n->next_gen++;
-      ++n->dirty_slots;
+  meta.lock();
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    if (i > 0 && group[i].n == group[i - 1].n) continue;
+    try {
+      maybe_release(group[i].n);
+    } catch (const std::exception& ex) {
+      // Stays an orphan in the store; the next mount releases it.
+      log_error("inode " + std::to_string(group[i].n->ino) + ": release failed: " + ex.what());
     }
   }
-  --n->in_flight_slots;
-  if (s.empty()) n->slots.erase(index);
-  n->data_cv.notify_all();
-  lock.unlock();
-  {
-    std::lock_guard staging(staging_mutex_);
-    in_flight_bytes_ -= data->size();
-  }
-  staging_cv_.notify_all();
-  std::lock_guard meta(meta_mutex_);
-  maybe_release(n);
 }
 
 void filesystem::wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n) {
@@ -530,8 +620,10 @@ void filesystem::wait_for_staging_room(std::unique_lock<std::mutex>& lock, node&
     if (in_flight_bytes_ <= options_.max_staged_bytes) return;
   }
   // Wait without holding the file's lock: the commits we wait for need it.
+  // Room comes back only as groups commit: they go at once meanwhile.
   lock.unlock();
   {
+    write_back::urgent hurry(write_back_.get());
     std::unique_lock staging(staging_mutex_);
     staging_cv_.wait(staging, [this] { return in_flight_bytes_ <= options_.max_staged_bytes; });
   }
@@ -539,35 +631,45 @@ void filesystem::wait_for_staging_room(std::unique_lock<std::mutex>& lock, node&
 }
 
 void filesystem::wait_in_flight(std::unique_lock<std::mutex>& lock, node& n) {
+  if (n.in_flight_slots == 0) return;
+  write_back::urgent hurry(write_back_.get());
   n.data_cv.wait(lock, [&] { return n.in_flight_slots == 0; });
 }
 
-int filesystem::flush_data(std::unique_lock<std::mutex>& lock, node& n) {
-  // A small file's only slot is encoded here, on the thread that waits for
-  // it: handing a few KiB to a worker costs two thread switches, more than
-  // its zstd -1 pass (rsync and cp -a close thousands of small files).
-  // Larger or several slots go to the workers, which encode in parallel.
-  constexpr std::size_t k_encode_here_bytes = 64u << 10;
-  std::function<void()> here;
-  if (n.dirty_slots == 1 && n.in_flight_slots == 0) {
-    for (auto& [index, s] : n.slots) {
-      if (s.dirty && s.dirty->size() <= k_encode_here_bytes) here = take_slot(n, index);
-    }
+int filesystem::flush_data(std::unique_lock<std::mutex>& lock, node& n, bool take_error) {
+  submit_dirty_slots(n);
+  const std::uint64_t staged_so_far = n.next_gen - 1;
+  const auto landed = [&] {
+    return n.running_jobs.empty() || *n.running_jobs.begin() > staged_so_far;
+  };
+  if (!landed()) {
+    write_back::urgent hurry(write_back_.get());
+    n.data_cv.wait(lock, landed);
   }
-  if (here) {
-    lock.unlock();
-    here();
-    lock.lock();
-  }
+  store_record_if_settled(n);
+  return take_error ? std::exchange(n.write_error, 0) : n.write_error;
+}
+
+int filesystem::write_behind(node& n) {
+  // Write-behind: nothing here waits for an encode or a commit. The slots
+  // go to the workers; their commit comes with a group (write_back.h).
+  std::unique_lock lock(n.data_mutex);
+  submit_dirty_slots(n);
+  store_record_if_settled(n);
+  return std::exchange(n.write_error, 0);
+}
+
+void filesystem::submit_dirty_slots(node& n) {
   for (auto& [index, s] : n.slots)
     if (s.dirty) submit_slot(n, index);
-  const std::uint64_t staged_so_far = n.next_gen - 1;
-  n.data_cv.wait(lock,
-                 [&] { return n.running_jobs.empty() || *n.running_jobs.begin() > staged_so_far; });
+}
+
+void filesystem::store_record_if_settled(node& n) {
   std::lock_guard meta(meta_mutex_);
   if (n.write_error == 0 && !n.has_staged() && !n.purged &&
       (n.persisted_size != n.size || n.record_dirty)) {
-    // Everything is committed: the persisted size may now be the real one.
+    // Everything is committed: the persisted size may now be the real one
+    // (a truncate that extended the file, an mtime from a write).
     store::transaction txn;
     store::inode_record r = n.record;
     r.size = n.size;
@@ -576,7 +678,26 @@ int filesystem::flush_data(std::unique_lock<std::mutex>& lock, node& n) {
     n.persisted_size = n.size;
     n.record_dirty = false;
   }
-  return std::exchange(n.write_error, 0);
+}
+
+int filesystem::sync_all(const node* own) {
+  const std::vector<std::shared_ptr<node>> nodes = table_.all();
+  // Every file's slots to the workers first, so they encode in parallel;
+  // then wait for each. Other files' errors stay theirs, for their own
+  // close or fsync (with no `own`, the first is returned, not cleared).
+  for (const auto& n : nodes) {
+    if (!n->regular) continue;
+    std::unique_lock lock(n->data_mutex);
+    submit_dirty_slots(*n);
+  }
+  int error = 0;
+  for (const auto& n : nodes) {
+    if (!n->regular) continue;
+    std::unique_lock lock(n->data_mutex);
+    const int e = flush_data(lock, *n, n.get() == own);
+    if (n.get() == own || (own == nullptr && error == 0)) error = e;
+  }
+  return error;
 }
 
 std::uint64_t filesystem::plan_truncate(node& n, std::uint64_t new_size, store::transaction& txn) {

@@ -28,6 +28,7 @@
 #include "fs/recompressor.h"
 #include "fs/request_counts.h"
 #include "fs/worker_pool.h"
+#include "fs/write_back.h"
 #include "store/store.h"
 
 namespace densefs::fs {
@@ -173,6 +174,9 @@ class filesystem {
   std::shared_ptr<node> make_node(fuse_req_t req, node& parent, const char* name, mode_t mode,
                                   dev_t rdev, std::string_view symlink_target);
   void check_name(const char* name) const;
+  // Before a rename: commits the staged data of the file `name` in `parent`
+  // names, if it has any (write-behind ordering). No lock held.
+  void land_before_rename(std::uint64_t parent, const char* name);
   // readdir's listing of `dir`: the cached one unless the directory changed
   // since it was read (node::dir_version). Takes dir.listing_mutex.
   std::shared_ptr<const dir_listing> listing_of(node& dir);
@@ -245,8 +249,22 @@ class filesystem {
   // encodes and commits it (to submit, or to run with n.data_mutex released).
   std::function<void()> take_slot(node& n, std::uint64_t slot_index);
   // Submits every dirty slot and waits until all are committed; returns
-  // the first error a background commit hit (0 if none) and clears it.
-  int flush_data(std::unique_lock<std::mutex>& lock, node& n);
+  // the first error a background commit hit (0 if none), and clears it
+  // when `take_error` (the caller reports it to this file's user).
+  int flush_data(std::unique_lock<std::mutex>& lock, node& n, bool take_error = true);
+  // close(2) and release: submits the dirty slots and returns without
+  // waiting (write-behind); returns and clears an error a background commit
+  // hit since the last close or fsync. Takes n.data_mutex.
+  int write_behind(node& n);
+  void submit_dirty_slots(node& n);
+  // With nothing staged: stores the record if the size or attributes in
+  // memory are ahead of the store. Takes meta_mutex_.
+  void store_record_if_settled(node& n);
+  // fsync, fsyncdir, `densefs sync`, the stats xattr: every file's staged
+  // data committed (not synced: the caller syncs when it must). Returns
+  // `own`'s error (cleared), never the others' (kept for them); with no
+  // `own`, the first error of any file (kept).
+  int sync_all(const node* own);
   // Truncation in three steps so that a truncate and the attribute changes
   // that come with it are one commit: wait for in-flight encodes, add the
   // extent changes to the caller's transaction (returns the new
@@ -275,12 +293,18 @@ class filesystem {
                         std::uint64_t saved, bool fell_back, bool references);
   void commit_recompressed(const store::recompress_item& item, store::transaction txn,
                            std::uint64_t saved, bool fell_back, bool references);
-  // `before`: the end of the previous slot, as staged when this one was
-  // submitted (null: the committed bytes are read), so content-defined cuts
-  // line up across slots (codec::chunk_ends).
-  void encode_and_commit(std::shared_ptr<node> n, std::uint64_t slot_index, std::uint64_t gen,
-                         std::shared_ptr<const std::string> data, codec::file_type type,
-                         std::shared_ptr<const std::string> before);
+  // On a worker: cuts and encodes one slot version and hands it to the
+  // write-back queue. `before`: the end of the previous slot, as staged when
+  // this one was submitted (null: the committed bytes are read), so
+  // content-defined cuts line up across slots (codec::chunk_ends).
+  void encode_slot(std::shared_ptr<node> n, std::uint64_t slot_index, std::uint64_t gen,
+                   std::shared_ptr<const std::string> data, codec::file_type type,
+                   std::shared_ptr<const std::string> before);
+  void prepare_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type,
+                          bool force) const;
+  // On the committer thread: one transaction for a group of encoded slot
+  // versions of any files (write_back.h), then each slot's bookkeeping.
+  void commit_group(std::vector<encoded_slot>& group);
   std::shared_ptr<const std::string> staged_context(node& n, std::uint64_t index) const;
   void wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n);
   // Open and create: keep the kernel's cached pages of `n` only where they
@@ -293,21 +317,23 @@ class filesystem {
   // ctime or is a day old; true if it did (the caller then invalidates the
   // kernel's attributes, outside the mutex). Caller holds meta_mutex_.
   bool touch_atime(node& n) const;
-  // Flushes a regular file for flush/fsync/release; when that changed what
-  // the kernel caches (st_blocks, size), tells it to drop its attributes so
-  // `du` right after close() is right.
-  int flush_and_invalidate(node& n);
+  // sync_all, then the store synced: fsync, fsyncdir, `densefs sync`.
+  int sync_everything(const node* own);
 
   mount_options options_;
   request_counts requests_;
   fuse_session* session_ = nullptr;
   std::unique_ptr<store::store> store_;
   std::unique_ptr<worker_pool> workers_;
+  // Group commits of encoded file data (not on a read-only mount).
+  std::unique_ptr<write_back> write_back_;
   std::unique_ptr<recompressor> recompressor_;
   // Automatic garbage collection (not on a read-only mount).
   std::unique_ptr<garbage_collector> gc_;
   // The control socket's "gc" request (gc_control.cpp).
   void register_gc_handler(control_server& server);
+  // The control socket's "sync" request (sync_control.cpp): `densefs sync`.
+  void register_sync_handler(control_server& server);
   // Decodes chunks for reads that miss the chunk cache (one thread per core).
   std::unique_ptr<worker_pool> decoders_;
   // Sequential read detection and prefetch (none without a chunk cache).

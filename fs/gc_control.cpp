@@ -21,6 +21,9 @@ void filesystem::register_gc_handler(control_server& server) {
         throw control_error(EINVAL, "gc: \"dry_run\" must be true or false");
       dry_run = request["dry_run"].get<bool>();
     }
+    // What the store holds once what was written before is in it
+    // (write-behind): a measure or a collection right after a copy sees it.
+    sync_all(nullptr);
     if (dry_run) {
       response.header({{"dry_run", true}});
       response.summary({{"dry_run", true},

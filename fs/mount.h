@@ -2,6 +2,7 @@
 // behind it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
 #include <string>
@@ -49,6 +50,11 @@ struct mount_options {
   // Bytes of file data staged in memory (dirty + being encoded) before
   // writers wait for the encoder: bounds memory on huge sequential writes.
   std::size_t max_staged_bytes = 256u << 20;
+  // Write-behind: a closed file's encoded data waits at most this long
+  // before it is committed with others in one transaction (-o commit=SEC;
+  // ext4's commit= is 5 s). fsync, `densefs sync`, a rename of the file,
+  // unmount and SIGTERM commit at once. docs/design.md, "Write-behind".
+  std::chrono::milliseconds commit_interval{1000};
   // Overrides the store's codec policy when set (-o codec=SPEC, the grammar
   // of codec/policy.h, e.g. "default/text=zstd:level=9" or "zstd").
   std::string codec_spec;

@@ -64,6 +64,9 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   unsigned threads = options_.encode_threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   workers_ = std::make_unique<worker_pool>(threads);
+  // Also on a read-only mount: `mount -o remount,rw` may make it writable.
+  write_back_ = std::make_unique<write_back>(
+      options_.commit_interval, [this](std::vector<encoded_slot>& group) { commit_group(group); });
   decoders_ = std::make_unique<worker_pool>(std::max(1u, std::thread::hardware_concurrency()));
   if (store_->caches_chunks())
     read_ahead_ = std::make_unique<read_ahead>(*store_, options_.chunk_cache_bytes,
@@ -118,7 +121,8 @@ void filesystem::shutdown() {
       log_error("inode " + std::to_string(n->ino) + ": flush at unmount failed: " + e.what());
     }
   }
-  workers_.reset();  // drains the queue
+  workers_.reset();     // drains the queue
+  write_back_.reset();  // commits what the last encodes queued
   try {
     purge_orphans();  // the kernel is gone: nothing references them now
   } catch (const std::exception& e) {

@@ -207,6 +207,18 @@ void filesystem::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   });
 }
 
+void filesystem::land_before_rename(std::uint64_t parent, const char* name) {
+  if (options_.read_only) return;
+  const auto entry = store_->get_dirent(parent, name);
+  if (!entry) return;
+  const auto n = table_.find(entry->ino);
+  if (!n || !n->regular || !n->has_staged()) return;
+  std::unique_lock lock(n->data_mutex);
+  // The error stays the file's too (its close or fsync reports it); the
+  // rename fails rather than name data that is not stored.
+  if (const int error = flush_data(lock, *n, false)) throw fs_error(error);
+}
+
 void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
                         const char* newname, unsigned int flags) {
   run_op(req, "rename", [&] {
@@ -217,6 +229,13 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
     check_name(newname);
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) throw fs_error(EINVAL);
     if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) throw fs_error(EINVAL);
+    // Write-behind must not reorder a write-then-rename (rsync, editors,
+    // package managers): the file's data commits before the rename that
+    // names it, so after a crash the name holds the old file or the whole
+    // new one, never an empty or partial one. Only a file with staged data
+    // waits, and only for its own data.
+    land_before_rename(parent, name);
+    if (flags & RENAME_EXCHANGE) land_before_rename(newparent, newname);
     std::unique_lock meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
     auto from_dir = get_node(parent);

@@ -240,20 +240,23 @@ void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::siz
   });
 }
 
+// close(2) and the last release of a handle return once the data is staged
+// (write-behind): encoding and the commit follow in the background, and an
+// error they hit is returned by the file's next close or fsync.
 void filesystem::flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   run_op(req, "flush", [&] {
     auto n = get_node(ino);
     vouch_for_cache(*n, fi);
-    fuse_reply_err(req, flush_and_invalidate(*n));
+    fuse_reply_err(req, n->regular ? write_behind(*n) : 0);
   });
 }
 
 void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   run_op(req, "release", [&] {
     auto n = get_node(ino);
-    int error;
+    int error = 0;
     try {
-      error = flush_and_invalidate(*n);
+      if (n->regular) error = write_behind(*n);
     } catch (const std::exception& e) {
       log_error("inode " + std::to_string(n->ino) + ": flush at close failed: " + e.what());
       error = EIO;
@@ -273,39 +276,28 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   });
 }
 
+// fsync and fdatasync make everything written through the mount before
+// them durable, not only this file: one synced RocksDB log holds every
+// commit, so this costs no more disk flushes than one file would, and
+// "close, then fsync another file" orders the two as users expect
+// (docs/design.md, "Durability").
 void filesystem::fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
   run_op(req, "fsync", [&] {
     auto n = get_node(ino);
-    const int error = flush_and_invalidate(*n);
-    if (error == 0) store_->sync();
+    const int error = sync_everything(n.get());
     fuse_reply_err(req, error);
   });
 }
 
-int filesystem::flush_and_invalidate(node& n) {
-  if (!n.regular) return 0;
-  std::uint64_t stored_before, stored_after;
-  {
-    std::lock_guard meta(meta_mutex_);
-    stored_before = n.record.stored_bytes;
-  }
-  std::unique_lock lock(n.data_mutex);
-  const int error = flush_data(lock, n);
-  lock.unlock();
-  {
-    std::lock_guard meta(meta_mutex_);
-    stored_after = n.record.stored_bytes;
-  }
-  // Attributes only (negative offset): no page locks are taken, so this is
-  // safe inside a request for the same inode.
-  if (stored_after != stored_before && session_)
-    fuse_lowlevel_notify_inval_inode(session_, n.ino, -1, 0);
+int filesystem::sync_everything(const node* own) {
+  const int error = sync_all(own);
+  store_->sync();
   return error;
 }
 
 void filesystem::fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
   run_op(req, "fsyncdir", [&] {
-    store_->sync();
+    sync_everything(nullptr);
     fuse_reply_err(req, 0);
   });
 }

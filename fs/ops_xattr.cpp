@@ -99,6 +99,9 @@ std::string filesystem::info_json(node& n, std::size_t max_chunk_list_bytes) {
   std::uint64_t pending = 0;
   {
     std::unique_lock lock(n.data_mutex);
+    // How the file is stored once what was written before is stored
+    // (write-behind): its chunks, not "pending". Errors stay for its close.
+    if (n.regular) flush_data(lock, n, false);
     for (const auto& [index, s] : n.slots) {
       if (s.dirty) pending += s.dirty->size();
       for (const auto& [gen, data] : s.in_flight) pending += data->size();
@@ -209,6 +212,9 @@ void filesystem::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, cons
 void filesystem::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std::size_t size) {
   run_op(req, "getxattr", [&] {
     if (std::strcmp(name, k_xattr_stats) == 0) {
+      // What the store holds once what was written before is in it:
+      // write-behind must not make `densefs stats` after a copy lag.
+      sync_all(nullptr);
       reply_value(req, stats_json(), size);
       return;
     }

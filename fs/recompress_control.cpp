@@ -123,6 +123,7 @@ void filesystem::register_control_handlers(control_server& server) {
     response.summary({{"files", files}, {"chunks", queued.size()}});
   });
   register_gc_handler(server);
+  register_sync_handler(server);
 }
 
 }  // namespace densefs::fs

@@ -26,7 +26,7 @@ constexpr command k_commands[] = {
     {"stats", stats_main}, {"info", info_main},   {"analyze", analyze_main},
     {"cat", cat_main},     {"codec", codec_main}, {"recompress", recompress_main},
     {"fsck", fsck_main},   {"czip", czip_main},   {"gc", gc_main},
-    {"bench", bench_main},
+    {"bench", bench_main}, {"sync", sync_main},
 };
 
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
@@ -37,6 +37,8 @@ commands:
   mount STORE MOUNTPOINT [-f] [-o OPTIONS]
                                      mount a store (as a daemon unless -f)
   umount MOUNTPOINT                  unmount; returns once the store is written
+  sync PATH [--json]                 make everything written through PATH's mount
+                                     durable (closed files' data included)
   stats STORE|MOUNTPOINT [--json]    logical and stored size, ratio, dedup savings
   info PATH [--json]                 how one file is stored: chunks and codecs
   analyze DIR [--json] [--codec SPEC] [--full]

@@ -49,6 +49,9 @@ const char* const k_mount_usage =
      encode_threads=N   compression threads (default: one per core)
      max_staged=SIZE    file data staged in memory before writers wait
                         (default 256M; K/M/G suffixes)
+     commit=SEC         closed files' data is committed in groups at least
+                        this often (default 1; fsync, densefs sync and
+                        umount commit at once; docs/design.md)
      debug, foreground  as -d, -f
   fstab noise (nofail, _netdev, auto, noauto, user, users, defaults, comment=,
   x-*, subtype=, fsname=) is ignored; other options go to FUSE as they are.
@@ -180,6 +183,12 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
       bad_value(key, value, "at least one chunk (4M)");
     }
     o.max_staged_bytes = bytes;
+  } else if (key == "commit" && has_value) {
+    const double seconds = parse_seconds(key, value);
+    // Longer only holds more memory (max_staged bounds it) and risks more
+    // at a crash; ext4 allows any, but a typo of minutes is likelier.
+    if (seconds > 300) bad_value(key, value, "at most 300 seconds");
+    o.commit_interval = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
   } else if (key == "chunk_cache" && has_value) {
     o.chunk_cache_bytes = parse_size(key, value);
   } else if (key == "io" && has_value) {
@@ -188,7 +197,8 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     o.io = *mode;
   } else if (key == "entry_timeout" || key == "attr_timeout" || key == "negative_timeout" ||
              key == "encode_threads" || key == "max_staged" || key == "chunk_cache" ||
-             key == "io" || key == "lepton" || key == "ingest" || key == "recompress_threads") {
+             key == "io" || key == "lepton" || key == "ingest" || key == "recompress_threads" ||
+             key == "commit") {
     throw usage_error("-o " + std::string(key) + " needs a value (" + std::string(key) + "=...)");
   } else {
     // libfuse and the kernel know the rest (noatime, nosuid, max_read=, ...)

@@ -41,6 +41,7 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io);
 int fsck_main(const std::vector<std::string>& args, const tool_io& io);
 int czip_main(const std::vector<std::string>& args, const tool_io& io);
 int gc_main(const std::vector<std::string>& args, const tool_io& io);
+int sync_main(const std::vector<std::string>& args, const tool_io& io);
 int bench_main(const std::vector<std::string>& args, const tool_io& io);
 
 }  // namespace densefs::tools

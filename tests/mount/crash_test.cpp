@@ -9,10 +9,12 @@
 //
 // What densefs promises (docs/design.md, "Metadata operations" and "Writes"):
 // * every operation is one RocksDB batch: after a crash all of it or none;
-// * `fsync`/`fsyncdir` make everything before them durable (the whole WAL is
-//   synced), and `close` commits the file's staged data first. The writer is
-//   one thread that closes each file before its next operation, so after any
-//   fsync every path must hold exactly what the writer last wrote;
+// * `fsync`/`fsyncdir` make everything before them durable: every file's
+//   staged data is committed (write-behind holds closed files' data for up
+//   to -o commit=SEC) and the whole WAL is synced. So after any fsync every
+//   path must hold exactly what the writer last wrote;
+// * a rename of a file with staged data commits that data first, so a name
+//   holds one of the states of the file renamed to it, whole;
 // * a file's persisted size never runs ahead of committed data: a file being
 //   written sequentially is found as a prefix of what was written (never
 //   zeros that were not written); an overwrite leaves each byte old or new;

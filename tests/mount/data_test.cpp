@@ -129,6 +129,9 @@ TEST_P(data, files_of_edge_sizes_round_trip_after_write_reopen_and_remount) {
       }
     }
   };
+  // st_blocks is the stored size once the data is committed: write-behind
+  // commits closed files within -o commit=SEC, densefs sync at once.
+  sync_mount();
   check_all("after close and reopen");
   remount();
   check_all("after remount");

@@ -173,7 +173,7 @@ for i, ext in enumerate(["docx", "odt", "jar", "whl", "zip", "epub"]):
 
 TEST_F(deflate, a_kill_during_the_background_pass_loses_nothing) {
   const auto files = write_all(path("gz"));
-  ::sync();
+  sync_mount();
   eventually([&] { return codec_chunks(stats(), "deflate") >= 5; }, 120s);
   kill_daemon();
   mount();

@@ -146,7 +146,7 @@ TEST_F(gc, gc_on_a_live_mount_runs_in_the_daemon_and_keeps_live_files) {
   write_file(path("kept.bin"), kept);
   for (int i = 0; i < 8; ++i)
     write_file(path("gone" + std::to_string(i)), random_bytes(4 * k_mib, 30 + i));
-  ::sync();
+  sync_mount();
   for (int i = 0; i < 8; ++i) stdfs::remove(path("gone" + std::to_string(i)));
 
   const json dry = gc_json(store_, true);
@@ -198,9 +198,9 @@ TEST_F(gc, kill_minus_nine_during_pack_compaction_loses_nothing) {
         gone.push_back(name);
       }
     }
-    ::sync();
+    sync_mount();
     for (const auto& name : gone) stdfs::remove(path(name));
-    ::sync();
+    sync_mount();
     const auto list_packs = [this] {
       std::set<std::string> names;
       std::error_code ec;
@@ -286,7 +286,7 @@ TEST_F(gc, the_daemon_collects_by_itself_once_deleting_stops) {
   const std::uint64_t empty = empty_store_bytes(work_);
   for (int i = 0; i < 8; ++i)
     write_file(path("f" + std::to_string(i)), random_bytes(4 * k_mib, 50 + i));
-  ::sync();
+  sync_mount();
   EXPECT_GE(dir_bytes(store_), 32 * k_mib);
   for (int i = 0; i < 8; ++i) stdfs::remove(path("f" + std::to_string(i)));
   // The collector looks every 5 s and starts when the garbage did not grow

@@ -355,6 +355,11 @@ void mount_test::SetUp() {
   ASSERT_NO_FATAL_FAILURE(mount());
 }
 
+void mount_test::sync_mount() {
+  const auto r = run_command({densefs_binary(), "sync", mnt_.string()});
+  ASSERT_EQ(r.exit_code, 0) << "densefs sync " << mnt_ << ": " << r.err;
+}
+
 void mount_test::TearDown() {
   if (work_.empty()) return;
   if (mounted()) unmount();

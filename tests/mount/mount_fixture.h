@@ -88,6 +88,10 @@ class mount_test : public ::testing::Test {
   // still open on the dead mount), then clears the dead mount.
   void kill_daemon(const std::function<void()>& after_kill = {});
   bool mounted() const { return daemon_pid_ > 0; }
+  // `densefs sync MNT`: everything written so far committed and synced
+  // (write-behind keeps closed files' data staged until a group commit;
+  // sync(2) does not reach a FUSE daemon). Fails the test if it fails.
+  void sync_mount();
 
   // `densefs stats MNT --json` and `densefs info PATH --json`, parsed.
   nlohmann::json stats();

@@ -31,6 +31,7 @@ TEST(mount_args, defaults_with_two_paths) {
   EXPECT_EQ(o.writeback_cache, d.writeback_cache);
   EXPECT_EQ(o.encode_threads, d.encode_threads);
   EXPECT_EQ(o.max_staged_bytes, d.max_staged_bytes);
+  EXPECT_EQ(o.commit_interval, std::chrono::milliseconds(1000));
   EXPECT_TRUE(o.codec_spec.empty());
   EXPECT_TRUE(o.fuse_options.empty());
 }
@@ -70,11 +71,12 @@ TEST(mount_args, options_in_every_form) {
 
   // Glued -oX, repeated -o, options before the paths.
   o = parse_mount_args({"-oro", "-o", "negative_timeout=3", "-onoatime,encode_threads=3", "store",
-                        "mnt", "-o", "max_staged=64M"});
+                        "mnt", "-o", "max_staged=64M,commit=2.5"});
   EXPECT_TRUE(o.read_only);
   EXPECT_DOUBLE_EQ(o.negative_timeout, 3.0);
   EXPECT_EQ(o.encode_threads, 3u);
   EXPECT_EQ(o.max_staged_bytes, std::size_t{64} << 20);
+  EXPECT_EQ(o.commit_interval, std::chrono::milliseconds(2500));
   EXPECT_EQ(o.fuse_options, std::vector<std::string>{"noatime"});
   EXPECT_EQ(o.store_dir, "store");
   EXPECT_EQ(o.mountpoint, "mnt");
@@ -154,6 +156,10 @@ TEST(mount_args, bad_values_are_usage_errors_naming_the_option) {
   expect_usage_error({"s", "m", "-o", "max_staged=12X"}, "max_staged");
   expect_usage_error({"s", "m", "-o", "max_staged=1M"}, "max_staged");  // below one chunk
   expect_usage_error({"s", "m", "-o", "max_staged=99999999999999999999"}, "max_staged");
+  expect_usage_error({"s", "m", "-o", "commit=soon"}, "commit");
+  expect_usage_error({"s", "m", "-o", "commit=-1"}, "commit");
+  expect_usage_error({"s", "m", "-o", "commit=301"}, "commit");
+  expect_usage_error({"s", "m", "-o", "commit"}, "commit");
   expect_usage_error({"s", "m", "-o", "codec=gzip"}, "gzip");
   expect_usage_error({"s", "m", "-o", "codec=zstd:level=99"}, "99");
   expect_usage_error({"s", "m", "-o", "ro=1"}, "ro");

@@ -1,0 +1,98 @@
+#include "fs/write_back.h"
+
+#include <utility>
+
+namespace densefs::fs {
+
+write_back::write_back(std::chrono::milliseconds interval, commit_fn commit)
+    : interval_(interval), commit_(std::move(commit)), thread_([this] { run(); }) {}
+
+write_back::~write_back() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void write_back::add(encoded_slot slot) {
+  bool wake;
+  {
+    std::lock_guard lock(mutex_);
+    if (queue_.empty()) oldest_ = std::chrono::steady_clock::now();
+    queued_bytes_ += slot.data ? slot.data->size() : 0;
+    queue_.push_back(std::move(slot));
+    wake = urgent_ > 0 || queue_.size() >= k_group_slots || queued_bytes_ >= k_group_bytes ||
+           queue_.size() == 1;  // the committer sleeps without a deadline when empty
+  }
+  if (wake) cv_.notify_one();
+}
+
+write_back::urgent::urgent(write_back* wb) : wb_(wb) {
+  if (!wb_) return;
+  {
+    std::lock_guard lock(wb_->mutex_);
+    ++wb_->urgent_;
+  }
+  wb_->cv_.notify_one();
+}
+
+write_back::urgent::~urgent() {
+  if (!wb_) return;
+  std::lock_guard lock(wb_->mutex_);
+  --wb_->urgent_;
+}
+
+std::uint64_t write_back::groups_committed() const {
+  std::lock_guard lock(mutex_);
+  return groups_;
+}
+
+std::uint64_t write_back::slots_committed() const {
+  std::lock_guard lock(mutex_);
+  return slots_;
+}
+
+void write_back::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    const auto due = [&] {
+      return !queue_.empty() && (stopping_ || urgent_ > 0 || queue_.size() >= k_group_slots ||
+                                 queued_bytes_ >= k_group_bytes ||
+                                 std::chrono::steady_clock::now() >= oldest_ + interval_);
+    };
+    if (queue_.empty()) {
+      if (stopping_) return;
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      continue;
+    }
+    if (!due()) {
+      cv_.wait_until(lock, oldest_ + interval_, due);
+      if (!due()) continue;
+    }
+    // One group: at most k_group_slots versions or k_group_bytes (the
+    // first version always, however big).
+    std::vector<encoded_slot> group;
+    std::size_t bytes = 0;
+    while (!queue_.empty() && group.size() < k_group_slots &&
+           (group.empty() || bytes < k_group_bytes)) {
+      const std::size_t size = queue_.front().data ? queue_.front().data->size() : 0;
+      bytes += size;
+      queued_bytes_ -= size;
+      group.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    // What is left has waited since this group's commit began, at most.
+    oldest_ = std::chrono::steady_clock::now();
+    const std::size_t slots = group.size();
+    lock.unlock();
+    commit_(group);
+    group.clear();  // the nodes' last references may go here, off the lock
+    lock.lock();
+    ++groups_;
+    slots_ += slots;
+  }
+}
+
+}  // namespace densefs::fs

@@ -1,0 +1,110 @@
+// Write-behind with group commit. close(2) does not wait for a file's data
+// to be encoded and committed: its slots go to the worker pool, and each
+// encoded slot version waits here until the committer thread stores a whole
+// group of them (many files) as one store transaction. A group is committed
+// when it holds k_group_slots versions or k_group_bytes of file data, when
+// its oldest version has waited `interval` (-o commit=SEC), or at once while
+// someone waits for staged data (fsync, `densefs sync`, a rename of a file
+// with staged data, a writer waiting for staging room, unmount).
+// docs/design.md, "Write-behind".
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "codec/classify.h"
+#include "store/store.h"
+
+namespace densefs::fs {
+
+struct node;
+
+// One chunk of a slot, as the policy's chunker cut it.
+struct slot_chunk {
+  std::uint32_t offset = 0;  // in the slot
+  std::uint32_t length = 0;
+  // Absent for an all-zero chunk: a hole, nothing stored.
+  std::optional<store::prepared_chunk> prepared;
+  bool queue_recompress = false;
+};
+
+// One version (generation) of one 4 MiB slot of a file, encoded and waiting
+// for its commit. `data` stays in the slot's in_flight map until then, so
+// reads see it.
+struct encoded_slot {
+  std::shared_ptr<node> n;
+  std::uint64_t index = 0;
+  std::uint64_t gen = 0;
+  std::shared_ptr<const std::string> data;
+  codec::file_type type = codec::file_type::unknown;
+  std::vector<slot_chunk> chunks;
+  int error = 0;  // encoding failed: nothing to commit, the data stays staged
+};
+
+class write_back {
+ public:
+  // Commits a group; called on the committer thread only, so group commits
+  // never run concurrently. Must not throw: each slot's outcome is its own.
+  using commit_fn = std::function<void(std::vector<encoded_slot>& group)>;
+
+  // A group closes at this many slot versions or bytes of file data, or
+  // once its oldest version has waited `interval`. 1,024 small files or
+  // 64 MiB: one RocksDB write of a few hundred KiB of records, and little
+  // memory held past the interval of a writer flood (max_staged bounds it).
+  static constexpr std::size_t k_group_slots = 1024;
+  static constexpr std::size_t k_group_bytes = 64u << 20;
+
+  write_back(std::chrono::milliseconds interval, commit_fn commit);
+  // Commits everything queued, then stops the committer.
+  ~write_back();
+  write_back(const write_back&) = delete;
+  write_back& operator=(const write_back&) = delete;
+
+  // From a worker, once a slot version is encoded.
+  void add(encoded_slot slot);
+
+  // While an `urgent` object lives, queued versions are committed as soon
+  // as they arrive: someone is waiting for them.
+  class urgent {
+   public:
+    explicit urgent(write_back* wb);
+    ~urgent();
+    urgent(const urgent&) = delete;
+    urgent& operator=(const urgent&) = delete;
+
+   private:
+    write_back* wb_;
+  };
+
+  // Groups committed since the mount, and slot versions in them (stats).
+  std::uint64_t groups_committed() const;
+  std::uint64_t slots_committed() const;
+
+ private:
+  void run();
+
+  const std::chrono::milliseconds interval_;
+  const commit_fn commit_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<encoded_slot> queue_;
+  std::size_t queued_bytes_ = 0;
+  std::chrono::steady_clock::time_point oldest_{};  // when queue_.front() arrived
+  int urgent_ = 0;
+  bool stopping_ = false;
+  std::uint64_t groups_ = 0;
+  std::uint64_t slots_ = 0;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+}  // namespace densefs::fs

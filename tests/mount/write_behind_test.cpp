@@ -1,0 +1,234 @@
+// Write-behind with group commit (docs/design.md, "Write-behind" and
+// "Durability"): close(2) returns before a file's data is committed, and
+// what makes it durable is fsync, `densefs sync`, a rename of the file,
+// unmount and SIGTERM. The mount uses a long commit interval, so anything
+// these tests find stored after a kill -9 was stored by the rule under test,
+// not by the interval running out.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "tests/mount/mount_fixture.h"
+
+namespace densefs::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class write_behind : public mount_test {
+ protected:
+  std::string mount_options() const override { return "commit=300"; }
+
+  // What a closed file may be found as after a crash before its data was
+  // made durable: absent, empty, or a prefix of what was written; never
+  // other bytes.
+  static ::testing::AssertionResult prefix_or_empty(std::string_view written,
+                                                    std::string_view found) {
+    if (found.size() > written.size())
+      return ::testing::AssertionFailure() << "longer than written: " << found.size();
+    return same_bytes(written.substr(0, found.size()), found);
+  }
+
+  std::uint64_t daemon_rss_peak_kib() const {
+    std::ifstream status("/proc/" + std::to_string(daemon_pid_) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6));
+    }
+    return 0;
+  }
+};
+
+TEST_F(write_behind, close_returns_before_the_commit_and_reads_see_the_data) {
+  const std::string data = compressible_bytes(300 * k_kib, 1);
+  write_file(path("a"), data);
+  // Read back through the mount while the data is still staged.
+  EXPECT_TRUE(same_bytes(data, read_file(path("a"))));
+  struct stat st {};
+  ASSERT_EQ(::stat(path("a").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<std::uint64_t>(st.st_size), data.size());
+  EXPECT_GT(st.st_blocks, 0) << "st_blocks 0 makes tar --sparse store a file as holes";
+}
+
+TEST_F(write_behind, densefs_sync_makes_closed_files_durable) {
+  std::vector<std::string> contents;
+  for (int i = 0; i < 20; ++i) {
+    contents.push_back(compressible_bytes(static_cast<std::size_t>(1000 + i * 7000), 10 + i));
+    write_file(path("f" + std::to_string(i)), contents.back());
+  }
+  const auto r = run_command({densefs_binary(), "sync", mnt_.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out).contains("seconds")) << r.out;
+  kill_daemon();
+  mount();
+  for (int i = 0; i < 20; ++i)
+    EXPECT_TRUE(same_bytes(contents[i], read_file(path("f" + std::to_string(i))))) << i;
+}
+
+TEST_F(write_behind, densefs_sync_outside_a_mount_is_one_line_error) {
+  const auto r = run_command({densefs_binary(), "sync", scratch_.string()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("not inside a densefs mount"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  const auto missing = run_command({densefs_binary(), "sync", path("no/such").string()});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("No such file"), std::string::npos) << missing.err;
+}
+
+TEST_F(write_behind, fsync_of_one_file_makes_earlier_closed_files_durable) {
+  const std::string first = random_bytes(2 * k_mib + 123, 2);
+  write_file(path("closed"), first);
+  const std::string second = compressible_bytes(50 * k_kib, 3);
+  const int fd = ::open(path("synced").c_str(), O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(pwrite_all(fd, second, 0));
+  ASSERT_EQ(::fsync(fd), 0) << std::strerror(errno);
+  ::close(fd);
+  kill_daemon();
+  mount();
+  EXPECT_TRUE(same_bytes(first, read_file(path("closed"))));
+  EXPECT_TRUE(same_bytes(second, read_file(path("synced"))));
+}
+
+TEST_F(write_behind, rename_over_a_file_commits_the_new_data_first) {
+  // The save rsync and editors do: write a temporary, close it, rename it
+  // over the old file, and no fsync anywhere.
+  const std::string old_content = compressible_bytes(100 * k_kib, 4);
+  write_file(path("doc"), old_content);
+  ASSERT_EQ(run_command({densefs_binary(), "sync", mnt_.string()}).exit_code, 0);
+  std::vector<std::string> versions;
+  for (int i = 0; i < 5; ++i) {
+    versions.push_back(compressible_bytes(static_cast<std::size_t>(60 * k_kib + i * 4097), 5 + i));
+    write_file(path(".doc.tmp"), versions.back());
+    ASSERT_EQ(::rename(path(".doc.tmp").c_str(), path("doc").c_str()), 0);
+  }
+  // A new name made by a rename, no file replaced.
+  const std::string fresh = random_bytes(5 * k_mib, 11);
+  write_file(path("fresh.tmp"), fresh);
+  ASSERT_EQ(::rename(path("fresh.tmp").c_str(), path("fresh").c_str()), 0);
+  kill_daemon();
+  mount();
+  // The rename itself was not synced (no fsync): the name may hold any
+  // version it was renamed to, but always one of them, whole.
+  const std::string found = read_file(path("doc"));
+  bool whole = found == old_content;
+  for (const auto& v : versions) whole = whole || found == v;
+  EXPECT_TRUE(whole) << "doc is " << found.size() << " bytes, none of the versions written";
+  if (stdfs::exists(path("fresh"))) {
+    EXPECT_TRUE(same_bytes(fresh, read_file(path("fresh"))));
+  }
+  EXPECT_FALSE(stdfs::exists(path(".doc.tmp")));
+}
+
+TEST_F(write_behind, a_crash_before_the_commit_leaves_a_prefix_never_garbage) {
+  const std::string data = random_bytes(9 * k_mib + 17, 6);
+  write_file(path("big"), data);
+  const std::string small = compressible_bytes(3000, 7);
+  write_file(path("small"), small);
+  kill_daemon();
+  mount();
+  if (stdfs::exists(path("big"))) {
+    EXPECT_TRUE(prefix_or_empty(data, read_file(path("big"))));
+  }
+  if (stdfs::exists(path("small"))) {
+    EXPECT_TRUE(prefix_or_empty(small, read_file(path("small"))));
+  }
+  unmount();  // fsck needs the store unmounted
+  const auto checked = run_command({densefs_binary(), "fsck", store_.string()});
+  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+}
+
+TEST_F(write_behind, unmount_commits_staged_data) {
+  std::vector<std::string> contents;
+  for (int i = 0; i < 50; ++i) {
+    contents.push_back(compressible_bytes(static_cast<std::size_t>(100 + i * 3001), 20 + i));
+    write_file(path("u" + std::to_string(i)), contents.back());
+  }
+  remount();
+  for (int i = 0; i < 50; ++i)
+    EXPECT_TRUE(same_bytes(contents[i], read_file(path("u" + std::to_string(i))))) << i;
+}
+
+TEST_F(write_behind, sigterm_commits_staged_data) {
+  const std::string data = compressible_bytes(700 * k_kib, 8);
+  write_file(path("t"), data);
+  ASSERT_EQ(::kill(daemon_pid_, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(daemon_pid_, &status, 0), daemon_pid_);
+  // A daemon stopped by a signal exits with status 1 (remount_wait_test),
+  // after writing everything.
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << daemon_log();
+  daemon_pid_ = -1;
+  // The kernel side may still show the mount until it is cleared.
+  run_command({"fusermount3", "-u", "-z", mnt_.string()});
+  mount();
+  EXPECT_TRUE(same_bytes(data, read_file(path("t"))));
+}
+
+TEST_F(write_behind, stats_and_info_count_closed_files) {
+  const std::string data = compressible_bytes(2 * k_mib, 9);
+  write_file(path("s"), data);
+  EXPECT_EQ(stats_u64("logical_bytes"), data.size());
+  EXPECT_GT(stats_u64("stored_bytes"), 0u);
+  const auto i = info(path("s"));
+  EXPECT_EQ(i.value("pending_bytes", std::uint64_t{1}), 0u) << i.dump();
+  EXPECT_FALSE(i["chunks"].empty()) << i.dump();
+}
+
+TEST_F(write_behind, a_deleted_temporary_file_is_never_stored) {
+  const std::uint64_t before = stats_u64("stored_bytes");
+  for (int i = 0; i < 30; ++i) {
+    const std::string p = path("tmp" + std::to_string(i)).string();
+    write_file(p, random_bytes(64 * k_kib, 100 + static_cast<std::uint64_t>(i)));
+    ASSERT_EQ(::unlink(p.c_str()), 0);
+  }
+  EXPECT_EQ(stats_u64("stored_bytes"), before);
+  EXPECT_EQ(stats_u64("chunks"), 0u);
+}
+
+class write_behind_flood : public write_behind {
+ protected:
+  std::string mount_options() const override { return "commit=300,max_staged=16M,chunk_cache=0"; }
+};
+
+TEST_F(write_behind_flood, memory_stays_bounded_under_a_writer_flood) {
+  // 256 MiB of incompressible data in 64 files, no fsync, with max_staged
+  // 16 MiB and a commit interval that never runs out: writers wait for
+  // room, and room comes only from group commits. RSS must not follow the
+  // data written.
+  write_file(path("warm"), random_bytes(k_mib, 1));
+  const std::uint64_t base_kib = daemon_rss_peak_kib();
+  const std::string block = random_bytes(4 * k_mib, 77);
+  for (int f = 0; f < 64; ++f) {
+    const int fd = ::open(path("flood" + std::to_string(f)).c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    // Each file different: a counter in every 4 MiB block defeats dedup.
+    std::string mine = block;
+    std::memcpy(mine.data(), &f, sizeof f);
+    ASSERT_TRUE(pwrite_all(fd, mine, 0));
+    ::close(fd);
+  }
+  const std::uint64_t peak_kib = daemon_rss_peak_kib();
+  ASSERT_GT(base_kib, 0u);
+  // Staged plain data (16 MiB), its encodings, one slot per FUSE and worker
+  // thread in hand, RocksDB's memtables: far below the 256 MiB written.
+  EXPECT_LT(peak_kib - base_kib, 160u * 1024) << "base " << base_kib << " KiB, peak " << peak_kib;
+  remount();
+  for (int f = 0; f < 64; f += 9) {
+    std::string mine = block;
+    std::memcpy(mine.data(), &f, sizeof f);
+    EXPECT_TRUE(same_bytes(mine, read_file(path("flood" + std::to_string(f))))) << f;
+  }
+}
+
+}  // namespace
+}  // namespace densefs::test
