@@ -646,6 +646,9 @@ int filesystem::flush_data(std::unique_lock<std::mutex>& lock, node& n, bool tak
     write_back::urgent hurry(write_back_.get());
     n.data_cv.wait(lock, landed);
   }
+  // A failed commit keeps the data staged; once a retry stored it there is
+  // nothing left to report.
+  if (!n.has_staged()) n.write_error = 0;
   store_record_if_settled(n);
   return take_error ? std::exchange(n.write_error, 0) : n.write_error;
 }

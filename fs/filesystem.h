@@ -188,8 +188,9 @@ class filesystem {
   };
   // Encodes `batch` as readdirplus entries (skipping those removed since the
   // listing was read) and counts their lookups; returns the bytes used.
-  std::size_t fill_plus(fuse_req_t req, const std::vector<readdir_pick>& batch, char* buffer,
-                        std::size_t size, std::vector<std::shared_ptr<node>>& counted);
+  std::size_t fill_plus(fuse_req_t req, std::uint64_t dir, const std::vector<readdir_pick>& batch,
+                        char* buffer, std::size_t size,
+                        std::vector<std::shared_ptr<node>>& counted);
   // After a commit that changed the entries of `dir` (caller holds
   // meta_mutex_).
   static void entries_changed(node& dir) {
@@ -242,6 +243,9 @@ class filesystem {
   bool reply_read(fuse_req_t req, node& n, std::size_t size, off_t off, bool cached_only,
                   std::uint64_t* file_size = nullptr);
   void decode_chunks(std::uint64_t ino, std::uint64_t offset, std::size_t size) const;
+  // A read at the start of `n` missed the chunk cache: the files after it
+  // in its directory's listing are prefetched (read_ahead::on_cold_file_start).
+  void prefetch_siblings(const node& n);
   // Bytes of [begin, end) that committed extents hold (not holes).
   std::uint64_t stored_bytes_in(std::uint64_t ino, std::uint64_t begin, std::uint64_t end) const;
   void submit_slot(node& n, std::uint64_t slot_index);

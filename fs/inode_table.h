@@ -85,6 +85,12 @@ struct node : std::enable_shared_from_this<node> {
   // (filesystem::choose_page_cache; docs/read-path.md, "Page-cache coherence").
   std::uint64_t cached_version = 0;
 
+  // The directory this file was last looked up or listed in (0: unknown):
+  // a cold read of the file prefetches the files after it there
+  // (read_ahead::on_cold_file_start). A hint: hard links and renames may
+  // leave it stale, which costs a useless prefetch, never a wrong byte.
+  std::atomic<std::uint64_t> parent_hint{0};
+
   // --- directories ---
   // Bumped (after the commit) by every change to this directory's entries;
   // a cached listing older than this is rebuilt.

@@ -375,6 +375,7 @@ void filesystem::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
         ++n->lookups;
       }
     }
+    if (n) n->parent_hint.store(parent, std::memory_order_relaxed);
     if (!n) {
       if (options_.negative_timeout <= 0) throw fs_error(ENOENT);
       e.entry_timeout = options_.negative_timeout;  // ino 0: a cached "no such name"

@@ -434,9 +434,9 @@ std::shared_ptr<const dir_listing> filesystem::listing_of(node& dir) {
   return fresh;
 }
 
-std::size_t filesystem::fill_plus(fuse_req_t req, const std::vector<readdir_pick>& batch,
-                                  char* buffer, std::size_t size,
-                                  std::vector<std::shared_ptr<node>>& counted) {
+std::size_t filesystem::fill_plus(fuse_req_t req, std::uint64_t dir,
+                                  const std::vector<readdir_pick>& batch, char* buffer,
+                                  std::size_t size, std::vector<std::shared_ptr<node>>& counted) {
   // The inodes the table lacks, in one MultiGet without meta_mutex_; used
   // only if no commit happened in between (meta_gen_, as in lookup).
   const std::uint64_t gen = meta_gen_.load(std::memory_order_acquire);
@@ -475,6 +475,7 @@ std::size_t filesystem::fill_plus(fuse_req_t req, const std::vector<readdir_pick
       }
       if (child->record.nlink == 0) continue;  // unlinked, still open
       e = entry_for(*child);
+      child->parent_hint.store(dir, std::memory_order_relaxed);
     }
     const std::size_t needed = fuse_add_direntry_plus(req, buffer + used, size - used, p.name, &e,
                                                       static_cast<off_t>(p.cookie));
@@ -542,7 +543,7 @@ void filesystem::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t
       std::size_t used = 0;
       std::vector<std::shared_ptr<node>> counted;  // lookups this reply adds
       if (plus) {
-        used = fill_plus(req, batch, buffer.data(), size, counted);
+        used = fill_plus(req, ino, batch, buffer.data(), size, counted);
       } else {
         for (const auto& p : batch) {
           struct stat st {};

@@ -165,6 +165,7 @@ void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t of
     if (read_ahead_ && off >= 0)
       read_ahead_->on_read(n->ino, static_cast<std::uint64_t>(off), size, file_size);
     if (replied) return;
+    if (off == 0) prefetch_siblings(*n);
     decoders_->submit([this, req, n, size, off] {
       run_op(req, "read", [&] {
         decode_chunks(n->ino, static_cast<std::uint64_t>(off), size);
@@ -187,6 +188,33 @@ void filesystem::decode_chunks(std::uint64_t ino, std::uint64_t offset, std::siz
       if (hashes.empty() || hashes.back() != extent.hash) hashes.push_back(extent.hash);
     store_->load_chunks(hashes);
   } catch (const std::exception&) {
+  }
+}
+
+void filesystem::prefetch_siblings(const node& n) {
+  if (!read_ahead_) return;
+  const std::uint64_t dir_ino = n.parent_hint.load(std::memory_order_relaxed);
+  if (dir_ino == 0) return;
+  const auto dir = table_.find(dir_ino);
+  if (!dir || dir->regular) return;
+  try {
+    // The kernel's readdir read this listing a moment ago: cached.
+    const auto listing = listing_of(*dir);
+    const auto& entries = listing->entries;
+    const auto self = std::find_if(entries.begin(), entries.end(),
+                                   [&](const dir_listing::entry& e) { return e.ino == n.ino; });
+    if (self == entries.end()) return;
+    // Enough files to cover the window with small ones; the read-ahead
+    // stops at its byte budget.
+    constexpr std::size_t k_max_sibling_files = 1024;
+    std::vector<std::uint64_t> files;
+    for (auto it = std::next(self); it != entries.end() && files.size() < k_max_sibling_files;
+         ++it) {
+      if (it->type == S_IFREG) files.push_back(it->ino);
+    }
+    read_ahead_->on_cold_file_start(dir_ino, std::move(files));
+  } catch (const std::exception&) {
+    // A hint: the reads themselves report what is wrong with the store.
   }
 }
 

@@ -84,6 +84,58 @@ void read_ahead::load_piece(std::uint64_t ino, std::uint64_t from, std::uint64_t
   }
 }
 
+void read_ahead::on_cold_file_start(std::uint64_t dir, std::vector<std::uint64_t> files) {
+  if (files.empty()) return;
+  std::shared_ptr<std::atomic<bool>> cancelled;
+  {
+    std::lock_guard lock(mutex_);
+    if (dir_streams_.contains(dir)) return;  // running: it is ahead of this reader
+    if (dir_streams_.size() >= k_max_dir_streams) {
+      const auto oldest = std::min_element(
+          dir_streams_.begin(), dir_streams_.end(),
+          [](const auto& a, const auto& b) { return a.second.started < b.second.started; });
+      oldest->second.cancelled->store(true);
+      dir_streams_.erase(oldest);
+    }
+    cancelled = std::make_shared<std::atomic<bool>>(false);
+    dir_streams_[dir] = dir_stream{cancelled, ++clock_};
+  }
+  pool_->submit([this, dir, files = std::move(files), cancelled] {
+    load_files(files, *cancelled);
+    std::lock_guard lock(mutex_);
+    const auto it = dir_streams_.find(dir);
+    if (it != dir_streams_.end() && it->second.cancelled == cancelled) dir_streams_.erase(it);
+  });
+}
+
+void read_ahead::load_files(const std::vector<std::uint64_t>& files,
+                            const std::atomic<bool>& cancelled) {
+  const auto keep_going = [&] { return !stopping_.load() && !cancelled.load(); };
+  std::vector<store::chunk_hash> batch;
+  std::uint64_t batch_bytes = 0;
+  std::uint64_t total = 0;
+  try {
+    for (const std::uint64_t ino : files) {
+      if (!keep_going() || total >= max_window_) break;
+      for (const auto& [offset, extent] : store_.extents(ino, 0, k_sibling_file_bytes)) {
+        if (batch.empty() || batch.back() != extent.hash) batch.push_back(extent.hash);
+        batch_bytes += extent.length;
+      }
+      ++siblings_prefetched_;
+      // A piece at a time, so the reader's next files arrive first.
+      if (batch_bytes >= k_piece) {
+        store_.load_chunks(batch, keep_going);
+        total += batch_bytes;
+        batch.clear();
+        batch_bytes = 0;
+      }
+    }
+    if (!batch.empty() && keep_going()) store_.load_chunks(batch, keep_going);
+  } catch (const std::exception&) {
+    // A prefetch is a hint: the read that needs these chunks reports errors.
+  }
+}
+
 namespace {
 
 std::string unescape_mountinfo(std::string_view s) {

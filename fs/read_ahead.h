@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "fs/worker_pool.h"
 #include "store/store.h"
@@ -45,8 +46,24 @@ class read_ahead {
   // A read of [offset, offset + size) of `ino`, whose size is `file_size`.
   void on_read(std::uint64_t ino, std::uint64_t offset, std::size_t size, std::uint64_t file_size);
 
-  // For tests and `densefs stats`: pieces queued so far.
+  // A cold read at the start of a file of directory `dir`: a reader of a
+  // directory's small files (cp -r, tar, rsync, grep -r) reads them one
+  // after another in listing order, and each would wait for its own fetch
+  // and decode. `files` are the regular files after it in that order; the
+  // chunks of their first k_sibling_file_bytes are loaded ahead of the
+  // reader in batched fetches of k_piece (io_uring: many payloads per
+  // submission), at most `max_window` bytes. One prefetch per directory at
+  // a time (a cold read while it runs adds nothing); more than
+  // k_max_dir_streams directories at once cancel the oldest: its reader
+  // went elsewhere.
+  static constexpr std::uint64_t k_sibling_file_bytes = 1u << 20;
+  static constexpr std::size_t k_max_dir_streams = 4;
+  void on_cold_file_start(std::uint64_t dir, std::vector<std::uint64_t> files);
+
+  // For tests and `densefs stats`: pieces queued so far, and sibling files
+  // whose chunks were fetched ahead.
   std::uint64_t pieces_queued() const { return pieces_queued_.load(); }
+  std::uint64_t siblings_prefetched() const { return siblings_prefetched_.load(); }
 
  private:
   struct stream {
@@ -56,13 +73,21 @@ class read_ahead {
     std::uint64_t last_use = 0;
   };
   void load_piece(std::uint64_t ino, std::uint64_t from, std::uint64_t to);
+  void load_files(const std::vector<std::uint64_t>& files, const std::atomic<bool>& cancelled);
+
+  struct dir_stream {
+    std::shared_ptr<std::atomic<bool>> cancelled;
+    std::uint64_t started = 0;
+  };
 
   const store::store& store_;
   const std::uint64_t max_window_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> pieces_queued_{0};
+  std::atomic<std::uint64_t> siblings_prefetched_{0};
   std::mutex mutex_;
-  std::unordered_map<std::uint64_t, stream> streams_;  // by inode, at most k_max_streams
+  std::unordered_map<std::uint64_t, stream> streams_;          // by inode, at most k_max_streams
+  std::unordered_map<std::uint64_t, dir_stream> dir_streams_;  // by directory, running
   std::uint64_t clock_ = 0;
   std::unique_ptr<worker_pool> pool_;  // last: its jobs use the members above
 };

@@ -67,6 +67,53 @@ TEST_F(full_disk, writer_gets_enospc_and_stored_files_survive) {
   EXPECT_FALSE(stdfs::exists(path("fill")));
 }
 
+// Write-behind: a small file's close() returns before its data is committed,
+// so a full disk found by the commit is reported by the file's next fsync
+// (or close), and the data stays staged: after space is freed, it is
+// stored. Nothing stored before is damaged.
+TEST_F(full_disk, an_error_after_close_comes_back_from_the_next_fsync) {
+  const std::string keep = random_bytes(3 << 20, 21);
+  write_file(path("keep"), keep);
+  sync_mount();
+  // Fill the store with fsync'd files until it refuses one.
+  int error = 0;
+  int filled = 0;
+  for (; filled < 200 && error == 0; ++filled) {
+    const int fd =
+        ::open(path("fill" + std::to_string(filled)).c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    const std::string block = random_bytes(2 << 20, 2000 + static_cast<std::uint64_t>(filled));
+    if (::write(fd, block.data(), block.size()) < 0) error = errno;
+    if (::fsync(fd) != 0 && error == 0) error = errno;
+    ::close(fd);
+  }
+  ASSERT_EQ(error, ENOSPC) << "400 MiB into a 96 MiB disk must fail with ENOSPC";
+  // A file bigger than the 2 MiB that no longer fit: write() and close()
+  // succeed (staged), its commit fails.
+  const std::string late = random_bytes(3 << 20, 22);
+  int fd = ::open(path("late").c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  ASSERT_EQ(::write(fd, late.data(), late.size()), static_cast<ssize_t>(late.size()));
+  EXPECT_EQ(::close(fd), 0) << "close returns before the commit: " << strerror(errno);
+  fd = ::open(path("late").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  EXPECT_EQ(::fsync(fd), -1) << "the failed commit must come back from fsync";
+  EXPECT_EQ(errno, ENOSPC) << strerror(errno);
+  ::close(fd);
+  // Still readable: the data stayed staged.
+  EXPECT_TRUE(same_bytes(late, read_file(path("late"))));
+  for (int f = 0; f < filled; ++f) ::unlink(path("fill" + std::to_string(f)).c_str());
+  const auto gc = run_command({densefs_binary(), "gc", store_.string()}, std::chrono::seconds(300));
+  EXPECT_EQ(gc.exit_code, 0) << gc.out << gc.err;
+  fd = ::open(path("late").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  EXPECT_EQ(::fsync(fd), 0) << "fsync after space was freed: " << strerror(errno);
+  ::close(fd);
+  remount();
+  EXPECT_TRUE(same_bytes(keep, read_file(path("keep"))));
+  EXPECT_TRUE(same_bytes(late, read_file(path("late"))));
+}
+
 // Getting out of a full disk: deleting files through the mount and a gc
 // (deleted payloads stay in blob files until then, docs/gc.md) must make
 // writing work again, with everything stored before still exact.
