@@ -384,7 +384,15 @@ void filesystem::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::
     e.error = EIO;
   }
   e.data = std::move(data);
-  write_back_->add(std::move(e));
+  if (write_back_) {
+    write_back_->add(std::move(e));
+  } else {
+    // At unmount, after the committer stopped (nothing should be left to
+    // encode then, but a version is never dropped).
+    std::vector<encoded_slot> alone;
+    alone.push_back(std::move(e));
+    commit_group(alone);
+  }
 }
 
 void filesystem::commit_group(std::vector<encoded_slot>& group) {
@@ -415,10 +423,10 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
         i + 1 < group.size() && group[i + 1].n == e.n && group[i + 1].index == e.index;
     if (n.purged || (n.record.nlink == 0 && n.opens == 0))
       fates[i] = fate::dropped;  // a temporary file deleted before its data landed
+    else if (newer_here || s.committed_gen > e.gen)
+      fates[i] = fate::obsolete;  // even if it failed: a newer version replaces it
     else if (e.error != 0)
       fates[i] = fate::failed;
-    else if (newer_here || s.committed_gen > e.gen)
-      fates[i] = fate::obsolete;
   }
 
   // One transaction for every version that commits, and each file's record
@@ -590,6 +598,19 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
     if (s.empty()) n.slots.erase(e.index);
     if (i + 1 == group.size() || group[i + 1].n != e.n) n.data_cv.notify_all();
   }
+  // A file whose last versions were all obsolete here (a newer one landed
+  // in an earlier group while an older one still encoded) got no record in
+  // the transaction above, and nothing staged is left to write it: its
+  // size would stay behind in the store, and the next load of the node
+  // would read the file short.
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    if (i > 0 && group[i].n == group[i - 1].n) continue;
+    try {
+      store_record_if_settled_locked(*group[i].n);
+    } catch (const std::exception& ex) {
+      log_error("inode " + std::to_string(group[i].n->ino) + ": storing its size: " + ex.what());
+    }
+  }
   meta.unlock();
   data_locks.clear();
   {
@@ -669,6 +690,10 @@ void filesystem::submit_dirty_slots(node& n) {
 
 void filesystem::store_record_if_settled(node& n) {
   std::lock_guard meta(meta_mutex_);
+  store_record_if_settled_locked(n);
+}
+
+void filesystem::store_record_if_settled_locked(node& n) {
   if (n.write_error == 0 && !n.has_staged() && !n.purged &&
       (n.persisted_size != n.size || n.record_dirty)) {
     // Everything is committed: the persisted size may now be the real one

@@ -244,7 +244,7 @@ class filesystem {
                   std::uint64_t* file_size = nullptr);
   void decode_chunks(std::uint64_t ino, std::uint64_t offset, std::size_t size) const;
   // A read at the start of `n` missed the chunk cache: the files after it
-  // in its directory's listing are prefetched (read_ahead::on_cold_file_start).
+  // in its directory's listing are prefetched (read_ahead::note_cold_file).
   void prefetch_siblings(const node& n);
   // Bytes of [begin, end) that committed extents hold (not holes).
   std::uint64_t stored_bytes_in(std::uint64_t ino, std::uint64_t begin, std::uint64_t end) const;
@@ -264,6 +264,7 @@ class filesystem {
   // With nothing staged: stores the record if the size or attributes in
   // memory are ahead of the store. Takes meta_mutex_.
   void store_record_if_settled(node& n);
+  void store_record_if_settled_locked(node& n);  // caller holds meta_mutex_
   // fsync, fsyncdir, `densefs sync`, the stats xattr: every file's staged
   // data committed (not synced: the caller syncs when it must). Returns
   // `own`'s error (cleared), never the others' (kept for them); with no

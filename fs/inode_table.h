@@ -87,7 +87,7 @@ struct node : std::enable_shared_from_this<node> {
 
   // The directory this file was last looked up or listed in (0: unknown):
   // a cold read of the file prefetches the files after it there
-  // (read_ahead::on_cold_file_start). A hint: hard links and renames may
+  // (read_ahead::note_cold_file). A hint: hard links and renames may
   // leave it stale, which costs a useless prefetch, never a wrong byte.
   std::atomic<std::uint64_t> parent_hint{0};
 

@@ -105,10 +105,9 @@ void filesystem::shutdown() {
   // No collection at unmount: it costs I/O in proportion to the live
   // payloads, and unmount must be prompt. The next mount estimates what is
   // left (garbage_collector), or `densefs gc STORE` collects it.
-  gc_.reset();            // cancels a collection in progress
-  recompressor_.reset();  // finishes the chunk in progress; the rest stays queued
-  read_ahead_.reset();    // drops the prefetches still queued
-  decoders_.reset();      // answers the reads still queued
+  gc_.reset();  // cancels a collection in progress
+  // Staged data first, while everything a group commit calls on (the
+  // re-encoder's notify, the worker pool for big orphans) still exists.
   for (const auto& n : table_.all()) {
     std::unique_lock lock(n->data_mutex);
     if (!n->regular) continue;
@@ -121,8 +120,14 @@ void filesystem::shutdown() {
       log_error("inode " + std::to_string(n->ino) + ": flush at unmount failed: " + e.what());
     }
   }
-  workers_.reset();     // drains the queue
-  write_back_.reset();  // commits what the last encodes queued
+  // Every encode the flushes waited for is committed: the committer is
+  // idle and stops first (it notifies the re-encoder), then the re-encoder
+  // (it hands commits to the workers), then the workers.
+  write_back_.reset();
+  recompressor_.reset();  // finishes the chunk in progress; the rest stays queued
+  workers_.reset();       // drains the queue
+  read_ahead_.reset();    // drops the prefetches still queued
+  decoders_.reset();      // answers the reads still queued
   try {
     purge_orphans();  // the kernel is gone: nothing references them now
   } catch (const std::exception& e) {

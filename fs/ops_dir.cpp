@@ -348,6 +348,13 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
 void filesystem::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
   run_op(req, "link", [&] {
     check_name(newname);
+    // As for rename: the new name must not appear before the data it names
+    // (maildir delivers with link, then unlink of the temporary name).
+    if (const auto staged = table_.find(ino);
+        staged && staged->regular && staged->has_staged() && !options_.read_only) {
+      std::unique_lock lock(staged->data_mutex);
+      if (const int error = flush_data(lock, *staged, false)) throw fs_error(error);
+    }
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
     auto n = get_node(ino);

@@ -28,13 +28,16 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       std::lock_guard meta(meta_mutex_);
       if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
       choose_page_cache(*n, fi);
-      // A reader whose pages are kept has nothing to flush at close(2): its
-      // handle vouches for nothing (fi->fh == 0) and staged bytes are
-      // other handles' to flush. Without FLUSH a warm read of a small file
-      // costs an OPEN and a RELEASE, not three requests (docs/read-path.md,
-      // "Requests per file"). An atime that relatime changed is stored at
-      // release instead.
-      if ((fi->flags & O_ACCMODE) == O_RDONLY && fi->keep_cache) fi->noflush = 1;
+      // A read-only handle has nothing to flush at close(2): staged bytes
+      // are the writers' handles' to flush (write-behind: close only
+      // submits them anyway), and the version a handle that dropped the
+      // cache vouches for is recorded at RELEASE instead (an open before
+      // that drops the pages once more: slower, never stale). Without FLUSH
+      // a warm read of a small file costs an OPEN and a RELEASE, and rsync's
+      // open(O_RDONLY) + fchmod of each file one request less
+      // (docs/read-path.md, "Requests per file"). An atime that relatime
+      // changed is stored at release instead.
+      if ((fi->flags & O_ACCMODE) == O_RDONLY) fi->noflush = 1;
       // -o relatime: a file the kernel serves from its cache sends no READ.
       if ((fi->flags & O_ACCMODE) != O_WRONLY) atime_changed = touch_atime(*n);
       ++n->opens;
@@ -194,28 +197,32 @@ void filesystem::decode_chunks(std::uint64_t ino, std::uint64_t offset, std::siz
 void filesystem::prefetch_siblings(const node& n) {
   if (!read_ahead_) return;
   const std::uint64_t dir_ino = n.parent_hint.load(std::memory_order_relaxed);
-  if (dir_ino == 0) return;
+  if (dir_ino == 0 || read_ahead_->sibling_prefetch_running(dir_ino)) return;
   const auto dir = table_.find(dir_ino);
   if (!dir || dir->regular) return;
-  try {
-    // The kernel's readdir read this listing a moment ago: cached.
-    const auto listing = listing_of(*dir);
-    const auto& entries = listing->entries;
-    const auto self = std::find_if(entries.begin(), entries.end(),
-                                   [&](const dir_listing::entry& e) { return e.ino == n.ino; });
-    if (self == entries.end()) return;
-    // Enough files to cover the window with small ones; the read-ahead
-    // stops at its byte budget.
-    constexpr std::size_t k_max_sibling_files = 1024;
-    std::vector<std::uint64_t> files;
-    for (auto it = std::next(self); it != entries.end() && files.size() < k_max_sibling_files;
-         ++it) {
-      if (it->type == S_IFREG) files.push_back(it->ino);
-    }
-    read_ahead_->on_cold_file_start(dir_ino, std::move(files));
-  } catch (const std::exception&) {
-    // A hint: the reads themselves report what is wrong with the store.
+  // Only the listing readdir left, and only if it is current and free: a
+  // read never scans a directory, nor waits for a readdir that does.
+  std::shared_ptr<const dir_listing> listing;
+  {
+    std::unique_lock lock(dir->listing_mutex, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    if (dir->listing && dir->listing_version == dir->dir_version.load(std::memory_order_acquire))
+      listing = dir->listing;
   }
+  if (!listing) return;
+  const auto& entries = listing->entries;
+  const auto self = std::find_if(entries.begin(), entries.end(),
+                                 [&](const dir_listing::entry& e) { return e.ino == n.ino; });
+  if (self == entries.end()) return;
+  const auto index = static_cast<std::size_t>(self - entries.begin());
+  if (!read_ahead_->note_cold_file(dir_ino, index)) return;
+  // Enough files to cover the window with small ones; the read-ahead stops
+  // at its byte budget.
+  constexpr std::size_t k_max_sibling_files = 1024;
+  std::vector<std::uint64_t> files;
+  for (auto it = std::next(self); it != entries.end() && files.size() < k_max_sibling_files; ++it)
+    if (it->type == S_IFREG) files.push_back(it->ino);
+  read_ahead_->prefetch_siblings(dir_ino, std::move(files));
 }
 
 bool filesystem::reply_read(fuse_req_t req, node& n, std::size_t size, off_t off, bool cached_only,

@@ -84,7 +84,27 @@ void read_ahead::load_piece(std::uint64_t ino, std::uint64_t from, std::uint64_t
   }
 }
 
-void read_ahead::on_cold_file_start(std::uint64_t dir, std::vector<std::uint64_t> files) {
+bool read_ahead::sibling_prefetch_running(std::uint64_t dir) {
+  std::lock_guard lock(mutex_);
+  return dir_streams_.contains(dir);
+}
+
+bool read_ahead::note_cold_file(std::uint64_t dir, std::size_t index) {
+  std::lock_guard lock(mutex_);
+  if (cold_starts_.size() >= k_max_streams && !cold_starts_.contains(dir)) {
+    const auto oldest = std::min_element(
+        cold_starts_.begin(), cold_starts_.end(),
+        [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
+    cold_starts_.erase(oldest);
+  }
+  const auto [it, first] = cold_starts_.try_emplace(dir);
+  const std::size_t previous = it->second.index;
+  it->second = cold_start{index, ++clock_};
+  return !first && index > previous && index - previous <= k_sibling_gap &&
+         !dir_streams_.contains(dir);
+}
+
+void read_ahead::prefetch_siblings(std::uint64_t dir, std::vector<std::uint64_t> files) {
   if (files.empty()) return;
   std::shared_ptr<std::atomic<bool>> cancelled;
   {

@@ -46,19 +46,25 @@ class read_ahead {
   // A read of [offset, offset + size) of `ino`, whose size is `file_size`.
   void on_read(std::uint64_t ino, std::uint64_t offset, std::size_t size, std::uint64_t file_size);
 
-  // A cold read at the start of a file of directory `dir`: a reader of a
-  // directory's small files (cp -r, tar, rsync, grep -r) reads them one
-  // after another in listing order, and each would wait for its own fetch
-  // and decode. `files` are the regular files after it in that order; the
+  // Sibling files. A reader of a directory's small files (cp -r, tar,
+  // rsync, grep -r) reads them one after another in listing order, and
+  // each would wait for its own fetch and decode. A cold read at the start
+  // of the file at `index` in directory `dir`'s listing is reported with
+  // note_cold_file; once two such reads come in listing order (the second
+  // at most k_sibling_gap entries after the first), it returns true and
+  // the caller hands the regular files after it to prefetch_siblings: the
   // chunks of their first k_sibling_file_bytes are loaded ahead of the
   // reader in batched fetches of k_piece (io_uring: many payloads per
-  // submission), at most `max_window` bytes. One prefetch per directory at
-  // a time (a cold read while it runs adds nothing); more than
-  // k_max_dir_streams directories at once cancel the oldest: its reader
-  // went elsewhere.
+  // submission), at most `max_window` bytes. One prefetch per directory
+  // runs at a time (sibling_prefetch_running: a cold read meanwhile adds
+  // nothing); a fifth directory cancels the oldest: its reader went
+  // elsewhere. A random reader (maildir, a web server) never triggers it.
   static constexpr std::uint64_t k_sibling_file_bytes = 1u << 20;
   static constexpr std::size_t k_max_dir_streams = 4;
-  void on_cold_file_start(std::uint64_t dir, std::vector<std::uint64_t> files);
+  static constexpr std::size_t k_sibling_gap = 16;
+  bool sibling_prefetch_running(std::uint64_t dir);
+  bool note_cold_file(std::uint64_t dir, std::size_t index);
+  void prefetch_siblings(std::uint64_t dir, std::vector<std::uint64_t> files);
 
   // For tests and `densefs stats`: pieces queued so far, and sibling files
   // whose chunks were fetched ahead.
@@ -88,6 +94,13 @@ class read_ahead {
   std::mutex mutex_;
   std::unordered_map<std::uint64_t, stream> streams_;          // by inode, at most k_max_streams
   std::unordered_map<std::uint64_t, dir_stream> dir_streams_;  // by directory, running
+  // Listing index of the last cold file start per directory, at most
+  // k_max_streams directories (the least recent forgotten).
+  struct cold_start {
+    std::size_t index = 0;
+    std::uint64_t last_use = 0;
+  };
+  std::unordered_map<std::uint64_t, cold_start> cold_starts_;
   std::uint64_t clock_ = 0;
   std::unique_ptr<worker_pool> pool_;  // last: its jobs use the members above
 };

@@ -58,11 +58,12 @@ class write_back {
   using commit_fn = std::function<void(std::vector<encoded_slot>& group)>;
 
   // A group closes at this many slot versions or bytes of file data, or
-  // once its oldest version has waited `interval`. 1,024 small files or
-  // 64 MiB: one RocksDB write of a few hundred KiB of records, and little
-  // memory held past the interval of a writer flood (max_staged bounds it).
+  // once its oldest version has waited `interval`. 1,024 small files: one
+  // RocksDB write of a few hundred KiB of records. 16 MiB: a group commit
+  // holds the metadata lock while it writes its payloads to the pack
+  // files, and every lookup and getattr of the mount waits meanwhile.
   static constexpr std::size_t k_group_slots = 1024;
-  static constexpr std::size_t k_group_bytes = 64u << 20;
+  static constexpr std::size_t k_group_bytes = 16u << 20;
 
   write_back(std::chrono::milliseconds interval, commit_fn commit);
   // Commits everything queued, then stops the committer.
