@@ -54,7 +54,8 @@ codec::file_type classify_file(std::string_view head, codec::file_type name_type
 }  // namespace
 
 filesystem::chunk_encoding filesystem::encoding_for(codec::file_type type,
-                                                    std::string_view plain) const {
+                                                    std::string_view plain,
+                                                    bool small_file) const {
   chunk_encoding how;
   how.options = store_->policy().for_type(type);
   // Ingest fast, compress hard later: Lepton runs at a few MB/s per core,
@@ -82,10 +83,10 @@ filesystem::chunk_encoding filesystem::encoding_for(codec::file_type type,
     how.options.preferred = codec::codec_id::raw;
     how.options.min_savings = min_savings;
     how.queue_recompress = true;
-  } else if (options_.fast_ingest) {
-    // The same for every slow codec (-o ingest=fast). The queue is
-    // persisted: without re-encoder threads (recompress_threads=0) the work
-    // waits for a later mount.
+  } else if (options_.fast_ingest || small_file) {
+    // The same for every slow codec (-o ingest=fast, or a small file with
+    // -o ingest=auto). The queue is persisted: without re-encoder threads
+    // (recompress_threads=0) the work waits for a later mount.
     if (auto fast = codec::fast_ingest_options(how.options)) {
       how.options = *fast;
       how.queue_recompress = true;
@@ -326,14 +327,20 @@ std::function<void()> filesystem::take_slot(node& n, std::uint64_t index) {
     std::lock_guard lock(staging_mutex_);
     in_flight_bytes_ += data->size();
   }
+  // A small file, complete when its only slot is submitted (at close):
+  // -o ingest=auto ingests it fast.
+  const bool small_file =
+      index == 0 && n.size <= options_.fast_ingest_small_bytes && n.size <= data->size();
   return [this, np = n.shared_from_this(), index, gen, data, type = n.type,
-          before = staged_context(n, index)] { encode_slot(np, index, gen, data, type, before); };
+          before = staged_context(n, index), small_file] {
+    encode_slot(np, index, gen, data, type, before, small_file);
+  };
 }
 
 void filesystem::prepare_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type,
-                                    bool force) const {
+                                    bool force, bool small_file) const {
   const std::string_view plain = std::string_view(data).substr(c.offset, c.length);
-  const chunk_encoding how = encoding_for(type, plain);
+  const chunk_encoding how = encoding_for(type, plain, small_file);
   c.queue_recompress = how.queue_recompress;
   c.prepared = store_->prepare_chunk(plain, how.options, force);
   // What zstd -1 left raw, a stronger codec would hardly shrink: not
@@ -344,7 +351,7 @@ void filesystem::prepare_slot_chunk(slot_chunk& c, const std::string& data, code
 
 void filesystem::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::uint64_t gen,
                              std::shared_ptr<const std::string> data, codec::file_type type,
-                             std::shared_ptr<const std::string> before) {
+                             std::shared_ptr<const std::string> before, bool small_file) {
   // CPU work, with no lock held: cut the slot into chunks (the policy's
   // chunker for this type), hash them, and encode those the store does not
   // have yet. A rewritten slot is cut again whole; chunks away from the
@@ -355,6 +362,7 @@ void filesystem::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::
   e.index = index;
   e.gen = gen;
   e.type = type;
+  e.small_file = small_file;
   const codec::chunker_spec& chunker = store_->policy().chunker_for(type);
   if (!before && index > 0 && codec::chunk_context_bytes(chunker) > 0) {
     // The previous slot as committed. Only where cuts fall depends on it,
@@ -375,7 +383,7 @@ void filesystem::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::
       c.offset = static_cast<std::uint32_t>(begin);
       c.length = static_cast<std::uint32_t>(end - begin);
       if (!all_zero(std::string_view(*data).substr(begin, end - begin)))
-        prepare_slot_chunk(c, *data, type, false);
+        prepare_slot_chunk(c, *data, type, false, small_file);
       e.chunks.push_back(std::move(c));
       begin = end;
     }
@@ -520,7 +528,8 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
           if (fates[i] != fate::commit) continue;
           for (slot_chunk& c : group[i].chunks) {
             if (c.prepared && !c.prepared->encoded && c.prepared->hash == missing.hash) {
-              prepare_slot_chunk(c, *group[i].data, group[i].type, true);
+              prepare_slot_chunk(c, *group[i].data, group[i].type, true,
+                                 group[i].small_file);
               encoded = true;
               break;
             }

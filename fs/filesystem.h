@@ -289,7 +289,9 @@ class filesystem {
     bool queue_recompress = false;  // stored fast now, re-encoded in the background
     bool fast_ingest = false;       // -o ingest=fast (not Lepton's own path)
   };
-  chunk_encoding encoding_for(codec::file_type type, std::string_view plain) const;
+  // `small_file`: the chunk is of a file ingested fast by -o ingest=auto.
+  chunk_encoding encoding_for(codec::file_type type, std::string_view plain,
+                              bool small_file = false) const;
   // Background re-encoding of one queued chunk (recompressor threads).
   void recompress_chunk(const store::recompress_item& item);
   // `references`: the file that queued the chunk still uses it, so its
@@ -304,9 +306,9 @@ class filesystem {
   // content-defined cuts line up across slots (codec::chunk_ends).
   void encode_slot(std::shared_ptr<node> n, std::uint64_t slot_index, std::uint64_t gen,
                    std::shared_ptr<const std::string> data, codec::file_type type,
-                   std::shared_ptr<const std::string> before);
+                   std::shared_ptr<const std::string> before, bool small_file);
   void prepare_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type,
-                          bool force) const;
+                          bool force, bool small_file) const;
   // On the committer thread: one transaction for a group of encoded slot
   // versions of any files (write_back.h), then each slot's bookkeeping.
   void commit_group(std::vector<encoded_slot>& group);

@@ -69,6 +69,13 @@ struct mount_options {
   // store is idle (codec::fast_ingest_options). -o ingest=strong encodes
   // with the policy codec before the commit. docs/policy.md has the figures.
   bool fast_ingest = false;
+  // -o ingest=auto (the default): a file that is at most this big when its
+  // only slot is submitted (a small file, closed) is ingested fast as above,
+  // larger files strong. Small files are most of a tree's requests and
+  // Broccoli's cost per byte; with write-behind their encoding competes
+  // with the writer for the CPU, not for its latency (docs/policy.md,
+  // "Fast ingest"). 0: off (-o ingest=strong).
+  std::uint64_t fast_ingest_small_bytes = 1u << 20;
   // Threads of the background re-encoder (idle CPU priority); 0 turns it off
   // (queued chunks wait for a later mount or `densefs recompress`).
   unsigned recompress_threads = 1;

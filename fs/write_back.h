@@ -47,6 +47,7 @@ struct encoded_slot {
   std::uint64_t gen = 0;
   std::shared_ptr<const std::string> data;
   codec::file_type type = codec::file_type::unknown;
+  bool small_file = false;  // ingested fast (-o ingest=auto)
   std::vector<slot_chunk> chunks;
   int error = 0;  // encoding failed: nothing to commit, the data stays staged
 };

@@ -27,9 +27,10 @@ const char* const k_mount_usage =
                         or changes such as default/text=zstd:level=9
      lepton=background|sync  JPEGs: store fast and re-encode with Lepton in
                         the background (default), or encode before commit
-     ingest=strong|fast  strong: encode with the policy codec at write time
-                        (default); fast: zstd -1 at write time, the policy
-                        codec in the background when idle (docs/policy.md)
+     ingest=auto|strong|fast  fast: zstd -1 at write time, the policy codec
+                        in the background when idle; strong: the policy
+                        codec at write time; auto (default): fast for files
+                        up to 1 MiB, strong for larger ones (docs/policy.md)
      recompress_threads=N  background re-encoding threads, idle priority
                         (default 1; 0 leaves queued work for later)
      chunk_cache=SIZE   decoded chunks kept in memory (default 256M; 0 = none)
@@ -160,9 +161,13 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
       o.fast_ingest = true;
     } else if (value == "strong") {
       o.fast_ingest = false;
+      o.fast_ingest_small_bytes = 0;
+    } else if (value == "auto") {
+      o.fast_ingest = false;
+      o.fast_ingest_small_bytes = fs::mount_options{}.fast_ingest_small_bytes;
     } else {
       throw usage_error("bad value in -o ingest=" + std::string(value) +
-                        ": expected strong or fast");
+                        ": expected auto, strong or fast");
     }
   } else if (key == "recompress_threads" && has_value) {
     o.recompress_threads = parse_count(key, value, 64);
