@@ -221,5 +221,21 @@ TEST(mount_cli, help_lists_the_options) {
   }
 }
 
+TEST(mount_args, ingest_modes) {
+  const fs::mount_options d;
+  EXPECT_FALSE(d.fast_ingest);
+  EXPECT_EQ(d.fast_ingest_small_bytes, 1u << 20);  // auto: small files fast
+  fs::mount_options o = parse_mount_args({"/s", "/m", "-o", "ingest=strong"});
+  EXPECT_FALSE(o.fast_ingest);
+  EXPECT_EQ(o.fast_ingest_small_bytes, 0u);
+  o = parse_mount_args({"/s", "/m", "-o", "ingest=fast"});
+  EXPECT_TRUE(o.fast_ingest);
+  o = parse_mount_args({"/s", "/m", "-o", "ingest=strong,ingest=auto"});
+  EXPECT_FALSE(o.fast_ingest);
+  EXPECT_EQ(o.fast_ingest_small_bytes, d.fast_ingest_small_bytes);
+  EXPECT_TRUE(o.fuse_options.empty());
+  expect_usage_error({"/s", "/m", "-o", "ingest=quick"}, "auto, strong or fast");
+}
+
 }  // namespace
 }  // namespace densefs::tools
