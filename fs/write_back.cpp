@@ -23,7 +23,7 @@ void write_back::add(encoded_slot slot) {
     if (queue_.empty()) oldest_ = std::chrono::steady_clock::now();
     queued_bytes_ += slot.data ? slot.data->size() : 0;
     queue_.push_back(std::move(slot));
-    wake = urgent_ > 0 || queue_.size() >= k_group_slots || queued_bytes_ >= k_group_bytes ||
+    wake = urgent_ > 0 || queue_.size() >= k_group_files || queued_bytes_ >= k_group_bytes ||
            queue_.size() == 1;  // the committer sleeps without a deadline when empty
   }
   if (wake) cv_.notify_one();
@@ -58,7 +58,7 @@ void write_back::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
     const auto due = [&] {
-      return !queue_.empty() && (stopping_ || urgent_ > 0 || queue_.size() >= k_group_slots ||
+      return !queue_.empty() && (stopping_ || urgent_ > 0 || queue_.size() >= k_group_files ||
                                  queued_bytes_ >= k_group_bytes ||
                                  std::chrono::steady_clock::now() >= oldest_ + interval_);
     };
@@ -71,12 +71,16 @@ void write_back::run() {
       cv_.wait_until(lock, oldest_ + interval_, due);
       if (!due()) continue;
     }
-    // One group: at most k_group_slots versions or k_group_bytes (the
-    // first version always, however big).
+    // One group: at most k_group_slots versions, k_group_bytes (the first
+    // version always, however big) and k_group_files files.
     std::vector<encoded_slot> group;
+    std::set<const node*> files;
     std::size_t bytes = 0;
     while (!queue_.empty() && group.size() < k_group_slots &&
            (group.empty() || bytes < k_group_bytes)) {
+      const node* file = queue_.front().n.get();
+      if (!files.contains(file) && files.size() >= k_group_files) break;
+      files.insert(file);
       const std::size_t size = queue_.front().data ? queue_.front().data->size() : 0;
       bytes += size;
       queued_bytes_ -= size;

@@ -2,7 +2,7 @@
 // to be encoded and committed: its slots go to the worker pool, and each
 // encoded slot version waits here until the committer thread stores a whole
 // group of them (many files) as one store transaction. A group is committed
-// when it holds k_group_slots versions or k_group_bytes of file data, when
+// when it holds k_group_files files or k_group_bytes of file data, when
 // its oldest version has waited `interval` (-o commit=SEC), or at once while
 // someone waits for staged data (fsync, `densefs sync`, a rename of a file
 // with staged data, a writer waiting for staging room, unmount).
@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,8 +64,12 @@ class write_back {
   // RocksDB write of a few hundred KiB of records. 16 MiB: a group commit
   // holds the metadata lock while it writes its payloads to the pack
   // files, and every lookup and getattr of the mount waits meanwhile.
+  // 48 files: a group commit holds each of its files' data_mutex (so that
+  // it is one step for each of them), and ThreadSanitizer's deadlock
+  // detector tracks at most 64 mutexes held by one thread.
   static constexpr std::size_t k_group_slots = 1024;
   static constexpr std::size_t k_group_bytes = 16u << 20;
+  static constexpr std::size_t k_group_files = 48;
 
   write_back(std::chrono::milliseconds interval, commit_fn commit);
   // Commits everything queued, then stops the committer.
