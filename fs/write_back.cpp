@@ -17,24 +17,22 @@ write_back::~write_back() {
 }
 
 void write_back::add(encoded_slot slot) {
-  bool wake;
-  {
-    std::lock_guard lock(mutex_);
-    if (queue_.empty()) oldest_ = std::chrono::steady_clock::now();
-    queued_bytes_ += slot.data ? slot.data->size() : 0;
-    queue_.push_back(std::move(slot));
-    wake = urgent_ > 0 || queue_.size() >= k_group_files || queued_bytes_ >= k_group_bytes ||
-           queue_.size() == 1;  // the committer sleeps without a deadline when empty
-  }
-  if (wake) cv_.notify_one();
+  // Notified under the lock: a worker that just added the last version a
+  // flush waits for must be done with cv_ before that flush can return and
+  // unmount destroy this object.
+  std::lock_guard lock(mutex_);
+  if (queue_.empty()) oldest_ = std::chrono::steady_clock::now();
+  queued_bytes_ += slot.data ? slot.data->size() : 0;
+  queue_.push_back(std::move(slot));
+  if (urgent_ > 0 || queue_.size() >= k_group_files || queued_bytes_ >= k_group_bytes ||
+      queue_.size() == 1)  // the committer sleeps without a deadline when empty
+    cv_.notify_one();
 }
 
 write_back::urgent::urgent(write_back* wb) : wb_(wb) {
   if (!wb_) return;
-  {
-    std::lock_guard lock(wb_->mutex_);
-    ++wb_->urgent_;
-  }
+  std::lock_guard lock(wb_->mutex_);
+  ++wb_->urgent_;
   wb_->cv_.notify_one();
 }
 
