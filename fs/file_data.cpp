@@ -53,8 +53,7 @@ codec::file_type classify_file(std::string_view head, codec::file_type name_type
 
 }  // namespace
 
-filesystem::chunk_encoding filesystem::encoding_for(codec::file_type type,
-                                                    std::string_view plain,
+filesystem::chunk_encoding filesystem::encoding_for(codec::file_type type, std::string_view plain,
                                                     bool small_file) const {
   chunk_encoding how;
   how.options = store_->policy().for_type(type);
@@ -332,9 +331,8 @@ std::function<void()> filesystem::take_slot(node& n, std::uint64_t index) {
   const bool small_file =
       index == 0 && n.size <= options_.fast_ingest_small_bytes && n.size <= data->size();
   return [this, np = n.shared_from_this(), index, gen, data, type = n.type,
-          before = staged_context(n, index), small_file] {
-    encode_slot(np, index, gen, data, type, before, small_file);
-  };
+          before = staged_context(n, index),
+          small_file] { encode_slot(np, index, gen, data, type, before, small_file); };
 }
 
 void filesystem::prepare_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type,
@@ -528,8 +526,7 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
           if (fates[i] != fate::commit) continue;
           for (slot_chunk& c : group[i].chunks) {
             if (c.prepared && !c.prepared->encoded && c.prepared->hash == missing.hash) {
-              prepare_slot_chunk(c, *group[i].data, group[i].type, true,
-                                 group[i].small_file);
+              prepare_slot_chunk(c, *group[i].data, group[i].type, true, group[i].small_file);
               encoded = true;
               break;
             }

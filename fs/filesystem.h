@@ -307,8 +307,8 @@ class filesystem {
   void encode_slot(std::shared_ptr<node> n, std::uint64_t slot_index, std::uint64_t gen,
                    std::shared_ptr<const std::string> data, codec::file_type type,
                    std::shared_ptr<const std::string> before, bool small_file);
-  void prepare_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type,
-                          bool force, bool small_file) const;
+  void prepare_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type, bool force,
+                          bool small_file) const;
   // On the committer thread: one transaction for a group of encoded slot
   // versions of any files (write_back.h), then each slot's bookkeeping.
   void commit_group(std::vector<encoded_slot>& group);
