@@ -19,6 +19,16 @@ constexpr std::size_t k_max_streams = 256;
 // in flight, and FUSE threads may deliver them in any order.
 constexpr std::uint64_t k_slack = 4u << 20;
 
+// Before `key` is added to `map` (entries with a `last_use`): forgets the
+// least recently used entry when the map holds `capacity` already.
+template <typename Map>
+void make_room(Map& map, std::size_t capacity, std::uint64_t key) {
+  if (map.size() < capacity || map.contains(key)) return;
+  map.erase(std::min_element(map.begin(), map.end(), [](const auto& a, const auto& b) {
+    return a.second.last_use < b.second.last_use;
+  }));
+}
+
 }  // namespace
 
 read_ahead::read_ahead(const store::store& st, std::size_t cache_bytes, unsigned threads,
@@ -40,12 +50,7 @@ void read_ahead::on_read(std::uint64_t ino, std::uint64_t offset, std::size_t si
   std::vector<std::pair<std::uint64_t, std::uint64_t>> pieces;
   {
     std::lock_guard lock(mutex_);
-    if (streams_.size() >= k_max_streams && !streams_.contains(ino)) {
-      const auto oldest = std::min_element(
-          streams_.begin(), streams_.end(),
-          [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
-      streams_.erase(oldest);
-    }
+    make_room(streams_, k_max_streams, ino);
     stream& s = streams_[ino];
     s.last_use = ++clock_;
     const bool sequential =
@@ -91,12 +96,7 @@ bool read_ahead::sibling_prefetch_running(std::uint64_t dir) {
 
 bool read_ahead::note_cold_file(std::uint64_t dir, std::size_t index) {
   std::lock_guard lock(mutex_);
-  if (cold_starts_.size() >= k_max_streams && !cold_starts_.contains(dir)) {
-    const auto oldest = std::min_element(
-        cold_starts_.begin(), cold_starts_.end(),
-        [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
-    cold_starts_.erase(oldest);
-  }
+  make_room(cold_starts_, k_max_streams, dir);
   const auto [it, first] = cold_starts_.try_emplace(dir);
   const std::size_t previous = it->second.index;
   it->second = cold_start{index, ++clock_};

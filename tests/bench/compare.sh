@@ -36,15 +36,9 @@ cleanup
 trap cleanup EXIT
 rm -rf "$work" && mkdir -p "$work/ext4" "$work/btrfs" "$work/base/mnt" "$work/new/mnt"
 
-peers=()
-if ! command -v mkfs.btrfs >/dev/null; then
-  echo "note: no btrfs peer: mkfs.btrfs not installed (apt-get install btrfs-progs)"
-elif ! { truncate -s 16G "$work/btrfs.img" && mkfs.btrfs -q "$work/btrfs.img" &&
-  mount -o loop,compress-force=zstd:3 "$work/btrfs.img" "$work/btrfs"; } 2>"$work/btrfs.err"; then
-  echo "note: no btrfs peer: $(tail -n 1 "$work/btrfs.err")"
-else
-  peers=(--target "btrfs-zstd=$work/btrfs")
-fi
+# shellcheck source=tests/bench/btrfs_peer.sh
+source "$repo/tests/bench/btrfs_peer.sh"
+btrfs_peer "$work/btrfs" "$work/btrfs.img"
 
 "$base" mkfs "$work/base/store" >/dev/null
 "$base" mount "$work/base/store" "$work/base/mnt" ${BASE_OPTS:+-o "$BASE_OPTS"}

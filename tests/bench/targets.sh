@@ -36,17 +36,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-peers=()
-# A sparse loop file big enough for every write row (the tree and big.bin
-# are written more than once); btrfs only takes what it stores.
-if ! command -v mkfs.btrfs >/dev/null; then
-  echo "note: no btrfs peer: mkfs.btrfs not installed (apt-get install btrfs-progs)"
-elif ! { truncate -s 16G "$run/btrfs.img" && mkfs.btrfs -q "$run/btrfs.img" &&
-  mount -o loop,compress-force=zstd:3 "$run/btrfs.img" "$run/btrfs"; } 2>"$run/btrfs.err"; then
-  echo "note: no btrfs peer: $(tail -n 1 "$run/btrfs.err")"
-else
-  peers=(--target "btrfs-zstd=$run/btrfs")
-fi
+# shellcheck source=tests/bench/btrfs_peer.sh
+source "$repo/tests/bench/btrfs_peer.sh"
+btrfs_peer "$run/btrfs" "$run/btrfs.img"
 
 # shellcheck disable=SC2086  # MKFS_OPTIONS are words
 "$densefs" mkfs $mkfs_options "$run/store" >/dev/null
