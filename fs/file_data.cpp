@@ -434,6 +434,12 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
     else if (e.error != 0)
       fates[i] = fate::failed;
   }
+  // Per file, the versions this group settles (committed or made obsolete):
+  // they no longer hold back its persisted size.
+  std::map<const node*, std::set<std::uint64_t>> settled;
+  for (std::size_t i = 0; i < group.size(); ++i)
+    if (fates[i] == fate::commit || fates[i] == fate::obsolete)
+      settled[group[i].n.get()].insert(group[i].gen);
 
   // One transaction for every version that commits, and each file's record
   // as it leaves it.
@@ -493,14 +499,11 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
         // stops at the lowest slot that still holds staged bytes other than
         // the versions this group settles, so a crash never exposes zeros
         // that were never written. Once nothing is staged, it is the size.
-        std::set<std::uint64_t> settled;
-        for (std::size_t i = 0; i < group.size(); ++i)
-          if (group[i].n.get() == np && (fates[i] == fate::commit || fates[i] == fate::obsolete))
-            settled.insert(group[i].gen);
+        const std::set<std::uint64_t>& done = settled[np];
         std::uint64_t lowest_staged = std::numeric_limits<std::uint64_t>::max();
         for (const auto& [i, other] : n.slots) {
           bool staged = static_cast<bool>(other.dirty);
-          for (const auto& [gen, bytes] : other.in_flight) staged = staged || !settled.count(gen);
+          for (const auto& [gen, bytes] : other.in_flight) staged = staged || !done.count(gen);
           if (staged) {
             lowest_staged = i * k_slot;
             break;

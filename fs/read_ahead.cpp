@@ -141,7 +141,6 @@ void read_ahead::load_files(const std::vector<std::uint64_t>& files,
         if (batch.empty() || batch.back() != extent.hash) batch.push_back(extent.hash);
         batch_bytes += extent.length;
       }
-      ++siblings_prefetched_;
       // A piece at a time, so the reader's next files arrive first.
       if (batch_bytes >= k_piece) {
         store_.load_chunks(batch, keep_going);

@@ -66,10 +66,8 @@ class read_ahead {
   bool note_cold_file(std::uint64_t dir, std::size_t index);
   void prefetch_siblings(std::uint64_t dir, std::vector<std::uint64_t> files);
 
-  // For tests and `densefs stats`: pieces queued so far, and sibling files
-  // whose chunks were fetched ahead.
+  // For tests and `densefs stats`: pieces queued so far.
   std::uint64_t pieces_queued() const { return pieces_queued_.load(); }
-  std::uint64_t siblings_prefetched() const { return siblings_prefetched_.load(); }
 
  private:
   struct stream {
@@ -90,7 +88,6 @@ class read_ahead {
   const std::uint64_t max_window_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> pieces_queued_{0};
-  std::atomic<std::uint64_t> siblings_prefetched_{0};
   std::mutex mutex_;
   std::unordered_map<std::uint64_t, stream> streams_;          // by inode, at most k_max_streams
   std::unordered_map<std::uint64_t, dir_stream> dir_streams_;  // by directory, running

@@ -24,9 +24,8 @@ void write_back::add(encoded_slot slot) {
   if (queue_.empty()) oldest_ = std::chrono::steady_clock::now();
   queued_bytes_ += slot.data ? slot.data->size() : 0;
   queue_.push_back(std::move(slot));
-  if (urgent_ > 0 || queue_.size() >= k_group_files || queued_bytes_ >= k_group_bytes ||
-      queue_.size() == 1)  // the committer sleeps without a deadline when empty
-    cv_.notify_one();
+  // The committer sleeps without a deadline while the queue is empty.
+  if (group_ready() || queue_.size() == 1) cv_.notify_one();
 }
 
 write_back::urgent::urgent(write_back* wb) : wb_(wb) {
@@ -42,22 +41,11 @@ write_back::urgent::~urgent() {
   --wb_->urgent_;
 }
 
-std::uint64_t write_back::groups_committed() const {
-  std::lock_guard lock(mutex_);
-  return groups_;
-}
-
-std::uint64_t write_back::slots_committed() const {
-  std::lock_guard lock(mutex_);
-  return slots_;
-}
-
 void write_back::run() {
   std::unique_lock lock(mutex_);
   for (;;) {
     const auto due = [&] {
-      return !queue_.empty() && (stopping_ || urgent_ > 0 || queue_.size() >= k_group_files ||
-                                 queued_bytes_ >= k_group_bytes ||
+      return !queue_.empty() && (stopping_ || group_ready() ||
                                  std::chrono::steady_clock::now() >= oldest_ + interval_);
     };
     if (queue_.empty()) {
@@ -87,13 +75,10 @@ void write_back::run() {
     }
     // What is left has waited since this group's commit began, at most.
     oldest_ = std::chrono::steady_clock::now();
-    const std::size_t slots = group.size();
     lock.unlock();
     commit_(group);
     group.clear();  // the nodes' last references may go here, off the lock
     lock.lock();
-    ++groups_;
-    slots_ += slots;
   }
 }
 

@@ -59,9 +59,9 @@ class write_back {
   // never run concurrently. Must not throw: each slot's outcome is its own.
   using commit_fn = std::function<void(std::vector<encoded_slot>& group)>;
 
-  // A group closes at this many slot versions or bytes of file data, or
-  // once its oldest version has waited `interval`. 1,024 small files: one
-  // RocksDB write of a few hundred KiB of records. 16 MiB: a group commit
+  // A group closes at k_group_files files or k_group_bytes of file data,
+  // or once its oldest version has waited `interval`; it never holds more
+  // than k_group_slots versions (small rewrites of one file). 16 MiB: a group commit
   // holds the metadata lock while it writes its payloads to the pack
   // files, and every lookup and getattr of the mount waits meanwhile.
   // 48 files: a group commit holds each of its files' data_mutex (so that
@@ -93,12 +93,13 @@ class write_back {
     write_back* wb_;
   };
 
-  // Groups committed since the mount, and slot versions in them (stats).
-  std::uint64_t groups_committed() const;
-  std::uint64_t slots_committed() const;
-
  private:
   void run();
+  // Enough is queued, or someone waits: commit without waiting for the
+  // interval. Caller holds mutex_.
+  bool group_ready() const {
+    return urgent_ > 0 || queue_.size() >= k_group_files || queued_bytes_ >= k_group_bytes;
+  }
 
   const std::chrono::milliseconds interval_;
   const commit_fn commit_;
@@ -109,8 +110,6 @@ class write_back {
   std::chrono::steady_clock::time_point oldest_{};  // when queue_.front() arrived
   int urgent_ = 0;
   bool stopping_ = false;
-  std::uint64_t groups_ = 0;
-  std::uint64_t slots_ = 0;
   std::thread thread_;  // last: starts once the members above exist
 };
 

@@ -52,17 +52,7 @@ using namespace std::chrono_literals;
 
 // Sanitized builds run the daemon several times slower: fewer rounds there,
 // still every focus and one huge delete (round 12).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr int k_default_rounds = 13;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr int k_default_rounds = 13;
-#else
-constexpr int k_default_rounds = 50;
-#endif
-#else
-constexpr int k_default_rounds = 50;
-#endif
+constexpr int k_default_rounds = k_sanitized_build ? 13 : 50;
 
 std::string hex64(std::uint64_t v) {
   char buf[17];

@@ -24,6 +24,21 @@ inline constexpr std::uint64_t k_kib = 1024;
 inline constexpr std::uint64_t k_mib = 1024 * k_kib;
 inline constexpr std::uint64_t k_gib = 1024 * k_mib;
 
+// Built with ASan or TSan (GCC defines __SANITIZE_*, clang has
+// __has_feature): the daemon runs several times slower, and RSS measures
+// the sanitizer's shadow memory and quarantine.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool k_sanitized_build = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool k_sanitized_build = true;
+#else
+inline constexpr bool k_sanitized_build = false;
+#endif
+#else
+inline constexpr bool k_sanitized_build = false;
+#endif
+
 // The densefs binary under test: DENSEFS_TEST_BINARY from the environment
 // when set (e.g. a sanitizer build), else the one built with these tests.
 std::string densefs_binary();

@@ -200,22 +200,8 @@ class write_behind_flood : public write_behind {
   std::string mount_options() const override { return "commit=300,max_staged=16M,chunk_cache=0"; }
 };
 
-// Sanitizers keep freed memory in quarantine and shadow every byte: RSS
-// says nothing about densefs there.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool k_sanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool k_sanitized = true;
-#else
-constexpr bool k_sanitized = false;
-#endif
-#else
-constexpr bool k_sanitized = false;
-#endif
-
 TEST_F(write_behind_flood, memory_stays_bounded_under_a_writer_flood) {
-  if (k_sanitized) GTEST_SKIP() << "RSS under a sanitizer measures the sanitizer";
+  if (k_sanitized_build) GTEST_SKIP() << "RSS under a sanitizer measures the sanitizer";
   // 256 MiB of incompressible data in 64 files, no fsync, with max_staged
   // 16 MiB and a commit interval that never runs out: writers wait for
   // room, and room comes only from group commits. RSS must not follow the
