@@ -457,12 +457,14 @@ std::vector<std::string> pack_store::get_many(std::span<const chunk_hash> hashes
   return out;
 }
 
-std::vector<pack_store::pack_usage> pack_store::usage() const {
+std::vector<pack_store::pack_usage> pack_store::usage(const std::atomic<bool>* cancel) const {
   std::map<std::uint32_t, pack_usage> by_id;
   rocksdb::ReadOptions ro;
   ro.fill_cache = false;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (cancel && cancel->load(std::memory_order_relaxed))
+      throw store_error(ECANCELED, "scanning the pack index: canceled (the store is closing)");
     const rocksdb::Slice k = it->key();
     if (k.size() != chunk_hash::k_size) continue;
     payload_value v;
@@ -518,7 +520,7 @@ pack_store::compaction pack_store::compact(double dead_share, std::mutex& commit
   std::map<std::uint32_t, std::vector<std::pair<chunk_hash, pack_ref>>> moves;
   {
     std::lock_guard commit(commit_mutex);
-    for (const pack_usage& u : usage()) {
+    for (const pack_usage& u : usage(&cancel)) {
       if (u.file_bytes == 0) continue;
       const double share = static_cast<double>(u.dead_bytes()) / static_cast<double>(u.file_bytes);
       if (u.live_records == 0 || share >= dead_share) moves[u.id];

@@ -128,8 +128,9 @@ class pack_store final : public payload_store {
       return file_bytes > used ? file_bytes - used : 0;
     }
   };
-  // A walk of the index and a listing of the pack directory.
-  std::vector<pack_usage> usage() const;
+  // A walk of the index and a listing of the pack directory. Throws
+  // store_error(ECANCELED) once `cancel` (when given) is set.
+  std::vector<pack_usage> usage(const std::atomic<bool>* cancel = nullptr) const;
   // Sizes of the pack files, by pack id (a directory listing only).
   std::vector<std::uint64_t> file_sizes() const;
   // Their sum.

@@ -1202,6 +1202,9 @@ gc_report store::garbage() const {
   r.garbage_since_collect = garbage_bytes_.load();
   scan_prefix(cf_chunks, {}, {}, "scanning chunks",
               [&](std::string_view key, std::string_view value) {
+                if (gc_canceled_.load(std::memory_order_relaxed))
+                  throw store_error(ECANCELED, "scanning the chunks of store " + dir_.string() +
+                                                   ": canceled (the store is closing)");
                 const chunk_record c =
                     detail::decode_chunk(value, "chunk " + chunk_hash::from_bytes(key).hex());
                 ++r.chunks;
@@ -1215,7 +1218,7 @@ gc_report store::garbage() const {
     // Exact: the index says which pack bytes are live. Everything else in
     // the pack files is garbage; the write-ahead log holds no pack payloads.
     std::uint64_t live_and_headers = 0;
-    for (const pack_store::pack_usage& u : packs_->usage()) {
+    for (const pack_store::pack_usage& u : packs_->usage(&gc_canceled_)) {
       r.live_blob_payload_bytes += u.live_bytes;
       if (u.file_bytes > 0) {
         ++r.pack_files;
@@ -1290,7 +1293,7 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   //    commit, the old pack deleted). Needs room for the copies only.
   if (packs_) {
     std::uint64_t to_move = 0;
-    for (const pack_store::pack_usage& u : packs_->usage())
+    for (const pack_store::pack_usage& u : packs_->usage(&gc_canceled_))
       if (u.file_bytes > 0 && static_cast<double>(u.dead_bytes()) >=
                                   k_pack_dead_share * static_cast<double>(u.file_bytes))
         to_move += u.live_bytes;
@@ -2055,11 +2058,20 @@ void store::commit(transaction& txn, bool sync) {
     raised.format_version = k_lepton_file_format_version;
     check_batch(batch.Put(cfs_[cf_meta], slice(k_settings_key), encode_settings(raised)));
   }
+  // Queue entries this transaction puts (a deleted chunk's entry goes too).
+  std::set<std::string_view> queued_here;
+  for (const txn_op& op : t.ops)
+    if (op.cf == cf_meta && !op.erase && op.key.starts_with(k_recompress_prefix))
+      queued_here.insert(op.key);
   for (const auto& [hash, rec] : touched) {
-    if (rec)
+    if (rec) {
       check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec, encoding_)));
-    else
-      check_batch(delete_chunk(batch, hash));
+    } else {
+      // No other commit runs now: the store's queue cannot change meanwhile.
+      const bool queued =
+          queued_here.contains(recompress_key(hash)) || is_queued_for_recompress(hash);
+      check_batch(delete_chunk(batch, hash, queued));
+    }
   }
 
   if (new_payload_bytes > 0) check_space_for(new_payload_bytes);
@@ -2274,9 +2286,10 @@ void store::scan_records(
   scan_prefix(cf, prefix, prefix, what.c_str(), fn);
 }
 
-rocksdb::Status store::delete_chunk(rocksdb::WriteBatch& batch, const chunk_hash& hash) {
+rocksdb::Status store::delete_chunk(rocksdb::WriteBatch& batch, const chunk_hash& hash,
+                                    bool queued) {
   rocksdb::Status s = batch.Delete(cfs_[cf_chunks], slice(hash.view()));
-  if (s.ok()) s = batch.Delete(cfs_[cf_meta], recompress_key(hash));
+  if (s.ok() && queued) s = batch.Delete(cfs_[cf_meta], recompress_key(hash));
   if (s.ok()) payloads_->remove(batch, hash);
   return s;
 }
@@ -2289,7 +2302,7 @@ void store::set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount) {
   rocksdb::WriteBatch batch;
   rocksdb::Status s;
   if (refcount == 0) {
-    s = delete_chunk(batch, hash);
+    s = delete_chunk(batch, hash, is_queued_for_recompress(hash));
   } else {
     rec->refcount = refcount;
     s = batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec, encoding_));

@@ -428,7 +428,9 @@ class store {
 
   // Garbage collection (docs/gc.md). garbage() looks (a walk of the chunk
   // records, O(chunks), plus a listing of the store directory); it changes
-  // nothing and works on a read-only store too.
+  // nothing and works on a read-only store too. After
+  // cancel_garbage_collection() it stops soon with store_error(ECANCELED):
+  // the walk is long on a big store and must not hold up an unmount.
   gc_report garbage() const;
   // Gives back the space of deleted and replaced payloads and of deleted
   // metadata: flushes every memtable (so the write-ahead log files can go),
@@ -446,7 +448,7 @@ class store {
   // collect_garbage() last started: stored sizes of chunks deleted at
   // refcount 0 and of payloads swapped by replace_payload.
   std::uint64_t garbage_since_collect() const { return garbage_bytes_.load(); }
-  // Makes a collect_garbage() in progress, and every later one, stop soon
+  // Makes a collect_garbage() or garbage() in progress, and every later one, stop soon
   // with store_error(ECANCELED); for a daemon that is unmounting. What was
   // compacted so far stays compacted.
   void cancel_garbage_collection();
@@ -477,8 +479,13 @@ class store {
 
  private:
   // Adds to `batch` the removal of a chunk at refcount 0: its record, its
-  // payload and its re-encoding queue entry go together.
-  rocksdb::Status delete_chunk(rocksdb::WriteBatch& batch, const chunk_hash& hash);
+  // payload and its re-encoding queue entry go together. `queued`: the
+  // chunk has a queue entry (in the store, or put by this batch). Only
+  // then is the entry deleted: a tombstone for every deleted chunk would
+  // leave the queue's key range full of them after a big rm or rewrite,
+  // and the re-encoder's every look at the queue steps over each one.
+  // Caller holds commit_mutex_.
+  rocksdb::Status delete_chunk(rocksdb::WriteBatch& batch, const chunk_hash& hash, bool queued);
   store(std::filesystem::path dir, store_open_options options);
   // Throws store_error(ENOSPC) unless `bytes` more payload fit while keeping
   // the space reserve; nothing has been written when it throws.

@@ -84,6 +84,9 @@ test_packages=(
   stress-ng fio
   # fuser: the differential test names who holds a busy mount
   psmisc
+  # gdb: a daemon that does not exit after unmount has its threads' stacks
+  # printed by the mount tests (tests/mount/mount_fixture.cpp)
+  gdb
   # the ASan+UBSan build and the libFuzzer targets (tests/fuzz) use clang;
   # llvm-symbolizer turns sanitizer reports into file:line stacks
   clang libclang-rt-14-dev llvm

@@ -435,10 +435,14 @@ void mount_test::unmount() {
   }
   const auto status = wait_for(pid, k_unmount_timeout);
   if (!status) {
+    // Where each thread waits: the one thing that explains a hang later.
+    const auto stacks = run_command(
+        {"gdb", "-p", std::to_string(pid), "-batch", "-nx", "-ex", "thread apply all bt 30"}, 60s);
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
     FAIL() << "densefs did not exit within 120 s of being unmounted; its output:\n"
-           << tail(daemon_log(), 4000);
+           << tail(daemon_log(), 4000) << "\nits threads (gdb):\n"
+           << tail(stacks.out + stacks.err, 48000);
   }
   // 64 KB of the log: a whole sanitizer report (TSan's exit status 66).
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)

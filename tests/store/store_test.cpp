@@ -539,6 +539,50 @@ TEST_F(store_test, releasing_the_last_reference_deletes_chunk_and_payload) {
   EXPECT_EQ(db.count(k_cf_payloads), 0u);
 }
 
+// A deleted chunk's re-encoding queue entry goes with it; a chunk that was
+// never queued leaves no deletion in the queue's key range (a big rm would
+// otherwise fill it with tombstones the re-encoder steps over on every look).
+TEST_F(store_test, deleting_chunks_deletes_queue_entries_only_where_there_are_some) {
+  chunk_hash queued;
+  {
+    auto s = open();
+    std::vector<prepared_chunk> chunks;
+    for (std::uint32_t i = 0; i < 20; ++i)
+      chunks.push_back(s->prepare_chunk(random_bytes(5000, i)));
+    queued = chunks[0].hash;
+    transaction t;
+    for (const prepared_chunk& p : chunks) t.ref_chunk(p);
+    t.queue_recompress(queued, 2);
+    s->commit(t);
+    EXPECT_TRUE(s->is_queued_for_recompress(queued));
+    transaction u;
+    for (const prepared_chunk& p : chunks) u.unref_chunk(p.hash);
+    s->commit(u);
+    EXPECT_FALSE(s->is_queued_for_recompress(queued));
+    EXPECT_TRUE(s->pending_recompress(10, std::nullopt).empty());
+    // Queued and released in one transaction: the entry still goes.
+    const prepared_chunk once = s->prepare_chunk(random_bytes(5000, 99));
+    transaction v;
+    v.ref_chunk(once);
+    s->commit(v);
+    transaction w;
+    w.queue_recompress(once.hash, 2);
+    w.unref_chunk(once.hash);
+    s->commit(w);
+    EXPECT_FALSE(s->is_queued_for_recompress(once.hash));
+  }
+  test::raw_db db(dir());
+  // The meta column family's deletions, in its memtable (replayed from the
+  // log) and in its tables: the two queue entries' and no others.
+  std::uint64_t deletes = 0;
+  ASSERT_TRUE(
+      db.db()->GetIntProperty(db.cf(k_cf_meta), "rocksdb.num-deletes-active-mem-table", &deletes));
+  rocksdb::TablePropertiesCollection tables;
+  ASSERT_TRUE(db.db()->GetPropertiesOfAllTables(db.cf(k_cf_meta), &tables).ok());
+  for (const auto& [name, props] : tables) deletes += props->num_deletions;
+  EXPECT_EQ(deletes, 2u);
+}
+
 TEST_F(store_test, refcount_underflow_clamps_to_zero) {
   auto s = open();
   const prepared_chunk p = s->prepare_chunk("abc");
