@@ -200,8 +200,13 @@ void filesystem::prefetch_siblings(const node& n) {
   if (dir_ino == 0 || read_ahead_->sibling_prefetch_running(dir_ino)) return;
   const auto dir = table_.find(dir_ino);
   if (!dir || dir->regular) return;
-  // Only the listing readdir left, and only if it is current and free: a
-  // read never scans a directory, nor waits for a readdir that does.
+  // Enough files to cover the window with small ones; the read-ahead stops
+  // at its byte budget.
+  constexpr std::size_t k_max_sibling_files = 1024;
+  // The listing a readdir in progress left, if it is current and free (a
+  // read never scans a directory, nor waits for a readdir that does);
+  // else the order of the directory's files the read-ahead kept when the
+  // last complete readdir ended.
   std::shared_ptr<const dir_listing> listing;
   {
     std::unique_lock lock(dir->listing_mutex, std::try_to_lock);
@@ -209,16 +214,18 @@ void filesystem::prefetch_siblings(const node& n) {
     if (dir->listing && dir->listing_version == dir->dir_version.load(std::memory_order_acquire))
       listing = dir->listing;
   }
-  if (!listing) return;
+  if (!listing) {
+    auto after = read_ahead_->files_after(dir_ino, n.ino, k_max_sibling_files);
+    if (!after || !read_ahead_->note_cold_file(dir_ino, after->index)) return;
+    read_ahead_->prefetch_siblings(dir_ino, std::move(after->files));
+    return;
+  }
   const auto& entries = listing->entries;
   const auto self = std::find_if(entries.begin(), entries.end(),
                                  [&](const dir_listing::entry& e) { return e.ino == n.ino; });
   if (self == entries.end()) return;
   const auto index = static_cast<std::size_t>(self - entries.begin());
   if (!read_ahead_->note_cold_file(dir_ino, index)) return;
-  // Enough files to cover the window with small ones; the read-ahead stops
-  // at its byte budget.
-  constexpr std::size_t k_max_sibling_files = 1024;
   std::vector<std::uint64_t> files;
   for (auto it = std::next(self); it != entries.end() && files.size() < k_max_sibling_files; ++it)
     if (it->type == S_IFREG) files.push_back(it->ino);

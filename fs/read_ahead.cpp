@@ -39,7 +39,12 @@ read_ahead::read_ahead(const store::store& st, std::size_t cache_bytes, unsigned
       pool_(std::make_unique<worker_pool>(std::max(1u, threads))) {}
 
 read_ahead::~read_ahead() {
-  stopping_ = true;
+  {
+    // Under the lock: a sibling prefetch's planning job queues pieces under
+    // it, and must not reach pool_ once it is being destroyed.
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
   pool_.reset();  // queued pieces return at once (stopping_)
 }
 
@@ -94,6 +99,51 @@ bool read_ahead::sibling_prefetch_running(std::uint64_t dir) {
   return dir_streams_.contains(dir);
 }
 
+void read_ahead::remember_listing(std::uint64_t dir, std::vector<std::uint64_t> files) {
+  if (files.size() < 2 || files.size() > k_max_listed_files) return;
+  remembered_listing l;
+  l.by_ino.reserve(files.size());
+  for (std::size_t i = 0; i < files.size(); ++i)
+    l.by_ino.emplace_back(files[i], static_cast<std::uint32_t>(i));
+  std::sort(l.by_ino.begin(), l.by_ino.end());
+  l.files = std::move(files);
+  std::lock_guard lock(mutex_);
+  if (const auto old = listings_.find(dir); old != listings_.end()) {
+    listed_files_ -= old->second.files.size();
+    listings_.erase(old);
+  }
+  while (!listings_.empty() && (listings_.size() >= k_max_listings ||
+                                listed_files_ + l.files.size() > k_max_listed_files)) {
+    const auto oldest = std::min_element(
+        listings_.begin(), listings_.end(),
+        [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
+    listed_files_ -= oldest->second.files.size();
+    listings_.erase(oldest);
+  }
+  l.last_use = ++clock_;
+  listed_files_ += l.files.size();
+  listings_.emplace(dir, std::move(l));
+}
+
+std::optional<read_ahead::listed_after> read_ahead::files_after(std::uint64_t dir,
+                                                                std::uint64_t file,
+                                                                std::size_t max) {
+  std::lock_guard lock(mutex_);
+  const auto it = listings_.find(dir);
+  if (it == listings_.end()) return std::nullopt;
+  remembered_listing& l = it->second;
+  const auto at = std::lower_bound(l.by_ino.begin(), l.by_ino.end(),
+                                   std::pair<std::uint64_t, std::uint32_t>{file, 0});
+  if (at == l.by_ino.end() || at->first != file) return std::nullopt;
+  l.last_use = ++clock_;
+  listed_after out;
+  out.index = at->second;
+  const std::size_t from = out.index + 1;
+  const std::size_t to = std::min(l.files.size(), from + max);
+  if (from < to) out.files.assign(l.files.begin() + from, l.files.begin() + to);
+  return out;
+}
+
 bool read_ahead::note_cold_file(std::uint64_t dir, std::size_t index) {
   std::lock_guard lock(mutex_);
   make_room(cold_starts_, k_max_streams, dir);
@@ -120,20 +170,42 @@ void read_ahead::prefetch_siblings(std::uint64_t dir, std::vector<std::uint64_t>
     cancelled = std::make_shared<std::atomic<bool>>(false);
     dir_streams_[dir] = dir_stream{cancelled, ++clock_};
   }
-  pool_->submit([this, dir, files = std::move(files), cancelled] {
-    load_files(files, *cancelled);
-    std::lock_guard lock(mutex_);
-    const auto it = dir_streams_.find(dir);
-    if (it != dir_streams_.end() && it->second.cancelled == cancelled) dir_streams_.erase(it);
+  auto run = std::make_shared<sibling_run>();
+  run->dir = dir;
+  run->cancelled = std::move(cancelled);
+  pool_->submit([this, run, files = std::move(files)] {
+    plan_siblings(run, files);
+    sibling_job_done(*run);
   });
 }
 
-void read_ahead::load_files(const std::vector<std::uint64_t>& files,
-                            const std::atomic<bool>& cancelled) {
-  const auto keep_going = [&] { return !stopping_.load() && !cancelled.load(); };
+void read_ahead::plan_siblings(const std::shared_ptr<sibling_run>& run,
+                               const std::vector<std::uint64_t>& files) {
+  const auto keep_going = [this, &run] { return !stopping_.load() && !run->cancelled->load(); };
   std::vector<store::chunk_hash> batch;
   std::uint64_t batch_bytes = 0;
   std::uint64_t total = 0;
+  // Pieces in listing order: the pool runs its jobs in order, so the
+  // reader's next files are claimed first.
+  const auto queue_piece = [&] {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    ++run->jobs;
+    pool_->submit([this, run, hashes = std::move(batch)] {
+      const auto still_wanted = [this, &run] {
+        return !stopping_.load() && !run->cancelled->load();
+      };
+      try {
+        if (still_wanted()) store_.load_chunks(hashes, still_wanted);
+      } catch (const std::exception&) {
+        // A prefetch is a hint: the read that needs these chunks reports errors.
+      }
+      sibling_job_done(*run);
+    });
+    total += batch_bytes;
+    batch = {};
+    batch_bytes = 0;
+  };
   try {
     for (const std::uint64_t ino : files) {
       if (!keep_going() || total >= max_window_) break;
@@ -141,18 +213,19 @@ void read_ahead::load_files(const std::vector<std::uint64_t>& files,
         if (batch.empty() || batch.back() != extent.hash) batch.push_back(extent.hash);
         batch_bytes += extent.length;
       }
-      // A piece at a time, so the reader's next files arrive first.
-      if (batch_bytes >= k_piece) {
-        store_.load_chunks(batch, keep_going);
-        total += batch_bytes;
-        batch.clear();
-        batch_bytes = 0;
-      }
+      if (batch_bytes >= k_piece) queue_piece();
     }
-    if (!batch.empty() && keep_going()) store_.load_chunks(batch, keep_going);
+    if (!batch.empty() && keep_going()) queue_piece();
   } catch (const std::exception&) {
-    // A prefetch is a hint: the read that needs these chunks reports errors.
+    // As above: a lookup that fails ends the planning, not the reads.
   }
+}
+
+void read_ahead::sibling_job_done(sibling_run& run) {
+  if (run.jobs.fetch_sub(1) != 1) return;
+  std::lock_guard lock(mutex_);
+  const auto it = dir_streams_.find(run.dir);
+  if (it != dir_streams_.end() && it->second.cancelled == run.cancelled) dir_streams_.erase(it);
 }
 
 namespace {

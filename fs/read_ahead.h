@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -55,7 +56,11 @@ class read_ahead {
   // the caller hands the regular files after it to prefetch_siblings: the
   // chunks of their first k_sibling_file_bytes are loaded ahead of the
   // reader in batched fetches of k_piece (io_uring: many payloads per
-  // submission), at most `max_window` bytes. One prefetch per directory
+  // submission), at most `max_window` bytes. Each piece is its own job on
+  // the pool, queued as soon as its files' extents are looked up, so every
+  // pool thread decodes (a piece's chunks are claimed in the cache, and a
+  // reader that reaches one waits for it: with one thread decoding a
+  // directory's gzip files, a reader waited for that one core). One prefetch per directory
   // runs at a time (sibling_prefetch_running: a cold read meanwhile adds
   // nothing); a fifth directory cancels the oldest: its reader went
   // elsewhere. A random reader (maildir, a web server) never triggers it.
@@ -65,6 +70,25 @@ class read_ahead {
   bool sibling_prefetch_running(std::uint64_t dir);
   bool note_cold_file(std::uint64_t dir, std::size_t index);
   void prefetch_siblings(std::uint64_t dir, std::vector<std::uint64_t> files);
+
+  // The order of a directory's regular files, kept when the daemon drops
+  // its own listing at the end of a readdir (the kernel caches it then):
+  // tar, cp -r and `cat dir/*` list a directory whole before they read its
+  // files, so without it no sibling prefetch would ever start for them.
+  // At most k_max_listings directories and k_max_listed_files inodes in
+  // all (16 bytes each); the least recently listed are forgotten. Only a
+  // hint: a listing that changed since makes a prefetch load chunks
+  // nobody reads, never wrong bytes.
+  static constexpr std::size_t k_max_listings = 16;
+  static constexpr std::size_t k_max_listed_files = 256u << 10;
+  void remember_listing(std::uint64_t dir, std::vector<std::uint64_t> files);
+  // Where `file` is in `dir`'s remembered listing, and up to `max` regular
+  // files after it; nullopt when either is not remembered.
+  struct listed_after {
+    std::size_t index = 0;
+    std::vector<std::uint64_t> files;
+  };
+  std::optional<listed_after> files_after(std::uint64_t dir, std::uint64_t file, std::size_t max);
 
   // For tests and `densefs stats`: pieces queued so far.
   std::uint64_t pieces_queued() const { return pieces_queued_.load(); }
@@ -77,12 +101,22 @@ class read_ahead {
     std::uint64_t last_use = 0;
   };
   void load_piece(std::uint64_t ino, std::uint64_t from, std::uint64_t to);
-  void load_files(const std::vector<std::uint64_t>& files, const std::atomic<bool>& cancelled);
 
   struct dir_stream {
     std::shared_ptr<std::atomic<bool>> cancelled;
     std::uint64_t started = 0;
   };
+  // One directory's prefetch: the job that looks up its files' extents and
+  // the piece jobs it queued. The directory's dir_streams_ entry goes when
+  // the last of them ends.
+  struct sibling_run {
+    std::uint64_t dir = 0;
+    std::shared_ptr<std::atomic<bool>> cancelled;
+    std::atomic<std::size_t> jobs{1};  // the planning job
+  };
+  void plan_siblings(const std::shared_ptr<sibling_run>& run,
+                     const std::vector<std::uint64_t>& files);
+  void sibling_job_done(sibling_run& run);
 
   const store::store& store_;
   const std::uint64_t max_window_;
@@ -98,6 +132,13 @@ class read_ahead {
     std::uint64_t last_use = 0;
   };
   std::unordered_map<std::uint64_t, cold_start> cold_starts_;
+  struct remembered_listing {
+    std::vector<std::uint64_t> files;                             // listing order
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> by_ino;  // sorted: ino, index
+    std::uint64_t last_use = 0;
+  };
+  std::unordered_map<std::uint64_t, remembered_listing> listings_;  // by directory
+  std::size_t listed_files_ = 0;                                    // in listings_
   std::uint64_t clock_ = 0;
   std::unique_ptr<worker_pool> pool_;  // last: its jobs use the members above
 };
