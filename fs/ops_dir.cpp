@@ -438,6 +438,14 @@ std::shared_ptr<const dir_listing> filesystem::listing_of(node& dir) {
                    [](const auto& x, const auto& y) { return x.cookie < y.cookie; });
   dir.listing = fresh;
   dir.listing_version = version;
+  // The files' order outlives the listing, for the sibling prefetch of a
+  // reader that goes through them after the readdir ends.
+  if (read_ahead_) {
+    std::vector<std::uint64_t> files;
+    for (const auto& e : fresh->entries)
+      if (e.type == S_IFREG) files.push_back(e.ino);
+    read_ahead_->remember_listing(dir.ino, std::move(files));
+  }
   return fresh;
 }
 
@@ -572,17 +580,8 @@ void filesystem::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t
         // The end of the listing (the kernel reads until an empty reply):
         // the kernel caches it now, so densefs need not; memory stays
         // bounded by the directories being read, not those ever read.
-        {
-          std::lock_guard lock(dir->listing_mutex);
-          if (dir->listing == listing) dir->listing.reset();
-        }
-        // The files' order stays, for a reader that goes through them now.
-        if (read_ahead_) {
-          std::vector<std::uint64_t> files;
-          for (const auto& e : all)
-            if (e.type == S_IFREG) files.push_back(e.ino);
-          read_ahead_->remember_listing(dir->ino, std::move(files));
-        }
+        std::lock_guard lock(dir->listing_mutex);
+        if (dir->listing == listing) dir->listing.reset();
       }
       if (fuse_reply_buf(req, buffer.data(), used) != 0 && !counted.empty()) {
         // The kernel never got these entries: it will not forget them.

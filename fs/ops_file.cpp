@@ -198,38 +198,14 @@ void filesystem::prefetch_siblings(const node& n) {
   if (!read_ahead_) return;
   const std::uint64_t dir_ino = n.parent_hint.load(std::memory_order_relaxed);
   if (dir_ino == 0 || read_ahead_->sibling_prefetch_running(dir_ino)) return;
-  const auto dir = table_.find(dir_ino);
-  if (!dir || dir->regular) return;
+  // The order of the directory's files as its last listing gave them (a
+  // read never scans a directory, nor waits for a readdir that does).
   // Enough files to cover the window with small ones; the read-ahead stops
   // at its byte budget.
   constexpr std::size_t k_max_sibling_files = 1024;
-  // The listing a readdir in progress left, if it is current and free (a
-  // read never scans a directory, nor waits for a readdir that does);
-  // else the order of the directory's files the read-ahead kept when the
-  // last complete readdir ended.
-  std::shared_ptr<const dir_listing> listing;
-  {
-    std::unique_lock lock(dir->listing_mutex, std::try_to_lock);
-    if (!lock.owns_lock()) return;
-    if (dir->listing && dir->listing_version == dir->dir_version.load(std::memory_order_acquire))
-      listing = dir->listing;
-  }
-  if (!listing) {
-    auto after = read_ahead_->files_after(dir_ino, n.ino, k_max_sibling_files);
-    if (!after || !read_ahead_->note_cold_file(dir_ino, after->index)) return;
-    read_ahead_->prefetch_siblings(dir_ino, std::move(after->files));
-    return;
-  }
-  const auto& entries = listing->entries;
-  const auto self = std::find_if(entries.begin(), entries.end(),
-                                 [&](const dir_listing::entry& e) { return e.ino == n.ino; });
-  if (self == entries.end()) return;
-  const auto index = static_cast<std::size_t>(self - entries.begin());
-  if (!read_ahead_->note_cold_file(dir_ino, index)) return;
-  std::vector<std::uint64_t> files;
-  for (auto it = std::next(self); it != entries.end() && files.size() < k_max_sibling_files; ++it)
-    if (it->type == S_IFREG) files.push_back(it->ino);
-  read_ahead_->prefetch_siblings(dir_ino, std::move(files));
+  auto after = read_ahead_->files_after(dir_ino, n.ino, k_max_sibling_files);
+  if (!after || !read_ahead_->note_cold_file(dir_ino, after->index)) return;
+  read_ahead_->prefetch_siblings(dir_ino, std::move(after->files));
 }
 
 bool filesystem::reply_read(fuse_req_t req, node& n, std::size_t size, off_t off, bool cached_only,

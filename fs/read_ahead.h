@@ -71,10 +71,10 @@ class read_ahead {
   bool note_cold_file(std::uint64_t dir, std::size_t index);
   void prefetch_siblings(std::uint64_t dir, std::vector<std::uint64_t> files);
 
-  // The order of a directory's regular files, kept when the daemon drops
-  // its own listing at the end of a readdir (the kernel caches it then):
-  // tar, cp -r and `cat dir/*` list a directory whole before they read its
-  // files, so without it no sibling prefetch would ever start for them.
+  // The order of a directory's regular files, kept from each listing the
+  // daemon reads: the daemon drops the listing itself at the end of a
+  // readdir (the kernel caches it then), and tar, cp -r and `cat dir/*`
+  // list a directory whole before they read its files.
   // At most k_max_listings directories and k_max_listed_files inodes in
   // all (16 bytes each); the least recently listed are forgotten. Only a
   // hint: a listing that changed since makes a prefetch load chunks

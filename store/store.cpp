@@ -2058,18 +2058,22 @@ void store::commit(transaction& txn, bool sync) {
     raised.format_version = k_lepton_file_format_version;
     check_batch(batch.Put(cfs_[cf_meta], slice(k_settings_key), encode_settings(raised)));
   }
-  // Queue entries this transaction puts (a deleted chunk's entry goes too).
-  std::set<std::string_view> queued_here;
-  for (const txn_op& op : t.ops)
-    if (op.cf == cf_meta && !op.erase && op.key.starts_with(k_recompress_prefix))
-      queued_here.insert(op.key);
+  // Queue entries this transaction puts (a deleted chunk's entry goes too);
+  // gathered once, and only for a commit that deletes a chunk.
+  std::optional<std::set<std::string_view>> queued_here;
   for (const auto& [hash, rec] : touched) {
     if (rec) {
       check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec, encoding_)));
     } else {
       // No other commit runs now: the store's queue cannot change meanwhile.
+      if (!queued_here) {
+        queued_here.emplace();
+        for (const txn_op& op : t.ops)
+          if (op.cf == cf_meta && !op.erase && op.key.starts_with(k_recompress_prefix))
+            queued_here->insert(op.key);
+      }
       const bool queued =
-          queued_here.contains(recompress_key(hash)) || is_queued_for_recompress(hash);
+          queued_here->contains(recompress_key(hash)) || is_queued_for_recompress(hash);
       check_batch(delete_chunk(batch, hash, queued));
     }
   }
