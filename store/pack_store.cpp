@@ -6,10 +6,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <rocksdb/db.h>
-#include <rocksdb/iterator.h>
-#include <rocksdb/write_batch.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -48,8 +44,8 @@ std::string errno_text(int e) {
   return std::strerror(e);
 }
 
-rocksdb::Slice key_of(const chunk_hash& hash) {
-  return {reinterpret_cast<const char*>(hash.bytes.data()), hash.bytes.size()};
+std::string_view key_of(const chunk_hash& hash) {
+  return hash.view();
 }
 
 std::string pack_header(std::uint32_t id) {
@@ -201,10 +197,8 @@ struct pack_store::pack_file {
   }
 };
 
-pack_store::pack_store(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, fs::path store_dir,
-                       options o)
-    : db_(db),
-      cf_(cf),
+pack_store::pack_store(metadata_engine& engine, fs::path store_dir, options o)
+    : engine_(engine),
       pack_dir_(std::move(store_dir) / "packs"),
       options_(o),
       reader_(make_batched_reader(o.io)) {
@@ -265,14 +259,10 @@ void pack_store::roll_locked() {
   dir_unsynced_ = true;
 }
 
-void pack_store::put(rocksdb::WriteBatch& batch, const chunk_hash& hash, std::string_view stored,
+void pack_store::put(metadata_batch& batch, const chunk_hash& hash, std::string_view stored,
                      const payload_meta& meta) {
-  const auto check = [&](const rocksdb::Status& s) {
-    if (!s.ok())
-      throw store_error(EIO, "staging payload of chunk " + hash.hex() + ": " + s.ToString());
-  };
   if (stored.size() < k_min_pack_payload) {
-    check(batch.Put(cf_, key_of(hash), encode_inline_payload(stored)));
+    batch.put(table::payloads, key_of(hash), encode_inline_payload(stored));
     return;
   }
   if (stored.size() > max_pack_payload(meta.codec))
@@ -301,7 +291,7 @@ void pack_store::put(rocksdb::WriteBatch& batch, const chunk_hash& hash, std::st
     if (unsynced_.empty() || unsynced_.back() != current_) unsynced_.push_back(current_);
     start_writeback_locked();
   }
-  check(batch.Put(cf_, key_of(hash), encode_pack_ref(ref)));
+  batch.put(table::payloads, key_of(hash), encode_pack_ref(ref));
 }
 
 // Starts the write-back of what was appended since the last call once there
@@ -316,11 +306,9 @@ void pack_store::start_writeback_locked() {
   writeback_from_ = current_size_;
 }
 
-void pack_store::remove(rocksdb::WriteBatch& batch, const chunk_hash& hash) {
+void pack_store::remove(metadata_batch& batch, const chunk_hash& hash) {
   // The record stays in its pack as dead bytes until compaction.
-  const rocksdb::Status s = batch.Delete(cf_, key_of(hash));
-  if (!s.ok())
-    throw store_error(EIO, "staging removal of chunk " + hash.hex() + ": " + s.ToString());
+  batch.erase(table::payloads, key_of(hash));
 }
 
 void pack_store::sync() {
@@ -397,13 +385,13 @@ std::string pack_store::get(const chunk_hash& hash) {
 
 std::vector<std::string> pack_store::get_many(std::span<const chunk_hash> hashes) {
   std::shared_lock lock(index_lock_);
-  std::vector<rocksdb::Slice> keys;
+  std::vector<std::string> keys;
   keys.reserve(hashes.size());
-  for (const auto& h : hashes) keys.push_back(key_of(h));
-  const std::vector<rocksdb::ColumnFamilyHandle*> cfs(hashes.size(), cf_);
-  std::vector<std::string> values;
-  const std::vector<rocksdb::Status> statuses =
-      db_->MultiGet(rocksdb::ReadOptions(), cfs, keys, &values);
+  for (const auto& h : hashes) keys.emplace_back(key_of(h));
+  const std::vector<std::optional<std::string>> values = engine_.get_many(
+      table::payloads, keys,
+      hashes.size() == 1 ? "payload index of chunk " + hashes[0].hex()
+                         : "payload index of " + std::to_string(hashes.size()) + " chunks");
 
   std::vector<std::string> out(hashes.size());
   // Two ranges per record, header and payload, so the payload lands in its
@@ -413,12 +401,9 @@ std::vector<std::string> pack_store::get_many(std::span<const chunk_hash> hashes
   std::vector<pack_ref> refs;
   std::vector<std::shared_ptr<pack_file>> held;
   for (std::size_t i = 0; i < hashes.size(); ++i) {
-    if (statuses[i].IsNotFound())
+    if (!values[i])
       throw store_error(EIO, "payload of chunk " + hashes[i].hex() + " is missing from the store");
-    if (!statuses[i].ok())
-      throw store_error(
-          EIO, "reading payload index of chunk " + hashes[i].hex() + ": " + statuses[i].ToString());
-    const payload_value v = decode_payload_value(hashes[i], values[i]);
+    const payload_value v = decode_payload_value(hashes[i], *values[i]);
     if (v.inline_bytes) {
       out[i] = std::string(*v.inline_bytes);
       continue;
@@ -459,29 +444,27 @@ std::vector<std::string> pack_store::get_many(std::span<const chunk_hash> hashes
 
 std::vector<pack_store::pack_usage> pack_store::usage(const std::atomic<bool>* cancel) const {
   std::map<std::uint32_t, pack_usage> by_id;
-  rocksdb::ReadOptions ro;
-  ro.fill_cache = false;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cf_));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (cancel && cancel->load(std::memory_order_relaxed))
-      throw store_error(ECANCELED, "scanning the pack index: canceled (the store is closing)");
-    const rocksdb::Slice k = it->key();
-    if (k.size() != chunk_hash::k_size) continue;
-    payload_value v;
-    try {
-      v = decode_payload_value(chunk_hash::from_bytes({k.data(), k.size()}),
-                               {it->value().data(), it->value().size()});
-    } catch (const store_error&) {
-      continue;  // fsck reports it (the chunk's payload is unreadable)
-    }
-    if (v.inline_bytes) continue;
-    pack_usage& u = by_id[v.ref.pack];
-    u.id = v.ref.pack;
-    u.live_bytes += v.ref.length;
-    ++u.live_records;
-  }
-  if (!it->status().ok())
-    throw store_error(EIO, "scanning the pack index: " + it->status().ToString());
+  scan_options o;
+  o.fill_cache = false;
+  engine_.scan(table::payloads, {}, o, "scanning the pack index",
+               [&](std::string_view k, std::string_view value) {
+                 if (cancel && cancel->load(std::memory_order_relaxed))
+                   throw store_error(ECANCELED,
+                                     "scanning the pack index: canceled (the store is closing)");
+                 if (k.size() != chunk_hash::k_size) return true;
+                 payload_value v;
+                 try {
+                   v = decode_payload_value(chunk_hash::from_bytes(k), value);
+                 } catch (const store_error&) {
+                   return true;  // fsck reports it (the chunk's payload is unreadable)
+                 }
+                 if (v.inline_bytes) return true;
+                 pack_usage& u = by_id[v.ref.pack];
+                 u.id = v.ref.pack;
+                 u.live_bytes += v.ref.length;
+                 ++u.live_records;
+                 return true;
+               });
   for (const std::uint32_t id : list_packs(pack_dir_)) {
     struct stat sb {};
     pack_usage& u = by_id[id];
@@ -532,22 +515,21 @@ pack_store::compaction pack_store::compact(double dead_share, std::mutex& commit
       std::lock_guard lock(append_mutex_);
       if (current_ && moves.count(current_->id)) current_.reset();
     }
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      const rocksdb::Slice k = it->key();
-      if (k.size() != chunk_hash::k_size) continue;
-      const chunk_hash hash = chunk_hash::from_bytes({k.data(), k.size()});
-      payload_value v;
-      try {
-        v = decode_payload_value(hash, {it->value().data(), it->value().size()});
-      } catch (const store_error&) {
-        continue;
-      }
-      if (v.inline_bytes) continue;
-      if (auto m = moves.find(v.ref.pack); m != moves.end()) m->second.emplace_back(hash, v.ref);
-    }
-    if (!it->status().ok())
-      throw store_error(EIO, "scanning the pack index: " + it->status().ToString());
+    engine_.scan(table::payloads, {}, {}, "scanning the pack index",
+                 [&](std::string_view k, std::string_view value) {
+                   if (k.size() != chunk_hash::k_size) return true;
+                   const chunk_hash hash = chunk_hash::from_bytes(k);
+                   payload_value v;
+                   try {
+                     v = decode_payload_value(hash, value);
+                   } catch (const store_error&) {
+                     return true;
+                   }
+                   if (v.inline_bytes) return true;
+                   if (auto m = moves.find(v.ref.pack); m != moves.end())
+                     m->second.emplace_back(hash, v.ref);
+                   return true;
+                 });
   }
 
   for (auto& [id, entries] : moves) {
@@ -605,24 +587,21 @@ pack_store::compaction pack_store::compact(double dead_share, std::mutex& commit
     //    since the plan keeps its new value.
     {
       std::lock_guard commit(commit_mutex);
-      rocksdb::WriteBatch batch;
+      const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
       for (const moved& m : copies) {
-        std::string value;
-        const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_, key_of(m.hash), &value);
-        if (s.IsNotFound()) continue;
-        if (!s.ok()) throw store_error(EIO, "gc: reading the pack index: " + s.ToString());
+        const std::optional<std::string> value =
+            engine_.get(table::payloads, key_of(m.hash), "the pack index entry of " + m.hash.hex());
         if (value != encode_pack_ref(m.from)) continue;
-        const rocksdb::Status p = batch.Put(cf_, key_of(m.hash), encode_pack_ref(m.to));
-        if (!p.ok()) throw store_error(EIO, "gc: building the index commit: " + p.ToString());
+        batch->put(table::payloads, key_of(m.hash), encode_pack_ref(m.to));
         ++result.records_moved;
       }
       std::unique_lock readers(index_lock_);
-      rocksdb::WriteOptions wo;
-      wo.sync = true;
-      const rocksdb::Status w = db_->Write(wo, &batch);
-      if (!w.ok())
-        throw store_error(w.IsNoSpace() ? ENOSPC : EIO,
-                          "gc: committing moved pack records: " + w.ToString());
+      try {
+        engine_.write(*batch, true);
+      } catch (const store_error& e) {
+        throw store_error(e.error_number(),
+                          "gc: committing moved pack records: " + std::string(e.what()));
+      }
       if (all_copied) {
         std::lock_guard lock(files_mutex_);
         files_.erase(id);

@@ -1,7 +1,7 @@
 // payload_store over append-only pack files (docs/packs.md, byte layout in
 // docs/format.md "Pack files"). Payloads of k_min_pack_payload bytes and more
 // are appended as self-describing records to STORE/packs/NNNNNNNN.pack;
-// smaller ones stay in RocksDB. Either way the `payloads` column family holds
+// smaller ones stay in the metadata engine. Either way its `payloads` table holds
 // one versioned value per chunk: the inline bytes, or the index entry (pack
 // id, offset, record length) of its pack record.
 //
@@ -32,11 +32,6 @@
 
 #include "store/batched_reader.h"
 #include "store/payload_store.h"
-
-namespace rocksdb {
-class DB;
-class ColumnFamilyHandle;
-}  // namespace rocksdb
 
 namespace densefs::store {
 
@@ -101,15 +96,15 @@ class pack_store final : public payload_store {
     io_mode io = io_mode::automatic;
     bool read_only = false;
   };
-  // Borrows db and cf; both must outlive this object. `store_dir`/packs holds
-  // the pack files (created when the first pack is).
-  pack_store(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::filesystem::path store_dir,
-             options o);
+  // Borrows the engine, which must outlive this object; its payloads table
+  // is the index. `store_dir`/packs holds the pack files (created when the
+  // first pack is).
+  pack_store(metadata_engine& engine, std::filesystem::path store_dir, options o);
   ~pack_store() override;
 
-  void put(rocksdb::WriteBatch& batch, const chunk_hash& hash, std::string_view stored,
+  void put(metadata_batch& batch, const chunk_hash& hash, std::string_view stored,
            const payload_meta& meta) override;
-  void remove(rocksdb::WriteBatch& batch, const chunk_hash& hash) override;
+  void remove(metadata_batch& batch, const chunk_hash& hash) override;
   std::string get(const chunk_hash& hash) override;
   std::vector<std::string> get_many(std::span<const chunk_hash> hashes) override;
   void sync() override;
@@ -172,8 +167,7 @@ class pack_store final : public payload_store {
   // valid record header of `hash` with the length `ref` says.
   void check_header(const chunk_hash& hash, const pack_ref& ref, std::string_view header) const;
 
-  rocksdb::DB* db_;
-  rocksdb::ColumnFamilyHandle* cf_;
+  metadata_engine& engine_;
   std::filesystem::path pack_dir_;
   options options_;
   std::unique_ptr<batched_reader> reader_;

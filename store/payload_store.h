@@ -4,7 +4,9 @@
 // (docs/packs.md).
 //
 // Writes go into the caller's pending batch so that a payload appears in the
-// same atomic commit as the chunk record that names it.
+// same atomic commit as the chunk record that names it: a payload store keeps
+// its index (or the payloads themselves) in the metadata engine's payloads
+// table.
 #pragma once
 
 #include <cstdint>
@@ -15,10 +17,7 @@
 
 #include "codec/codec.h"
 #include "store/hash.h"
-
-namespace rocksdb {
-class WriteBatch;
-}
+#include "store/metadata_engine.h"
 
 namespace densefs::store {
 
@@ -35,9 +34,9 @@ class payload_store {
 
   // May write the bytes somewhere outside RocksDB before returning (pack
   // files): the caller commits `batch` only after put returned.
-  virtual void put(rocksdb::WriteBatch& batch, const chunk_hash& hash, std::string_view stored,
+  virtual void put(metadata_batch& batch, const chunk_hash& hash, std::string_view stored,
                    const payload_meta& meta) = 0;
-  virtual void remove(rocksdb::WriteBatch& batch, const chunk_hash& hash) = 0;
+  virtual void remove(metadata_batch& batch, const chunk_hash& hash) = 0;
   // Throws store_error(EIO) naming the chunk when a payload is missing or
   // unreadable.
   virtual std::string get(const chunk_hash& hash) = 0;

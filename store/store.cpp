@@ -7,15 +7,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <rocksdb/cache.h>
-#include <rocksdb/db.h>
-#include <rocksdb/filter_policy.h>
-#include <rocksdb/iterator.h>
-#include <rocksdb/listener.h>
-#include <rocksdb/options.h>
-#include <rocksdb/table.h>
-#include <rocksdb/write_batch.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -34,29 +25,16 @@
 #include "store/chunk_cache.h"
 #include "store/fault_injection.h"
 #include "store/log.h"
+#include "store/metadata_engine.h"
 #include "store/pack_store.h"
 #include "store/records_detail.h"
+#include "store/rocksdb_engine.h"
 #include "store/rocksdb_payload_store.h"
 
 namespace densefs::store {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Column families in the order they are opened; cfs_ is indexed by this.
-enum cf_index : std::size_t {
-  cf_meta,
-  cf_inodes,
-  cf_dirents,
-  cf_extents,
-  cf_chunks,
-  cf_payloads,
-  cf_xattrs,
-  cf_count,
-};
-constexpr const char* k_cf_names[cf_count] = {
-    k_cf_meta, k_cf_inodes, k_cf_dirents, k_cf_extents, k_cf_chunks, k_cf_payloads, k_cf_xattrs,
-};
 
 constexpr const char* k_format_file = "FORMAT";
 constexpr const char* k_lock_file = "LOCK.densefs";
@@ -67,9 +45,6 @@ constexpr std::string_view k_format_magic = "densefs store";
 // most the unused rest of a range (numbers are never reused).
 constexpr std::uint64_t k_ino_reserve = 1024;
 
-// Payloads below this stay inline in the SST files; larger ones go to blob
-// files, which compaction does not rewrite.
-constexpr std::uint64_t k_min_blob_size = 4096;
 // gc rewrites a pack once this share of its bytes is dead: each rewrite
 // copies at most 4x the space it gives back.
 constexpr double k_pack_dead_share = 0.2;
@@ -86,25 +61,6 @@ timestamp now() {
   struct timespec ts {};
   clock_gettime(CLOCK_REALTIME, &ts);
   return {static_cast<std::int64_t>(ts.tv_sec), static_cast<std::uint32_t>(ts.tv_nsec)};
-}
-
-bool is_no_space(const rocksdb::Status& s) {
-  // RocksDB reports ENOSPC from the WAL writer as a plain IOError on some
-  // paths, so also look at the message.
-  return s.IsNoSpace() || (s.IsIOError() && s.ToString().find("No space") != std::string::npos);
-}
-
-// The errno a RocksDB failure is reported as at the FUSE boundary.
-int errno_of(const rocksdb::Status& s) {
-  if (is_no_space(s)) return ENOSPC;
-  const std::string text = s.ToString();
-  if (s.IsPathNotFound()) return ENOENT;
-  if (text.find("Permission denied") != std::string::npos) return EACCES;
-  if (text.find("Read-only file system") != std::string::npos) return EROFS;
-  if (text.find("lock") != std::string::npos &&
-      text.find("Resource temporarily unavailable") != std::string::npos)
-    return EBUSY;
-  return EIO;
 }
 
 // Names in messages: printable ASCII as is, other bytes as \xNN, so one odd
@@ -134,189 +90,6 @@ std::string extent_what(std::uint64_t ino, std::uint64_t off) {
 }
 std::string xattr_what(std::uint64_t ino, std::string_view name) {
   return "xattr " + printable(name) + " of inode " + std::to_string(ino);
-}
-
-rocksdb::Slice slice(std::string_view s) {
-  return {s.data(), s.size()};
-}
-std::string_view view(const rocksdb::Slice& s) {
-  return {s.data(), s.size()};
-}
-
-// Turns off RocksDB's automatic recovery from a full disk: it polls for free
-// space in the background and, while it waits, a manual Resume() only answers
-// "busy", so a writer would keep getting ENOSPC for seconds after space came
-// back. commit() resumes on demand instead.
-class manual_recovery : public rocksdb::EventListener {
- public:
-  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status,
-                            bool* auto_recovery) override {
-    *auto_recovery = false;
-  }
-};
-
-}  // namespace
-
-// Syncs the pack files before RocksDB flushes a memtable: the flush makes
-// the index entries in it durable in a table file, which a later WAL sync
-// does not order against the pack bytes they name.
-class flush_guard : public rocksdb::EventListener {
- public:
-  void OnFlushBegin(rocksdb::DB*, const rocksdb::FlushJobInfo&) override {
-    std::lock_guard lock(mutex_);
-    if (!packs_) return;
-    try {
-      packs_->sync();
-    } catch (const store_error& e) {
-      log_error(std::string("syncing pack files before a flush: ") + e.what());
-    }
-  }
-  void set(payload_store* packs) {
-    std::lock_guard lock(mutex_);
-    packs_ = packs;
-  }
-
- private:
-  std::mutex mutex_;
-  payload_store* packs_ = nullptr;
-};
-
-namespace {
-
-// RocksDB options for a densefs store. Both mkfs and open use this, so the
-// column families are always configured the same way.
-struct db_config {
-  rocksdb::DBOptions db;
-  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-  std::shared_ptr<rocksdb::Cache> block_cache;
-  std::shared_ptr<flush_guard> guard;
-};
-
-db_config make_config(std::size_t block_cache_bytes, bool blob_files = true) {
-  db_config c;
-  c.db.create_if_missing = false;
-  c.db.create_missing_column_families = false;
-  // The machine has few cores and our own encoder pool needs them; RocksDB's
-  // default (2) is kept explicit.
-  c.db.max_background_jobs = 2;
-  // RocksDB's info LOG files live in the store directory: keep a few only.
-  c.db.keep_log_file_num = 3;
-  c.db.max_log_file_size = 8u << 20;
-  // After a write error (disk full) the store recovers in commit() by
-  // calling Resume() itself, at the moment a writer wants to write; RocksDB's
-  // own background retries (and its free-space polling, see manual_recovery)
-  // would make commits fail with "busy" while they run.
-  c.db.max_bgerror_resume_count = 0;
-  // Payload bytes go through the WAL before a flush moves them to blob files;
-  // a column family that is rarely written (xattrs, say) would otherwise pin
-  // old WAL files, and the store would hold every payload twice on disk.
-  c.db.max_total_wal_size = 128u << 20;
-  // Replaying the WAL at open keeps what it finds in memtables instead of
-  // flushing it, so a store on a full disk still mounts (and files can be
-  // deleted).
-  c.db.avoid_flush_during_recovery = true;
-  // RocksDB's default (true) marks every table and blob file
-  // POSIX_FADV_RANDOM, which turns off the kernel's readahead: a cold
-  // sequential read of a big file then waits for one small disk read per
-  // chunk payload, one after the other (perf: most of the daemon's time in
-  // io_schedule under BlobFileReader::ReadFromFile; docs/read-path.md).
-  // Payloads of a file written in order sit in order in the blob files, so
-  // readahead serves most of them from the page cache; a lone point lookup
-  // is still read as is (the kernel only reads ahead on sequential misses).
-  c.db.advise_random_on_open = false;
-  c.db.listeners.push_back(std::make_shared<manual_recovery>());
-  c.guard = std::make_shared<flush_guard>();
-  c.db.listeners.push_back(c.guard);
-  // Test-only faults under every file of the database (store/fault_injection.h);
-  // RocksDB's default Env unless DENSEFS_FAULT_INJECTION is set.
-  if (rocksdb::Env* env = fault_injection_env()) c.db.env = env;
-
-  // One block cache shared by every metadata column family, so a walk of a
-  // big tree and a stream of reads compete for one budget.
-  c.block_cache = rocksdb::NewLRUCache(block_cache_bytes);
-  rocksdb::BlockBasedTableOptions meta_table;
-  meta_table.block_cache = c.block_cache;
-  // Lookups of names that do not exist (create, rsync's probes) are common:
-  // a bloom filter answers most of them without reading a data block.
-  meta_table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-  rocksdb::ColumnFamilyOptions meta;
-  meta.table_factory.reset(rocksdb::NewBlockBasedTableFactory(meta_table));
-  // Metadata records are small; RocksDB preallocates each WAL file at 1.1x
-  // the largest write buffer, so oversized buffers show up as disk usage of
-  // an empty store.
-  meta.write_buffer_size = 16u << 20;
-  // Metadata blocks are mostly chunk hashes, small numbers and names; zstd
-  // keeps 16% fewer bytes of them than RocksDB's default Snappy on a copy of
-  // /usr/share/man (docs/format.md, "Metadata bytes per file"). RocksDB names
-  // the compression in each block, so tables written with Snappy still read.
-  meta.compression = rocksdb::kZSTD;
-
-  rocksdb::ColumnFamilyOptions payloads;
-  rocksdb::BlockBasedTableOptions payload_table;
-  // Payload SSTs hold blob references and small (< 4 KiB) payloads; decoded
-  // chunks are cached above, so they get no block cache of their own.
-  payload_table.no_block_cache = true;
-  payloads.table_factory.reset(rocksdb::NewBlockBasedTableFactory(payload_table));
-  payloads.write_buffer_size = 16u << 20;
-  // Pack stores keep only small payloads and pack index entries here. (A
-  // pack store is opened with the blob setting first and switches it off
-  // once its settings are read: the choice is recorded in the database.)
-  payloads.enable_blob_files = blob_files;
-  payloads.min_blob_size = k_min_blob_size;
-  // Payloads are already compressed by our codecs; compressing again would
-  // spend CPU for nothing.
-  payloads.blob_compression_type = rocksdb::kNoCompression;
-  payloads.compression = rocksdb::kNoCompression;
-  // Reclaims the space of deleted chunks from blob files during compaction.
-  payloads.enable_blob_garbage_collection = true;
-
-  for (std::size_t i = 0; i < cf_count; ++i)
-    c.cfs.emplace_back(k_cf_names[i], i == cf_payloads ? payloads : meta);
-  return c;
-}
-
-void close_db(rocksdb::DB* db, std::vector<rocksdb::ColumnFamilyHandle*>& handles,
-              const fs::path& dir) {
-  if (!db) return;
-  for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
-  handles.clear();
-  const rocksdb::Status s = db->Close();
-  if (!s.ok()) log_error("closing store " + dir.string() + ": " + s.ToString());
-}
-
-// After a failed write RocksDB stays read-only until told to resume, which
-// succeeds once the cause is gone (space is back). A failed write to the
-// write-ahead log itself cannot be resumed: RocksDB answers with the original
-// error until the store is reopened (docs/testing.md, "Faults under the
-// store"). Called by commit() and by inode reservation, which writes too.
-void resume_after_write_error(rocksdb::DB& db, std::atomic<bool>& needs_resume,
-                              const fs::path& dir) {
-  if (!needs_resume) return;
-  static std::mutex resume_mutex;
-  std::lock_guard lock(resume_mutex);
-  if (!needs_resume) return;
-  const rocksdb::Status s = db.Resume();
-  if (!s.ok())
-    throw store_error(errno_of(s), "store " + dir.string() +
-                                       " cannot resume after an earlier write error (unmount "
-                                       "and mount it again): " +
-                                       s.ToString());
-  log_info("store " + dir.string() + ": writing again after an earlier write error");
-  needs_resume = false;
-}
-
-// Keeps a database that must not be closed (see ~store) reachable until the
-// process exits, so the leak is deliberate and LeakSanitizer does not report
-// it; a daemon abandons at most one store, at unmount.
-void abandon_db(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> cfs) {
-  struct abandoned {
-    rocksdb::DB* db;
-    std::vector<rocksdb::ColumnFamilyHandle*> cfs;
-  };
-  static std::mutex mutex;
-  static std::vector<abandoned>* kept = new std::vector<abandoned>;
-  std::lock_guard lock(mutex);
-  kept->push_back({db.release(), std::move(cfs)});
 }
 
 std::string new_uuid() {
@@ -451,7 +224,7 @@ void refuse_newer(const fs::path& dir, std::uint32_t found) {
 namespace {
 
 struct txn_op {
-  cf_index cf;
+  table cf;
   bool erase;
   std::string key;
   // Inodes, dirents and extents are encoded at commit, in the encoding of
@@ -509,34 +282,35 @@ auto& ensure(pointer& p) {
 }  // namespace
 
 void transaction::put_inode(const inode_record& r) {
-  ensure(impl_).ops.push_back({cf_inodes, false, inode_key(r.ino), r});
+  ensure(impl_).ops.push_back({table::inodes, false, inode_key(r.ino), r});
 }
 void transaction::delete_inode(std::uint64_t ino) {
-  ensure(impl_).ops.push_back({cf_inodes, true, inode_key(ino), {}});
+  ensure(impl_).ops.push_back({table::inodes, true, inode_key(ino), {}});
 }
 void transaction::put_dirent(std::uint64_t parent, std::string_view name, const dirent_record& r) {
-  ensure(impl_).ops.push_back({cf_dirents, false, dirent_key(parent, name), r});
+  ensure(impl_).ops.push_back({table::dirents, false, dirent_key(parent, name), r});
 }
 void transaction::delete_dirent(std::uint64_t parent, std::string_view name) {
-  ensure(impl_).ops.push_back({cf_dirents, true, dirent_key(parent, name), {}});
+  ensure(impl_).ops.push_back({table::dirents, true, dirent_key(parent, name), {}});
 }
 void transaction::put_extent(std::uint64_t ino, std::uint64_t file_offset, const extent_record& r) {
-  ensure(impl_).ops.push_back({cf_extents, false, extent_key(ino, file_offset), r});
+  ensure(impl_).ops.push_back({table::extents, false, extent_key(ino, file_offset), r});
 }
 void transaction::delete_extent(std::uint64_t ino, std::uint64_t file_offset) {
-  ensure(impl_).ops.push_back({cf_extents, true, extent_key(ino, file_offset), {}});
+  ensure(impl_).ops.push_back({table::extents, true, extent_key(ino, file_offset), {}});
 }
 void transaction::put_xattr(std::uint64_t ino, std::string_view name, std::string_view value) {
-  ensure(impl_).ops.push_back({cf_xattrs, false, xattr_key(ino, name), encode_xattr_value(value)});
+  ensure(impl_).ops.push_back(
+      {table::xattrs, false, xattr_key(ino, name), encode_xattr_value(value)});
 }
 void transaction::delete_xattr(std::uint64_t ino, std::string_view name) {
-  ensure(impl_).ops.push_back({cf_xattrs, true, xattr_key(ino, name), {}});
+  ensure(impl_).ops.push_back({table::xattrs, true, xattr_key(ino, name), {}});
 }
 void transaction::add_orphan(std::uint64_t ino) {
-  ensure(impl_).ops.push_back({cf_meta, false, orphan_key(ino), encode_orphan()});
+  ensure(impl_).ops.push_back({table::meta, false, orphan_key(ino), encode_orphan()});
 }
 void transaction::remove_orphan(std::uint64_t ino) {
-  ensure(impl_).ops.push_back({cf_meta, true, orphan_key(ino), {}});
+  ensure(impl_).ops.push_back({table::meta, true, orphan_key(ino), {}});
 }
 
 void transaction::ref_chunk(const prepared_chunk& chunk) {
@@ -551,10 +325,10 @@ void transaction::unref_chunk(const chunk_hash& hash) {
 }
 
 void transaction::queue_recompress(const chunk_hash& hash, std::uint64_t ino) {
-  ensure(impl_).ops.push_back({cf_meta, false, recompress_key(hash), encode_recompress(ino)});
+  ensure(impl_).ops.push_back({table::meta, false, recompress_key(hash), encode_recompress(ino)});
 }
 void transaction::drop_recompress(const chunk_hash& hash) {
-  ensure(impl_).ops.push_back({cf_meta, true, recompress_key(hash), {}});
+  ensure(impl_).ops.push_back({table::meta, true, recompress_key(hash), {}});
 }
 void transaction::replace_payload(const chunk_hash& hash, std::uint64_t expected_checksum,
                                   codec::encoded_chunk encoded) {
@@ -584,42 +358,16 @@ store::~store() {
   cache_.reset();
   if (payloads_ && !options_.read_only) {
     try {
-      payloads_->sync();  // before the flush below makes index entries durable
+      payloads_->sync();  // before the engine's flush at close makes index entries durable
     } catch (const store_error& e) {
       log_error("closing store " + dir_.string() + ": " + e.what());
     }
   }
-  if (flush_guard_) flush_guard_->set(nullptr);
+  if (rocksdb_) rocksdb_->set_before_flush({});
   packs_ = nullptr;
   payloads_.reset();
-  if (db_ && !options_.read_only && needs_resume_) {
-    try {
-      resume_after_write_error(*db_, needs_resume_, dir_);
-    } catch (const store_error& e) {
-      // RocksDB does not recover from a failed write to its log without a
-      // reopen, and closing it then trips an assertion inside RocksDB
-      // (Debian builds it with assertions on) on the log writer that saw the
-      // error. Leave it open instead, as a crash would: everything
-      // acknowledged is in the log, and the next open recovers it.
-      log_error("closing store " + dir_.string() +
-                " without flushing after a write error it could not recover from (" + e.what() +
-                "); the next mount recovers it from its write-ahead log");
-      abandon_db(std::move(db_), std::move(cfs_));
-      return;
-    }
-  }
-  if (db_ && !options_.read_only) {
-    // Memtables to table and blob files now: otherwise their write-ahead
-    // logs stay on disk until some later mount fills a memtable, and every
-    // mount's recovery adds one more (a store of 30 MiB of photos was seen
-    // using 80 MiB on disk).
-    rocksdb::FlushOptions fo;
-    fo.wait = true;
-    const rocksdb::Status s = db_->Flush(fo, cfs_);
-    if (!s.ok()) log_error("flushing store " + dir_.string() + " at close: " + s.ToString());
-  }
-  close_db(db_.get(), cfs_, dir_);
-  db_.reset();
+  rocksdb_ = nullptr;
+  engine_.reset();
 }
 
 payload_backend parse_payload_backend(std::string_view name) {
@@ -656,17 +404,11 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   if (::chmod(dir.c_str(), 0700) != 0)
     throw store_error(errno, "cannot chmod " + dir.string() + ": " + errno_text(errno));
 
-  db_config config = make_config(8u << 20, payloads == payload_backend::blob);
-  config.db.create_if_missing = true;
-  config.db.create_missing_column_families = true;
-  config.db.error_if_exists = true;
-  rocksdb::DB* raw = nullptr;
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::Status s = rocksdb::DB::Open(config.db, dir.string(), config.cfs, &handles, &raw);
-  if (!s.ok())
-    throw store_error(errno_of(s),
-                      "cannot create the database in " + dir.string() + ": " + s.ToString());
-  std::unique_ptr<rocksdb::DB> db(raw);
+  rocksdb_engine_options eo;
+  eo.create = true;
+  eo.block_cache_bytes = 8u << 20;
+  eo.blob_payloads = payloads == payload_backend::blob;
+  std::unique_ptr<rocksdb_engine> engine = rocksdb_engine::open(dir, eo);
 
   store_settings settings;
   settings.uuid = new_uuid();
@@ -686,19 +428,18 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   root.parent = k_root_ino;  // ".." of the root is the root
   root.atime = root.mtime = root.ctime = root.btime = settings.created;
 
-  rocksdb::WriteBatch batch;
-  batch.Put(handles[cf_meta], slice(k_settings_key), encode_settings(settings));
-  batch.Put(handles[cf_meta], slice(k_next_ino_key), encode_next_ino(k_root_ino + 1));
-  batch.Put(handles[cf_inodes], inode_key(k_root_ino),
-            encode_inode(root, record_encoding_for(settings.format_version)));
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  s = db->Write(wo, &batch);
-  close_db(db.get(), handles, dir);
-  db.reset();
-  if (!s.ok())
-    throw store_error(errno_of(s),
-                      "cannot initialise the store in " + dir.string() + ": " + s.ToString());
+  const std::unique_ptr<metadata_batch> batch = engine->new_batch();
+  batch->put(table::meta, k_settings_key, encode_settings(settings));
+  batch->put(table::meta, k_next_ino_key, encode_next_ino(k_root_ino + 1));
+  batch->put(table::inodes, inode_key(k_root_ino),
+             encode_inode(root, record_encoding_for(settings.format_version)));
+  try {
+    engine->write(*batch, true);
+  } catch (const store_error& e) {
+    throw store_error(e.error_number(),
+                      "cannot initialise the store in " + dir.string() + ": " + e.what());
+  }
+  engine.reset();
 
   // FORMAT comes last: a store whose mkfs was interrupted has none, so it is
   // refused as "not a store" instead of being half used.
@@ -793,29 +534,18 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   check(dir);
   std::unique_ptr<store> self(new store(dir, options));
 
-  db_config config = make_config(options.block_cache_bytes);
-  rocksdb::DB* raw = nullptr;
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  const rocksdb::Status s =
-      options.read_only
-          ? rocksdb::DB::OpenForReadOnly(config.db, dir.string(), config.cfs, &handles, &raw)
-          : rocksdb::DB::Open(config.db, dir.string(), config.cfs, &handles, &raw);
-  if (!s.ok())
-    throw store_error(errno_of(s), "cannot open store " + dir.string() + ": " + s.ToString());
-  self->db_.reset(raw);
-  self->cfs_ = std::move(handles);
-  self->block_cache_ = config.block_cache;
-  self->flush_guard_ = config.guard;
+  rocksdb_engine_options eo;
+  eo.read_only = options.read_only;
+  eo.block_cache_bytes = options.block_cache_bytes;
+  std::unique_ptr<rocksdb_engine> engine = rocksdb_engine::open(dir, eo);
+  self->rocksdb_ = engine.get();
+  self->engine_ = std::move(engine);
 
-  std::string value;
-  const rocksdb::Status gs =
-      self->db_->Get(rocksdb::ReadOptions(), self->cfs_[cf_meta], slice(k_settings_key), &value);
-  if (gs.IsNotFound())
+  const std::optional<std::string> value =
+      self->engine_->get(table::meta, k_settings_key, "the settings");
+  if (!value)
     throw store_error(EIO, "store " + dir.string() + " has no settings record (damaged store)");
-  if (!gs.ok())
-    throw store_error(errno_of(gs),
-                      "reading settings of store " + dir.string() + ": " + gs.ToString());
-  self->settings_ = decode_settings(value);
+  self->settings_ = decode_settings(*value);
   self->encoding_ = record_encoding_for(self->settings_.format_version);
   // FORMAT was checked already; the database is checked too because it is
   // the authority (FORMAT could have been copied from another store).
@@ -842,41 +572,32 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   // Where inode allocation resumes: the persisted high-water mark, and never
   // below an inode that exists (belt and braces against a damaged counter).
   std::uint64_t next = k_root_ino + 1;
-  const rocksdb::Status ns =
-      self->db_->Get(rocksdb::ReadOptions(), self->cfs_[cf_meta], slice(k_next_ino_key), &value);
-  if (ns.ok()) {
-    next = std::max(next, decode_next_ino(value));
-  } else if (!ns.IsNotFound()) {
-    throw store_error(errno_of(ns),
-                      "reading the inode counter of store " + dir.string() + ": " + ns.ToString());
-  }
-  std::unique_ptr<rocksdb::Iterator> it(
-      self->db_->NewIterator(rocksdb::ReadOptions(), self->cfs_[cf_inodes]));
-  it->SeekToLast();
-  if (it->Valid()) next = std::max(next, decode_u64_be(view(it->key())) + 1);
-  if (!it->status().ok())
-    throw store_error(EIO,
-                      "scanning inodes of store " + dir.string() + ": " + it->status().ToString());
-  it.reset();
+  if (const std::optional<std::string> counter =
+          self->engine_->get(table::meta, k_next_ino_key, "the inode counter"))
+    next = std::max(next, decode_next_ino(*counter));
+  scan_options last;
+  last.order = scan_order::backward;
+  self->engine_->scan(table::inodes, {}, last, "scanning inodes",
+                      [&](std::string_view key, std::string_view) {
+                        if (key.size() == 8) next = std::max(next, decode_u64_be(key) + 1);
+                        return false;
+                      });
   self->next_ino_ = self->ino_reserved_ = next;
 
   if (self->settings_.payloads == payload_backend::pack) {
-    if (!options.read_only) {
-      const rocksdb::Status so =
-          self->db_->SetOptions(self->cfs_[cf_payloads], {{"enable_blob_files", "false"}});
-      if (!so.ok())
-        throw store_error(EIO, "configuring store " + dir.string() + ": " + so.ToString());
-    }
+    if (!options.read_only) self->rocksdb_->set_blob_payloads(false);
     pack_store::options po;
     po.io = options.io;
     po.read_only = options.read_only;
-    auto packs = std::make_unique<pack_store>(self->db_.get(), self->cfs_[cf_payloads], dir, po);
+    auto packs = std::make_unique<pack_store>(*self->engine_, dir, po);
     self->packs_ = packs.get();
     self->payloads_ = std::move(packs);
-    self->flush_guard_->set(self->payloads_.get());
+    // Pack bytes durable before a memtable flush makes the index entries
+    // naming them durable.
+    if (!options.read_only)
+      self->rocksdb_->set_before_flush([packs = self->packs_] { packs->sync(); });
   } else {
-    self->payloads_ =
-        std::make_unique<rocksdb_payload_store>(self->db_.get(), self->cfs_[cf_payloads]);
+    self->payloads_ = std::make_unique<rocksdb_payload_store>(*self->rocksdb_);
   }
   self->cache_ = std::make_unique<chunk_cache>(options.chunk_cache_bytes);
   return self;
@@ -886,17 +607,14 @@ std::uint64_t store::allocate_ino() {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   std::lock_guard lock(ino_mutex_);
   if (next_ino_ >= ino_reserved_) {
-    // A failed reservation would otherwise stop every later create.
-    resume_after_write_error(*db_, needs_resume_, dir_);
     const std::uint64_t mark = next_ino_ + k_ino_reserve;
-    rocksdb::WriteOptions wo;
-    wo.sync = true;  // the mark must be durable before any number below it is used
-    const rocksdb::Status s =
-        db_->Put(wo, cfs_[cf_meta], slice(k_next_ino_key), encode_next_ino(mark));
-    if (!s.ok()) {
-      needs_resume_ = true;  // the next commit resumes RocksDB (see commit())
-      throw store_error(errno_of(s),
-                        "reserving inode numbers in store " + dir_.string() + ": " + s.ToString());
+    const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+    batch->put(table::meta, k_next_ino_key, encode_next_ino(mark));
+    try {
+      // The mark must be durable before any number below it is used.
+      engine_->write(*batch, true);
+    } catch (const store_error& e) {
+      throw store_error(e.error_number(), "reserving inode numbers: " + std::string(e.what()));
     }
     ino_reserved_ = mark;
   }
@@ -907,51 +625,16 @@ std::uint64_t store::allocate_ino() {
 
 namespace {
 
-std::optional<std::string> get_value(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf,
-                                     std::string_view key, const fs::path& dir,
-                                     const std::string& what) {
-  std::string value;
-  const rocksdb::Status s = db.Get(rocksdb::ReadOptions(), cf, slice(key), &value);
-  if (s.IsNotFound()) return std::nullopt;
-  if (!s.ok())
-    throw store_error(errno_of(s),
-                      "reading " + what + " in store " + dir.string() + ": " + s.ToString());
-  return value;
+// Keys that start with an 8-byte big-endian number (an inode's dirents,
+// extents or xattrs).
+key_range u64_prefix(std::uint64_t n) {
+  return prefix_range(inode_key(n));
 }
-
-void check_iterator(const rocksdb::Iterator& it, const fs::path& dir, const std::string& what) {
-  if (!it.status().ok())
-    throw store_error(errno_of(it.status()),
-                      what + " in store " + dir.string() + ": " + it.status().ToString());
-}
-
-// Bounds for scanning all keys that start with an 8-byte big-endian number:
-// [n, n + 1). Holds the strings the ReadOptions slices point to.
-struct u64_prefix_scan {
-  std::string lower;
-  std::string upper;
-  rocksdb::Slice lower_slice;
-  rocksdb::Slice upper_slice;
-  rocksdb::ReadOptions options;
-
-  explicit u64_prefix_scan(std::uint64_t n) : lower(inode_key(n)) {
-    lower_slice = slice(lower);
-    options.iterate_lower_bound = &lower_slice;
-    if (n != std::numeric_limits<std::uint64_t>::max()) {
-      upper = inode_key(n + 1);
-      upper_slice = slice(upper);
-      options.iterate_upper_bound = &upper_slice;
-    }
-  }
-  u64_prefix_scan(const u64_prefix_scan&) = delete;
-  bool in_prefix(const rocksdb::Slice& key) const { return key.starts_with(slice(lower)); }
-};
 
 }  // namespace
 
 std::optional<inode_record> store::get_inode(std::uint64_t ino) const {
-  const auto v =
-      get_value(*db_, cfs_[cf_inodes], inode_key(ino), dir_, "inode " + std::to_string(ino));
+  const auto v = engine_->get(table::inodes, inode_key(ino), "inode " + std::to_string(ino));
   if (!v) return std::nullopt;
   return decode_inode(ino, *v);
 }
@@ -963,55 +646,57 @@ std::vector<std::optional<inode_record>> store::get_inodes(
   std::vector<std::string> keys;
   keys.reserve(inos.size());
   for (std::uint64_t ino : inos) keys.push_back(inode_key(ino));
-  std::vector<rocksdb::Slice> slices;
-  slices.reserve(keys.size());
-  for (const auto& k : keys) slices.push_back(slice(k));
-  std::vector<rocksdb::PinnableSlice> values(keys.size());
-  std::vector<rocksdb::Status> statuses(keys.size());
-  db_->MultiGet(rocksdb::ReadOptions(), cfs_[cf_inodes], keys.size(), slices.data(), values.data(),
-                statuses.data());
-  for (std::size_t i = 0; i < inos.size(); ++i) {
-    if (statuses[i].IsNotFound()) continue;
-    if (!statuses[i].ok())
-      throw store_error(errno_of(statuses[i]), "reading inode " + std::to_string(inos[i]) +
-                                                   " in store " + dir_.string() + ": " +
-                                                   statuses[i].ToString());
-    out[i] = decode_inode(inos[i], view(values[i]));
-  }
+  const std::vector<std::optional<std::string>> values = engine_->get_many(
+      table::inodes, keys,
+      inos.size() == 1 ? "inode " + std::to_string(inos[0])
+                       : std::to_string(inos.size()) + " inodes from " + std::to_string(inos[0]));
+  for (std::size_t i = 0; i < inos.size(); ++i)
+    if (values[i]) out[i] = decode_inode(inos[i], *values[i]);
   return out;
 }
 
 std::optional<dirent_record> store::get_dirent(std::uint64_t parent, std::string_view name) const {
   const std::string what = dirent_what(parent, name);
-  const auto v = get_value(*db_, cfs_[cf_dirents], dirent_key(parent, name), dir_, what);
+  const auto v = engine_->get(table::dirents, dirent_key(parent, name), what);
   if (!v) return std::nullopt;
   return detail::decode_dirent(*v, what);
 }
 
 void store::list_dir(std::uint64_t parent, std::optional<std::string_view> after,
                      const std::function<bool(std::string_view, const dirent_record&)>& fn) const {
-  u64_prefix_scan scan(parent);
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_dirents]));
-  it->Seek(after ? dirent_key(parent, *after) : scan.lower);
-  for (; it->Valid() && scan.in_prefix(it->key()); it->Next()) {
-    const std::string_view name = view(it->key()).substr(8);
-    if (after && name == *after) continue;
-    const std::string what = dirent_what(parent, name);
-    if (name.empty()) throw store_error(EIO, "corrupt dirent record for " + what + ": empty name");
-    const dirent_record r = detail::decode_dirent(view(it->value()), what);
-    if (!fn(name, r)) return;
-  }
-  check_iterator(*it, dir_, "listing directory " + std::to_string(parent));
+  const std::string start = after ? dirent_key(parent, *after) : std::string();
+  scan_options o;
+  o.start = start;
+  engine_->scan(table::dirents, u64_prefix(parent), o,
+                "listing directory " + std::to_string(parent),
+                [&](std::string_view key, std::string_view value) {
+                  const std::string_view name = key.substr(8);
+                  if (after && name == *after) return true;
+                  const std::string what = dirent_what(parent, name);
+                  if (name.empty())
+                    throw store_error(EIO, "corrupt dirent record for " + what + ": empty name");
+                  return fn(name, detail::decode_dirent(value, what));
+                });
 }
 
 bool store::dir_is_empty(std::uint64_t parent) const {
-  u64_prefix_scan scan(parent);
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_dirents]));
-  it->Seek(scan.lower);
-  const bool empty = !(it->Valid() && scan.in_prefix(it->key()));
-  check_iterator(*it, dir_, "listing directory " + std::to_string(parent));
+  bool empty = true;
+  engine_->scan(table::dirents, u64_prefix(parent), {},
+                "listing directory " + std::to_string(parent),
+                [&](std::string_view, std::string_view) { return empty = false; });
   return empty;
 }
+
+namespace {
+
+std::uint64_t extent_offset(std::uint64_t ino, std::string_view key) {
+  if (key.size() != 16)
+    throw store_error(EIO, "corrupt extent key of inode " + std::to_string(ino) + ": " +
+                               std::to_string(key.size()) + " bytes instead of 16");
+  return decode_u64_be(key.substr(8));
+}
+
+}  // namespace
 
 std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_t ino,
                                                                     std::uint64_t begin,
@@ -1019,28 +704,21 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
                                                                     std::size_t limit) const {
   std::vector<std::pair<std::uint64_t, extent_record>> out;
   if (begin >= end || limit == 0) return out;
-  u64_prefix_scan scan(ino);
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_extents]));
   const std::string start = extent_key(ino, begin);
   // An extent that starts before `begin` may still cover it: start from the
-  // last extent at or before `begin` (the lower bound keeps us in this inode).
-  it->SeekForPrev(start);
-  if (!it->Valid()) {
-    check_iterator(*it, dir_, "reading extents of inode " + std::to_string(ino));
-    it->Seek(start);
-  }
-  for (; it->Valid() && scan.in_prefix(it->key()); it->Next()) {
-    const std::string_view key = view(it->key());
-    if (key.size() != 16)
-      throw store_error(EIO, "corrupt extent key of inode " + std::to_string(ino) + ": " +
-                                 std::to_string(key.size()) + " bytes instead of 16");
-    const std::uint64_t offset = decode_u64_be(key.substr(8));
-    if (offset >= end) break;
-    const extent_record r = detail::decode_extent(view(it->value()), extent_what(ino, offset));
-    if (offset + r.length > begin) out.emplace_back(offset, r);
-    if (out.size() == limit) break;
-  }
-  check_iterator(*it, dir_, "reading extents of inode " + std::to_string(ino));
+  // last extent at or before `begin`.
+  scan_options o;
+  o.start = start;
+  o.order = scan_order::forward_from_floor;
+  engine_->scan(table::extents, u64_prefix(ino), o,
+                "reading extents of inode " + std::to_string(ino),
+                [&](std::string_view key, std::string_view value) {
+                  const std::uint64_t offset = extent_offset(ino, key);
+                  if (offset >= end) return false;
+                  const extent_record r = detail::decode_extent(value, extent_what(ino, offset));
+                  if (offset + r.length > begin) out.emplace_back(offset, r);
+                  return out.size() < limit;
+                });
   return out;
 }
 
@@ -1049,71 +727,57 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::last_extents(std::ui
                                                                          std::size_t limit) const {
   std::vector<std::pair<std::uint64_t, extent_record>> out;
   if (limit == 0) return out;
-  u64_prefix_scan scan(ino);
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_extents]));
-  it->SeekForPrev(extent_key(ino, std::numeric_limits<std::uint64_t>::max()));
-  for (; it->Valid() && scan.in_prefix(it->key()) && out.size() < limit; it->Prev()) {
-    const std::string_view key = view(it->key());
-    if (key.size() != 16)
-      throw store_error(EIO, "corrupt extent key of inode " + std::to_string(ino) + ": " +
-                                 std::to_string(key.size()) + " bytes instead of 16");
-    const std::uint64_t offset = decode_u64_be(key.substr(8));
-    if (offset < begin) break;
-    out.emplace_back(offset, detail::decode_extent(view(it->value()), extent_what(ino, offset)));
-  }
-  check_iterator(*it, dir_, "reading extents of inode " + std::to_string(ino));
+  scan_options o;
+  o.order = scan_order::backward;
+  engine_->scan(table::extents, u64_prefix(ino), o,
+                "reading extents of inode " + std::to_string(ino),
+                [&](std::string_view key, std::string_view value) {
+                  const std::uint64_t offset = extent_offset(ino, key);
+                  if (offset < begin) return false;
+                  out.emplace_back(offset, detail::decode_extent(value, extent_what(ino, offset)));
+                  return out.size() < limit;
+                });
   std::reverse(out.begin(), out.end());
   return out;
 }
 
 std::optional<std::string> store::get_xattr(std::uint64_t ino, std::string_view name) const {
   const std::string what = xattr_what(ino, name);
-  const auto v = get_value(*db_, cfs_[cf_xattrs], xattr_key(ino, name), dir_, what);
+  const auto v = engine_->get(table::xattrs, xattr_key(ino, name), what);
   if (!v) return std::nullopt;
   return detail::decode_xattr_value(*v, what);
 }
 
 std::vector<std::string> store::list_xattrs(std::uint64_t ino) const {
   std::vector<std::string> names;
-  u64_prefix_scan scan(ino);
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(scan.options, cfs_[cf_xattrs]));
-  for (it->Seek(scan.lower); it->Valid() && scan.in_prefix(it->key()); it->Next())
-    names.emplace_back(view(it->key()).substr(8));
-  check_iterator(*it, dir_, "listing xattrs of inode " + std::to_string(ino));
+  engine_->scan(table::xattrs, u64_prefix(ino), {},
+                "listing xattrs of inode " + std::to_string(ino),
+                [&](std::string_view key, std::string_view) {
+                  names.emplace_back(key.substr(8));
+                  return true;
+                });
   return names;
 }
 
 std::optional<chunk_record> store::get_chunk(const chunk_hash& hash) const {
   const std::string what = "chunk " + hash.hex();
-  const auto v = get_value(*db_, cfs_[cf_chunks], hash.view(), dir_, what);
+  const auto v = engine_->get(table::chunks, hash.view(), what);
   if (!v) return std::nullopt;
   return detail::decode_chunk(*v, what);
 }
 
 void store::scan_prefix(
-    std::size_t cf, std::string_view prefix, std::string_view start, const char* what,
+    table t, std::string_view prefix, std::string_view start, const char* what,
     const std::function<bool(std::string_view key, std::string_view value)>& fn) const {
-  rocksdb::ReadOptions ro;
-  ro.fill_cache = false;  // scans pass once over records nobody reads again soon
-  // The first key past every key with the prefix ("orphan0" for "orphan/"):
-  // drop trailing 0xff bytes, then add one to the last byte.
-  std::string upper(prefix);
-  while (!upper.empty() && static_cast<unsigned char>(upper.back()) == 0xff) upper.pop_back();
-  rocksdb::Slice upper_slice;
-  if (!upper.empty()) {
-    upper.back() = static_cast<char>(static_cast<unsigned char>(upper.back()) + 1);
-    upper_slice = slice(upper);
-    ro.iterate_upper_bound = &upper_slice;
-  }
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf]));
-  for (it->Seek(slice(start)); it->Valid(); it->Next())
-    if (!fn(view(it->key()), view(it->value()))) return;
-  check_iterator(*it, dir_, what);
+  scan_options o;
+  o.start = start;
+  o.fill_cache = false;  // scans pass once over records nobody reads again soon
+  engine_->scan(t, prefix_range(prefix), o, what, fn);
 }
 
 std::vector<std::uint64_t> store::orphans() const {
   std::vector<std::uint64_t> out;
-  scan_prefix(cf_meta, k_orphan_prefix, k_orphan_prefix, "listing orphans",
+  scan_prefix(table::meta, k_orphan_prefix, k_orphan_prefix, "listing orphans",
               [&](std::string_view key, std::string_view value) {
                 if (key.size() != k_orphan_prefix.size() + 8)
                   throw store_error(EIO, "corrupt orphan key in store " + dir_.string());
@@ -1130,7 +794,7 @@ std::vector<recompress_item> store::pending_recompress(
   std::vector<recompress_item> out;
   std::string start(k_recompress_prefix);
   if (after) start.append(after->view());
-  scan_prefix(cf_meta, k_recompress_prefix, start, "listing queued re-encodings",
+  scan_prefix(table::meta, k_recompress_prefix, start, "listing queued re-encodings",
               [&](std::string_view key, std::string_view value) {
                 if (key.size() != k_recompress_prefix.size() + chunk_hash::k_size)
                   throw store_error(EIO, "corrupt recompress key in store " + dir_.string());
@@ -1143,17 +807,15 @@ std::vector<recompress_item> store::pending_recompress(
 }
 
 void store::for_each_inode(const std::function<bool(const inode_record&)>& fn) const {
-  scan_prefix(cf_inodes, {}, {}, "scanning inodes",
+  scan_prefix(table::inodes, {}, {}, "scanning inodes",
               [&](std::string_view key, std::string_view value) {
                 return fn(decode_inode(decode_u64_be(key), value));
               });
 }
 
 std::uint64_t store::payload_file_bytes() const {
-  std::uint64_t bytes = 0;
   if (packs_) return packs_->file_bytes();
-  if (!db_->GetIntProperty(cfs_[cf_payloads], "rocksdb.total-blob-file-size", &bytes)) return 0;
-  return bytes;
+  return rocksdb_ ? rocksdb_->blob_file_bytes() : 0;
 }
 
 // ---------------------------------------------------------------- gc
@@ -1200,7 +862,7 @@ gc_report store::garbage() const {
   gc_report r;
   r.payload_backend = payload_backend_name(settings_.payloads);
   r.garbage_since_collect = garbage_bytes_.load();
-  scan_prefix(cf_chunks, {}, {}, "scanning chunks",
+  scan_prefix(table::chunks, {}, {}, "scanning chunks",
               [&](std::string_view key, std::string_view value) {
                 if (gc_canceled_.load(std::memory_order_relaxed))
                   throw store_error(ECANCELED, "scanning the chunks of store " + dir_.string() +
@@ -1254,12 +916,6 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   const auto phase = [&](std::string_view what) {
     throw_if_canceled();
     if (progress) progress(what);
-  };
-  const auto check = [&](const rocksdb::Status& s, const std::string& what) {
-    if (s.IsIncomplete()) throw_if_canceled();  // CompactRange stopped by `canceled`
-    if (!s.ok())
-      throw store_error(errno_of(s), "collecting garbage in store " + dir_.string() + ": " + what +
-                                         ": " + s.ToString());
   };
   gc_result result;
   std::uint64_t packs_deleted = 0;
@@ -1325,9 +981,7 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   //    once every column family has flushed past it, so this is what frees
   //    the log (which holds every payload written since the last flush).
   phase("flushing");
-  rocksdb::FlushOptions fo;
-  fo.wait = true;
-  check(db_->Flush(fo, cfs_), "flushing");
+  rocksdb_->flush();
 
   // 2. Every column family compacted to its bottommost level: only there do
   //    tombstones (deleted chunks, extents, inodes, dirents) and the values
@@ -1337,25 +991,9 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   //    all garbage is deleted. RocksDB's own blob GC (enable_blob_garbage_
   //    collection) only looks at the oldest files, and only when a
   //    compaction happens to touch them.
-  for (std::size_t cf = 0; compact && cf < cf_count; ++cf) {
-    phase(std::string("compacting ") + k_cf_names[cf]);
-    rocksdb::CompactRangeOptions o;
-    o.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
-    // Automatic compactions (and so writes, which would stall without
-    // them) go on meanwhile: a mounted store stays usable.
-    o.exclusive_manual_compaction = false;
-    o.canceled = &gc_canceled_;
-    if (cf == cf_payloads) {
-      // Without room to copy live payloads, no blob GC at all (the column
-      // family's own setting would still copy those of the oldest files).
-      o.blob_garbage_collection_policy = rewrite_payloads
-                                             ? rocksdb::BlobGarbageCollectionPolicy::kForce
-                                             : rocksdb::BlobGarbageCollectionPolicy::kDisable;
-      o.blob_garbage_collection_age_cutoff = 1.0;  // every blob file
-    }
-    check(db_->CompactRange(o, cfs_[cf], nullptr, nullptr),
-          std::string("compacting ") + k_cf_names[cf]);
-  }
+  if (compact)
+    rocksdb_->compact_all(rewrite_payloads, gc_canceled_,
+                          [&](const std::string& what) { phase(what); });
 
   // 3. Info logs of earlier opens: RocksDB keeps a few (keep_log_file_num)
   //    for diagnostics only; nothing reads them.
@@ -1419,14 +1057,7 @@ std::string to_json(const gc_result& r) {
 }
 
 bool store::is_queued_for_recompress(const chunk_hash& hash) const {
-  std::string value;
-  const rocksdb::Status s =
-      db_->Get(rocksdb::ReadOptions(), cfs_[cf_meta], recompress_key(hash), &value);
-  if (s.IsNotFound()) return false;
-  if (!s.ok())
-    throw store_error(errno_of(s), "reading the re-encoding queue of store " + dir_.string() +
-                                       ": " + s.ToString());
-  return true;
+  return engine_->get(table::meta, recompress_key(hash), "the re-encoding queue").has_value();
 }
 
 // ---------------------------------------------------------------- chunks
@@ -1566,8 +1197,7 @@ store::lepton_file_reencoding store::reencode_lepton_file(const extent_list& fil
 
 void store::drop_caches() const {
   cache_->clear();
-  // Blocks pinned by a running read stay until it releases them.
-  if (block_cache_) block_cache_->EraseUnRefEntries();
+  engine_->drop_caches();
 }
 
 std::shared_ptr<const std::string> store::cached_chunk(const chunk_hash& hash) const {
@@ -1773,22 +1403,19 @@ std::size_t store::load_chunks(std::span<const chunk_hash> hashes,
     std::vector<std::string> keys;
     keys.reserve(mine.size());
     for (const auto& h : mine) keys.emplace_back(h.view());
-    std::vector<rocksdb::Slice> key_slices;
-    for (const auto& k : keys) key_slices.emplace_back(slice(k));
-    const std::vector<rocksdb::ColumnFamilyHandle*> record_cfs(mine.size(), cfs_[cf_chunks]);
-    std::vector<std::string> record_values;
-    const std::vector<rocksdb::Status> record_status =
-        db_->MultiGet(rocksdb::ReadOptions(), record_cfs, key_slices, &record_values);
+    // A failed lookup abandons the batch (below): the single path says why.
+    const std::vector<std::optional<std::string>> record_values =
+        engine_->get_many(table::chunks, keys, "chunk records");
     std::vector<std::optional<chunk_record>> records(mine.size());
     std::vector<chunk_hash> present;
     std::vector<bool> missing(mine.size());
     for (std::size_t i = 0; i < mine.size(); ++i) {
       // Missing: deleted since the caller read the extents naming it (not an
       // error to log here; a read that still needs it will say so).
-      missing[i] = record_status[i].IsNotFound();
-      if (!record_status[i].ok()) continue;  // unreadable: the single path says why
+      missing[i] = !record_values[i];
+      if (missing[i]) continue;
       try {
-        records[i] = detail::decode_chunk(record_values[i], "chunk " + mine[i].hex());
+        records[i] = detail::decode_chunk(*record_values[i], "chunk " + mine[i].hex());
         present.push_back(mine[i]);
       } catch (const store_error&) {
       }
@@ -1855,16 +1482,14 @@ void store::commit(transaction& txn, bool sync) {
   transaction::impl& t = *txn.impl_;
 
   std::lock_guard lock(commit_mutex_);
-  resume_after_write_error(*db_, needs_resume_, dir_);
 
-  rocksdb::WriteBatch batch;
-  const auto check_batch = [&](const rocksdb::Status& s) {
-    if (!s.ok())
-      throw store_error(EIO, "building a commit for store " + dir_.string() + ": " + s.ToString());
-  };
+  const std::unique_ptr<metadata_batch> batch_owner = engine_->new_batch();
+  metadata_batch& batch = *batch_owner;
   for (const txn_op& op : t.ops) {
-    check_batch(op.erase ? batch.Delete(cfs_[op.cf], op.key)
-                         : batch.Put(cfs_[op.cf], op.key, encode_value(op, encoding_)));
+    if (op.erase)
+      batch.erase(op.cf, op.key);
+    else
+      batch.put(op.cf, op.key, encode_value(op, encoding_));
   }
 
   std::vector<chunk_hash> deleted;
@@ -2056,25 +1681,25 @@ void store::commit(transaction& txn, bool sync) {
   store_settings raised = settings_;
   if (raise_format) {
     raised.format_version = k_lepton_file_format_version;
-    check_batch(batch.Put(cfs_[cf_meta], slice(k_settings_key), encode_settings(raised)));
+    batch.put(table::meta, k_settings_key, encode_settings(raised));
   }
   // Queue entries this transaction puts (a deleted chunk's entry goes too);
   // gathered once, and only for a commit that deletes a chunk.
   std::optional<std::set<std::string_view>> queued_here;
   for (const auto& [hash, rec] : touched) {
     if (rec) {
-      check_batch(batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec, encoding_)));
+      batch.put(table::chunks, hash.view(), encode_chunk(*rec, encoding_));
     } else {
       // No other commit runs now: the store's queue cannot change meanwhile.
       if (!queued_here) {
         queued_here.emplace();
         for (const txn_op& op : t.ops)
-          if (op.cf == cf_meta && !op.erase && op.key.starts_with(k_recompress_prefix))
+          if (op.cf == table::meta && !op.erase && op.key.starts_with(k_recompress_prefix))
             queued_here->insert(op.key);
       }
       const bool queued =
           queued_here->contains(recompress_key(hash)) || is_queued_for_recompress(hash);
-      check_batch(delete_chunk(batch, hash, queued));
+      delete_chunk(batch, hash, queued);
     }
   }
 
@@ -2084,18 +1709,7 @@ void store::commit(transaction& txn, bool sync) {
   // (Also those of earlier commits, which the synced log includes.)
   if (sync) payloads_->sync();
 
-  rocksdb::WriteOptions wo;
-  wo.sync = sync;
-  const rocksdb::Status s = db_->Write(wo, &batch);
-  if (!s.ok()) {
-    needs_resume_ = true;
-    if (is_no_space(s))
-      throw store_error(ENOSPC, "store " + dir_.string() + " is out of space: " + s.ToString());
-    throw store_error(errno_of(s), "committing to store " + dir_.string() + ": " + s.ToString());
-  }
-  // needs_resume_ stays as it is: only a successful Resume() clears it. A
-  // sync() or inode reservation on another thread may have failed while this
-  // write was in flight, and RocksDB is then stopped however this one ended.
+  engine_->write(batch, sync);
   garbage_bytes_ += garbage;
   for (const auto& h : deleted) cache_->erase(h);
   if (raise_format) {
@@ -2114,15 +1728,8 @@ void store::commit(transaction& txn, bool sync) {
 
 void store::sync() {
   if (options_.read_only) return;
-  // Not after an unrecovered write error: syncing the log writer that saw it
-  // trips an assertion inside RocksDB (see ~store).
-  resume_after_write_error(*db_, needs_resume_, dir_);
   payloads_->sync();  // pack bytes durable before the log that names them
-  const rocksdb::Status s = db_->FlushWAL(true);
-  if (!s.ok()) {
-    needs_resume_ = true;  // RocksDB stops writing after a failed sync too
-    throw store_error(errno_of(s), "syncing store " + dir_.string() + ": " + s.ToString());
-  }
+  engine_->sync();
 }
 
 struct statvfs store::statvfs() const {
@@ -2144,51 +1751,44 @@ store_stats store::stats() const {
     for (const std::uint64_t size : packs_->file_sizes())
       if (size > 0) ++st.pack_files;
   }
-  rocksdb::ReadOptions ro;
-  ro.fill_cache = false;  // one pass over everything would evict the working set
-
-  {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_inodes]));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      const inode_record r = decode_inode(decode_u64_be(view(it->key())), view(it->value()));
-      if (S_ISREG(r.mode)) {
-        ++st.files;
-        st.logical_bytes += r.size;
-        store_stats::type_stats& t = st.by_type[static_cast<std::size_t>(r.type)];
-        ++t.files;
-        t.logical_bytes += r.size;
-        t.stored_bytes += r.stored_bytes;
-        if (r.flags & k_inode_fell_back) ++t.fallbacks;
-      } else if (S_ISDIR(r.mode)) {
-        ++st.directories;
-      }
-    }
-    check_iterator(*it, dir_, "scanning inodes");
-  }
-  {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_extents]));
-    for (it->SeekToFirst(); it->Valid(); it->Next())
-      st.referenced_bytes += detail::decode_extent(view(it->value()), "scan").length;
-    check_iterator(*it, dir_, "scanning extents");
-  }
-  {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[cf_chunks]));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      const chunk_record r = detail::decode_chunk(
-          view(it->value()), "chunk " + chunk_hash::from_bytes(view(it->key())).hex());
-      ++st.chunks;
-      st.unique_plain_bytes += r.plain_size;
-      st.stored_bytes += r.stored_size;
-      const auto id = static_cast<std::size_t>(r.codec);
-      if (id < std::size(st.chunks_by_codec)) {
-        ++st.chunks_by_codec[id];
-        st.stored_by_codec[id] += r.stored_size;
-        st.plain_by_codec[id] += r.plain_size;
-      }
-    }
-    check_iterator(*it, dir_, "scanning chunks");
-  }
-  scan_prefix(cf_meta, k_recompress_prefix, k_recompress_prefix, "counting queued re-encodings",
+  // scan_prefix: one pass over everything without filling the engine's cache.
+  scan_prefix(table::inodes, {}, {}, "scanning inodes",
+              [&](std::string_view key, std::string_view value) {
+                const inode_record r = decode_inode(decode_u64_be(key), value);
+                if (S_ISREG(r.mode)) {
+                  ++st.files;
+                  st.logical_bytes += r.size;
+                  store_stats::type_stats& t = st.by_type[static_cast<std::size_t>(r.type)];
+                  ++t.files;
+                  t.logical_bytes += r.size;
+                  t.stored_bytes += r.stored_bytes;
+                  if (r.flags & k_inode_fell_back) ++t.fallbacks;
+                } else if (S_ISDIR(r.mode)) {
+                  ++st.directories;
+                }
+                return true;
+              });
+  scan_prefix(table::extents, {}, {}, "scanning extents",
+              [&](std::string_view, std::string_view value) {
+                st.referenced_bytes += detail::decode_extent(value, "scan").length;
+                return true;
+              });
+  scan_prefix(table::chunks, {}, {}, "scanning chunks",
+              [&](std::string_view key, std::string_view value) {
+                const chunk_record r =
+                    detail::decode_chunk(value, "chunk " + chunk_hash::from_bytes(key).hex());
+                ++st.chunks;
+                st.unique_plain_bytes += r.plain_size;
+                st.stored_bytes += r.stored_size;
+                const auto id = static_cast<std::size_t>(r.codec);
+                if (id < std::size(st.chunks_by_codec)) {
+                  ++st.chunks_by_codec[id];
+                  st.stored_by_codec[id] += r.stored_size;
+                  st.plain_by_codec[id] += r.plain_size;
+                }
+                return true;
+              });
+  scan_prefix(table::meta, k_recompress_prefix, k_recompress_prefix, "counting queued re-encodings",
               [&](std::string_view, std::string_view) {
                 ++st.pending_recompress;
                 return true;
@@ -2282,20 +1882,18 @@ std::string to_json(const store_stats& s) {
 void store::scan_records(
     std::string_view column_family, std::string_view prefix,
     const std::function<bool(std::string_view key, std::string_view value)>& fn) const {
-  std::size_t cf = cf_count;
-  for (std::size_t i = 0; i < cf_count; ++i)
-    if (column_family == k_cf_names[i]) cf = i;
-  if (cf == cf_count) throw store_error(EINVAL, "no column family " + std::string(column_family));
+  std::optional<table> t;
+  for (std::size_t i = 0; i < k_table_count; ++i)
+    if (column_family == table_name(static_cast<table>(i))) t = static_cast<table>(i);
+  if (!t) throw store_error(EINVAL, "no column family " + std::string(column_family));
   const std::string what = "scanning " + std::string(column_family);
-  scan_prefix(cf, prefix, prefix, what.c_str(), fn);
+  scan_prefix(*t, prefix, prefix, what.c_str(), fn);
 }
 
-rocksdb::Status store::delete_chunk(rocksdb::WriteBatch& batch, const chunk_hash& hash,
-                                    bool queued) {
-  rocksdb::Status s = batch.Delete(cfs_[cf_chunks], slice(hash.view()));
-  if (s.ok() && queued) s = batch.Delete(cfs_[cf_meta], recompress_key(hash));
-  if (s.ok()) payloads_->remove(batch, hash);
-  return s;
+void store::delete_chunk(metadata_batch& batch, const chunk_hash& hash, bool queued) {
+  batch.erase(table::chunks, hash.view());
+  if (queued) batch.erase(table::meta, recompress_key(hash));
+  payloads_->remove(batch, hash);
 }
 
 void store::set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount) {
@@ -2303,18 +1901,19 @@ void store::set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount) {
   std::lock_guard lock(commit_mutex_);
   std::optional<chunk_record> rec = get_chunk(hash);
   if (!rec) return;
-  rocksdb::WriteBatch batch;
-  rocksdb::Status s;
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
   if (refcount == 0) {
-    s = delete_chunk(batch, hash, is_queued_for_recompress(hash));
+    delete_chunk(*batch, hash, is_queued_for_recompress(hash));
   } else {
     rec->refcount = refcount;
-    s = batch.Put(cfs_[cf_chunks], slice(hash.view()), encode_chunk(*rec, encoding_));
+    batch->put(table::chunks, hash.view(), encode_chunk(*rec, encoding_));
   }
-  if (s.ok()) s = db_->Write(rocksdb::WriteOptions(), &batch);
-  if (!s.ok())
-    throw store_error(errno_of(s), "setting the refcount of chunk " + hash.hex() + " in store " +
-                                       dir_.string() + ": " + s.ToString());
+  try {
+    engine_->write(*batch, false);
+  } catch (const store_error& e) {
+    throw store_error(e.error_number(),
+                      "setting the refcount of chunk " + hash.hex() + ": " + e.what());
+  }
   if (refcount == 0) {
     garbage_bytes_ += rec->stored_size;
     cache_->erase(hash);
@@ -2342,7 +1941,7 @@ std::uint64_t store::rebuild_pack_index(const std::vector<chunk_hash>* only) {
     for (const chunk_hash& h : *only)
       if (const std::optional<chunk_record> c = get_chunk(h)) want(h, *c);
   } else {
-    scan_prefix(cf_chunks, {}, {}, "scanning chunks",
+    scan_prefix(table::chunks, {}, {}, "scanning chunks",
                 [&](std::string_view key, std::string_view value) {
                   if (key.size() != chunk_hash::k_size) return true;
                   const chunk_hash hash = chunk_hash::from_bytes(key);
@@ -2364,25 +1963,20 @@ std::uint64_t store::rebuild_pack_index(const std::vector<chunk_hash>* only) {
         it->second.found = r.where;
       },
       [&](const std::string& why) { log_info("rebuilding the pack index: skipped " + why); });
-  rocksdb::WriteBatch batch;
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
   std::uint64_t written = 0;
   for (const auto& [hash, w] : chunks) {
     if (!w.found) continue;
     const std::string value = encode_pack_ref(*w.found);
-    std::string now;
-    const rocksdb::Status g =
-        db_->Get(rocksdb::ReadOptions(), cfs_[cf_payloads], slice(hash.view()), &now);
-    if (g.ok() && now == value) continue;
-    const rocksdb::Status p = batch.Put(cfs_[cf_payloads], slice(hash.view()), value);
-    if (!p.ok()) throw store_error(EIO, "rebuilding the pack index: " + p.ToString());
+    if (engine_->get(table::payloads, hash.view(), "the payload index") == value) continue;
+    batch->put(table::payloads, hash.view(), value);
     ++written;
   }
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  const rocksdb::Status s = db_->Write(wo, &batch);
-  if (!s.ok())
-    throw store_error(errno_of(s),
-                      "rebuilding the pack index of store " + dir_.string() + ": " + s.ToString());
+  try {
+    engine_->write(*batch, true);
+  } catch (const store_error& e) {
+    throw store_error(e.error_number(), "rebuilding the pack index: " + std::string(e.what()));
+  }
   for (const auto& [hash, w] : chunks)
     if (w.found) cache_->erase(hash);
   return written;

@@ -1,10 +1,14 @@
-// A densefs store: a directory holding a RocksDB database with the column
-// families named in records.h, a FORMAT marker file and a lock file.
+// A densefs store: a directory holding a FORMAT marker file, a lock file and
+// the store's records in a metadata engine (store/metadata_engine.h; the
+// embedded RocksDB one, store/rocksdb_engine.h), chunk payloads in a payload
+// store (store/payload_store.h). The store speaks records (records.h) and
+// chunks (codecs, refcounts, the decoded-chunk cache); the engines keep
+// bytes.
 //
 // Threading: every read method is safe from any thread. Changes are made by
 // filling a `transaction` and calling commit(); commits are serialised by one
 // mutex because chunk refcounts are read-modify-write (encoding happens
-// before, outside that mutex, so it is held only for the RocksDB write).
+// before, outside that mutex, so it is held only for the engine's write).
 #pragma once
 
 #include <sys/statvfs.h>
@@ -29,22 +33,15 @@
 #include "store/batched_reader.h"
 #include "store/error.h"
 #include "store/hash.h"
+#include "store/metadata_engine.h"
 #include "store/records.h"
-
-namespace rocksdb {
-class DB;
-class Cache;
-class ColumnFamilyHandle;
-class WriteBatch;
-class Status;
-}  // namespace rocksdb
 
 namespace densefs::store {
 
 class payload_store;
 class pack_store;
 class chunk_cache;
-class flush_guard;
+class rocksdb_engine;
 
 // The payload backend `densefs mkfs` uses without --payloads: the faster one
 // in the measurements of docs/packs.md. DENSEFS_DEFAULT_PAYLOADS=pack|blob
@@ -485,7 +482,7 @@ class store {
   // leave the queue's key range full of them after a big rm or rewrite,
   // and the re-encoder's every look at the queue steps over each one.
   // Caller holds commit_mutex_.
-  rocksdb::Status delete_chunk(rocksdb::WriteBatch& batch, const chunk_hash& hash, bool queued);
+  void delete_chunk(metadata_batch& batch, const chunk_hash& hash, bool queued);
   store(std::filesystem::path dir, store_open_options options);
   // Throws store_error(ENOSPC) unless `bytes` more payload fit while keeping
   // the space reserve; nothing has been written when it throws.
@@ -500,11 +497,12 @@ class store {
                                                               const chunk_hash& first,
                                                               std::string_view payload,
                                                               std::uint32_t index) const;
-  // Visits, in key order, the records of column family `cf` (index into
-  // cfs_) whose key starts with `prefix` (all of them when empty), from key
-  // `start` on; `fn` returns false to stop. `what` names the scan in errors.
+  // Visits, in key order, the records of table `t` whose key starts with
+  // `prefix` (all of them when empty), from key `start` on, without filling
+  // the engine's cache; `fn` returns false to stop. `what` names the scan in
+  // errors.
   void scan_prefix(
-      std::size_t cf, std::string_view prefix, std::string_view start, const char* what,
+      table t, std::string_view prefix, std::string_view start, const char* what,
       const std::function<bool(std::string_view key, std::string_view value)>& fn) const;
 
   std::filesystem::path dir_;
@@ -513,13 +511,12 @@ class store {
   // What this store writes: fixed for formats 1 and 2, compact for 3.
   record_encoding encoding_ = record_encoding::fixed;
   codec::policy policy_;
-  std::unique_ptr<rocksdb::DB> db_;
-  std::vector<rocksdb::ColumnFamilyHandle*> cfs_;  // owned; closed in ~store
+  std::unique_ptr<metadata_engine> engine_;
+  // engine_ when it is the embedded RocksDB engine (flushes, compactions and
+  // blob files for gc and stats), else nullptr.
+  rocksdb_engine* rocksdb_ = nullptr;
   std::unique_ptr<payload_store> payloads_;
   pack_store* packs_ = nullptr;  // payloads_ when it is a pack store
-  // Syncs pack files before RocksDB flushes a memtable (whose index entries
-  // then become durable in a table file without a WAL sync).
-  std::shared_ptr<flush_guard> flush_guard_;
   std::unique_ptr<chunk_cache> cache_;
   // Whole-file Lepton decodes running at once (decode_stored_chunk). Each
   // holds its payload, the JPEG (up to 64 MiB) and lepton_jpeg's working
@@ -529,7 +526,6 @@ class store {
   static constexpr std::ptrdiff_t k_parallel_lepton_file_decodes = 2;
   mutable std::counting_semaphore<k_parallel_lepton_file_decodes> lepton_file_decodes_{
       k_parallel_lepton_file_decodes};
-  std::shared_ptr<rocksdb::Cache> block_cache_;  // metadata blocks (make_config)
   std::mutex commit_mutex_;
   std::mutex gc_mutex_;  // one collect_garbage() at a time
   std::atomic<std::uint64_t> garbage_bytes_{0};
@@ -537,11 +533,6 @@ class store {
   // The store's format version is k_lepton_file_format_version or newer:
   // Lepton files may be committed without raising it. Under commit_mutex_.
   bool holds_lepton_files_ = false;
-  // A write failed (disk full, EIO): RocksDB refuses writes until Resume(),
-  // which commit(), allocate_ino(), sync() and ~store call first
-  // (resume_after_write_error, the only place that clears it). Atomic: set
-  // by commit(), allocate_ino() and sync() on different threads.
-  std::atomic<bool> needs_resume_{false};
   std::mutex ino_mutex_;
   std::uint64_t next_ino_ = 0;      // next number to hand out
   std::uint64_t ino_reserved_ = 0;  // persisted high-water mark

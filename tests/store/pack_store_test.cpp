@@ -5,7 +5,6 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <rocksdb/write_batch.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include "store/error.h"
 #include "store/fsck.h"
 #include "store/store.h"
+#include "store/rocksdb_engine.h"
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
 
@@ -198,25 +198,25 @@ TEST_F(pack_store_test, payloads_round_trip_inline_and_in_packs_across_a_reopen)
 TEST(pack_store, records_roll_over_to_new_packs_at_the_size_cap) {
   temp_dir tmp;
   store::create(tmp / "s", {}, payload_backend::pack);
-  test::raw_db raw(tmp / "s");
+  const std::unique_ptr<rocksdb_engine> engine = rocksdb_engine::open(tmp / "s", {});
   pack_store::options o;
   o.pack_size_cap = 64 << 10;
   o.io = io_mode::pread;
-  pack_store packs(raw.db(), raw.cf(k_cf_payloads), tmp / "s", o);
+  pack_store packs(*engine, tmp / "s", o);
 
   std::vector<chunk_hash> hashes;
   std::vector<std::string> values;
-  rocksdb::WriteBatch batch;
+  const std::unique_ptr<metadata_batch> batch = engine->new_batch();
   for (int i = 0; i < 50; ++i) {
     values.push_back(
         random_bytes(5000 + static_cast<std::size_t>(i), static_cast<std::uint32_t>(i)));
     hashes.push_back(sha256_of(values.back()));
-    packs.put(batch, hashes.back(), values.back(), {codec::codec_id::raw, 0});
+    packs.put(*batch, hashes.back(), values.back(), {codec::codec_id::raw, 0});
   }
   // Written already, but not visible until the batch commits.
   EXPECT_EQ(error_of([&] { packs.get(hashes[0]); }), EIO);
   packs.sync();
-  ASSERT_TRUE(raw.db()->Write(rocksdb::WriteOptions(), &batch).ok());
+  engine->write(*batch, false);
 
   // 50 records of ~5 KiB in packs of at most 64 KiB plus one record.
   EXPECT_GE(pack_files(tmp / "s").size(), 4u);
@@ -251,7 +251,12 @@ TEST_F(pack_store_test, the_index_rebuilt_from_the_packs_alone_is_the_same_index
   s_->commit(swap);
   // And a crash's leftovers: a record written but never committed.
   {
-    rocksdb::WriteBatch never;
+    // A batch nobody writes.
+    struct unwritten_batch final : metadata_batch {
+      void put(table, std::string_view, std::string_view) override {}
+      void erase(table, std::string_view) override {}
+      bool empty() const override { return true; }
+    } never;
     s_->packs()->put(never, sha256_of("x"), std::string(8192, 'y'), {});
   }
   const std::map<std::string, std::string> before = payload_index(*s_);

@@ -1,15 +1,14 @@
-// The RocksDB payload store: batched puts, single and batched gets in order,
+// The blob payload store (payloads in the engine's payloads table): batched puts, single and batched gets in order,
 // and a missing payload reported as EIO naming the chunk.
 #include "store/rocksdb_payload_store.h"
 
 #include <gtest/gtest.h>
-#include <rocksdb/write_batch.h>
 
 #include <cerrno>
 
 #include "store/error.h"
 #include "store/store.h"
-#include "tests/store/raw_db.h"
+#include "store/rocksdb_engine.h"
 #include "tests/temp_dir.h"
 
 namespace densefs::store {
@@ -18,20 +17,20 @@ namespace {
 TEST(store_payloads, put_get_get_many_remove) {
   test::temp_dir tmp;
   store::create(tmp / "s", {});
-  test::raw_db raw(tmp / "s");
-  rocksdb_payload_store payloads(raw.db(), raw.cf(k_cf_payloads));
+  const std::unique_ptr<rocksdb_engine> engine = rocksdb_engine::open(tmp / "s", {});
+  rocksdb_payload_store payloads(*engine);
 
   std::vector<chunk_hash> hashes;
   std::vector<std::string> values;
-  rocksdb::WriteBatch batch;
+  const std::unique_ptr<metadata_batch> batch = engine->new_batch();
   for (int i = 0; i < 5; ++i) {
     values.push_back(std::string(static_cast<std::size_t>(i) * 3000, static_cast<char>('a' + i)));
     hashes.push_back(sha256_of(values.back()));
-    payloads.put(batch, hashes.back(), values.back(), {});
+    payloads.put(*batch, hashes.back(), values.back(), {});
   }
   // Nothing is visible until the caller writes the batch.
   EXPECT_THROW(payloads.get(hashes[1]), store_error);
-  ASSERT_TRUE(raw.db()->Write(rocksdb::WriteOptions(), &batch).ok());
+  engine->write(*batch, false);
 
   EXPECT_EQ(payloads.get(hashes[3]), values[3]);
   const std::vector<chunk_hash> order = {hashes[4], hashes[0], hashes[2], hashes[4]};
@@ -43,9 +42,9 @@ TEST(store_payloads, put_get_get_many_remove) {
   EXPECT_EQ(got[3], values[4]);
   EXPECT_TRUE(payloads.get_many({}).empty());
 
-  rocksdb::WriteBatch del;
-  payloads.remove(del, hashes[2]);
-  ASSERT_TRUE(raw.db()->Write(rocksdb::WriteOptions(), &del).ok());
+  const std::unique_ptr<metadata_batch> del = engine->new_batch();
+  payloads.remove(*del, hashes[2]);
+  engine->write(*del, false);
   try {
     payloads.get_many(order);
     FAIL() << "a missing payload was not reported";

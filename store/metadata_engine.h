@@ -1,0 +1,131 @@
+// Where a store's records live: an ordered key-value engine with one table
+// per kind of record. The store (store/store.h) speaks records (inodes,
+// dirents, extents, xattrs, chunks with refcounts, the re-encoding queue,
+// inode allocation); records.h turns them into the keys and values
+// docs/format.md specifies, and an engine keeps those bytes. Every engine
+// holds the same bytes, so the record spec, fsck's record checks and the
+// golden files are one for all of them.
+//
+// Two implementations: rocksdb_engine (store/rocksdb_engine.h, embedded, the
+// default; one column family per table) and the PostgreSQL engine for
+// scale-out volumes (docs/scale-out.md; one table per kind, key and value as
+// bytea). Keys compare bytewise in both (RocksDB's default comparator,
+// PostgreSQL's bytea ordering), which the store relies on: big-endian numbers
+// in keys make directory listings and extent scans range scans.
+//
+// Threading: every method is safe from any thread. Reads see every write
+// that returned before they started.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace densefs::store {
+
+// The tables, in the order RocksDB opens them as column families (their
+// names, records.h's k_cf_*, are part of the format).
+enum class table : std::uint8_t {
+  meta,      // settings, inode counter, orphans, re-encoding queue
+  inodes,    // inode number -> inode record
+  dirents,   // parent + name -> dirent record
+  extents,   // inode + file offset -> extent record
+  chunks,    // chunk hash -> chunk record (codec, sizes, refcount, checksum)
+  payloads,  // chunk hash -> payload bytes, or where a payload store keeps them
+  xattrs,    // inode + name -> value
+};
+inline constexpr std::size_t k_table_count = 7;
+// "default", "inodes", ...: the column family names of records.h.
+const char* table_name(table t);
+
+// The writes of one commit: applied together or not at all by
+// metadata_engine::write. Built in one thread.
+class metadata_batch {
+ public:
+  virtual ~metadata_batch() = default;
+  // Throw store_error(EIO) only for absurd sizes (a batch over 4 GiB).
+  virtual void put(table t, std::string_view key, std::string_view value) = 0;
+  virtual void erase(table t, std::string_view key) = 0;
+  virtual bool empty() const = 0;
+};
+
+// Which keys a scan visits: those in [lower, upper) (an empty upper: no
+// bound), from `start` on (empty: from lower; a start below lower is lower).
+struct key_range {
+  std::string lower;
+  std::string upper;
+};
+// The bounds of every key that starts with `prefix`: [prefix, next) where
+// next is the first key past them ("orphan0" for "orphan/").
+key_range prefix_range(std::string_view prefix);
+
+enum class scan_order : std::uint8_t {
+  forward,  // ascending from the first key >= start
+  // Ascending from the last key <= start when there is one in range (a
+  // record that begins before `start` may still cover it: an extent), else
+  // from the first key >= start.
+  forward_from_floor,
+  // Descending from the last key <= start (an empty start: from the last key
+  // in range).
+  backward,
+};
+
+struct scan_options {
+  std::string_view start;
+  scan_order order = scan_order::forward;
+  // False for one pass over records nobody reads again soon (stats, gc,
+  // fsck): they should not push the working set out of the engine's cache.
+  bool fill_cache = true;
+};
+
+class metadata_engine {
+ public:
+  virtual ~metadata_engine() = default;
+
+  // "rocksdb", "postgresql": for messages and `densefs info`.
+  virtual std::string_view kind() const = 0;
+  // Names the store in error messages ("store /srv/s", "volume v on db").
+  virtual const std::string& where() const = 0;
+
+  // nullopt: no such key. Failures throw store_error naming `what`.
+  virtual std::optional<std::string> get(table t, std::string_view key,
+                                         std::string_view what) const = 0;
+  // One result per key, in the same order: one round trip for many keys (a
+  // readdirplus batch of inodes, a batch of chunk records).
+  virtual std::vector<std::optional<std::string>> get_many(table t,
+                                                           std::span<const std::string> keys,
+                                                           std::string_view what) const = 0;
+  // Payload bytes: the same as get_many, but the engine may skip its own
+  // checksum of the value, which the caller checks itself (a payload's
+  // XXH3 against its chunk record).
+  virtual std::vector<std::optional<std::string>> get_payloads(std::span<const std::string> keys,
+                                                               std::string_view what) const {
+    return get_many(table::payloads, keys, what);
+  }
+  // Visits the keys of `range` in `options.order`; `fn` returns false to
+  // stop. Keys and values are valid during the call only.
+  virtual void scan(
+      table t, const key_range& range, const scan_options& options, std::string_view what,
+      const std::function<bool(std::string_view key, std::string_view value)>& fn) const = 0;
+
+  virtual std::unique_ptr<metadata_batch> new_batch() const = 0;
+  // Applies `batch` atomically; `sync` also makes it (and every earlier
+  // write) durable before returning. Throws store_error: ENOSPC when the
+  // disk is full (nothing applied), EIO or the engine's errno otherwise.
+  // After a failed write the engine recovers on the next write when it can.
+  virtual void write(metadata_batch& batch, bool sync) = 0;
+  // Makes every write so far durable.
+  virtual void sync() = 0;
+
+  // Drops what the engine caches of its records (the cold rows of densefs
+  // bench). Nothing for an engine without a cache of its own.
+  virtual void drop_caches() const {}
+};
+
+}  // namespace densefs::store
