@@ -32,7 +32,7 @@ inline constexpr const char* k_cf_xattrs = "xattrs";
 // writes now, either backend) has compact records (docs/format.md). Each bump
 // makes an older build refuse the store up front, with the one-line "newer
 // format" message, instead of failing on a record it cannot read.
-inline constexpr std::uint32_t k_format_version = 4;
+inline constexpr std::uint32_t k_format_version = 5;
 inline constexpr std::uint32_t k_blob_format_version = 1;
 inline constexpr std::uint32_t k_pack_format_version = 2;
 inline constexpr std::uint32_t k_compact_format_version = 3;
@@ -41,6 +41,11 @@ inline constexpr std::uint32_t k_compact_format_version = 3;
 // in the commit that swaps in its first Lepton file, so that older builds
 // refuse it up front instead of failing on those chunks.
 inline constexpr std::uint32_t k_lepton_file_format_version = 4;
+// Format 5: a store whose records live in a PostgreSQL database (STORE/FORMAT
+// names it; docs/scale-out.md) and whose payloads are in its pack files.
+// Records as in format 4; the version makes older builds, which know only
+// the embedded database, refuse the store up front.
+inline constexpr std::uint32_t k_postgres_format_version = 5;
 
 // How a store writes inode, dirent, extent and chunk values. Readers accept
 // both in any store; a store writes only the one its format version allows,

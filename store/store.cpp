@@ -27,6 +27,7 @@
 #include "store/log.h"
 #include "store/metadata_engine.h"
 #include "store/pack_store.h"
+#include "store/postgres_engine.h"
 #include "store/records_detail.h"
 #include "store/rocksdb_engine.h"
 #include "store/rocksdb_payload_store.h"
@@ -145,11 +146,17 @@ void write_file_durably(const fs::path& path, std::string_view content) {
 struct format_marker {
   std::uint32_t format_version = 0;
   std::string uuid;
+  // Format 5: the connection string of the PostgreSQL database holding the
+  // records (no password). Empty: the embedded RocksDB database.
+  std::string postgres;
 };
 
 std::string format_marker_text(const format_marker& m) {
-  return std::string(k_format_magic) + "\nformat_version=" + std::to_string(m.format_version) +
-         "\nuuid=" + m.uuid + "\n";
+  std::string text = std::string(k_format_magic) +
+                     "\nformat_version=" + std::to_string(m.format_version) + "\nuuid=" + m.uuid +
+                     "\n";
+  if (!m.postgres.empty()) text += "postgresql=" + m.postgres + "\n";
+  return text;
 }
 
 // Reads STORE/FORMAT. Errors are one line a user can act on.
@@ -202,6 +209,8 @@ format_marker read_format_marker(const fs::path& dir) {
       have_version = true;
     } else if (line.starts_with("uuid=")) {
       m.uuid = std::string(line.substr(5));
+    } else if (line.starts_with("postgresql=")) {
+      m.postgres = std::string(line.substr(11));
     }
     // Other lines are ignored: a later format may add informational keys.
   }
@@ -384,7 +393,20 @@ payload_backend default_payload_backend() {
 }
 
 void store::create(const std::filesystem::path& dir, const codec::policy& policy,
-                   payload_backend payloads) {
+                   payload_backend payloads, const std::string& postgres) {
+  if (!postgres.empty()) {
+    // Blob payloads are values of the payloads table: megabytes of bytea
+    // per chunk in the database.
+    if (payloads != payload_backend::pack)
+      throw store_error(EINVAL,
+                        "a store with its records in PostgreSQL keeps its payloads in pack files "
+                        "(--payloads pack)");
+    // The connection string is written into STORE/FORMAT.
+    if (postgres_engine::names_a_password(postgres))
+      throw store_error(EINVAL,
+                        "the PostgreSQL connection string holds a password; give it in "
+                        "PGPASSWORD or ~/.pgpass (mode 0600) instead");
+  }
   std::error_code ec;
   const auto status = fs::symlink_status(dir, ec);
   if (fs::exists(status)) {
@@ -404,11 +426,20 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   if (::chmod(dir.c_str(), 0700) != 0)
     throw store_error(errno, "cannot chmod " + dir.string() + ": " + errno_text(errno));
 
-  rocksdb_engine_options eo;
-  eo.create = true;
-  eo.block_cache_bytes = 8u << 20;
-  eo.blob_payloads = payloads == payload_backend::blob;
-  std::unique_ptr<rocksdb_engine> engine = rocksdb_engine::open(dir, eo);
+  std::unique_ptr<metadata_engine> engine;
+  if (postgres.empty()) {
+    rocksdb_engine_options eo;
+    eo.create = true;
+    eo.block_cache_bytes = 8u << 20;
+    eo.blob_payloads = payloads == payload_backend::blob;
+    engine = rocksdb_engine::open(dir, eo);
+  } else {
+    postgres_engine_options po;
+    po.conninfo = postgres;
+    po.connections = 1;
+    postgres_engine::create(po);
+    engine = postgres_engine::open(po);
+  }
 
   store_settings settings;
   settings.uuid = new_uuid();
@@ -417,7 +448,7 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   settings.payloads = payloads;
   // Both backends get compact records; formats 1 and 2 are only read and
   // extended (in their own encodings) now.
-  settings.format_version = k_compact_format_version;
+  settings.format_version = postgres.empty() ? k_compact_format_version : k_postgres_format_version;
 
   inode_record root;
   root.ino = k_root_ino;
@@ -444,7 +475,7 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   // FORMAT comes last: a store whose mkfs was interrupted has none, so it is
   // refused as "not a store" instead of being half used.
   write_file_durably(dir / k_format_file,
-                     format_marker_text({settings.format_version, settings.uuid}));
+                     format_marker_text({settings.format_version, settings.uuid, postgres}));
 }
 
 void store::check(const std::filesystem::path& dir) {
@@ -534,18 +565,35 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   check(dir);
   std::unique_ptr<store> self(new store(dir, options));
 
-  rocksdb_engine_options eo;
-  eo.read_only = options.read_only;
-  eo.block_cache_bytes = options.block_cache_bytes;
-  std::unique_ptr<rocksdb_engine> engine = rocksdb_engine::open(dir, eo);
-  self->rocksdb_ = engine.get();
-  self->engine_ = std::move(engine);
+  const format_marker marker = read_format_marker(dir);
+  if (marker.postgres.empty()) {
+    rocksdb_engine_options eo;
+    eo.read_only = options.read_only;
+    eo.block_cache_bytes = options.block_cache_bytes;
+    std::unique_ptr<rocksdb_engine> engine = rocksdb_engine::open(dir, eo);
+    self->rocksdb_ = engine.get();
+    self->engine_ = std::move(engine);
+  } else {
+    postgres_engine_options po;
+    po.conninfo = marker.postgres;
+    po.read_only = options.read_only;
+    // FUSE threads and encoders commit and read at once; each statement
+    // holds a connection for one round trip.
+    po.connections = 8;
+    self->engine_ = postgres_engine::open(po);
+    self->postgres_ = marker.postgres;
+  }
 
   const std::optional<std::string> value =
       self->engine_->get(table::meta, k_settings_key, "the settings");
   if (!value)
     throw store_error(EIO, "store " + dir.string() + " has no settings record (damaged store)");
   self->settings_ = decode_settings(*value);
+  // The directory (packs, FORMAT) and the database belong together.
+  if (!marker.postgres.empty() && self->settings_.uuid != marker.uuid)
+    throw store_error(EINVAL, "store " + dir.string() + " names a database (" +
+                                  self->engine_->where() + ") that holds store " +
+                                  self->settings_.uuid + ", not this one (" + marker.uuid + ")");
   self->encoding_ = record_encoding_for(self->settings_.format_version);
   // FORMAT was checked already; the database is checked too because it is
   // the authority (FORMAT could have been copied from another store).
@@ -554,10 +602,10 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   // A crash between the commit that raised the version and the FORMAT
   // rewrite after it leaves FORMAT behind (harmless: the database refuses
   // older builds too); bring it up to date.
-  if (!options.read_only &&
-      read_format_marker(dir).format_version < self->settings_.format_version) {
+  if (!options.read_only && marker.format_version < self->settings_.format_version) {
     write_file_durably(dir / k_format_file,
-                       format_marker_text({self->settings_.format_version, self->settings_.uuid}));
+                       format_marker_text({self->settings_.format_version, self->settings_.uuid,
+                                           marker.postgres}));
   }
   try {
     // Stores made before per-type policies hold a single codec spec, which
@@ -585,7 +633,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   self->next_ino_ = self->ino_reserved_ = next;
 
   if (self->settings_.payloads == payload_backend::pack) {
-    if (!options.read_only) self->rocksdb_->set_blob_payloads(false);
+    if (!options.read_only && self->rocksdb_) self->rocksdb_->set_blob_payloads(false);
     pack_store::options po;
     po.io = options.io;
     po.read_only = options.read_only;
@@ -594,10 +642,10 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     self->payloads_ = std::move(packs);
     // Pack bytes durable before a memtable flush makes the index entries
     // naming them durable.
-    if (!options.read_only)
+    if (!options.read_only && self->rocksdb_)
       self->rocksdb_->set_before_flush([packs = self->packs_] { packs->sync(); });
   } else {
-    self->payloads_ = std::make_unique<rocksdb_payload_store>(*self->rocksdb_);
+    self->payloads_ = std::make_unique<rocksdb_payload_store>(*self->engine_);
   }
   self->cache_ = std::make_unique<chunk_cache>(options.chunk_cache_bytes);
   return self;
@@ -981,7 +1029,7 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   //    once every column family has flushed past it, so this is what frees
   //    the log (which holds every payload written since the last flush).
   phase("flushing");
-  rocksdb_->flush();
+  if (rocksdb_) rocksdb_->flush();
 
   // 2. Every column family compacted to its bottommost level: only there do
   //    tombstones (deleted chunks, extents, inodes, dirents) and the values
@@ -991,7 +1039,8 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   //    all garbage is deleted. RocksDB's own blob GC (enable_blob_garbage_
   //    collection) only looks at the oldest files, and only when a
   //    compaction happens to touch them.
-  if (compact)
+  //    (PostgreSQL's autovacuum does this for its tables.)
+  if (compact && rocksdb_)
     rocksdb_->compact_all(rewrite_payloads, gc_canceled_,
                           [&](const std::string& what) { phase(what); });
 
@@ -1719,7 +1768,7 @@ void store::commit(transaction& txn, bool sync) {
     // crash comes in between).
     try {
       write_file_durably(dir_ / k_format_file,
-                         format_marker_text({raised.format_version, raised.uuid}));
+                         format_marker_text({raised.format_version, raised.uuid, postgres_}));
     } catch (const store_error& e) {
       log_error(std::string("raising the FORMAT file's version: ") + e.what());
     }
@@ -1745,6 +1794,8 @@ store_stats store::stats() const {
   store_stats st;
   st.policy = codec::format_policy(policy_);
   st.payload_backend = payload_backend_name(settings_.payloads);
+  st.metadata_engine = engine_->kind();
+  st.metadata_location = engine_->where();
   if (packs_) {
     st.pack_reader = packs_->reader_kind();
     // A directory listing: the index walk of usage() is not needed to count.
@@ -1830,6 +1881,8 @@ std::string to_json(const store_stats& s) {
   j["pending_recompress"] = s.pending_recompress;
   j["policy"] = s.policy;
   j["payload_backend"] = s.payload_backend;
+  j["metadata_engine"] = s.metadata_engine;
+  j["metadata_location"] = s.metadata_location;
   if (s.payload_backend == "pack") {
     j["pack_files"] = s.pack_files;
     j["pack_reader"] = s.pack_reader;

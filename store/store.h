@@ -170,6 +170,8 @@ struct store_stats {
   std::uint64_t pending_recompress = 0;  // chunks queued for background re-encoding
   std::string policy;                    // the codec policy in effect (codec/policy.h)
   std::string payload_backend;           // "pack" or "blob" (docs/packs.md)
+  std::string metadata_engine;           // "rocksdb" or "postgresql" (docs/scale-out.md)
+  std::string metadata_location;         // the engine's description (no password)
   std::uint64_t pack_files = 0;          // pack stores: pack files
   std::string pack_reader;               // pack stores: "io_uring" or "pread"
 };
@@ -238,9 +240,14 @@ class store {
  public:
   // mkfs: creates a new store in `dir` (created if missing; must be empty).
   // The directory is made private to its owner (0700).
+  // `postgres`: a PostgreSQL connection string or URI (without a
+  // password: libpq takes it from PGPASSWORD or ~/.pgpass) of an empty
+  // database that keeps the store's records instead of the embedded RocksDB
+  // (docs/scale-out.md); payloads then live in pack files in `dir`.
   static void create(const std::filesystem::path& dir,
                      const codec::policy& policy = codec::default_policy(),
-                     payload_backend payloads = default_payload_backend());
+                     payload_backend payloads = default_payload_backend(),
+                     const std::string& postgres = {});
 
   // Cheap checks without RocksDB (no threads are started, so this is safe
   // before fuse_daemonize()): the directory exists, is a store, and its
@@ -275,6 +282,10 @@ class store {
   ~store();
 
   const store_settings& settings() const { return settings_; }
+  // Where the records live: "rocksdb" or "postgresql", and the engine's
+  // description of itself (no password).
+  std::string_view metadata_engine_kind() const { return engine_->kind(); }
+  const std::string& metadata_location() const { return engine_->where(); }
   const std::filesystem::path& dir() const { return dir_; }
 
   // Inode numbers are allocated from a persisted counter.
@@ -515,6 +526,7 @@ class store {
   // engine_ when it is the embedded RocksDB engine (flushes, compactions and
   // blob files for gc and stats), else nullptr.
   rocksdb_engine* rocksdb_ = nullptr;
+  std::string postgres_;  // STORE/FORMAT's postgresql= line, when it has one
   std::unique_ptr<payload_store> payloads_;
   pack_store* packs_ = nullptr;  // payloads_ when it is a pack store
   std::unique_ptr<chunk_cache> cache_;

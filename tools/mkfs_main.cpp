@@ -1,4 +1,4 @@
-// densefs mkfs STORE [--codec SPEC] [--payloads pack|blob]
+// densefs mkfs STORE [--codec SPEC] [--payloads pack|blob] [--meta postgresql://...]
 #include <filesystem>
 
 #include "codec/policy.h"
@@ -23,8 +23,22 @@ int mkfs_main(const std::vector<std::string>& args, const tool_io& io) {
                  "where payloads of 4 KiB and more live (docs/packs.md): pack (append-only pack "
                  "files) or blob (RocksDB blob files); default: " +
                      std::string(store::payload_backend_name(store::default_payload_backend())));
+  std::string meta;
+  app.add_option("--meta", meta,
+                 "where the store's records live (docs/scale-out.md): a PostgreSQL URI "
+                 "(postgresql://user@host:port/database) or connection string of an empty "
+                 "database, without a password (PGPASSWORD or ~/.pgpass); default: an embedded "
+                 "RocksDB database in STORE");
   if (auto done = parse_cli(app, args, io)) return *done;
-  store::payload_backend backend = store::default_payload_backend();
+  if (!meta.empty() && !meta.starts_with("postgresql://") && !meta.starts_with("postgres://") &&
+      meta.find('=') == std::string::npos) {
+    print_error(io, "mkfs",
+                "--meta: \"" + meta +
+                    "\" is neither a postgresql:// URI nor a PostgreSQL connection string");
+    return k_exit_usage;
+  }
+  store::payload_backend backend =
+      meta.empty() ? store::default_payload_backend() : store::payload_backend::pack;
   if (!payloads.empty()) {
     try {
       backend = store::parse_payload_backend(payloads);
@@ -42,10 +56,10 @@ int mkfs_main(const std::vector<std::string>& args, const tool_io& io) {
     return k_exit_usage;
   }
   const std::filesystem::path path = absolute_path(dir);
-  store::store::create(path, options, backend);
+  store::store::create(path, options, backend, meta);
   io.out << "created densefs store " << path.string() << " (codec policy "
          << codec::format_policy(options) << ", " << store::payload_backend_name(backend)
-         << " payloads)\n"
+         << " payloads" << (meta.empty() ? "" : ", records in PostgreSQL") << ")\n"
          << "mount it with: densefs mount " << path.string() << " MOUNTPOINT\n";
   return k_exit_ok;
 }

@@ -86,6 +86,9 @@ std::string render_stats(const std::string& source, const json& j) {
              j.value("pack_reader", std::string("?")) + ")";
     out += "\n";
   }
+  if (j.contains("metadata_engine"))
+    out += "records: " + j.at("metadata_engine").get<std::string>() + " (" +
+           j.value("metadata_location", std::string("?")) + ")\n";
   if (j.contains("requests") && j.at("requests").is_object() && !j.at("requests").empty()) {
     // A live mount's FUSE requests, most frequent first.
     std::vector<std::pair<std::uint64_t, std::string>> kinds;

@@ -61,6 +61,8 @@ build_packages=(
   libfuse3-dev fuse3 librocksdb-dev libxxhash-dev libssl-dev libzstd-dev
   liburing-dev libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev
   rsync attr acl kmod util-linux jq
+  # libpq: the PostgreSQL metadata engine (store/postgres_engine.cpp)
+  libpq-dev
 )
 test_packages=(
   # pjdfstest: built from crates.io; links libacl; needs TLS roots to fetch
@@ -84,6 +86,8 @@ test_packages=(
   stress-ng fio
   # fuser: the differential test names who holds a busy mount
   psmisc
+  # a private server per test process for the PostgreSQL engine's tests
+  postgresql-15
   # gdb: a daemon that does not exit after unmount has its threads' stacks
   # printed by the mount tests (tests/mount/mount_fixture.cpp)
   gdb

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -350,7 +351,20 @@ void mount_test::SetUp() {
   ASSERT_EQ(::mkdir(mnt_.c_str(), 0755), 0) << errno_text(errno);
   ASSERT_EQ(::mkdir(scratch_.c_str(), 0755), 0) << errno_text(errno);
 
-  const auto mkfs = run_command({densefs_binary(), "mkfs", store_.string()});
+  std::vector<std::string> mkfs_args = {densefs_binary(), "mkfs", store_.string()};
+  // DENSEFS_TEST_POSTGRES=CONNINFO (without dbname; postgres_suite_test.sh
+  // sets it): every store keeps its records in a new database of that
+  // server, so the suite runs on the PostgreSQL engine (docs/scale-out.md).
+  if (const char* pg = std::getenv("DENSEFS_TEST_POSTGRES"); pg && *pg) {
+    static std::atomic<int> next{0};
+    const std::string db = "densefs_" + std::to_string(::getpid()) + "_" + std::to_string(next++);
+    const auto created =
+        run_command({"psql", "-X", "-q", "-v", "ON_ERROR_STOP=1",
+                     std::string(pg) + " dbname=postgres", "-c", "CREATE DATABASE " + db});
+    ASSERT_EQ(created.exit_code, 0) << "creating database " << db << ": " << created.err;
+    mkfs_args.insert(mkfs_args.end(), {"--meta", std::string(pg) + " dbname=" + db});
+  }
+  const auto mkfs = run_command(mkfs_args);
   ASSERT_EQ(mkfs.exit_code, 0) << "densefs mkfs " << store_ << " failed:\n" << mkfs.err << mkfs.out;
   ASSERT_NO_FATAL_FAILURE(mount());
 }

@@ -1,0 +1,89 @@
+// The scale-out metadata engine: a volume's records in a PostgreSQL database,
+// one table per store::table with the key and the value as bytea, holding the
+// same bytes as rocksdb_engine (store/metadata_engine.h, docs/scale-out.md).
+//
+// Connections: a small pool of libpq connections (libpq connections are not
+// thread-safe), each method holds one for its duration. Every connection
+// stays in libpq's pipeline mode, so a batch of many statements (or a scan's
+// BEGIN and first page) is one round trip. Credentials never pass through
+// densefs: libpq reads them from PGPASSWORD, ~/.pgpass or the connection
+// string, and where() and every message name only host, port and database.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/metadata_engine.h"
+
+namespace densefs::store {
+
+struct postgres_engine_options {
+  // A libpq connection string: "host=db1 dbname=vol1 user=densefs" or a
+  // "postgresql://user@db1:5432/vol1" URI. Empty: libpq's defaults (PGHOST,
+  // PGDATABASE, ... from the environment).
+  std::string conninfo;
+  std::size_t connections = 4;  // the pool's size: concurrent statements at most
+  bool read_only = false;       // write() throws EROFS; sessions are read-only too
+};
+
+// The version of the schema create() makes (the densefs_schema row). open()
+// refuses a database whose version is newer.
+inline constexpr int k_postgres_schema_version = 1;
+
+class postgres_engine final : public metadata_engine {
+ public:
+  // Connects and checks the schema: store_error(ENOENT) without densefs
+  // tables, EPROTONOSUPPORT for a newer schema version, EIO when the server
+  // cannot be reached or refuses. Messages are one line, without passwords.
+  static std::unique_ptr<postgres_engine> open(const postgres_engine_options& options);
+  // mkfs: creates the tables and the schema-version row in one transaction.
+  // store_error(EEXIST) when densefs tables already exist there.
+  static void create(const postgres_engine_options& options);
+  ~postgres_engine() override;
+  // Whether `conninfo` spells out a password (password=..., a URI's
+  // user:password@ or ?password=), which must not be written into files
+  // (mkfs refuses it for STORE/FORMAT).
+  static bool names_a_password(std::string_view conninfo);
+
+  std::string_view kind() const override { return "postgresql"; }
+  const std::string& where() const override { return where_; }
+  std::optional<std::string> get(table t, std::string_view key,
+                                 std::string_view what) const override;
+  std::vector<std::optional<std::string>> get_many(table t, std::span<const std::string> keys,
+                                                   std::string_view what) const override;
+  void scan(
+      table t, const key_range& range, const scan_options& options, std::string_view what,
+      const std::function<bool(std::string_view key, std::string_view value)>& fn) const override;
+  std::unique_ptr<metadata_batch> new_batch() const override;
+  // One implicit transaction of pipelined statements. Durable when it
+  // returns, with `sync` or without (the sessions keep synchronous_commit on).
+  void write(metadata_batch& batch, bool sync) override;
+  void sync() override {}
+
+  // Private parts, public for postgres_engine.cpp's helpers only.
+  struct connection;
+  class lease;
+
+ private:
+  explicit postgres_engine(const postgres_engine_options& options);
+
+  std::string conninfo_;
+  bool read_only_ = false;
+  std::string where_;
+  // The pool: connections not in use (`idle_`, some not connected yet)
+  // and the count of those in use (`busy_`), at most `capacity_` together
+  // unless a thread takes a second one. Guarded by mutex_; leases wait on
+  // available_.
+  std::size_t capacity_;
+  mutable std::mutex mutex_;
+  mutable std::condition_variable available_;
+  mutable std::vector<std::unique_ptr<connection>> idle_;
+  mutable std::size_t busy_ = 0;
+};
+
+}  // namespace densefs::store

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# A store whose records live in PostgreSQL (`densefs mkfs --meta`,
+# docs/scale-out.md), used as a user would: a private PostgreSQL 15 server
+# (postgres_lib.sh), mkfs, mount, a tree copied in with rsync -aHAX and
+# checked with rsync -c and diff -r, renames, links, xattrs and unlinks,
+# stats naming the engine, unmount and fsck clean, a remount that reads the
+# same bytes, kill -9 of the daemon after an fsync (the fsync'd file exact,
+# fsck clean), gc, and the errors a user meets: a password in the
+# connection string, a database that is not empty, the server down.
+# usage: postgres_store_test.sh DENSEFS_BINARY SOURCE_DIR
+# shellcheck source=mount_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
+# shellcheck source=postgres_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/postgres_lib.sh"
+
+command -v rsync >/dev/null || missing_tool rsync
+command -v jq >/dev/null || missing_tool jq
+
+store=$work/store
+mnt=$work/mnt
+mkdir -p "$mnt"
+pg_createdb vol1
+meta=$(pg_conninfo vol1)
+
+# --- mkfs: what it refuses, then a store.
+if out=$("$densefs" mkfs --meta "$meta password=hunter2" "$work/refused" 2>&1); then
+  fail "mkfs took a connection string with a password"
+fi
+[[ $out == *"password"* && $out != *hunter2* ]] ||
+  fail "mkfs with a password: expected one line about the password, without it: $out"
+[[ $(wc -l <<<"$out") -eq 1 ]] || fail "mkfs with a password printed more than one line: $out"
+
+"$densefs" mkfs --meta "$meta" "$store" >/dev/null || fail "densefs mkfs --meta failed"
+grep -q "^postgresql=$meta\$" "$store/FORMAT" || fail "FORMAT does not name the database"
+[[ $(stat -c %a "$store") == 700 ]] || fail "the store directory is not private (0700)"
+# The database now holds a store: a second mkfs into it is refused.
+if out=$("$densefs" mkfs --meta "$meta" "$work/second" 2>&1); then
+  fail "a second mkfs into the same database succeeded"
+fi
+echo "second mkfs: $out"
+# No RocksDB files in the directory: the records are in the database.
+[[ ! -e $store/CURRENT ]] || fail "a RocksDB database was made in $store"
+
+# --- a tree in and out.
+mount_densefs "$store" "$mnt"
+data=$work/data
+mkdir -p "$data/dir/sub"
+cp -a "$src/store" "$src/docs" "$data/"
+printf 'hard linked\n' >"$data/dir/a"
+ln "$data/dir/a" "$data/dir/sub/a-link"
+ln -s dir/a "$data/symlink"
+setfattr -n user.tag -v "kept by -X" "$data/dir/a"
+head -c 3000000 /dev/urandom >"$data/random.bin"
+{ yes 'a line of text that compresses well' || true; } | head -c 5000000 >"$data/text.txt"
+truncate -s 2M "$data/sparse"
+printf 'tail' >>"$data/sparse"
+
+rsync -aHAX "$data/" "$mnt/data/" || fail "rsync -aHAX into the mount failed"
+check_tree() {
+  local label=$1 out
+  out=$(rsync -aHAXc --dry-run --itemize-changes "$data/" "$mnt/data/")
+  [[ -z $out ]] || {
+    head -n 20 <<<"$out" >&2
+    fail "$label: rsync -c finds $(wc -l <<<"$out") differences"
+  }
+  diff -r "$data" "$mnt/data" >/dev/null || fail "$label: diff -r finds differences"
+  [[ $(stat -c %i "$mnt/data/dir/a") == $(stat -c %i "$mnt/data/dir/sub/a-link") ]] ||
+    fail "$label: the hard link is two files"
+  [[ $(getfattr --absolute-names --only-values -n user.tag "$mnt/data/dir/a") == "kept by -X" ]] ||
+    fail "$label: the xattr is lost"
+}
+check_tree "after rsync"
+
+# Renames, a replacing rename, unlinks, a directory removed.
+mv "$mnt/data/text.txt" "$mnt/data/dir/moved.txt"
+mv "$data/text.txt" "$data/dir/moved.txt"
+printf 'new content\n' >"$mnt/data/tmp.$$"
+mv "$mnt/data/tmp.$$" "$mnt/data/random.bin"
+printf 'new content\n' >"$data/random.bin"
+rm -r "$mnt/data/docs"
+rm -r "$data/docs"
+check_tree "after renames and unlinks"
+
+stats=$("$densefs" stats "$mnt" --json) || fail "densefs stats --json failed"
+[[ $(jq -r .metadata_engine <<<"$stats") == postgresql ]] ||
+  fail "stats does not name the engine: $(jq -c '{metadata_engine, metadata_location}' <<<"$stats")"
+location=$(jq -r .metadata_location <<<"$stats")
+echo "stats: records in $location; stored $(jq -r .stored_bytes <<<"$stats") of $(jq -r .logical_bytes <<<"$stats") bytes"
+"$densefs" stats "$mnt" | grep -q '^records: postgresql' || fail "densefs stats does not print the engine"
+
+# --- unmount, fsck, remount.
+umount_densefs "$mnt"
+"$densefs" fsck "$store" >"$work/fsck.out" 2>&1 || {
+  cat "$work/fsck.out" >&2
+  fail "fsck of the unmounted store failed"
+}
+mount_densefs "$store" "$mnt"
+check_tree "after a remount"
+
+# --- kill -9 after an fsync: the fsync'd file is exact after a remount.
+head -c 6000000 /dev/urandom >"$work/durable.bin"
+dd if="$work/durable.bin" of="$mnt/durable.bin" bs=1M conv=fsync status=none ||
+  fail "writing durable.bin failed"
+# More writes in flight when the daemon dies.
+mkdir "$mnt/flood"
+(for i in $(seq 1 200); do printf 'file %s\n' "$i" >"$mnt/flood/$i" 2>/dev/null || exit 0; done) &
+writer=$!
+sleep 0.3
+pid=$(sed -n 's/^pid //p' "$store/LOCK.densefs")
+[[ -n $pid ]] || fail "no daemon pid in LOCK.densefs"
+kill -9 "$pid"
+wait "$writer" || true
+umount -l "$mnt" 2>/dev/null || true
+for _ in $(seq 1 100); do
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+"$densefs" fsck "$store" >"$work/fsck.out" 2>&1 || {
+  cat "$work/fsck.out" >&2
+  fail "fsck after kill -9 failed"
+}
+mount_densefs "$store" "$mnt"
+cmp "$work/durable.bin" "$mnt/durable.bin" || fail "the fsync'd file differs after kill -9"
+rm -rf "$mnt/flood"
+check_tree "after kill -9"
+
+# --- gc while mounted, then the server down: a clear error, nothing lost.
+"$densefs" gc "$store" >/dev/null || fail "densefs gc of a mounted store failed"
+umount_densefs "$mnt"
+pg_stop fast
+if out=$("$densefs" mount "$store" "$mnt" 2>&1); then
+  fail "mount succeeded with the PostgreSQL server down"
+fi
+[[ $(wc -l <<<"$out") -eq 1 ]] || fail "mount with the server down printed more than one line: $out"
+echo "mount with the server down: $out"
+pg_start
+mount_densefs "$store" "$mnt"
+check_tree "after the server came back"
+cmp "$work/durable.bin" "$mnt/durable.bin" || fail "durable.bin differs at the end"
+umount_densefs "$mnt"
+"$densefs" fsck "$store" >/dev/null 2>&1 || fail "fsck at the end failed"
+echo "PASS: a PostgreSQL store took rsync, renames, kill -9, gc and a server restart"

@@ -1,0 +1,910 @@
+// The metadata engines (store/metadata_engine.h) against one set of cases:
+// RocksDB in a temporary directory and PostgreSQL on a private server
+// (tests/postgres_server.h) must answer every get, get_many, scan and batch
+// the same way, bytewise key order and scan orders included. Then what only
+// the PostgreSQL engine has: its schema checks, credentials kept out of
+// messages, failed commits, lost connections, its connection pool.
+#include "store/metadata_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+#include <type_traits>
+
+#include "store/error.h"
+#include "store/postgres_engine.h"
+#include "store/rocksdb_engine.h"
+#include "tests/postgres_server.h"
+#include "tests/temp_dir.h"
+
+namespace densefs::test {
+namespace {
+
+using store::key_range;
+using store::scan_options;
+using store::scan_order;
+using store::store_error;
+using store::table;
+
+// --- The engines under test.
+
+struct rocksdb_kind {
+  std::unique_ptr<temp_dir> dir;
+  std::unique_ptr<store::metadata_engine> open() {
+    dir = std::make_unique<temp_dir>();
+    return store::rocksdb_engine::open(dir->path(), {.create = true});
+  }
+};
+
+struct postgres_kind {
+  postgres_server* server = nullptr;
+  std::unique_ptr<store::metadata_engine> open() {
+    store::postgres_engine_options o;
+    o.conninfo = server->conninfo(server->create_database());
+    store::postgres_engine::create(o);
+    return store::postgres_engine::open(o);
+  }
+};
+
+template <class Kind>
+class metadata_engine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if constexpr (std::is_same_v<Kind, postgres_kind>) {
+      DENSEFS_POSTGRES_SERVER(server);
+      kind_.server = server;
+    }
+    engine_ = kind_.open();
+  }
+
+  Kind kind_;
+  std::unique_ptr<store::metadata_engine> engine_;
+};
+
+struct kind_names {
+  template <class Kind>
+  static std::string GetName(int) {
+    return std::is_same_v<Kind, rocksdb_kind> ? "rocksdb" : "postgresql";
+  }
+};
+using kinds = ::testing::Types<rocksdb_kind, postgres_kind>;
+TYPED_TEST_SUITE(metadata_engine, kinds, kind_names);
+
+// --- Helpers.
+
+std::string bytes(std::initializer_list<int> values) {
+  std::string out;
+  for (int v : values) out += static_cast<char>(v);
+  return out;
+}
+
+// A big-endian number, as record keys hold inode numbers and offsets.
+std::string be64(std::uint64_t v) {
+  std::string out(8, '\0');
+  for (int i = 7; i >= 0; --i, v >>= 8) out[static_cast<std::size_t>(i)] = static_cast<char>(v);
+  return out;
+}
+
+std::string random_bytes(std::size_t n, std::uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string out(n, '\0');
+  for (std::size_t i = 0; i < n; i += 8) {
+    const std::uint64_t v = rng();
+    std::memcpy(out.data() + i, &v, std::min<std::size_t>(8, n - i));
+  }
+  return out;
+}
+
+void put(store::metadata_engine& e, table t, std::string_view key, std::string_view value) {
+  auto b = e.new_batch();
+  b->put(t, key, value);
+  e.write(*b, false);
+}
+
+void erase(store::metadata_engine& e, table t, std::string_view key) {
+  auto b = e.new_batch();
+  b->erase(t, key);
+  e.write(*b, true);
+}
+
+using entries = std::vector<std::pair<std::string, std::string>>;
+
+entries scan_all(const store::metadata_engine& e, table t, const key_range& range,
+                 scan_order order = scan_order::forward, std::string_view start = {},
+                 std::size_t stop_after = SIZE_MAX) {
+  entries out;
+  scan_options o;
+  o.start = start;
+  o.order = order;
+  e.scan(t, range, o, "test scan", [&](std::string_view k, std::string_view v) {
+    out.emplace_back(k, v);
+    return out.size() < stop_after;
+  });
+  return out;
+}
+
+std::vector<std::string> keys_of(const entries& es) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : es) out.push_back(k);
+  return out;
+}
+
+std::vector<std::string> scan_keys(const store::metadata_engine& e, table t, const key_range& range,
+                                   scan_order order = scan_order::forward,
+                                   std::string_view start = {}) {
+  return keys_of(scan_all(e, t, range, order, start));
+}
+
+// "k00".."k09" in `t`, value "v" + the same digits.
+void put_ten(store::metadata_engine& e, table t) {
+  auto b = e.new_batch();
+  for (int i = 0; i < 10; ++i) {
+    const std::string n = std::string(i < 10 ? "0" : "") + std::to_string(i);
+    b->put(t, "k" + n, "v" + n);
+  }
+  e.write(*b, true);
+}
+
+std::vector<std::string> names(std::initializer_list<int> ids) {
+  std::vector<std::string> out;
+  for (int i : ids) out.push_back("k0" + std::to_string(i));
+  return out;
+}
+
+// --- get, put, erase.
+
+TYPED_TEST(metadata_engine, get_of_a_missing_key_is_nothing) {
+  auto& e = *this->engine_;
+  EXPECT_EQ(e.get(table::inodes, "nope", "test"), std::nullopt);
+  put(e, table::inodes, "there", "1");
+  EXPECT_EQ(e.get(table::inodes, "nope", "test"), std::nullopt);
+  EXPECT_EQ(e.get(table::inodes, "ther", "test"), std::nullopt);  // a prefix is not the key
+  EXPECT_EQ(e.get(table::inodes, "there!", "test"), std::nullopt);
+  // Tables are separate.
+  EXPECT_EQ(e.get(table::dirents, "there", "test"), std::nullopt);
+}
+
+TYPED_TEST(metadata_engine, put_then_get_returns_the_exact_bytes) {
+  auto& e = *this->engine_;
+  std::string every_byte;
+  for (int i = 0; i < 256; ++i) every_byte += static_cast<char>(i);
+  const std::string key = bytes({0x00, 0xff, 0x00, 0x80});
+  put(e, table::chunks, key, every_byte);
+  put(e, table::chunks, "empty", "");
+  EXPECT_EQ(e.get(table::chunks, key, "test"), every_byte);
+  EXPECT_EQ(e.get(table::chunks, "empty", "test"), std::string());
+  // A put replaces; the same key in another table is another record.
+  put(e, table::chunks, key, "second");
+  put(e, table::xattrs, key, "other table");
+  EXPECT_EQ(e.get(table::chunks, key, "test"), "second");
+  EXPECT_EQ(e.get(table::xattrs, key, "test"), "other table");
+  // Every table keeps records.
+  for (std::size_t i = 0; i < store::k_table_count; ++i) {
+    const auto t = static_cast<table>(i);
+    put(e, t, "per-table", std::to_string(i));
+  }
+  for (std::size_t i = 0; i < store::k_table_count; ++i)
+    EXPECT_EQ(e.get(static_cast<table>(i), "per-table", "test"), std::to_string(i));
+}
+
+TYPED_TEST(metadata_engine, erase_removes_only_that_key) {
+  auto& e = *this->engine_;
+  put(e, table::dirents, "a", "1");
+  put(e, table::dirents, "b", "2");
+  erase(e, table::dirents, "a");
+  EXPECT_EQ(e.get(table::dirents, "a", "test"), std::nullopt);
+  EXPECT_EQ(e.get(table::dirents, "b", "test"), "2");
+  erase(e, table::dirents, "never there");  // not an error
+  EXPECT_EQ(scan_keys(e, table::dirents, {}), std::vector<std::string>{"b"});
+}
+
+TYPED_TEST(metadata_engine, get_many_answers_each_key_in_order) {
+  auto& e = *this->engine_;
+  put(e, table::inodes, "a", "A");
+  put(e, table::inodes, "b", "B");
+  put(e, table::inodes, bytes({0xff}), "FF");
+  const std::vector<std::string> keys = {"b", "missing", "a", bytes({0xff}), "b", ""};
+  const auto got = e.get_many(table::inodes, keys, "test");
+  ASSERT_EQ(got.size(), keys.size());
+  EXPECT_EQ(got[0], "B");
+  EXPECT_EQ(got[1], std::nullopt);
+  EXPECT_EQ(got[2], "A");
+  EXPECT_EQ(got[3], "FF");
+  EXPECT_EQ(got[4], "B");
+  EXPECT_EQ(got[5], std::nullopt);
+  EXPECT_TRUE(e.get_many(table::inodes, {}, "test").empty());
+  const auto payloads = e.get_payloads(std::vector<std::string>{"a"}, "test");
+  ASSERT_EQ(payloads.size(), 1u);
+  EXPECT_EQ(payloads[0], std::nullopt);  // payloads is a table of its own
+}
+
+// --- Batches.
+
+TYPED_TEST(metadata_engine, the_last_op_on_a_key_in_a_batch_wins) {
+  auto& e = *this->engine_;
+  put(e, table::extents, "erased then put", "old");
+  put(e, table::extents, "put then erased", "old");
+  auto b = e.new_batch();
+  EXPECT_TRUE(b->empty());
+  b->put(table::extents, "twice", "1");
+  b->put(table::extents, "twice", "2");
+  b->erase(table::extents, "erased then put");
+  b->put(table::extents, "erased then put", "new");
+  b->put(table::extents, "put then erased", "new");
+  b->erase(table::extents, "put then erased");
+  b->put(table::extents, "put erase put", "1");
+  b->erase(table::extents, "put erase put");
+  b->put(table::extents, "put erase put", "3");
+  b->put(table::xattrs, "twice", "other table");
+  EXPECT_FALSE(b->empty());
+  e.write(*b, true);
+  EXPECT_EQ(e.get(table::extents, "twice", "test"), "2");
+  EXPECT_EQ(e.get(table::extents, "erased then put", "test"), "new");
+  EXPECT_EQ(e.get(table::extents, "put then erased", "test"), std::nullopt);
+  EXPECT_EQ(e.get(table::extents, "put erase put", "test"), "3");
+  EXPECT_EQ(e.get(table::xattrs, "twice", "test"), "other table");
+  // An empty batch and sync() are fine.
+  auto empty = e.new_batch();
+  e.write(*empty, true);
+  e.sync();
+}
+
+// Writers set two keys to one counter in each batch; readers must never see
+// them differ (a scan reads one snapshot in both engines).
+TYPED_TEST(metadata_engine, a_batch_becomes_visible_at_once) {
+  auto& e = *this->engine_;
+  std::atomic<bool> done{false};
+  std::atomic<int> mismatches{0}, reads{0};
+  auto write_pair = [&](int i) {
+    auto b = e.new_batch();
+    b->put(table::meta, "pair/a", std::to_string(i));
+    b->put(table::meta, "pair/z", std::to_string(i));
+    e.write(*b, false);
+  };
+  write_pair(0);
+  std::thread reader([&] {
+    while (!done) {
+      const entries es = scan_all(e, table::meta, store::prefix_range("pair/"));
+      if (es.size() != 2 || es[0].second != es[1].second) ++mismatches;
+      ++reads;
+    }
+  });
+  // Until the reader has overlapped many writes (RocksDB writes fast).
+  for (int i = 1; i <= 300 || (reads < 300 && i < 1000000); ++i) write_pair(i);
+  done = true;
+  reader.join();
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_GT(reads, 0);
+}
+
+// --- Order and scans.
+
+TYPED_TEST(metadata_engine, keys_sort_bytewise_high_bytes_last) {
+  auto& e = *this->engine_;
+  // As unsigned bytes: 0x00 < 0x01 < 0x7f < 0x80 < 0xff, a prefix before
+  // its extensions.
+  const std::vector<std::string> sorted = {
+      bytes({0x00}),       bytes({0x00, 0x00}), bytes({0x00, 0xff}), bytes({0x01}),
+      bytes({0x7f}),       bytes({0x7f, 0x00}), bytes({0x80}),       bytes({0x80, 0x00}),
+      bytes({0xfe, 0xff}), bytes({0xff}),       bytes({0xff, 0x00}), bytes({0xff, 0xff, 0xff}),
+  };
+  std::vector<std::string> shuffled = sorted;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(7));
+  auto b = e.new_batch();
+  for (const auto& k : shuffled) b->put(table::inodes, k, "v");
+  e.write(*b, true);
+  EXPECT_EQ(scan_keys(e, table::inodes, {}), sorted);
+  std::vector<std::string> reversed(sorted.rbegin(), sorted.rend());
+  EXPECT_EQ(scan_keys(e, table::inodes, {}, scan_order::backward), reversed);
+  // Bounds with high bytes: [0x7f, 0xff) holds 0x7f.. up to 0xfe 0xff.
+  EXPECT_EQ(scan_keys(e, table::inodes, {bytes({0x7f}), bytes({0xff})}),
+            std::vector<std::string>(sorted.begin() + 4, sorted.begin() + 9));
+  // Big-endian numbers sort as numbers.
+  auto n = e.new_batch();
+  for (std::uint64_t v : {0x100ull, 0xffull, 0x8000000000000000ull, 1ull, 0x7fffffffffffffffull})
+    n->put(table::extents, be64(v), "n");
+  e.write(*n, true);
+  EXPECT_EQ(scan_keys(e, table::extents, {}),
+            (std::vector<std::string>{be64(1), be64(0xff), be64(0x100), be64(0x7fffffffffffffff),
+                                      be64(0x8000000000000000)}));
+}
+
+TYPED_TEST(metadata_engine, forward_scan_keeps_to_bounds_and_start) {
+  auto& e = *this->engine_;
+  put_ten(e, table::dirents);
+  const key_range range{"k02", "k07"};
+  EXPECT_EQ(scan_keys(e, table::dirents, range), names({2, 3, 4, 5, 6}));
+  EXPECT_EQ(scan_keys(e, table::dirents, range, scan_order::forward, "k04"), names({4, 5, 6}));
+  EXPECT_EQ(scan_keys(e, table::dirents, range, scan_order::forward, "k045"), names({5, 6}));
+  EXPECT_EQ(scan_keys(e, table::dirents, range, scan_order::forward, "a"), names({2, 3, 4, 5, 6}));
+  EXPECT_TRUE(scan_keys(e, table::dirents, range, scan_order::forward, "k07").empty());
+  EXPECT_TRUE(scan_keys(e, table::dirents, range, scan_order::forward, "z").empty());
+  EXPECT_EQ(scan_keys(e, table::dirents, {"k08", ""}), names({8, 9}));  // no upper bound
+  EXPECT_EQ(scan_keys(e, table::dirents, {"", "k02"}), names({0, 1}));  // no lower bound
+  EXPECT_TRUE(scan_keys(e, table::dirents, {"k05", "k05"}).empty());
+  const entries values = scan_all(e, table::dirents, {"k03", "k05"});
+  EXPECT_EQ(values, (entries{{"k03", "v03"}, {"k04", "v04"}}));
+  EXPECT_TRUE(scan_keys(e, table::inodes, {}).empty());  // other tables are empty
+}
+
+TYPED_TEST(metadata_engine, prefix_range_visits_exactly_the_prefix) {
+  auto& e = *this->engine_;
+  auto b = e.new_batch();
+  for (const std::string k : {"orphan", "orphan.", "orphan/", "orphan/1", "orphan/2", "orphan0",
+                              "orphan/\xff\xff", "orphan1", "orphaN/"})
+    b->put(table::meta, k, "x");
+  b->put(table::meta, bytes({0x01, 0xff}), "x");
+  b->put(table::meta, bytes({0x01, 0xff, 0x00}), "x");
+  b->put(table::meta, bytes({0x02}), "x");
+  b->put(table::meta, bytes({0xff, 0xff, 0x01}), "x");
+  e.write(*b, true);
+  EXPECT_EQ(store::prefix_range("orphan/").upper, "orphan0");
+  EXPECT_EQ(scan_keys(e, table::meta, store::prefix_range("orphan/")),
+            (std::vector<std::string>{"orphan/", "orphan/1", "orphan/2", "orphan/\xff\xff"}));
+  EXPECT_EQ(scan_keys(e, table::meta, store::prefix_range(bytes({0x01, 0xff}))),
+            (std::vector<std::string>{bytes({0x01, 0xff}), bytes({0x01, 0xff, 0x00})}));
+  // All 0xff: no upper bound.
+  EXPECT_EQ(scan_keys(e, table::meta, store::prefix_range(bytes({0xff, 0xff}))),
+            (std::vector<std::string>{bytes({0xff, 0xff, 0x01})}));
+}
+
+// Extents are keyed inode + offset: the record that covers an offset is the
+// last one at or before it.
+TYPED_TEST(metadata_engine, forward_from_floor_starts_at_the_record_covering_start) {
+  auto& e = *this->engine_;
+  constexpr std::uint64_t mib = 1u << 20;
+  auto b = e.new_batch();
+  b->put(table::extents, be64(6) + be64(100 * mib), "other inode");
+  for (std::uint64_t off : {4 * mib, 8 * mib, 12 * mib})
+    b->put(table::extents, be64(7) + be64(off), std::to_string(off / mib));
+  b->put(table::extents, be64(8) + be64(0), "next inode");
+  e.write(*b, true);
+  const key_range ino7 = store::prefix_range(be64(7));
+  const auto from = [&](std::uint64_t off) {
+    std::vector<std::string> out;
+    for (const auto& [k, v] :
+         scan_all(e, table::extents, ino7, scan_order::forward_from_floor, be64(7) + be64(off)))
+      out.push_back(v);
+    return out;
+  };
+  // Inside a record: that record first.
+  EXPECT_EQ(from(5 * mib), (std::vector<std::string>{"4", "8", "12"}));
+  EXPECT_EQ(from(9 * mib), (std::vector<std::string>{"8", "12"}));
+  // Exactly at one.
+  EXPECT_EQ(from(8 * mib), (std::vector<std::string>{"8", "12"}));
+  // Nothing at or before start in range (inode 6's record is below the
+  // lower bound): the first one after.
+  EXPECT_EQ(from(1 * mib), (std::vector<std::string>{"4", "8", "12"}));
+  // Past the last: the last one (it may still cover start).
+  EXPECT_EQ(from(100 * mib), (std::vector<std::string>{"12"}));
+  // Plain forward from the same start skips the covering record.
+  std::vector<std::string> plain;
+  for (const auto& [k, v] :
+       scan_all(e, table::extents, ino7, scan_order::forward, be64(7) + be64(5 * mib)))
+    plain.push_back(v);
+  EXPECT_EQ(plain, (std::vector<std::string>{"8", "12"}));
+  // A start at or past the upper bound: from the last key in range.
+  EXPECT_EQ(keys_of(scan_all(e, table::extents, ino7, scan_order::forward_from_floor, be64(9))),
+            std::vector<std::string>{be64(7) + be64(12 * mib)});
+  // An empty inode range: nothing.
+  EXPECT_TRUE(scan_all(e, table::extents, store::prefix_range(be64(5)),
+                       scan_order::forward_from_floor, be64(5) + be64(mib))
+                  .empty());
+}
+
+TYPED_TEST(metadata_engine, backward_scan_from_start_and_from_the_end) {
+  auto& e = *this->engine_;
+  put_ten(e, table::xattrs);
+  const key_range range{"k02", "k08"};
+  EXPECT_EQ(scan_keys(e, table::xattrs, range, scan_order::backward), names({7, 6, 5, 4, 3, 2}));
+  EXPECT_EQ(scan_keys(e, table::xattrs, range, scan_order::backward, "k05"), names({5, 4, 3, 2}));
+  EXPECT_EQ(scan_keys(e, table::xattrs, range, scan_order::backward, "k055"), names({5, 4, 3, 2}));
+  EXPECT_EQ(scan_keys(e, table::xattrs, range, scan_order::backward, "k09"),
+            names({7, 6, 5, 4, 3, 2}));
+  // A start below lower is lower.
+  EXPECT_EQ(scan_keys(e, table::xattrs, range, scan_order::backward, "a"), names({2}));
+  EXPECT_EQ(scan_keys(e, table::xattrs, {}, scan_order::backward, "k015"), names({1, 0}));
+  EXPECT_EQ(scan_keys(e, table::xattrs, {}, scan_order::backward).size(), 10u);
+}
+
+TYPED_TEST(metadata_engine, a_scan_stops_when_told) {
+  auto& e = *this->engine_;
+  auto b = e.new_batch();
+  for (int i = 0; i < 3000; ++i) b->put(table::chunks, be64(static_cast<std::uint64_t>(i)), "v");
+  e.write(*b, true);
+  for (const scan_order order :
+       {scan_order::forward, scan_order::forward_from_floor, scan_order::backward}) {
+    for (const std::size_t stop :
+         {std::size_t{1}, std::size_t{3}, std::size_t{40}, std::size_t{1500}}) {
+      int calls = 0;
+      scan_options o;
+      o.order = order;
+      e.scan(table::chunks, {}, o, "test", [&](std::string_view, std::string_view) {
+        return static_cast<std::size_t>(++calls) < stop;
+      });
+      EXPECT_EQ(calls, static_cast<int>(stop)) << static_cast<int>(order);
+      // The engine is fine afterwards.
+      EXPECT_EQ(e.get(table::chunks, be64(5), "test"), "v");
+    }
+  }
+}
+
+// A scan reads the records as they were when it began, also when a write
+// lands while it is running (here: from its own callback) and the scan is
+// longer than one of an engine's pages.
+TYPED_TEST(metadata_engine, a_scan_reads_one_snapshot) {
+  auto& e = *this->engine_;
+  auto b = e.new_batch();
+  for (int i = 0; i < 200; ++i) b->put(table::inodes, be64(static_cast<std::uint64_t>(i)), "old");
+  e.write(*b, true);
+  int seen = 0;
+  bool saw_new = false;
+  scan_options o;
+  e.scan(table::inodes, {}, o, "test", [&](std::string_view k, std::string_view v) {
+    if (seen++ == 0) {
+      auto w = e.new_batch();
+      w->put(table::inodes, be64(1000), "new");
+      w->put(table::inodes, be64(150), "new");
+      w->erase(table::inodes, be64(199));
+      e.write(*w, true);
+      // Reads inside the callback see the write.
+      EXPECT_EQ(e.get(table::inodes, be64(1000), "test"), "new");
+    }
+    if (v == "new") saw_new = true;
+    return true;
+  });
+  EXPECT_EQ(seen, 200);
+  EXPECT_FALSE(saw_new);
+  EXPECT_EQ(scan_keys(e, table::inodes, {}).size(), 200u);  // 1000 added, 199 gone
+}
+
+TYPED_TEST(metadata_engine, large_values_round_trip) {
+  auto& e = *this->engine_;
+  constexpr std::size_t k_4mib = 4u << 20;
+  std::vector<std::string> keys, values;
+  auto b = e.new_batch();
+  // 20 of 4 MiB: one batch of 80 MiB, more than one statement's worth for
+  // PostgreSQL.
+  for (int i = 0; i < 20; ++i) {
+    keys.push_back(be64(static_cast<std::uint64_t>(i)));
+    values.push_back(random_bytes(k_4mib, static_cast<std::uint32_t>(i)));
+    b->put(table::payloads, keys.back(), values.back());
+  }
+  e.write(*b, true);
+  EXPECT_EQ(e.get(table::payloads, keys[3], "test"), values[3]);
+  const auto got = e.get_payloads(keys, "test");
+  ASSERT_EQ(got.size(), keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) EXPECT_TRUE(got[i] == values[i]) << i;
+  std::size_t i = 0;
+  e.scan(table::payloads, {}, {}, "test", [&](std::string_view k, std::string_view v) {
+    EXPECT_EQ(k, keys[i]);
+    EXPECT_TRUE(v == values[i]) << i;
+    ++i;
+    return true;
+  });
+  EXPECT_EQ(i, keys.size());
+}
+
+TYPED_TEST(metadata_engine, many_keys_scan_in_order_across_pages) {
+  auto& e = *this->engine_;
+  constexpr int k_keys = 5000;
+  std::vector<std::string> keys;
+  auto b = e.new_batch();
+  for (int i = 0; i < k_keys; ++i) {
+    keys.push_back(be64(static_cast<std::uint64_t>(i) * 7919));
+    b->put(table::dirents, keys.back(), std::to_string(i));
+  }
+  e.write(*b, true);
+  const entries forward = scan_all(e, table::dirents, {});
+  ASSERT_EQ(forward.size(), keys.size());
+  for (int i = 0; i < k_keys; ++i) {
+    ASSERT_EQ(forward[static_cast<std::size_t>(i)].first, keys[static_cast<std::size_t>(i)]);
+    ASSERT_EQ(forward[static_cast<std::size_t>(i)].second, std::to_string(i));
+  }
+  const entries backward = scan_all(e, table::dirents, {}, scan_order::backward);
+  ASSERT_EQ(backward.size(), keys.size());
+  for (int i = 0; i < k_keys; ++i)
+    ASSERT_EQ(backward[static_cast<std::size_t>(i)].first,
+              keys[static_cast<std::size_t>(k_keys - 1 - i)]);
+  // From the middle, with bounds.
+  EXPECT_EQ(
+      scan_all(e, table::dirents, {keys[100], keys[4000]}, scan_order::forward, keys[2500]).size(),
+      1500u);
+  EXPECT_EQ(
+      scan_all(e, table::dirents, {keys[100], keys[4000]}, scan_order::backward, keys[2500]).size(),
+      2401u);
+  const auto all = e.get_many(table::dirents, keys, "test");
+  for (int i = 0; i < k_keys; ++i)
+    ASSERT_EQ(all[static_cast<std::size_t>(i)], std::to_string(i)) << i;
+  // Erase them all in one batch.
+  auto d = e.new_batch();
+  for (const auto& k : keys) d->erase(table::dirents, k);
+  e.write(*d, true);
+  EXPECT_TRUE(scan_keys(e, table::dirents, {}).empty());
+}
+
+TYPED_TEST(metadata_engine, concurrent_readers_and_writers) {
+  auto& e = *this->engine_;
+  constexpr int k_threads = 8;
+  constexpr int k_batches = 25;
+  constexpr int k_per_batch = 8;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < k_threads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        const std::string prefix = "t" + std::to_string(t) + "/";
+        for (int n = 0; n < k_batches; ++n) {
+          std::vector<std::string> keys;
+          auto b = e.new_batch();
+          for (int i = 0; i < k_per_batch; ++i) {
+            keys.push_back(prefix + be64(static_cast<std::uint64_t>(n * k_per_batch + i)));
+            b->put(table::inodes, keys.back(), keys.back() + "=v");
+          }
+          e.write(*b, n % 2 == 0);
+          // What this thread wrote is there at once.
+          for (const auto& k : keys)
+            if (e.get(table::inodes, k, "test") != k + "=v") ++failures;
+          const auto many = e.get_many(table::inodes, keys, "test");
+          for (std::size_t i = 0; i < keys.size(); ++i)
+            if (many[i] != keys[i] + "=v") ++failures;
+          const entries mine = scan_all(e, table::inodes, store::prefix_range(prefix));
+          if (mine.size() != static_cast<std::size_t>((n + 1) * k_per_batch)) ++failures;
+          // Everyone's, in order.
+          const std::vector<std::string> all = keys_of(scan_all(e, table::inodes, {}));
+          if (!std::is_sorted(all.begin(), all.end())) ++failures;
+        }
+      } catch (const std::exception& ex) {
+        ADD_FAILURE() << ex.what();
+        ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures, 0);
+  const entries all = scan_all(e, table::inodes, {});
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(k_threads * k_batches * k_per_batch));
+  for (const auto& [k, v] : all) EXPECT_EQ(v, k + "=v");
+}
+
+// --- PostgreSQL only.
+
+class metadata_engine_postgres : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DENSEFS_POSTGRES_SERVER(server);
+    server_ = server;
+    db_ = server_->create_database();
+    options_.conninfo = server_->conninfo(db_);
+  }
+  std::unique_ptr<store::postgres_engine> make() {
+    store::postgres_engine::create(options_);
+    return store::postgres_engine::open(options_);
+  }
+  std::string sql(const std::string& text) { return server_->psql(db_, text); }
+
+  postgres_server* server_ = nullptr;
+  std::string db_;
+  store::postgres_engine_options options_;
+};
+
+void expect_one_line(const std::string& message) {
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  EXPECT_FALSE(message.empty());
+}
+
+TEST_F(metadata_engine_postgres, create_refuses_an_existing_schema) {
+  auto e = make();
+  put(*e, table::inodes, "kept", "1");
+  try {
+    store::postgres_engine::create(options_);
+    FAIL() << "a second create succeeded";
+  } catch (const store_error& err) {
+    EXPECT_EQ(err.error_number(), EEXIST) << err.what();
+    expect_one_line(err.what());
+    EXPECT_NE(std::string(err.what()).find(db_), std::string::npos) << err.what();
+  }
+  EXPECT_EQ(e->get(table::inodes, "kept", "test"), "1");
+  // A database with only some of the tables is refused too.
+  const std::string other = server_->create_database();
+  server_->psql(other, "CREATE TABLE densefs_xattrs (k bytea PRIMARY KEY, v bytea NOT NULL)");
+  store::postgres_engine_options o;
+  o.conninfo = server_->conninfo(other);
+  EXPECT_THROW(store::postgres_engine::create(o), store_error);
+}
+
+TEST_F(metadata_engine_postgres, create_makes_the_documented_schema) {
+  auto e = make();
+  EXPECT_EQ(e->kind(), "postgresql");
+  EXPECT_EQ(sql("SELECT version FROM densefs_schema"), "1\n");
+  EXPECT_EQ(sql("SELECT count(*) FROM densefs_schema WHERE created <= now()"), "1\n");
+  const std::string columns =
+      sql("SELECT table_name || '.' || column_name || ':' || data_type || ':' || is_nullable "
+          "FROM information_schema.columns WHERE table_name LIKE 'densefs%' "
+          "ORDER BY table_name, ordinal_position");
+  EXPECT_EQ(columns,
+            "densefs_chunks.k:bytea:NO\ndensefs_chunks.v:bytea:NO\n"
+            "densefs_dirents.k:bytea:NO\ndensefs_dirents.v:bytea:NO\n"
+            "densefs_extents.k:bytea:NO\ndensefs_extents.v:bytea:NO\n"
+            "densefs_inodes.k:bytea:NO\ndensefs_inodes.v:bytea:NO\n"
+            "densefs_meta.k:bytea:NO\ndensefs_meta.v:bytea:NO\n"
+            "densefs_payloads.k:bytea:NO\ndensefs_payloads.v:bytea:NO\n"
+            "densefs_schema.version:integer:NO\ndensefs_schema.created:timestamp with time "
+            "zone:NO\n"
+            "densefs_xattrs.k:bytea:NO\ndensefs_xattrs.v:bytea:NO\n");
+  // The rows hold the engine's bytes as they are.
+  put(*e, table::inodes, bytes({0x00, 0x01, 0xff}), bytes({0x80, 0x00}));
+  EXPECT_EQ(sql("SELECT encode(k, 'hex') || '=' || encode(v, 'hex') FROM densefs_inodes"),
+            "0001ff=8000\n");
+  // PostgreSQL orders bytea bytewise, independent of the collation.
+  EXPECT_EQ(sql("SELECT '\\x80'::bytea > '\\x7f'::bytea AND '\\xff'::bytea > '\\x80'::bytea "
+                "AND '\\x00'::bytea > ''::bytea AND '\\x0100'::bytea > '\\x01'::bytea"),
+            "t\n");
+}
+
+// search_path picks the schema, so one database can hold several volumes.
+TEST_F(metadata_engine_postgres, volumes_in_separate_schemas_stay_apart) {
+  sql("CREATE SCHEMA vol1; CREATE SCHEMA vol2");
+  store::postgres_engine_options one = options_, two = options_;
+  one.conninfo += " options='-c search_path=vol1'";
+  two.conninfo += " options='-c search_path=vol2'";
+  store::postgres_engine::create(one);
+  store::postgres_engine::create(two);
+  auto a = store::postgres_engine::open(one);
+  auto b = store::postgres_engine::open(two);
+  put(*a, table::inodes, "k", "in vol1");
+  put(*b, table::inodes, "k", "in vol2");
+  EXPECT_EQ(a->get(table::inodes, "k", "test"), "in vol1");
+  EXPECT_EQ(b->get(table::inodes, "k", "test"), "in vol2");
+  EXPECT_EQ(sql("SELECT convert_from(v, 'UTF8') FROM vol2.densefs_inodes"), "in vol2\n");
+  EXPECT_THROW(store::postgres_engine::open(options_), store_error);  // public has none
+}
+
+TEST_F(metadata_engine_postgres, open_refuses_a_database_without_the_schema) {
+  try {
+    store::postgres_engine::open(options_);
+    FAIL() << "opened an empty database";
+  } catch (const store_error& err) {
+    EXPECT_EQ(err.error_number(), ENOENT) << err.what();
+    expect_one_line(err.what());
+    EXPECT_NE(std::string(err.what()).find("densefs_schema"), std::string::npos) << err.what();
+  }
+  // One table missing.
+  make().reset();
+  sql("DROP TABLE densefs_extents");
+  try {
+    store::postgres_engine::open(options_);
+    FAIL() << "opened a database without densefs_extents";
+  } catch (const store_error& err) {
+    EXPECT_EQ(err.error_number(), ENOENT) << err.what();
+    EXPECT_NE(std::string(err.what()).find("densefs_extents"), std::string::npos) << err.what();
+  }
+}
+
+TEST_F(metadata_engine_postgres, open_refuses_a_newer_schema_version) {
+  make().reset();
+  sql("UPDATE densefs_schema SET version = 2");
+  try {
+    store::postgres_engine::open(options_);
+    FAIL() << "opened a newer schema";
+  } catch (const store_error& err) {
+    EXPECT_EQ(err.error_number(), EPROTONOSUPPORT) << err.what();
+    expect_one_line(err.what());
+    EXPECT_NE(std::string(err.what()).find("schema version 2"), std::string::npos) << err.what();
+  }
+  sql("DELETE FROM densefs_schema");
+  EXPECT_THROW(store::postgres_engine::open(options_), store_error);
+  sql("INSERT INTO densefs_schema VALUES (1, now())");
+  EXPECT_NO_THROW(store::postgres_engine::open(options_));
+}
+
+TEST_F(metadata_engine_postgres, no_message_names_the_password) {
+  const std::string secret = "hunter2-secret";
+  // The private server trusts its socket, so a password is accepted and
+  // ignored: the engine must still never repeat it.
+  store::postgres_engine_options o;
+  o.conninfo = server_->conninfo(db_) + " password=" + secret;
+  store::postgres_engine::create(o);
+  auto e = store::postgres_engine::open(o);
+  const std::string where = e->where();
+  EXPECT_EQ(where.find(secret), std::string::npos) << where;
+  EXPECT_NE(where.find(db_), std::string::npos) << where;
+  EXPECT_EQ(where.rfind("volume on postgresql://", 0), 0u) << where;
+  EXPECT_NE(where.find(":5432/"), std::string::npos) << where;
+
+  // The URI form, with the socket directory as its host.
+  std::string dir;
+  for (char c : server_->socket_dir().string())
+    dir += c == '/' ? std::string("%2F") : std::string(1, c);
+  store::postgres_engine_options uri;
+  uri.conninfo = "postgresql://postgres:" + secret + "@" + dir + ":5432/" + db_;
+  auto by_uri = store::postgres_engine::open(uri);
+  EXPECT_EQ(by_uri->where().find(secret), std::string::npos) << by_uri->where();
+  EXPECT_EQ(by_uri->where(), where);
+
+  // Errors: a database that does not exist, a malformed string.
+  for (const std::string& bad :
+       {server_->conninfo("no_such_db") + " password=" + secret,
+        "postgresql://postgres:" + secret + "@" + dir + ":5432/no_such_db",
+        "host=" + server_->socket_dir().string() + " password=" + secret + " bogus_option=1",
+        "postgresql://postgres:" + secret + "%zz@" + dir + ":5432/x"}) {
+    try {
+      store::postgres_engine::open({.conninfo = bad});
+      ADD_FAILURE() << "opened " << bad;
+    } catch (const store_error& err) {
+      EXPECT_EQ(err.error_number(), EIO) << err.what();
+      EXPECT_EQ(std::string(err.what()).find(secret), std::string::npos) << err.what();
+      EXPECT_EQ(std::string(err.what()).find("hunter2"), std::string::npos) << err.what();
+      expect_one_line(err.what());
+    }
+  }
+}
+
+TEST(metadata_engine_postgres_conninfo, names_a_password) {
+  using store::postgres_engine;
+  EXPECT_FALSE(postgres_engine::names_a_password(""));
+  EXPECT_FALSE(postgres_engine::names_a_password("host=db1 dbname=vol1 user=densefs"));
+  EXPECT_FALSE(postgres_engine::names_a_password("postgresql://densefs@db1:5432/vol1"));
+  EXPECT_FALSE(postgres_engine::names_a_password("postgresql://db1/vol1?passfile=/etc/pgpass"));
+  EXPECT_TRUE(postgres_engine::names_a_password("host=db1 password=s3cret dbname=vol1"));
+  EXPECT_TRUE(postgres_engine::names_a_password("host=db1 password = 's3 cret'"));
+  EXPECT_TRUE(postgres_engine::names_a_password("postgresql://densefs:s3cret@db1/vol1"));
+  EXPECT_TRUE(postgres_engine::names_a_password("postgres://db1/vol1?password=s3cret"));
+  // Also when libpq cannot parse the rest.
+  EXPECT_TRUE(postgres_engine::names_a_password("host=db1 password=s3cret bogus"));
+  EXPECT_TRUE(postgres_engine::names_a_password("postgresql://u:s3cret%zz@db1/vol1"));
+}
+
+// A statement that fails in the middle of a batch: nothing of the batch is
+// applied, and the error names the commit and PostgreSQL's message.
+TEST_F(metadata_engine_postgres, a_failing_batch_leaves_nothing) {
+  auto e = make();
+  put(*e, table::inodes, "before", "1");
+  sql("CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN "
+      "IF NEW.k = '\\x626f6f6d'::bytea THEN RAISE EXCEPTION 'refused by the test'; END IF; "
+      "IF NEW.k = '\\x66756c6c'::bytea THEN "
+      "RAISE EXCEPTION 'no space' USING ERRCODE = 'disk_full'; END IF; "
+      "RETURN NEW; END $$ LANGUAGE plpgsql; "
+      "CREATE TRIGGER refuse BEFORE INSERT ON densefs_xattrs "
+      "FOR EACH ROW EXECUTE FUNCTION refuse()");
+  auto b = e->new_batch();
+  b->put(table::inodes, "new", "1");      // before the failing statement
+  b->erase(table::inodes, "before");      // also before
+  b->put(table::xattrs, "boom", "x");     // fails
+  b->put(table::payloads, "after", "1");  // after it
+  try {
+    e->write(*b, true);
+    FAIL() << "the batch committed";
+  } catch (const store_error& err) {
+    EXPECT_EQ(err.error_number(), EIO) << err.what();
+    EXPECT_NE(std::string(err.what()).find("refused by the test"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("committing"), std::string::npos) << err.what();
+    expect_one_line(err.what());
+  }
+  EXPECT_EQ(e->get(table::inodes, "new", "test"), std::nullopt);
+  EXPECT_EQ(e->get(table::inodes, "before", "test"), "1");
+  EXPECT_EQ(e->get(table::payloads, "after", "test"), std::nullopt);
+  EXPECT_EQ(e->get(table::xattrs, "boom", "test"), std::nullopt);
+
+  auto full = e->new_batch();
+  full->put(table::inodes, "new", "1");
+  full->put(table::xattrs, "full", "x");
+  try {
+    e->write(*full, false);
+    FAIL() << "the batch committed";
+  } catch (const store_error& err) {
+    EXPECT_EQ(err.error_number(), ENOSPC) << err.what();
+  }
+  EXPECT_EQ(e->get(table::inodes, "new", "test"), std::nullopt);
+  // The engine goes on.
+  put(*e, table::inodes, "new", "2");
+  EXPECT_EQ(e->get(table::inodes, "new", "test"), "2");
+}
+
+// The server ends the engine's sessions (a restart, an idle timeout): the
+// next calls connect anew.
+TEST_F(metadata_engine_postgres, lost_connections_are_made_again) {
+  auto e = make();
+  put_ten(*e, table::dirents);
+  // Use several pooled connections, so several are dropped.
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&] { EXPECT_EQ(scan_keys(*e, table::dirents, {}).size(), 10u); });
+  for (auto& t : threads) t.join();
+  // Ends every session of the engine and waits until they are gone, so
+  // that the engine finds them closed (rather than racing their exit).
+  const auto kill = [&] {
+    const std::string killed =
+        sql("SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'densefs' AND datname = current_database()) t");
+    for (int i = 0; i < 100; ++i) {
+      if (sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'densefs' "
+              "AND datname = current_database()") == "0\n")
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return killed;
+  };
+  EXPECT_NE(kill(), "0\n");
+  EXPECT_EQ(e->get(table::dirents, "k03", "test"), "v03");
+  EXPECT_NE(kill(), "0\n");
+  EXPECT_EQ(scan_keys(*e, table::dirents, {}).size(), 10u);
+  EXPECT_NE(kill(), "0\n");
+  const std::vector<std::string> two = {"k01", "k02"};
+  EXPECT_EQ(e->get_many(table::dirents, two, "test")[1], "v02");
+  EXPECT_NE(kill(), "0\n");
+  put(*e, table::dirents, "k10", "v10");  // a write checks its connection first
+  EXPECT_EQ(e->get(table::dirents, "k10", "test"), "v10");
+}
+
+TEST_F(metadata_engine_postgres, read_only_refuses_writes) {
+  make()->sync();
+  {
+    auto w = store::postgres_engine::open(options_);
+    put(*w, table::meta, "k", "v");
+  }
+  store::postgres_engine_options ro = options_;
+  ro.read_only = true;
+  auto e = store::postgres_engine::open(ro);
+  EXPECT_EQ(e->get(table::meta, "k", "test"), "v");
+  auto b = e->new_batch();
+  b->put(table::meta, "k", "w");
+  try {
+    e->write(*b, true);
+    FAIL() << "a read-only engine wrote";
+  } catch (const store_error& err) {
+    EXPECT_EQ(err.error_number(), EROFS) << err.what();
+  }
+  EXPECT_EQ(e->get(table::meta, "k", "test"), "v");
+}
+
+// One connection, eight threads, and reads from inside scan callbacks: a
+// thread that holds the connection gets another instead of waiting for
+// itself.
+TEST_F(metadata_engine_postgres, one_connection_serves_threads_and_nested_reads) {
+  make().reset();
+  store::postgres_engine_options o = options_;
+  o.connections = 1;
+  auto e = store::postgres_engine::open(o);
+  put_ten(*e, table::dirents);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int n = 0; n < 5; ++n) {
+        int seen = 0;
+        e->scan(table::dirents, {}, {}, "test", [&](std::string_view k, std::string_view v) {
+          if (e->get(table::dirents, k, "nested") != std::string(v)) ++failures;
+          ++seen;
+          return true;
+        });
+        if (seen < 10) ++failures;
+        put(*e, table::meta, "t" + std::to_string(t), std::to_string(n));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures, 0);
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(e->get(table::meta, "t" + std::to_string(t), "test"), "4");
+  // Nested calls do not leave extra sessions behind (a closed session's
+  // server process exits a moment later).
+  std::string sessions;
+  for (int i = 0; i < 100; ++i) {
+    sessions =
+        sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'densefs' "
+            "AND datname = current_database()");
+    if (sessions == "1\n") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(sessions, "1\n");
+}
+
+}  // namespace
+}  // namespace densefs::test
