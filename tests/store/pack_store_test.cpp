@@ -16,8 +16,8 @@
 
 #include "store/error.h"
 #include "store/fsck.h"
-#include "store/store.h"
 #include "store/rocksdb_engine.h"
+#include "store/store.h"
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
 

@@ -1,5 +1,5 @@
-// The blob payload store (payloads in the engine's payloads table): batched puts, single and batched gets in order,
-// and a missing payload reported as EIO naming the chunk.
+// The blob payload store (payloads in the engine's payloads table): batched puts, single and
+// batched gets in order, and a missing payload reported as EIO naming the chunk.
 #include "store/rocksdb_payload_store.h"
 
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <cerrno>
 
 #include "store/error.h"
-#include "store/store.h"
 #include "store/rocksdb_engine.h"
+#include "store/store.h"
 #include "tests/temp_dir.h"
 
 namespace densefs::store {
