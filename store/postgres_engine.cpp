@@ -665,6 +665,29 @@ std::unique_ptr<postgres_engine> postgres_engine::open(const postgres_engine_opt
                                            std::to_string(k_postgres_schema_version));
   if (found < 1)
     throw store_error(EIO, e->where_ + " has an invalid schema version " + std::to_string(found));
+
+  if (!options.read_only) {
+    // Until several clients can share a volume (their read-modify-writes of
+    // refcounts would race), one writer at a time: a session-level advisory
+    // lock, keyed by the volume's schema so that volumes in schemas of one
+    // database do not exclude each other. The server drops it when this
+    // connection closes, also when the process dies.
+    PGconn* lock_pg = connect(options.conninfo, false, e->where_, what);
+    e->volume_lock_ =
+        std::shared_ptr<void>(lock_pg, [](void* p) { PQfinish(static_cast<PGconn*>(p)); });
+    if (PQexitPipelineMode(lock_pg) != 1)
+      throw store_error(EIO, what + ": cannot leave pipeline mode");
+    result_ptr r(PQexec(lock_pg,
+                        "SELECT pg_try_advisory_lock(hashtextextended("
+                        "'densefs volume ' || current_schema(), 0))"));
+    if (failed(r.get())) throw_result(r.get(), what, e->where_);
+    if (PQntuples(r.get()) != 1 || PQnfields(r.get()) != 1)
+      throw store_error(EIO, what + ": " + e->where_ + " answered the lock request oddly");
+    if (std::string_view(PQgetvalue(r.get(), 0, 0)) != "t")
+      throw store_error(EBUSY, e->where_ +
+                                   " is in use: another densefs (a mount or a tool, on this or "
+                                   "another machine) has it open for writing");
+  }
   return e;
 }
 

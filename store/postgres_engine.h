@@ -40,6 +40,8 @@ class postgres_engine final : public metadata_engine {
   // Connects and checks the schema: store_error(ENOENT) without densefs
   // tables, EPROTONOSUPPORT for a newer schema version, EIO when the server
   // cannot be reached or refuses. Messages are one line, without passwords.
+  // A read-write engine takes the volume's advisory lock: EBUSY when another
+  // read-write engine (another mount or tool, on any machine) holds it.
   static std::unique_ptr<postgres_engine> open(const postgres_engine_options& options);
   // mkfs: creates the tables and the schema-version row in one transaction.
   // store_error(EEXIST) when densefs tables already exist there.
@@ -84,6 +86,11 @@ class postgres_engine final : public metadata_engine {
   mutable std::condition_variable available_;
   mutable std::vector<std::unique_ptr<connection>> idle_;
   mutable std::size_t busy_ = 0;
+  // Read-write engines: a connection of its own holding the volume's
+  // advisory lock for the engine's life (one writer per volume until
+  // several clients can share one; docs/scale-out.md). PGconn, closed with
+  // PQfinish.
+  std::shared_ptr<void> volume_lock_;
 };
 
 }  // namespace densefs::store

@@ -3,7 +3,8 @@
 # docs/scale-out.md), used as a user would: a private PostgreSQL 15 server
 # (postgres_lib.sh), mkfs, mount, a tree copied in with rsync -aHAX and
 # checked with rsync -c and diff -r, renames, links, xattrs and unlinks,
-# stats naming the engine, unmount and fsck clean, a remount that reads the
+# stats naming the engine, a second mount of the volume refused (one writer
+# per volume), unmount and fsck clean, a remount that reads the
 # same bytes, kill -9 of the daemon after an fsync (the fsync'd file exact,
 # fsck clean), gc, and the errors a user meets: a password in the
 # connection string, a database that is not empty, the server down.
@@ -43,6 +44,15 @@ echo "second mkfs: $out"
 
 # --- a tree in and out.
 mount_densefs "$store" "$mnt"
+# One writer per volume: a copy of the store directory names the same
+# database, and its mount is refused while this one has the volume.
+mkdir -p "$work/copy" "$work/mnt2"
+cp -a "$store/." "$work/copy/"
+if out=$("$densefs" mount "$work/copy" "$work/mnt2" 2>&1); then
+  fail "a second mount of one PostgreSQL volume succeeded"
+fi
+[[ $out == *"in use"* ]] || fail "a second mount of the volume: expected \"in use\": $out"
+echo "second mount of the volume: $out"
 data=$work/data
 mkdir -p "$data/dir/sub"
 cp -a "$src/store" "$src/docs" "$data/"
@@ -103,7 +113,7 @@ dd if="$work/durable.bin" of="$mnt/durable.bin" bs=1M conv=fsync status=none ||
   fail "writing durable.bin failed"
 # More writes in flight when the daemon dies.
 mkdir "$mnt/flood"
-(for i in $(seq 1 200); do printf 'file %s\n' "$i" >"$mnt/flood/$i" 2>/dev/null || exit 0; done) &
+(for i in $(seq 1 200); do printf 'file %s\n' "$i" >"$mnt/flood/$i" || exit 0; done) 2>/dev/null &
 writer=$!
 sleep 0.3
 pid=$(sed -n 's/^pid //p' "$store/LOCK.densefs")

@@ -725,6 +725,7 @@ TEST_F(metadata_engine_postgres, no_message_names_the_password) {
     dir += c == '/' ? std::string("%2F") : std::string(1, c);
   store::postgres_engine_options uri;
   uri.conninfo = "postgresql://postgres:" + secret + "@" + dir + ":5432/" + db_;
+  uri.read_only = true;  // `e` has the volume open for writing
   auto by_uri = store::postgres_engine::open(uri);
   EXPECT_EQ(by_uri->where().find(secret), std::string::npos) << by_uri->where();
   EXPECT_EQ(by_uri->where(), where);
@@ -894,16 +895,39 @@ TEST_F(metadata_engine_postgres, one_connection_serves_threads_and_nested_reads)
   EXPECT_EQ(failures, 0);
   for (int t = 0; t < 4; ++t) EXPECT_EQ(e->get(table::meta, "t" + std::to_string(t), "test"), "4");
   // Nested calls do not leave extra sessions behind (a closed session's
-  // server process exits a moment later).
+  // server process exits a moment later): the pool's one, and the one that
+  // holds the volume's lock.
   std::string sessions;
   for (int i = 0; i < 100; ++i) {
     sessions =
         sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'densefs' "
             "AND datname = current_database()");
-    if (sessions == "1\n") break;
+    if (sessions == "2\n") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_EQ(sessions, "1\n");
+  EXPECT_EQ(sessions, "2\n");
+}
+
+// One writer per volume (until several clients can share one): a second
+// read-write open is refused while the first is open, readers are not, and
+// the lock goes with the engine.
+TEST_F(metadata_engine_postgres, one_writer_at_a_time) {
+  const store::postgres_engine_options o = options_;
+  store::postgres_engine::create(o);
+  {
+    auto writer = store::postgres_engine::open(o);
+    try {
+      store::postgres_engine::open(o);
+      ADD_FAILURE() << "a second writer opened the volume";
+    } catch (const store::store_error& e) {
+      EXPECT_EQ(e.error_number(), EBUSY) << e.what();
+      EXPECT_NE(std::string(e.what()).find("in use"), std::string::npos) << e.what();
+    }
+    store::postgres_engine_options ro = o;
+    ro.read_only = true;
+    EXPECT_NO_THROW(store::postgres_engine::open(ro));
+  }
+  EXPECT_NO_THROW(store::postgres_engine::open(o));
 }
 
 }  // namespace
