@@ -122,6 +122,12 @@ class metadata_engine {
   virtual void write(metadata_batch& batch, bool sync) = 0;
   // Makes every write so far durable.
   virtual void sync() = 0;
+  // Whether every write is durable when it returns, sync or not
+  // (PostgreSQL). Then a write must not name bytes outside the engine (a
+  // pack record) before they are durable themselves; an engine whose
+  // unsynced writes become durable later (RocksDB: at a log sync or a
+  // memtable flush) orders that itself (rocksdb_engine::set_before_flush).
+  virtual bool writes_are_durable() const { return false; }
 
   // Drops what the engine caches of its records (the cold rows of densefs
   // bench). Nothing for an engine without a cache of its own.

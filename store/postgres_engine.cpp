@@ -666,29 +666,40 @@ std::unique_ptr<postgres_engine> postgres_engine::open(const postgres_engine_opt
   if (found < 1)
     throw store_error(EIO, e->where_ + " has an invalid schema version " + std::to_string(found));
 
-  if (!options.read_only) {
-    // Until several clients can share a volume (their read-modify-writes of
-    // refcounts would race), one writer at a time: a session-level advisory
-    // lock, keyed by the volume's schema so that volumes in schemas of one
-    // database do not exclude each other. The server drops it when this
-    // connection closes, also when the process dies.
-    PGconn* lock_pg = connect(options.conninfo, false, e->where_, what);
-    e->volume_lock_ =
-        std::shared_ptr<void>(lock_pg, [](void* p) { PQfinish(static_cast<PGconn*>(p)); });
-    if (PQexitPipelineMode(lock_pg) != 1)
-      throw store_error(EIO, what + ": cannot leave pipeline mode");
-    result_ptr r(PQexec(lock_pg,
-                        "SELECT pg_try_advisory_lock(hashtextextended("
-                        "'densefs volume ' || current_schema(), 0))"));
-    if (failed(r.get())) throw_result(r.get(), what, e->where_);
-    if (PQntuples(r.get()) != 1 || PQnfields(r.get()) != 1)
-      throw store_error(EIO, what + ": " + e->where_ + " answered the lock request oddly");
-    if (std::string_view(PQgetvalue(r.get(), 0, 0)) != "t")
-      throw store_error(EBUSY, e->where_ +
-                                   " is in use: another densefs (a mount or a tool, on this or "
-                                   "another machine) has it open for writing");
-  }
+  if (!options.read_only) e->take_volume_lock(what);
   return e;
+}
+
+// Until several clients can share a volume (their read-modify-writes of
+// refcounts would race), one writer at a time: a session-level advisory
+// lock, keyed by the volume's schema so that volumes in schemas of one
+// database do not exclude each other, on a connection of its own. The
+// server drops it when that connection closes, also when the process dies
+// or the server restarts; every write checks it still holds it (write()).
+void postgres_engine::take_volume_lock(const std::string& what) {
+  PGconn* lock_pg = connect(conninfo_, false, where_, what);
+  std::shared_ptr<void> held(lock_pg, [](void* p) { PQfinish(static_cast<PGconn*>(p)); });
+  if (PQexitPipelineMode(lock_pg) != 1)
+    throw store_error(EIO, what + ": cannot leave pipeline mode");
+  result_ptr r(PQexec(lock_pg,
+                      "SELECT pg_try_advisory_lock(hashtextextended("
+                      "'densefs volume ' || current_schema(), 0))"));
+  if (failed(r.get())) throw_result(r.get(), what, where_);
+  if (PQntuples(r.get()) != 1 || PQnfields(r.get()) != 1)
+    throw store_error(EIO, what + ": " + where_ + " answered the lock request oddly");
+  if (std::string_view(PQgetvalue(r.get(), 0, 0)) != "t")
+    throw store_error(EBUSY, where_ +
+                                 " is in use: another densefs (a mount or a tool, on this or "
+                                 "another machine) has it open for writing");
+  // A number from the server, not user bytes: safe to put into SQL text.
+  lock_check_sql_ =
+      "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+      "AND pid = " +
+      std::to_string(PQbackendPID(lock_pg)) +
+      ") THEN RAISE EXCEPTION 'this densefs no longer holds the volume''s lock' USING ERRCODE = "
+      "'" +
+      std::string(k_lock_lost_sqlstate) + "'; END IF; END$$";
+  volume_lock_ = std::move(held);
 }
 
 void postgres_engine::create(const postgres_engine_options& options) {
@@ -927,20 +938,55 @@ void postgres_engine::write(metadata_batch& batch, bool) {
   auto* b = dynamic_cast<postgres_batch*>(&batch);
   if (!b) throw store_error(EINVAL, "a batch of another engine written to " + where_);
   if (b->empty()) return;
-  const std::vector<statement> q = batch_statements(b->ops());
   const std::string what = "committing to " + where_;
-  lease l(*this, what);
-  std::vector<result_ptr> results;
-  try {
-    results = l.run(q);
-  } catch (const connection_lost& e) {
-    // The statements (and the Sync that commits them) may have reached the
-    // server: whether they committed is unknown, so no retry here. The
-    // next call connects anew.
-    throw store_error(EIO, what + ": the connection was lost, the commit may or may not " +
-                               "have happened: " + e.what());
+  for (int attempt = 0;; ++attempt) {
+    std::vector<statement> q;
+    {
+      std::lock_guard lock(lock_mutex_);
+      // First in the batch's transaction: the batch applies only while this
+      // engine holds the volume's lock (a restarted server or a dropped
+      // connection lost it, and another writer may have it now).
+      if (volume_lock_) q.emplace_back(lock_check_sql_);
+    }
+    for (statement& s : batch_statements(b->ops())) q.push_back(std::move(s));
+    lease l(*this, what);
+    std::vector<result_ptr> results;
+    try {
+      results = l.run(q);
+    } catch (const connection_lost& e) {
+      // The statements (and the Sync that commits them) may have reached the
+      // server: whether they committed is unknown, so no retry here. The
+      // next call connects anew.
+      throw store_error(EIO, what + ": the connection was lost, the commit may or may not " +
+                                 "have happened: " + e.what());
+    }
+    const char* state =
+        !results.empty() ? PQresultErrorField(results[0].get(), PG_DIAG_SQLSTATE) : nullptr;
+    if (state && std::string_view(state) == k_lock_lost_sqlstate) {
+      // Nothing was applied. Take the lock again if nobody else has: then
+      // this engine is the volume's one writer again, and the batch goes
+      // through on a second try.
+      if (attempt > 0)
+        throw store_error(EIO, what +
+                                   ": the volume's lock was lost and taken again, but "
+                                   "the commit still finds it missing");
+      std::lock_guard lock(lock_mutex_);
+      volume_lock_.reset();
+      try {
+        take_volume_lock(what);
+      } catch (const store_error& e) {
+        throw store_error(EIO, what +
+                                   ": this densefs lost the volume's lock (the server "
+                                   "restarted or the connection dropped) and cannot take "
+                                   "it again: " +
+                                   e.what());
+      }
+      log_info(where_ + ": took the volume's lock again after losing it");
+      continue;
+    }
+    check(results, "committing", where_);
+    return;
   }
-  check(results, "committing", where_);
 }
 
 }  // namespace densefs::store

@@ -66,6 +66,9 @@ class postgres_engine final : public metadata_engine {
   // returns, with `sync` or without (the sessions keep synchronous_commit on).
   void write(metadata_batch& batch, bool sync) override;
   void sync() override {}
+  // Every write is durable when it returns (synchronous_commit), so bytes
+  // outside the database a write names must be durable before it.
+  bool writes_are_durable() const override { return true; }
 
   // Private parts, public for postgres_engine.cpp's helpers only.
   struct connection;
@@ -89,8 +92,14 @@ class postgres_engine final : public metadata_engine {
   // Read-write engines: a connection of its own holding the volume's
   // advisory lock for the engine's life (one writer per volume until
   // several clients can share one; docs/scale-out.md). PGconn, closed with
-  // PQfinish.
+  // PQfinish. Under lock_mutex_ after open().
+  void take_volume_lock(const std::string& what);
+  std::mutex lock_mutex_;
   std::shared_ptr<void> volume_lock_;
+  // The statement each write begins with: fails with k_lock_lost_sqlstate
+  // unless the lock's session still holds it.
+  std::string lock_check_sql_;
+  static constexpr const char* k_lock_lost_sqlstate = "DF001";
 };
 
 }  // namespace densefs::store

@@ -1755,8 +1755,11 @@ void store::commit(transaction& txn, bool sync) {
   if (new_payload_bytes > 0) check_space_for(new_payload_bytes);
   for (const new_payload& p : new_payloads) payloads_->put(batch, *p.hash, *p.bytes, p.meta);
   // Pack bytes durable before the log that names them.
-  // (Also those of earlier commits, which the synced log includes.)
-  if (sync) payloads_->sync();
+  // (Also those of earlier commits, which the synced log includes.) An
+  // engine whose every write is durable at once (PostgreSQL) names them
+  // durably with this write: a power loss after it must not leave an index
+  // entry naming bytes the page cache lost.
+  if (sync || (engine_->writes_are_durable() && !new_payloads.empty())) payloads_->sync();
 
   engine_->write(batch, sync);
   garbage_bytes_ += garbage;
@@ -2021,7 +2024,14 @@ std::uint64_t store::rebuild_pack_index(const std::vector<chunk_hash>* only) {
   for (const auto& [hash, w] : chunks) {
     if (!w.found) continue;
     const std::string value = encode_pack_ref(*w.found);
-    if (engine_->get(table::payloads, hash.view(), "the payload index") == value) continue;
+    // An entry that cannot be read (a damaged block) is rewritten: that is
+    // what the rebuild is for.
+    std::optional<std::string> now;
+    try {
+      now = engine_->get(table::payloads, hash.view(), "the payload index");
+    } catch (const store_error&) {
+    }
+    if (now == value) continue;
     batch->put(table::payloads, hash.view(), value);
     ++written;
   }

@@ -6,7 +6,8 @@
 # stats naming the engine, a second mount of the volume refused (one writer
 # per volume), unmount and fsck clean, a remount that reads the
 # same bytes, kill -9 of the daemon after an fsync (the fsync'd file exact,
-# fsck clean), gc, and the errors a user meets: a password in the
+# fsck clean), the server restarted under the mount (writes go on), gc, and
+# the errors a user meets: a password in the
 # connection string, a database that is not empty, the server down.
 # usage: postgres_store_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
@@ -134,6 +135,17 @@ cmp "$work/durable.bin" "$mnt/durable.bin" || fail "the fsync'd file differs aft
 rm -rf "$mnt/flood"
 check_tree "after kill -9"
 
+# --- the server restarted under a mount: writes go on once it is back (the
+# daemon reconnects and takes the volume's lock again).
+pg_stop fast
+pg_start
+head -c 2000000 /dev/urandom >"$work/after-restart.bin"
+cp "$work/after-restart.bin" "$mnt/after-restart.bin" || fail "writing after a server restart failed"
+"$densefs" sync "$mnt" >/dev/null || fail "densefs sync after a server restart failed"
+cmp "$work/after-restart.bin" "$mnt/after-restart.bin" || fail "after-restart.bin reads back wrong"
+mkdir "$mnt/after-restart-dir" || fail "mkdir after a server restart failed"
+rmdir "$mnt/after-restart-dir" || fail "rmdir after a server restart failed"
+
 # --- gc while mounted, then the server down: a clear error, nothing lost.
 "$densefs" gc "$store" >/dev/null || fail "densefs gc of a mounted store failed"
 umount_densefs "$mnt"
@@ -147,6 +159,7 @@ pg_start
 mount_densefs "$store" "$mnt"
 check_tree "after the server came back"
 cmp "$work/durable.bin" "$mnt/durable.bin" || fail "durable.bin differs at the end"
+cmp "$work/after-restart.bin" "$mnt/after-restart.bin" || fail "after-restart.bin differs at the end"
 umount_densefs "$mnt"
 "$densefs" fsck "$store" >/dev/null 2>&1 || fail "fsck at the end failed"
 echo "PASS: a PostgreSQL store took rsync, renames, kill -9, gc and a server restart"

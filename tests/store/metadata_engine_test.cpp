@@ -930,5 +930,52 @@ TEST_F(metadata_engine_postgres, one_writer_at_a_time) {
   EXPECT_NO_THROW(store::postgres_engine::open(o));
 }
 
+// The lock's connection dropped (a server restart, an idle timeout, a
+// terminated backend): the next write takes the lock again and goes
+// through; when another writer took it meanwhile, writes fail and apply
+// nothing.
+TEST_F(metadata_engine_postgres, a_writer_that_lost_the_lock_writes_only_while_it_holds_it) {
+  const store::postgres_engine_options o = options_;
+  store::postgres_engine::create(o);
+  auto writer = store::postgres_engine::open(o);
+  put(*writer, table::meta, "a", "1");
+  const std::string kill_lock_holder =
+      "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' "
+      "AND granted AND database = (SELECT oid FROM pg_database WHERE datname = "
+      "current_database())";
+  EXPECT_EQ(sql(kill_lock_holder), "1\n");
+  put(*writer, table::meta, "b", "2");  // took it again
+  EXPECT_EQ(writer->get(table::meta, "b", "test"), "2");
+  try {
+    store::postgres_engine::open(o);
+    ADD_FAILURE() << "a second writer opened the volume after the first took its lock again";
+  } catch (const store::store_error& e) {
+    EXPECT_EQ(e.error_number(), EBUSY) << e.what();
+  }
+
+  EXPECT_EQ(sql(kill_lock_holder), "1\n");
+  // Terminating is asynchronous: wait until the lock is free, then another
+  // writer takes it.
+  std::unique_ptr<store::postgres_engine> other;
+  for (int i = 0; i < 100 && !other; ++i) {
+    try {
+      other = store::postgres_engine::open(o);
+    } catch (const store::store_error&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ASSERT_TRUE(other) << "the lock was not released";
+  try {
+    put(*writer, table::meta, "c", "3");
+    ADD_FAILURE() << "a writer without the volume's lock wrote";
+  } catch (const store::store_error& e) {
+    EXPECT_EQ(e.error_number(), EIO) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lost the volume's lock"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(other->get(table::meta, "c", "test"), std::nullopt);
+  put(*other, table::meta, "c", "4");
+  EXPECT_EQ(other->get(table::meta, "c", "test"), "4");
+}
+
 }  // namespace
 }  // namespace densefs::test
