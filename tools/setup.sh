@@ -63,6 +63,8 @@ build_packages=(
   rsync attr acl kmod util-linux jq
   # libpq: the PostgreSQL metadata engine (store/postgres_engine.cpp)
   libpq-dev
+  # libcurl: S3-compatible object storage (store/s3_object_store.cpp)
+  libcurl4-openssl-dev
 )
 test_packages=(
   # pjdfstest: built from crates.io; links libacl; needs TLS roots to fetch
@@ -88,6 +90,9 @@ test_packages=(
   psmisc
   # a private server per test process for the PostgreSQL engine's tests
   postgresql-15
+  # a real S3 server for the S3 object store's tests: Ceph's radosgw on a
+  # private one-node cluster (tests/mount/s3_lib.sh, docs/s3-test-server.md)
+  radosgw ceph-mon ceph-osd curl
   # gdb: a daemon that does not exit after unmount has its threads' stacks
   # printed by the mount tests (tests/mount/mount_fixture.cpp)
   gdb

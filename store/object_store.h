@@ -1,0 +1,41 @@
+// Immutable objects by name: where a scale-out volume's sealed pack files go
+// (docs/scale-out.md). An object is written whole once and then read in
+// ranges, so a pack record is one ranged read. Implementation:
+// s3_object_store (any S3-compatible service).
+//
+// Threading: every method is safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace densefs::store {
+
+class object_store {
+ public:
+  virtual ~object_store() = default;
+
+  // Names the store in messages ("s3://bucket/prefix at http://host:port"),
+  // never a credential.
+  virtual const std::string& where() const = 0;
+
+  // Stores `bytes` as object `name`, replacing one of that name. Durable
+  // (as the service defines it) when it returns. Throws store_error.
+  virtual void put(std::string_view name, std::string_view bytes) = 0;
+  // Bytes [offset, offset + length) of object `name`: exactly `length` of
+  // them, or store_error(EIO) naming the object (missing, shorter, or the
+  // service failing after its retries).
+  virtual std::string get_range(std::string_view name, std::uint64_t offset,
+                                std::uint32_t length) = 0;
+  // The object's size; nullopt when there is no such object.
+  virtual std::optional<std::uint64_t> size(std::string_view name) = 0;
+  // Removes object `name`; removing one that does not exist is no error.
+  virtual void remove(std::string_view name) = 0;
+  // The names of every object that starts with `prefix`, in byte order.
+  virtual std::vector<std::string> list(std::string_view prefix) = 0;
+};
+
+}  // namespace densefs::store
