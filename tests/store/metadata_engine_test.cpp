@@ -943,8 +943,16 @@ TEST_F(metadata_engine_postgres, a_writer_that_lost_the_lock_writes_only_while_i
       "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' "
       "AND granted AND database = (SELECT oid FROM pg_database WHERE datname = "
       "current_database())";
+  const std::string held =
+      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = "
+      "(SELECT oid FROM pg_database WHERE datname = current_database())";
   EXPECT_EQ(sql(kill_lock_holder), "1\n");
+  // Terminating is asynchronous: wait until the lock is gone.
+  for (int i = 0; i < 200 && sql(held) != "0\n"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  ASSERT_EQ(sql(held), "0\n") << "the terminated session still holds the lock";
   put(*writer, table::meta, "b", "2");  // took it again
+  EXPECT_EQ(sql(held), "1\n");
   EXPECT_EQ(writer->get(table::meta, "b", "test"), "2");
   try {
     store::postgres_engine::open(o);
@@ -954,8 +962,7 @@ TEST_F(metadata_engine_postgres, a_writer_that_lost_the_lock_writes_only_while_i
   }
 
   EXPECT_EQ(sql(kill_lock_holder), "1\n");
-  // Terminating is asynchronous: wait until the lock is free, then another
-  // writer takes it.
+  // Wait until the lock is free, then another writer takes it.
   std::unique_ptr<store::postgres_engine> other;
   for (int i = 0; i < 100 && !other; ++i) {
     try {
