@@ -270,6 +270,18 @@ PGconn* connect(const std::string& conninfo, bool read_only, const std::string& 
   }
   keys.push_back("fallback_application_name");
   values.push_back("densefs");
+  // A server or network that goes silent must not hold a thread (and, in a
+  // commit, the store's commit mutex) for the minutes TCP takes to give up:
+  // keepalives find a dead peer of an idle connection in about 25 s, and
+  // data unacknowledged for 30 s drops the connection. (Unix sockets ignore
+  // both.)
+  for (const auto& [k, v] :
+       {std::pair{"keepalives", "1"}, std::pair{"keepalives_idle", "10"},
+        std::pair{"keepalives_interval", "5"}, std::pair{"keepalives_count", "3"},
+        std::pair{"tcp_user_timeout", "30000"}}) {
+    keys.push_back(k);
+    values.push_back(v);
+  }
   keys.push_back("dbname");
   values.push_back(conninfo.c_str());
   keys.push_back(nullptr);
@@ -287,6 +299,14 @@ PGconn* connect(const std::string& conninfo, bool read_only, const std::string& 
   result_ptr r(PQexec(pg,
                       "SELECT set_config('synchronous_commit', 'on', false) "
                       "WHERE current_setting('synchronous_commit') = 'off'"));
+  if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) fail(one_line(PQresultErrorMessage(r.get())));
+  // A statement that waits (a lock another session holds, a server too
+  // busy to answer) ends with an error after a minute instead of never,
+  // unless the server or the connection string sets a limit of its own.
+  // Every statement densefs sends is a bounded page or batch.
+  r.reset(PQexec(pg,
+                 "SELECT set_config('statement_timeout', '60s', false) "
+                 "WHERE current_setting('statement_timeout') = '0'"));
   if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) fail(one_line(PQresultErrorMessage(r.get())));
   if (read_only) {
     r.reset(PQexec(pg, "SET default_transaction_read_only = on"));

@@ -930,6 +930,42 @@ TEST_F(metadata_engine_postgres, one_writer_at_a_time) {
   EXPECT_NO_THROW(store::postgres_engine::open(o));
 }
 
+// A write that waits on another session's lock ends with one line (and
+// applies nothing) once the statement timeout passes, instead of hanging;
+// densefs sets 60 s when the server has none, the connection string's
+// options may set another.
+TEST_F(metadata_engine_postgres, a_blocked_write_times_out_instead_of_hanging) {
+  store::postgres_engine_options o = options_;
+  o.conninfo += " options='-c statement_timeout=1000'";
+  store::postgres_engine::create(o);
+  auto e = store::postgres_engine::open(o);
+  EXPECT_EQ(sql("SELECT current_setting('statement_timeout')"), "0\n");  // the server's
+  std::thread holder([&] {
+    sql("BEGIN; LOCK TABLE densefs_meta IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(4); COMMIT;");
+  });
+  // Until the holder has the lock.
+  for (int i = 0; i < 200; ++i) {
+    if (sql("SELECT count(*) FROM pg_locks WHERE relation = 'densefs_meta'::regclass AND mode = "
+            "'AccessExclusiveLock' AND granted") == "1\n")
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Without the timeout the write would wait for the holder (4 s) and then
+  // succeed.
+  try {
+    put(*e, table::meta, "k", "v");
+    ADD_FAILURE() << "a write through another session's exclusive lock succeeded";
+  } catch (const store::store_error& err) {
+    EXPECT_EQ(err.error_number(), EIO) << err.what();
+    EXPECT_NE(std::string(err.what()).find("57014"), std::string::npos) << err.what();
+    expect_one_line(err.what());
+  }
+  holder.join();
+  EXPECT_EQ(e->get(table::meta, "k", "test"), std::nullopt);
+  put(*e, table::meta, "k", "v");  // the lock is gone: it goes through
+  EXPECT_EQ(e->get(table::meta, "k", "test"), "v");
+}
+
 // The lock's connection dropped (a server restart, an idle timeout, a
 // terminated backend): the next write takes the lock again and goes
 // through; when another writer took it meanwhile, writes fail and apply
