@@ -485,6 +485,22 @@ class postgres_engine::lease {
     return results;
   }
 
+  // run() for reads: a lost connection is retried once on a new one (a
+  // read has no effect to double); a second loss is EIO naming `what`.
+  std::vector<result_ptr> run_read(const std::vector<statement>& statements, std::string_view what,
+                                   const std::string& where) {
+    try {
+      return run(statements);
+    } catch (const connection_lost&) {
+      reconnect();
+      try {
+        return run(statements);
+      } catch (const connection_lost& e) {
+        throw store_error(EIO, std::string(what) + " in " + where + ": " + e.what());
+      }
+    }
+  }
+
   // Ends a scan's transaction without waiting for the server's answer.
   void end_transaction_later() noexcept {
     if (!conn_->pg || !clean_) return;
@@ -765,18 +781,7 @@ std::optional<std::string> postgres_engine::get(table t, std::string_view key,
   q.emplace_back(std::string("SELECT v FROM ") + table_sql(t) + " WHERE k = $1");
   q.back().param(key, k_bytea_oid);
   lease l(*this, what);
-  std::vector<result_ptr> results;
-  try {
-    results = l.run(q);
-  } catch (const connection_lost&) {
-    // Once: a read has no effect to double.
-    l.reconnect();
-    try {
-      results = l.run(q);
-    } catch (const connection_lost& e) {
-      throw store_error(EIO, std::string(what) + " in " + where_ + ": " + e.what());
-    }
-  }
+  const std::vector<result_ptr> results = l.run_read(q, what, where_);
   check(results, what, where_);
   const rows found(results[0].get(), 1, what, where_);
   if (found.count() > 1) found.bad("several rows for one key");
@@ -793,17 +798,7 @@ std::vector<std::optional<std::string>> postgres_engine::get_many(table t,
   q.emplace_back(std::string("SELECT k, v FROM ") + table_sql(t) + " WHERE k = ANY($1::bytea[])");
   q.back().own(bytea_array(keys), k_bytea_array_oid);
   lease l(*this, what);
-  std::vector<result_ptr> results;
-  try {
-    results = l.run(q);
-  } catch (const connection_lost&) {
-    l.reconnect();
-    try {
-      results = l.run(q);
-    } catch (const connection_lost& e) {
-      throw store_error(EIO, std::string(what) + " in " + where_ + ": " + e.what());
-    }
-  }
+  const std::vector<result_ptr> results = l.run_read(q, what, where_);
   check(results, what, where_);
   const rows found(results[0].get(), 2, what, where_);
   if (static_cast<std::size_t>(found.count()) > keys.size()) found.bad("more rows than keys");

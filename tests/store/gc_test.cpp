@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "store/store.h"
+#include "tests/random_bytes.h"
 #include "tests/temp_dir.h"
 
 namespace densefs::store {
@@ -20,15 +21,7 @@ using test::temp_dir;
 
 constexpr std::uint64_t k_mib = 1u << 20;
 
-std::string random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string out(n, '\0');
-  for (std::size_t i = 0; i < n; i += 8) {
-    const std::uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min<std::size_t>(8, n - i));
-  }
-  return out;
-}
+using test::random_bytes;
 
 // What `du -sb` counts for the files of a directory.
 std::uint64_t dir_bytes(const fs::path& dir) {

@@ -22,6 +22,7 @@
 #include "store/postgres_engine.h"
 #include "store/rocksdb_engine.h"
 #include "tests/postgres_server.h"
+#include "tests/random_bytes.h"
 #include "tests/temp_dir.h"
 
 namespace densefs::test {
@@ -89,16 +90,6 @@ std::string bytes(std::initializer_list<int> values) {
 std::string be64(std::uint64_t v) {
   std::string out(8, '\0');
   for (int i = 7; i >= 0; --i, v >>= 8) out[static_cast<std::size_t>(i)] = static_cast<char>(v);
-  return out;
-}
-
-std::string random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string out(n, '\0');
-  for (std::size_t i = 0; i < n; i += 8) {
-    const std::uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min<std::size_t>(8, n - i));
-  }
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include "store/fsck.h"
 #include "store/rocksdb_engine.h"
 #include "store/store.h"
+#include "tests/random_bytes.h"
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
 
@@ -27,15 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::temp_dir;
 
-std::string random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string out(n, '\0');
-  for (std::size_t i = 0; i < n; i += 8) {
-    const std::uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min<std::size_t>(8, n - i));
-  }
-  return out;
-}
+using test::random_bytes;
 
 codec::codec_options raw_codec() {
   codec::codec_options o;

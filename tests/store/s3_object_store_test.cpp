@@ -14,16 +14,12 @@
 #include <thread>
 
 #include "store/error.h"
+#include "tests/random_bytes.h"
 
 namespace densefs::store {
 namespace {
 
-std::string random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(rng());
-  return s;
-}
+using test::random_bytes;
 
 template <typename F>
 int error_of(F&& f) {

@@ -18,6 +18,7 @@
 
 #include <rocksdb/table_properties.h>
 
+#include "tests/random_bytes.h"
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
 
@@ -26,15 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string out(n, '\0');
-  for (std::size_t i = 0; i < n; i += 8) {
-    const std::uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min<std::size_t>(8, n - i));
-  }
-  return out;
-}
+using test::random_bytes;
 
 std::string text_bytes(std::size_t n) {
   std::string out;
