@@ -331,10 +331,9 @@ std::optional<std::string> rocksdb_engine::get(table t, std::string_view key,
 
 namespace {
 
-std::vector<std::optional<std::string>> multi_get(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf,
-                                                  const rocksdb::ReadOptions& ro,
-                                                  std::span<const std::string> keys,
-                                                  std::string_view what, const std::string& where) {
+std::vector<std::optional<std::string>> rocksdb_multi_get(
+    rocksdb::DB& db, rocksdb::ColumnFamilyHandle* cf, const rocksdb::ReadOptions& ro,
+    std::span<const std::string> keys, std::string_view what, const std::string& where) {
   std::vector<std::optional<std::string>> out(keys.size());
   if (keys.empty()) return out;
   std::vector<rocksdb::Slice> slices;
@@ -358,13 +357,13 @@ std::vector<std::optional<std::string>> multi_get(rocksdb::DB& db, rocksdb::Colu
 std::vector<std::optional<std::string>> rocksdb_engine::get_many(table t,
                                                                  std::span<const std::string> keys,
                                                                  std::string_view what) const {
-  return multi_get(*db_, cfs_[static_cast<std::size_t>(t)], rocksdb::ReadOptions(), keys, what,
-                   where_);
+  return rocksdb_multi_get(*db_, cfs_[static_cast<std::size_t>(t)], rocksdb::ReadOptions(), keys,
+                           what, where_);
 }
 
 std::vector<std::optional<std::string>> rocksdb_engine::get_payloads(
     std::span<const std::string> keys, std::string_view what) const {
-  return multi_get(*db_, cfs_[k_payloads_cf], payload_read_options(), keys, what, where_);
+  return rocksdb_multi_get(*db_, cfs_[k_payloads_cf], payload_read_options(), keys, what, where_);
 }
 
 void rocksdb_engine::scan(
