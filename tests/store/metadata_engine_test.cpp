@@ -7,12 +7,15 @@
 #include "store/metadata_engine.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -21,6 +24,7 @@
 #include "store/error.h"
 #include "store/postgres_engine.h"
 #include "store/rocksdb_engine.h"
+#include "store/store.h"
 #include "tests/postgres_server.h"
 #include "tests/random_bytes.h"
 #include "tests/temp_dir.h"
@@ -1009,6 +1013,83 @@ TEST_F(metadata_engine_postgres, a_writer_that_lost_the_lock_writes_only_while_i
   EXPECT_EQ(other->get(table::meta, "c", "test"), std::nullopt);
   put(*other, table::meta, "c", "4");
   EXPECT_EQ(other->get(table::meta, "c", "test"), "4");
+}
+
+// A store on PostgreSQL end to end in-process (docs/scale-out.md): format 5,
+// FORMAT naming the database, records only in the database, a reopen that
+// reads them, and the refusals: a password, blob payloads, a database that
+// holds another store.
+TEST_F(metadata_engine_postgres, a_store_keeps_its_records_in_postgresql) {
+  temp_dir tmp;
+  const std::filesystem::path dir = tmp / "store";
+  store::store::create(dir, codec::default_policy(), store::payload_backend::pack,
+                       options_.conninfo);
+  std::ifstream format_file(dir / "FORMAT");
+  const std::string format((std::istreambuf_iterator<char>(format_file)), {});
+  EXPECT_NE(format.find("format_version=5\n"), std::string::npos) << format;
+  EXPECT_NE(format.find("postgresql=" + options_.conninfo + "\n"), std::string::npos) << format;
+  EXPECT_FALSE(std::filesystem::exists(dir / "CURRENT")) << "a RocksDB database was made";
+  {
+    const int lock = store::store::lock(dir);
+    auto s = store::store::open(dir);
+    EXPECT_EQ(s->metadata_engine_kind(), "postgresql");
+    EXPECT_EQ(s->settings().format_version, store::k_postgres_format_version);
+    store::transaction t;
+    store::inode_record r;
+    r.ino = s->allocate_ino();
+    r.mode = S_IFREG | 0644;
+    r.nlink = 1;
+    t.put_inode(r);
+    t.put_dirent(store::k_root_ino, "file", {r.ino, S_IFREG});
+    s->commit(t, true);
+    s.reset();
+    ::close(lock);
+  }
+  EXPECT_EQ(sql("SELECT count(*) FROM densefs_dirents"), "1\n");
+  {
+    auto s = store::store::open(dir, {.read_only = true});
+    const auto d = s->get_dirent(store::k_root_ino, "file");
+    ASSERT_TRUE(d);
+    EXPECT_TRUE(s->get_inode(d->ino));
+  }
+
+  const auto error_of = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const store::store_error& e) {
+      return e.what();
+    }
+    return {};
+  };
+  EXPECT_NE(error_of([&] {
+              store::store::create(tmp / "pw", codec::default_policy(),
+                                   store::payload_backend::pack,
+                                   server_->conninfo(server_->create_database()) + " password=x");
+            }).find("password"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              store::store::create(tmp / "blob", codec::default_policy(),
+                                   store::payload_backend::blob,
+                                   server_->conninfo(server_->create_database()));
+            }).find("pack"),
+            std::string::npos);
+  // Another store's directory pointed at this database.
+  const std::filesystem::path other = tmp / "other";
+  store::store::create(other, codec::default_policy(), store::payload_backend::pack,
+                       server_->conninfo(server_->create_database()));
+  std::string other_format;
+  {
+    std::ifstream in(other / "FORMAT");
+    other_format.assign((std::istreambuf_iterator<char>(in)), {});
+  }
+  const std::size_t line = other_format.find("postgresql=");
+  other_format = other_format.substr(0, line) + "postgresql=" + options_.conninfo + "\n";
+  {
+    std::ofstream out(other / "FORMAT", std::ios::trunc);
+    out << other_format;
+  }
+  EXPECT_NE(error_of([&] { store::store::open(other, {.read_only = true}); }).find("not this one"),
+            std::string::npos);
 }
 
 }  // namespace
