@@ -386,21 +386,7 @@ std::string pack_store::get(const chunk_hash& hash) {
 std::vector<std::string> pack_store::get_many(std::span<const chunk_hash> hashes) {
   if (hashes.empty()) return {};
   std::shared_lock lock(index_lock_);
-  std::vector<std::string> keys;
-  keys.reserve(hashes.size());
-  for (const auto& h : hashes) keys.emplace_back(key_of(h));
-  std::vector<std::optional<std::string>> values;
-  try {
-    values =
-        engine_.get_many(table::payloads, keys,
-                         hashes.size() == 1 ? "payload index of chunk " + hashes[0].hex()
-                                            : "payload index of " + std::to_string(hashes.size()) +
-                                                  " chunks from chunk " + hashes[0].hex());
-  } catch (const store_error& e) {
-    // An unreadable payload is EIO, whatever the engine's errno.
-    if (e.error_number() == EIO) throw;
-    throw store_error(EIO, e.what());
-  }
+  const std::vector<std::optional<std::string>> values = payload_values(engine_, hashes, false);
 
   std::vector<std::string> out(hashes.size());
   // Two ranges per record, header and payload, so the payload lands in its

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,6 +28,17 @@ struct payload_meta {
   codec::codec_id codec = codec::codec_id::raw;
   std::uint32_t plain_size = 0;
 };
+
+// The payloads table's values for `hashes` (payload bytes, or a payload
+// store's index entries), in one batched lookup; nullopt where there is none.
+// `checked_by_caller`: the caller checks each value against its chunk
+// record, so the engine may skip its own checksum (metadata_engine::
+// get_payloads). A lookup that fails is store_error(EIO) naming the chunks,
+// whatever the engine's errno: an unreadable payload is EIO at the FUSE
+// boundary. The message is built only then, not on every read.
+std::vector<std::optional<std::string>> payload_values(const metadata_engine& engine,
+                                                       std::span<const chunk_hash> hashes,
+                                                       bool checked_by_caller);
 
 class payload_store {
  public:
