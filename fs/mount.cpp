@@ -535,6 +535,8 @@ int mount(const mount_options& requested) {
   try {
     store::store_open_options open_options;
     open_options.chunk_cache_bytes = options.chunk_cache_bytes;
+    open_options.cache_dir = options.cache_dir;
+    open_options.cache_bytes = options.cache_bytes;
     open_options.io = options.io;
     // -o io=uring on a kernel that refuses io_uring: one line, no mount.
     if (options.io == store::io_mode::uring) store::make_batched_reader(store::io_mode::uring);

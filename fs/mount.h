@@ -84,6 +84,10 @@ struct mount_options {
   std::size_t chunk_cache_bytes = 256u << 20;
   // How payload files are read (-o io=auto|uring|pread).
   store::io_mode io = store::io_mode::automatic;
+  // Scale-out volumes: the local payload cache's directory (default
+  // STORE/cache) and bound (-o cache_dir=, cache_size=; docs/scale-out.md).
+  std::filesystem::path cache_dir{};
+  std::uint64_t cache_bytes = 10ull << 30;
   // Other -o options passed to the kernel/libfuse as they are (e.g. "noatime").
   std::vector<std::string> fuse_options;
 };

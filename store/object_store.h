@@ -34,8 +34,13 @@ class object_store {
   virtual std::optional<std::uint64_t> size(std::string_view name) = 0;
   // Removes object `name`; removing one that does not exist is no error.
   virtual void remove(std::string_view name) = 0;
-  // The names of every object that starts with `prefix`, in byte order.
-  virtual std::vector<std::string> list(std::string_view prefix) = 0;
+  // Every object whose name starts with `prefix`, in byte order of names.
+  struct object_info {
+    std::string name;
+    std::uint64_t size = 0;
+    bool operator==(const object_info&) const = default;
+  };
+  virtual std::vector<object_info> list(std::string_view prefix) = 0;
 };
 
 }  // namespace densefs::store

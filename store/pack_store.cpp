@@ -10,10 +10,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "store/error.h"
 #include "store/log.h"
+#include "store/records.h"
 
 namespace densefs::store {
 namespace fs = std::filesystem;
@@ -137,6 +139,62 @@ std::vector<std::uint32_t> list_packs(const fs::path& dir) {
   return ids;
 }
 
+std::string object_name(std::uint32_t id) {
+  return "packs/" + pack_file_name(id);
+}
+
+// The pack id of an object named like object_name(), or nullopt.
+std::optional<std::uint32_t> pack_id_of_object(std::string_view name) {
+  if (name.size() != 19 || !name.starts_with("packs/") || !name.ends_with(".pack"))
+    return std::nullopt;
+  const std::string_view digits = name.substr(6, 8);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return static_cast<std::uint32_t>(std::stoul(std::string(digits)));
+}
+
+// Parses one pack's bytes (the whole file or object): every record to `fn`,
+// everything that does not parse to `bad`, naming `label`.
+void scan_pack_bytes(std::uint32_t id, const std::string& label, const char* base,
+                     std::uint64_t size, const std::function<void(const pack_record_info&)>& fn,
+                     const std::function<void(const std::string&)>& bad) {
+  if (size < k_pack_header_size) {
+    bad(label + ": shorter than a pack header");
+    return;
+  }
+  if (std::memcmp(base, k_pack_magic, 8) != 0 ||
+      get_le(base + 24, 8) != stored_checksum(std::string_view(base, 24)) ||
+      get_le(base + 8, 4) != k_pack_version || get_le(base + 12, 4) != id)
+    bad(label + ": bad pack header (magic, checksum, version or id)");
+  std::uint64_t pos = k_pack_header_size;
+  while (pos + k_pack_record_header_size <= size) {
+    const char* h = base + pos;
+    std::string why = header_problem(h, 0);
+    const std::uint64_t stored = get_le(h + 44, 4);
+    if (why.empty() && pos + k_pack_record_header_size + stored > size)
+      why = "record passes the end of the pack (torn append)";
+    if (why.empty()) {
+      pack_record_info r;
+      r.hash = chunk_hash::from_bytes(std::string_view(h + 8, chunk_hash::k_size));
+      r.codec = static_cast<codec::codec_id>(static_cast<std::uint8_t>(h[5]));
+      r.plain_size = static_cast<std::uint32_t>(get_le(h + 40, 4));
+      r.stored_size = static_cast<std::uint32_t>(stored);
+      r.checksum = get_le(h + 48, 8);
+      r.payload_ok =
+          stored_checksum(std::string_view(h + k_pack_record_header_size, stored)) == r.checksum;
+      r.where = {id, pos, static_cast<std::uint32_t>(k_pack_record_header_size + stored)};
+      fn(r);
+      pos += r.where.length;
+      continue;
+    }
+    bad(label + " at offset " + std::to_string(pos) + ": " + why);
+    // Resynchronise on the next record magic.
+    const void* next = ::memmem(h + 1, size - pos - 1, k_record_magic, sizeof(k_record_magic));
+    if (!next) break;
+    pos = static_cast<std::uint64_t>(static_cast<const char*>(next) - base);
+  }
+}
+
 }  // namespace
 
 std::string pack_file_name(std::uint32_t id) {
@@ -199,14 +257,62 @@ struct pack_store::pack_file {
 
 pack_store::pack_store(metadata_engine& engine, fs::path store_dir, options o)
     : engine_(engine),
-      pack_dir_(std::move(store_dir) / "packs"),
+      remote_(o.remote),
+      pack_dir_(store_dir / "packs"),
       options_(o),
       reader_(make_batched_reader(o.io)) {
+  if (remote_) {
+    cache_dir_ = o.cache_dir.empty() ? store_dir / "cache" : o.cache_dir;
+    staging_dir_ = cache_dir_ / "staging";
+    pack_dir_ = cache_dir_ / "packs";
+    // Packs left in staging by a run that stopped were never uploaded, so
+    // no index entry names them (a commit naming a pack waits for its
+    // upload): they are only dead bytes. (Not by a read-only open: the
+    // volume may be mounted.)
+    std::error_code ec;
+    if (!o.read_only) fs::remove_all(staging_dir_, ec);
+    cache_ = std::make_unique<payload_cache>(
+        cache_dir_, o.cache_bytes,
+        [this](std::uint32_t id) {
+          std::lock_guard lock(files_mutex_);
+          files_.erase(id);
+        },
+        o.read_only);
+    return;
+  }
   // New records always go to a new pack: the last pack of an earlier run
   // may end in a torn record (a crash mid-append), and appending after it
   // would hide the records behind it from a scan that stops there.
   const std::vector<std::uint32_t> ids = list_packs(pack_dir_);
   next_id_ = ids.empty() ? 1 : ids.back() + 1;
+}
+
+std::string pack_store::pack_location(std::uint32_t id) const {
+  if (remote_) return object_name(id) + " in " + remote_->where();
+  return (pack_dir_ / pack_file_name(id)).string();
+}
+
+std::uint32_t pack_store::allocate_remote_pack_id() {
+  // One writer per volume (the engine's lock), so a read and a write do;
+  // the number is durable before any pack of that name is uploaded.
+  const std::optional<std::string> v =
+      engine_.get(table::meta, k_next_pack_key, "the pack counter");
+  std::uint64_t next = 1;
+  if (v) {
+    if (v->size() != 8)
+      throw store_error(EIO, "the pack counter of the volume is corrupt (" +
+                                 std::to_string(v->size()) + " bytes, expected 8)");
+    next = get_le(v->data(), 8);
+  }
+  if (next == 0 || next > 99'999'999)
+    throw store_error(
+        EIO, "the pack counter of the volume is " + std::to_string(next) + ", outside 1..99999999");
+  std::string value(8, '\0');
+  put_le(value.data(), next + 1, 8);
+  const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
+  batch->put(table::meta, k_next_pack_key, value);
+  engine_.write(*batch, true);
+  return static_cast<std::uint32_t>(next);
 }
 
 pack_store::~pack_store() = default;
@@ -225,16 +331,18 @@ std::shared_ptr<pack_store::pack_file> pack_store::file(std::uint32_t id) {
 
 void pack_store::roll_locked() {
   if (options_.read_only) throw store_error(EROFS, "pack store is read-only");
+  const fs::path& dir = remote_ ? staging_dir_ : pack_dir_;
   std::error_code ec;
-  if (!fs::exists(pack_dir_, ec)) {
-    fs::create_directory(pack_dir_, ec);
-    if (ec)
-      throw store_error(ec.value(), "cannot create " + pack_dir_.string() + ": " + ec.message());
-    fsync_dir(pack_dir_.parent_path());
+  if (!fs::exists(dir, ec)) {
+    fs::create_directory(dir, ec);
+    if (ec) throw store_error(ec.value(), "cannot create " + dir.string() + ": " + ec.message());
+    ::chmod(dir.c_str(), 0700);  // file contents, like the store directory
+    if (!remote_) fsync_dir(dir.parent_path());
   }
   auto f = std::make_shared<pack_file>();
+  if (remote_) next_id_ = allocate_remote_pack_id();
   f->id = next_id_;
-  f->path = pack_dir_ / pack_file_name(f->id);
+  f->path = dir / pack_file_name(f->id);
   f->fd = ::open(f->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (f->fd < 0) {
     const int e = errno;
@@ -311,6 +419,41 @@ void pack_store::remove(metadata_batch& batch, const chunk_hash& hash) {
   batch.erase(table::payloads, key_of(hash));
 }
 
+void pack_store::upload(const pack_file& f) {
+  struct stat sb {};
+  if (::fstat(f.fd, &sb) != 0)
+    throw store_error(errno, "uploading pack " + f.path.string() + ": " + errno_text(errno));
+  std::string bytes(static_cast<std::size_t>(sb.st_size), '\0');
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n =
+        ::pread(f.fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = n < 0 ? errno : EIO;
+      throw store_error(e, "uploading pack " + f.path.string() + ": " + errno_text(e));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  try {
+    remote_->put(object_name(f.id), bytes);
+  } catch (const store_error& e) {
+    throw store_error(EIO, "uploading pack " + pack_file_name(f.id) + ": " + e.what());
+  }
+  // Uploaded: the local file becomes a cache entry (the open descriptor
+  // stays valid across the rename).
+  const fs::path cached = cache_->pack_path(f.id);
+  if (::rename(f.path.c_str(), cached.c_str()) == 0) {
+    cache_->add_pack(f.id, bytes.size());
+  } else {
+    ::unlink(f.path.c_str());
+    std::lock_guard lock(files_mutex_);
+    files_.erase(f.id);
+  }
+  std::lock_guard lock(remote_sizes_mutex_);
+  if (remote_sizes_) (*remote_sizes_)[f.id] = bytes.size();
+}
+
 void pack_store::sync() {
   std::lock_guard serial(sync_mutex_);
   std::vector<std::shared_ptr<pack_file>> files;
@@ -319,6 +462,25 @@ void pack_store::sync() {
     std::lock_guard lock(append_mutex_);
     files.swap(unsynced_);
     dir = std::exchange(dir_unsynced_, false);
+    // A scale-out volume's pack is sealed when it is made durable: objects
+    // are written whole, once. The next record starts a new pack.
+    if (remote_ && current_ && std::find(files.begin(), files.end(), current_) != files.end())
+      current_.reset();
+  }
+  if (remote_) {
+    // Uploaded in order; one that fails stays (with the later ones) for the
+    // next sync, and the commit waiting for this one fails.
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      try {
+        upload(*files[i]);
+      } catch (const store_error&) {
+        std::lock_guard lock(append_mutex_);
+        unsynced_.insert(unsynced_.begin(), files.begin() + static_cast<std::ptrdiff_t>(i),
+                         files.end());
+        throw;
+      }
+    }
+    return;
   }
   try {
     for (const auto& f : files) {
@@ -340,8 +502,8 @@ void pack_store::sync() {
 
 void pack_store::fail_read(const chunk_hash& hash, std::uint32_t pack,
                            const std::string& why) const {
-  throw store_error(EIO, "payload of chunk " + hash.hex() + " in pack " +
-                             (pack_dir_ / pack_file_name(pack)).string() + ": " + why);
+  throw store_error(
+      EIO, "payload of chunk " + hash.hex() + " in pack " + pack_location(pack) + ": " + why);
 }
 
 void pack_store::check_header(const chunk_hash& hash, const pack_ref& ref,
@@ -355,9 +517,80 @@ void pack_store::check_header(const chunk_hash& hash, const pack_ref& ref,
               "the record at offset " + std::to_string(ref.offset) + " is of another chunk");
 }
 
+namespace {
+
+// Why `record` (header and payload) is not the record of `hash` that `ref`
+// names, with a payload matching its checksum; empty when it is.
+std::string record_problem(const chunk_hash& hash, const pack_ref& ref, std::string_view record) {
+  if (record.size() != ref.length)
+    return std::to_string(record.size()) + " bytes where the record at offset " +
+           std::to_string(ref.offset) + " has " + std::to_string(ref.length);
+  std::string why = header_problem(record.data(), ref.length);
+  if (!why.empty()) return why + " at offset " + std::to_string(ref.offset);
+  if (std::memcmp(record.data() + 8, hash.bytes.data(), chunk_hash::k_size) != 0)
+    return "the record at offset " + std::to_string(ref.offset) + " is of another chunk";
+  if (get_le(record.data() + 48, 8) != stored_checksum(record.substr(k_pack_record_header_size)))
+    return "the payload at offset " + std::to_string(ref.offset) +
+           " does not match its record's checksum";
+  return {};
+}
+
+}  // namespace
+
+std::string pack_store::fetch_remote_record(const chunk_hash& hash, const pack_ref& ref) {
+  if (std::optional<std::string> cached = cache_->get_record(ref.pack, ref.offset)) {
+    if (record_problem(hash, ref, *cached).empty()) return std::move(*cached);
+    // Damaged on the local disk: fetched again below.
+    log_error("payload cache: the cached record of chunk " + hash.hex() + " (pack " +
+              pack_file_name(ref.pack) + ", offset " + std::to_string(ref.offset) +
+              ") is damaged; fetching it again");
+    cache_->drop_record(ref.pack, ref.offset);
+  }
+  std::string record;
+  try {
+    record = remote_->get_range(object_name(ref.pack), ref.offset, ref.length);
+  } catch (const store_error& e) {
+    fail_read(hash, ref.pack, e.what());
+  }
+  // Checked before it is used or cached: what the object store returns is
+  // untrusted like any stored byte.
+  if (const std::string why = record_problem(hash, ref, record); !why.empty())
+    fail_read(hash, ref.pack, why);
+  cache_->put_record(ref.pack, ref.offset, record);
+  return record;
+}
+
+std::string pack_store::read_whole_record(const chunk_hash& hash, const pack_ref& ref) {
+  std::shared_ptr<pack_file> f = file(ref.pack);
+  if (!f) {
+    if (remote_) return fetch_remote_record(hash, ref);
+    fail_read(hash, ref.pack, "the pack file is missing");
+  }
+  std::string record(ref.length, '\0');
+  std::size_t done = 0;
+  while (done < record.size()) {
+    const ssize_t n = ::pread(f->fd, record.data() + done, record.size() - done,
+                              static_cast<off_t>(ref.offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_read(hash, ref.pack, errno_text(errno));
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  record.resize(done);
+  if (const std::string why = record_problem(hash, ref, record); !why.empty())
+    fail_read(hash, ref.pack, why);
+  return record;
+}
+
 std::string pack_store::read_record(const chunk_hash& hash, const pack_ref& ref) {
   std::shared_ptr<pack_file> f = file(ref.pack);
+  if (!f && remote_) {
+    std::string record = fetch_remote_record(hash, ref);
+    record.erase(0, k_pack_record_header_size);
+    return record;
+  }
   if (!f) fail_read(hash, ref.pack, "the pack file is missing");
+  if (cache_) cache_->touch_pack(ref.pack);
   const read_range range{f->fd, ref.offset, ref.length};
   std::string out;
   int error = 0;
@@ -395,6 +628,8 @@ std::vector<std::string> pack_store::get_many(std::span<const chunk_hash> hashes
   std::vector<std::size_t> which;  // record k is the payload of hashes[which[k]]
   std::vector<pack_ref> refs;
   std::vector<std::shared_ptr<pack_file>> held;
+  std::vector<std::size_t> fetched;  // scale-out: in no local pack
+  std::vector<pack_ref> fetched_refs;
   for (std::size_t i = 0; i < hashes.size(); ++i) {
     if (!values[i])
       throw store_error(EIO, "payload of chunk " + hashes[i].hex() + " is missing from the store");
@@ -404,7 +639,13 @@ std::vector<std::string> pack_store::get_many(std::span<const chunk_hash> hashes
       continue;
     }
     std::shared_ptr<pack_file> f = file(v.ref.pack);
+    if (!f && remote_) {
+      fetched.push_back(i);
+      fetched_refs.push_back(v.ref);
+      continue;
+    }
     if (!f) fail_read(hashes[i], v.ref.pack, "the pack file is missing");
+    if (cache_) cache_->touch_pack(v.ref.pack);
     ranges.push_back({f->fd, v.ref.offset, static_cast<std::uint32_t>(k_pack_record_header_size)});
     ranges.push_back({f->fd, v.ref.offset + k_pack_record_header_size,
                       static_cast<std::uint32_t>(v.ref.length - k_pack_record_header_size)});
@@ -434,6 +675,30 @@ std::vector<std::string> pack_store::get_many(std::span<const chunk_hash> hashes
     if (errors[k] != 0) fail_read(hash, refs[k].pack, errno_text(errors[k]));
     check_header(hash, refs[k], headers[k]);
   }
+  if (!fetched.empty()) {
+    // Records from the cache or the object store, several at once: a GET's
+    // time is mostly waiting for the service.
+    std::vector<std::exception_ptr> failures(fetched.size());
+    std::atomic<std::size_t> next{0};
+    const auto work = [&] {
+      for (std::size_t k; (k = next.fetch_add(1)) < fetched.size();) {
+        try {
+          std::string record = fetch_remote_record(hashes[fetched[k]], fetched_refs[k]);
+          record.erase(0, k_pack_record_header_size);
+          out[fetched[k]] = std::move(record);
+        } catch (...) {
+          failures[k] = std::current_exception();
+        }
+      }
+    };
+    std::vector<std::thread> helpers;
+    const std::size_t extra = std::min<std::size_t>(fetched.size(), k_parallel_fetches) - 1;
+    for (std::size_t t = 0; t < extra; ++t) helpers.emplace_back(work);
+    work();
+    for (std::thread& t : helpers) t.join();
+    for (const std::exception_ptr& e : failures)
+      if (e) std::rethrow_exception(e);
+  }
   return out;
 }
 
@@ -460,26 +725,63 @@ std::vector<pack_store::pack_usage> pack_store::usage(const std::atomic<bool>* c
                  ++u.live_records;
                  return true;
                });
-  for (const std::uint32_t id : list_packs(pack_dir_)) {
-    struct stat sb {};
+  for (const auto& [id, bytes] : pack_sizes()) {
     pack_usage& u = by_id[id];
     u.id = id;
-    if (::stat((pack_dir_ / pack_file_name(id)).c_str(), &sb) == 0)
-      u.file_bytes = static_cast<std::uint64_t>(sb.st_size);
+    u.file_bytes = bytes;
   }
   std::vector<pack_usage> out;
   for (auto& [id, u] : by_id) out.push_back(u);
   return out;
 }
 
+std::vector<std::pair<std::uint32_t, std::uint64_t>> pack_store::pack_sizes() const {
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> out;
+  if (!remote_) {
+    for (const std::uint32_t id : list_packs(pack_dir_)) {
+      struct stat sb {};
+      if (::stat((pack_dir_ / pack_file_name(id)).c_str(), &sb) == 0)
+        out.emplace_back(id, static_cast<std::uint64_t>(sb.st_size));
+    }
+    return out;
+  }
+  std::lock_guard lock(remote_sizes_mutex_);
+  if (!remote_sizes_) {
+    std::map<std::uint32_t, std::uint64_t> sizes;
+    try {
+      for (const object_store::object_info& o : remote_->list("packs/"))
+        if (const std::optional<std::uint32_t> id = pack_id_of_object(o.name)) sizes[*id] = o.size;
+    } catch (const store_error& e) {
+      throw store_error(EIO, std::string("listing the volume's packs: ") + e.what());
+    }
+    remote_sizes_ = std::move(sizes);
+  }
+  out.assign(remote_sizes_->begin(), remote_sizes_->end());
+  return out;
+}
+
 std::vector<std::uint64_t> pack_store::file_sizes() const {
   std::vector<std::uint64_t> sizes;
-  for (const std::uint32_t id : list_packs(pack_dir_)) {
-    struct stat sb {};
-    if (::stat((pack_dir_ / pack_file_name(id)).c_str(), &sb) == 0)
-      sizes.push_back(static_cast<std::uint64_t>(sb.st_size));
-  }
+  for (const auto& [id, bytes] : pack_sizes()) sizes.push_back(bytes);
   return sizes;
+}
+
+void pack_store::delete_pack(std::uint32_t id) {
+  if (!remote_) {
+    const fs::path path = pack_dir_ / pack_file_name(id);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      throw store_error(errno, "gc: deleting " + path.string() + ": " + errno_text(errno));
+    fsync_dir(pack_dir_);
+    return;
+  }
+  try {
+    remote_->remove(object_name(id));
+  } catch (const store_error& e) {
+    throw store_error(EIO, std::string("gc: deleting pack ") + pack_location(id) + ": " + e.what());
+  }
+  cache_->forget_pack(id);
+  std::lock_guard lock(remote_sizes_mutex_);
+  if (remote_sizes_) remote_sizes_->erase(id);
 }
 
 std::uint64_t pack_store::file_bytes() const {
@@ -539,33 +841,24 @@ pack_store::compaction pack_store::compact(double dead_share, std::mutex& commit
     bool all_copied = true;
     for (const auto& [hash, ref] : entries) {
       if (cancel) throw store_error(ECANCELED, "pack compaction canceled (the store is closing)");
-      std::string payload;
+      // Header and payload checked before a copy spreads damage.
+      std::string record;
       try {
-        payload = read_record(hash, ref);
+        record = read_whole_record(hash, ref);
       } catch (const store_error& e) {
-        // Damaged: left where it is for fsck to report; the pack stays.
+        // An object store that does not answer ends the compaction (the
+        // probe throws); a damaged record is left where it is for fsck to
+        // report, and its pack stays.
+        if (remote_) (void)remote_->size(object_name(id));
         log_error(std::string("gc: keeping pack ") + pack_file_name(id) + ": " + e.what());
-        all_copied = false;
-        continue;
-      }
-      // The header was checked; the payload is checked against it before
-      // a copy spreads damage.
-      std::shared_ptr<pack_file> f = file(id);
-      char header[k_pack_record_header_size];
-      if (!f ||
-          ::pread(f->fd, header, sizeof(header), static_cast<off_t>(ref.offset)) !=
-              static_cast<ssize_t>(sizeof(header)) ||
-          get_le(header + 48, 8) != stored_checksum(payload)) {
-        log_error("gc: keeping pack " + pack_file_name(id) + ": the payload of chunk " +
-                  hash.hex() + " does not match its record's checksum");
         all_copied = false;
         continue;
       }
       std::lock_guard lock(append_mutex_);
       if (!current_ || current_size_ >= options_.pack_size_cap) roll_locked();
-      struct iovec iov[2] = {{header, sizeof(header)}, {payload.data(), payload.size()}};
+      struct iovec iov[1] = {{record.data(), record.size()}};
       try {
-        write_all(current_->fd, iov, 2, current_size_, current_->path);
+        write_all(current_->fd, iov, 1, current_size_, current_->path);
       } catch (const store_error&) {
         current_.reset();
         throw;
@@ -605,10 +898,7 @@ pack_store::compaction pack_store::compact(double dead_share, std::mutex& commit
     // 4. Nothing names the old pack any more (readers that looked it up have
     //    finished: they hold index_lock_ shared).
     if (all_copied) {
-      const fs::path path = pack_dir_ / pack_file_name(id);
-      if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-        throw store_error(errno, "gc: deleting " + path.string() + ": " + errno_text(errno));
-      fsync_dir(pack_dir_);
+      delete_pack(id);
       ++result.packs_deleted;
     }
   }
@@ -617,58 +907,57 @@ pack_store::compaction pack_store::compact(double dead_share, std::mutex& commit
 
 void pack_store::scan_packs(const std::function<void(const pack_record_info&)>& fn,
                             const std::function<void(const std::string&)>& bad) const {
-  for (const std::uint32_t id : list_packs(pack_dir_)) {
-    const fs::path path = pack_dir_ / pack_file_name(id);
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  for (const auto& [id, object_bytes] : pack_sizes()) {
+    const std::string label = pack_location(id);
+    if (remote_) {
+      // The cached copy of a pack this client uploaded, else the object
+      // (bounded: a pack is at most its cap plus one record).
+      const std::uint64_t max_bytes =
+          options_.pack_size_cap + k_pack_record_header_size + k_max_lepton_file_pack_payload;
+      if (object_bytes > max_bytes) {
+        bad(label + ": " + std::to_string(object_bytes) + " bytes, more than a pack can hold");
+        continue;
+      }
+      std::string bytes;
+      if (std::error_code ec; fs::file_size(cache_->pack_path(id), ec) == object_bytes && !ec) {
+        const int fd = ::open(cache_->pack_path(id).c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+          bytes.resize(object_bytes);
+          if (::pread(fd, bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size()))
+            bytes.clear();
+          ::close(fd);
+        }
+      }
+      if (bytes.empty() && object_bytes > 0) {
+        try {
+          bytes = remote_->get_range(object_name(id), 0, static_cast<std::uint32_t>(object_bytes));
+        } catch (const store_error& e) {
+          bad(label + ": " + e.what());
+          continue;
+        }
+      }
+      scan_pack_bytes(id, label, bytes.data(), bytes.size(), fn, bad);
+      continue;
+    }
+    const int fd = ::open(label.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-      bad(path.string() + ": cannot open: " + errno_text(errno));
+      bad(label + ": cannot open: " + errno_text(errno));
       continue;
     }
     struct stat sb {};
     if (::fstat(fd, &sb) != 0 || sb.st_size < static_cast<off_t>(k_pack_header_size)) {
       ::close(fd);
-      bad(path.string() + ": shorter than a pack header");
+      bad(label + ": shorter than a pack header");
       continue;
     }
     const auto size = static_cast<std::uint64_t>(sb.st_size);
     void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     ::close(fd);
     if (map == MAP_FAILED) {
-      bad(path.string() + ": cannot map: " + errno_text(errno));
+      bad(label + ": cannot map: " + errno_text(errno));
       continue;
     }
-    const char* base = static_cast<const char*>(map);
-    if (std::memcmp(base, k_pack_magic, 8) != 0 ||
-        get_le(base + 24, 8) != stored_checksum(std::string_view(base, 24)) ||
-        get_le(base + 8, 4) != k_pack_version || get_le(base + 12, 4) != id)
-      bad(path.string() + ": bad pack header (magic, checksum, version or id)");
-    std::uint64_t pos = k_pack_header_size;
-    while (pos + k_pack_record_header_size <= size) {
-      const char* h = base + pos;
-      std::string why = header_problem(h, 0);
-      const std::uint64_t stored = get_le(h + 44, 4);
-      if (why.empty() && pos + k_pack_record_header_size + stored > size)
-        why = "record passes the end of the pack (torn append)";
-      if (why.empty()) {
-        pack_record_info r;
-        r.hash = chunk_hash::from_bytes(std::string_view(h + 8, chunk_hash::k_size));
-        r.codec = static_cast<codec::codec_id>(static_cast<std::uint8_t>(h[5]));
-        r.plain_size = static_cast<std::uint32_t>(get_le(h + 40, 4));
-        r.stored_size = static_cast<std::uint32_t>(stored);
-        r.checksum = get_le(h + 48, 8);
-        r.payload_ok =
-            stored_checksum(std::string_view(h + k_pack_record_header_size, stored)) == r.checksum;
-        r.where = {id, pos, static_cast<std::uint32_t>(k_pack_record_header_size + stored)};
-        fn(r);
-        pos += r.where.length;
-        continue;
-      }
-      bad(path.string() + " at offset " + std::to_string(pos) + ": " + why);
-      // Resynchronise on the next record magic.
-      const void* next = ::memmem(h + 1, size - pos - 1, k_record_magic, sizeof(k_record_magic));
-      if (!next) break;
-      pos = static_cast<std::uint64_t>(static_cast<const char*>(next) - base);
-    }
+    scan_pack_bytes(id, label, static_cast<const char*>(map), size, fn, bad);
     ::munmap(map, size);
   }
 }

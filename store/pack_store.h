@@ -11,6 +11,15 @@
 // a kill -9 (or, after sync, a power loss) could lose. Bytes written but never
 // committed are dead space that compact() reclaims.
 //
+// Scale-out volumes (options::remote, docs/scale-out.md): the packs are
+// objects in an object store. A pack is written to the local staging
+// directory as above, and sync() seals it and uploads it whole; so an index
+// entry (committed after sync) only ever names an uploaded pack. Pack numbers
+// come from the metadata engine. Reads take a record from the pack if this
+// client still has it, else from the payload cache (store/payload_cache.h),
+// else with a ranged GET, checked against its header and XXH3 before it is
+// used or cached.
+//
 // Threading: put/remove/sync/get/get_many are safe from any thread. Readers
 // hold a shared lock over index lookup and pack read; compact() takes it
 // exclusively only while it commits the moved entries and forgets the old
@@ -31,6 +40,8 @@
 #include <vector>
 
 #include "store/batched_reader.h"
+#include "store/object_store.h"
+#include "store/payload_cache.h"
 #include "store/payload_store.h"
 
 namespace densefs::store {
@@ -95,10 +106,17 @@ class pack_store final : public payload_store {
     std::uint64_t pack_size_cap = k_default_pack_size_cap;
     io_mode io = io_mode::automatic;
     bool read_only = false;
+    // Set for a scale-out volume: where the packs are ("packs/NNNNNNNN.pack").
+    std::shared_ptr<object_store> remote;
+    // With `remote`: the local cache and staging directory (default
+    // `store_dir`/cache) and the cache's bound.
+    std::filesystem::path cache_dir;
+    std::uint64_t cache_bytes = k_default_payload_cache_bytes;
   };
   // Borrows the engine, which must outlive this object; its payloads table
   // is the index. `store_dir`/packs holds the pack files (created when the
-  // first pack is).
+  // first pack is); with `remote`, the cache directory holds staging/,
+  // packs/ and records/.
   pack_store(metadata_engine& engine, std::filesystem::path store_dir, options o);
   ~pack_store() override;
 
@@ -111,6 +129,13 @@ class pack_store final : public payload_store {
 
   std::string_view reader_kind() const { return reader_->kind(); }
   const std::filesystem::path& pack_dir() const { return pack_dir_; }
+  // The object store of a scale-out volume, or null.
+  const object_store* remote() const { return remote_.get(); }
+  // The local cache's directory and bytes (scale-out volumes; else empty, 0).
+  std::filesystem::path cache_dir() const { return cache_dir_; }
+  std::uint64_t cache_bytes() const { return cache_ ? cache_->bytes() : 0; }
+  // "/store/packs/00000001.pack", or "packs/00000001.pack in s3://b/p at ...".
+  std::string pack_location(std::uint32_t id) const;
 
   // Space per pack: file size and the bytes of records the index names.
   struct pack_usage {
@@ -126,7 +151,8 @@ class pack_store final : public payload_store {
   // A walk of the index and a listing of the pack directory. Throws
   // store_error(ECANCELED) once `cancel` (when given) is set.
   std::vector<pack_usage> usage(const std::atomic<bool>* cancel = nullptr) const;
-  // Sizes of the pack files, by pack id (a directory listing only).
+  // Sizes of the pack files, by pack id (a directory listing only; the
+  // objects' sizes, listed once and then kept, on a scale-out volume).
   std::vector<std::uint64_t> file_sizes() const;
   // Their sum.
   std::uint64_t file_bytes() const;
@@ -161,6 +187,18 @@ class pack_store final : public payload_store {
  private:
   struct pack_file;
   std::shared_ptr<pack_file> file(std::uint32_t id);
+  // (id, bytes) of every pack: the directory's files, or the remote objects.
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> pack_sizes() const;
+  // The whole record of `ref` (header and payload), its header and payload
+  // checksum checked; from the local pack, the cache or the object store.
+  std::string read_whole_record(const chunk_hash& hash, const pack_ref& ref);
+  // Scale-out: the record from the cache or a ranged GET, checked, cached.
+  std::string fetch_remote_record(const chunk_hash& hash, const pack_ref& ref);
+  std::uint32_t allocate_remote_pack_id();
+  // Scale-out: uploads sealed pack `f` and moves its file into the cache.
+  void upload(const pack_file& f);
+  // Deletes pack `id` (compaction): the file, or the object and its cache.
+  void delete_pack(std::uint32_t id);
   void roll_locked();  // append_mutex_ held
   void fail_read(const chunk_hash& hash, std::uint32_t pack, const std::string& why) const;
   // Throws store_error(EIO) naming chunk and pack unless `header` is a
@@ -168,6 +206,13 @@ class pack_store final : public payload_store {
   void check_header(const chunk_hash& hash, const pack_ref& ref, std::string_view header) const;
 
   metadata_engine& engine_;
+  std::shared_ptr<object_store> remote_;
+  std::filesystem::path cache_dir_;    // scale-out only
+  std::filesystem::path staging_dir_;  // scale-out only: packs not yet uploaded
+  std::unique_ptr<payload_cache> cache_;
+  mutable std::mutex remote_sizes_mutex_;
+  // Scale-out: the pack objects' sizes, listed at the first need.
+  mutable std::optional<std::map<std::uint32_t, std::uint64_t>> remote_sizes_;
   std::filesystem::path pack_dir_;
   options options_;
   std::unique_ptr<batched_reader> reader_;
@@ -182,6 +227,8 @@ class pack_store final : public payload_store {
   std::uint64_t current_size_ = 0;
   std::uint64_t writeback_from_ = 0;  // current_: write-back started below this
   static constexpr std::uint64_t k_writeback_step = 8u << 20;
+  // Scale-out: records fetched from the object store at once by one read.
+  static constexpr std::size_t k_parallel_fetches = 8;
   void start_writeback_locked();  // append_mutex_ held
   std::uint32_t next_id_ = 1;
   // Packs appended to (and the directory, for new packs) since the last sync.

@@ -32,7 +32,7 @@ inline constexpr const char* k_cf_xattrs = "xattrs";
 // writes now, either backend) has compact records (docs/format.md). Each bump
 // makes an older build refuse the store up front, with the one-line "newer
 // format" message, instead of failing on a record it cannot read.
-inline constexpr std::uint32_t k_format_version = 5;
+inline constexpr std::uint32_t k_format_version = 6;
 inline constexpr std::uint32_t k_blob_format_version = 1;
 inline constexpr std::uint32_t k_pack_format_version = 2;
 inline constexpr std::uint32_t k_compact_format_version = 3;
@@ -46,6 +46,11 @@ inline constexpr std::uint32_t k_lepton_file_format_version = 4;
 // Records as in format 4; the version makes older builds, which know only
 // the embedded database, refuse the store up front.
 inline constexpr std::uint32_t k_postgres_format_version = 5;
+// Format 6: a scale-out volume, records in PostgreSQL and pack files as
+// objects in S3-compatible storage (STORE/FORMAT names both; the store
+// directory is only the client's cache). Older builds would look for the
+// packs in the directory: the version makes them refuse the store instead.
+inline constexpr std::uint32_t k_object_format_version = 6;
 
 // How a store writes inode, dirent, extent and chunk values. Readers accept
 // both in any store; a store writes only the one its format version allows,
@@ -159,6 +164,13 @@ std::string recompress_key(const chunk_hash& hash);
 inline constexpr std::string_view k_recompress_prefix = "recompress/";
 inline constexpr std::string_view k_settings_key = "settings";
 inline constexpr std::string_view k_next_ino_key = "next_ino";
+// Format 6: where the volume's pack objects are (the s3:// location as mkfs
+// was given it, no credentials), and the next pack number to hand out (8
+// bytes; pack numbers come from the database so that no two
+// clients, and no client after a crash, upload two packs of one name).
+// Both are kept by store/pack_store.cpp; next_pack is 8 bytes little-endian.
+inline constexpr std::string_view k_payload_location_key = "payload_location";
+inline constexpr std::string_view k_next_pack_key = "next_pack";
 
 std::uint64_t decode_u64_be(std::string_view eight_bytes);
 

@@ -491,8 +491,8 @@ void s3_object_store::remove(std::string_view name) {
     throw store_error(EIO, r.what + ": " + describe_failure(a));
 }
 
-std::vector<std::string> s3_object_store::list(std::string_view prefix) {
-  std::vector<std::string> names;
+std::vector<object_store::object_info> s3_object_store::list(std::string_view prefix) {
+  std::vector<object_info> objects;
   std::string token;
   const std::string full_prefix = options_.prefix + std::string(prefix);
   for (;;) {
@@ -505,14 +505,30 @@ std::vector<std::string> s3_object_store::list(std::string_view prefix) {
     r.what = "listing s3://" + options_.bucket + "/" + full_prefix;
     const response a = send(r);
     if (a.status != 200) throw store_error(EIO, r.what + ": " + describe_failure(a));
+    // One <Contents> element per object, holding its <Key> and <Size>.
+    const std::string_view body = a.body;
     std::size_t at = 0;
-    while (const auto key = xml_text(a.body, "Key", at, &at)) {
+    for (;;) {
+      const std::size_t open = body.find("<Contents>", at);
+      if (open == std::string_view::npos) break;
+      const std::size_t close = body.find("</Contents>", open);
+      if (close == std::string_view::npos)
+        throw store_error(EIO, r.what + ": the answer has an unterminated <Contents>");
+      const std::string_view entry = body.substr(open, close - open);
+      at = close + 11;
+      const auto key = xml_text(entry, "Key", 0);
+      const auto size = xml_text(entry, "Size", 0);
+      if (!key || !size || size->empty() || size->size() > 19 ||
+          !std::all_of(size->begin(), size->end(), [](char c) { return c >= '0' && c <= '9'; }))
+        throw store_error(EIO, r.what + ": the answer has an object without a key or size");
       if (!key->starts_with(full_prefix))
         throw store_error(EIO, r.what + ": the answer names an object outside the prefix");
-      std::string name = key->substr(options_.prefix.size());
-      if (!names.empty() && name <= names.back())
+      object_info o;
+      o.name = key->substr(options_.prefix.size());
+      o.size = std::stoull(*size);
+      if (!objects.empty() && o.name <= objects.back().name)
         throw store_error(EIO, r.what + ": the answer is not in key order");
-      names.push_back(std::move(name));
+      objects.push_back(std::move(o));
     }
     const auto truncated = xml_text(a.body, "IsTruncated", 0);
     if (!truncated || *truncated != "true") break;
@@ -521,7 +537,7 @@ std::vector<std::string> s3_object_store::list(std::string_view prefix) {
       throw store_error(EIO, r.what + ": a truncated listing without a new continuation token");
     token = *next;
   }
-  return names;
+  return objects;
 }
 
 }  // namespace densefs::store

@@ -66,7 +66,7 @@ class s3_object_store final : public object_store {
   std::string get_range(std::string_view name, std::uint64_t offset, std::uint32_t length) override;
   std::optional<std::uint64_t> size(std::string_view name) override;
   void remove(std::string_view name) override;
-  std::vector<std::string> list(std::string_view prefix) override;
+  std::vector<object_info> list(std::string_view prefix) override;
 
   // Creates the bucket (mkfs of a new volume; tests). An existing bucket of
   // this owner is no error.

@@ -31,6 +31,7 @@
 #include "store/records_detail.h"
 #include "store/rocksdb_engine.h"
 #include "store/rocksdb_payload_store.h"
+#include "store/s3_object_store.h"
 
 namespace densefs::store {
 namespace {
@@ -149,6 +150,9 @@ struct format_marker {
   // Format 5: the connection string of the PostgreSQL database holding the
   // records (no password). Empty: the embedded RocksDB database.
   std::string postgres;
+  // Format 6: the s3:// location of the pack objects. Empty: pack files in
+  // the store directory.
+  std::string data;
 };
 
 std::string format_marker_text(const format_marker& m) {
@@ -156,6 +160,7 @@ std::string format_marker_text(const format_marker& m) {
                      "\nformat_version=" + std::to_string(m.format_version) + "\nuuid=" + m.uuid +
                      "\n";
   if (!m.postgres.empty()) text += "postgresql=" + m.postgres + "\n";
+  if (!m.data.empty()) text += "data=" + m.data + "\n";
   return text;
 }
 
@@ -211,6 +216,8 @@ format_marker read_format_marker(const fs::path& dir) {
       m.uuid = std::string(line.substr(5));
     } else if (line.starts_with("postgresql=")) {
       m.postgres = std::string(line.substr(11));
+    } else if (line.starts_with("data=")) {
+      m.data = std::string(line.substr(5));
     }
     // Other lines are ignored: a later format may add informational keys.
   }
@@ -393,7 +400,23 @@ payload_backend default_payload_backend() {
 }
 
 void store::create(const std::filesystem::path& dir, const codec::policy& policy,
-                   payload_backend payloads, const std::string& postgres) {
+                   payload_backend payloads, const std::string& postgres, const std::string& data) {
+  std::unique_ptr<s3_object_store> objects;
+  if (!data.empty()) {
+    // Several machines share the volume's payloads only if they share its
+    // records: the embedded database is one machine's.
+    if (postgres.empty())
+      throw store_error(EINVAL,
+                        "--data needs --meta: a volume with its payloads in object storage keeps "
+                        "its records in PostgreSQL");
+    objects = std::make_unique<s3_object_store>(parse_s3_url(data));
+    objects->create_bucket();
+    // Another volume's packs there would collide with this one's numbers.
+    if (!objects->list("packs/").empty())
+      throw store_error(EEXIST, objects->where() +
+                                    " already holds pack objects (another volume's?); give "
+                                    "--data an empty prefix");
+  }
   if (!postgres.empty()) {
     // Blob payloads are values of the payloads table: megabytes of bytea
     // per chunk in the database.
@@ -448,7 +471,9 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   settings.payloads = payloads;
   // Both backends get compact records; formats 1 and 2 are only read and
   // extended (in their own encodings) now.
-  settings.format_version = postgres.empty() ? k_compact_format_version : k_postgres_format_version;
+  settings.format_version = !data.empty()      ? k_object_format_version
+                            : postgres.empty() ? k_compact_format_version
+                                               : k_postgres_format_version;
 
   inode_record root;
   root.ino = k_root_ino;
@@ -462,6 +487,7 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   const std::unique_ptr<metadata_batch> batch = engine->new_batch();
   batch->put(table::meta, k_settings_key, encode_settings(settings));
   batch->put(table::meta, k_next_ino_key, encode_next_ino(k_root_ino + 1));
+  if (!data.empty()) batch->put(table::meta, k_payload_location_key, data);
   batch->put(table::inodes, inode_key(k_root_ino),
              encode_inode(root, record_encoding_for(settings.format_version)));
   try {
@@ -475,7 +501,7 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   // FORMAT comes last: a store whose mkfs was interrupted has none, so it is
   // refused as "not a store" instead of being half used.
   write_file_durably(dir / k_format_file,
-                     format_marker_text({settings.format_version, settings.uuid, postgres}));
+                     format_marker_text({settings.format_version, settings.uuid, postgres, data}));
 }
 
 void store::check(const std::filesystem::path& dir) {
@@ -605,7 +631,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   if (!options.read_only && marker.format_version < self->settings_.format_version) {
     write_file_durably(dir / k_format_file,
                        format_marker_text({self->settings_.format_version, self->settings_.uuid,
-                                           marker.postgres}));
+                                           marker.postgres, marker.data}));
   }
   try {
     // Stores made before per-type policies hold a single codec spec, which
@@ -637,6 +663,23 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     pack_store::options po;
     po.io = options.io;
     po.read_only = options.read_only;
+    if (!marker.data.empty()) {
+      // The database is the authority on where the volume's packs are.
+      const std::optional<std::string> location =
+          self->engine_->get(table::meta, k_payload_location_key, "the payload location");
+      if (!location || *location != marker.data)
+        throw store_error(EINVAL, "store " + dir.string() + " names pack objects in " +
+                                      marker.data + ", but its database " +
+                                      (location ? "names " + *location : "names none"));
+      po.remote = std::make_shared<s3_object_store>(parse_s3_url(marker.data));
+      po.cache_dir = options.cache_dir;
+      po.cache_bytes = options.cache_bytes;
+      self->data_ = marker.data;
+    } else if (self->settings_.format_version >= k_object_format_version) {
+      throw store_error(EINVAL, "store " + dir.string() +
+                                    " is a volume with its packs in object storage, but its "
+                                    "FORMAT file names none (a data= line)");
+    }
     auto packs = std::make_unique<pack_store>(*self->engine_, dir, po);
     self->packs_ = packs.get();
     self->payloads_ = std::move(packs);
@@ -875,10 +918,16 @@ namespace {
 // chunk hash). Used only to estimate the garbage in blob files.
 constexpr std::uint64_t k_blob_record_overhead = 32 + chunk_hash::k_size;
 
-// Adds the store directory's files to `r`, by kind (RocksDB's file names).
-void add_file_sizes(const fs::path& dir, gc_report& r) {
+// Adds the store directory's files to `r`, by kind (RocksDB's file names),
+// except those under `skip` (a scale-out volume's cache, whose packs are
+// copies).
+void add_file_sizes(const fs::path& dir, const fs::path& skip, gc_report& r) {
   std::error_code ec;
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!skip.empty() && it->path() == skip) {
+      it.disable_recursion_pending();
+      continue;
+    }
     struct stat sb {};
     if (::lstat(it->path().c_str(), &sb) != 0 || S_ISDIR(sb.st_mode)) continue;
     // Apparent sizes (du -sb): while the store is open RocksDB preallocates
@@ -923,7 +972,12 @@ gc_report store::garbage() const {
                   r.live_blob_payload_bytes += c.stored_size + k_blob_record_overhead;
                 return true;
               });
-  add_file_sizes(dir_, r);
+  add_file_sizes(dir_, packs_ && packs_->remote() ? packs_->cache_dir() : fs::path(), r);
+  if (packs_ && packs_->remote()) {
+    const std::uint64_t objects = packs_->file_bytes();
+    r.payload_file_bytes += objects;
+    r.disk_bytes += objects;
+  }
   if (packs_) {
     // Exact: the index says which pack bytes are live. Everything else in
     // the pack files is garbage; the write-ahead log holds no pack payloads.
@@ -1770,8 +1824,8 @@ void store::commit(transaction& txn, bool sync) {
     // refuse the store before starting RocksDB (open() repairs it if a
     // crash comes in between).
     try {
-      write_file_durably(dir_ / k_format_file,
-                         format_marker_text({raised.format_version, raised.uuid, postgres_}));
+      write_file_durably(dir_ / k_format_file, format_marker_text({raised.format_version,
+                                                                   raised.uuid, postgres_, data_}));
     } catch (const store_error& e) {
       log_error(std::string("raising the FORMAT file's version: ") + e.what());
     }
@@ -1799,6 +1853,12 @@ store_stats store::stats() const {
   st.payload_backend = payload_backend_name(settings_.payloads);
   st.metadata_engine = engine_->kind();
   st.metadata_location = engine_->where();
+  if (packs_ && packs_->remote()) {
+    st.payload_location = packs_->remote()->where();
+    for (const std::uint64_t size : packs_->file_sizes()) st.payload_object_bytes += size;
+    st.cache_bytes = packs_->cache_bytes();
+    st.cache_capacity = options_.cache_bytes;
+  }
   if (packs_) {
     st.pack_reader = packs_->reader_kind();
     // A directory listing: the index walk of usage() is not needed to count.
@@ -1886,6 +1946,12 @@ std::string to_json(const store_stats& s) {
   j["payload_backend"] = s.payload_backend;
   j["metadata_engine"] = s.metadata_engine;
   j["metadata_location"] = s.metadata_location;
+  if (!s.payload_location.empty()) {
+    j["payload_location"] = s.payload_location;
+    j["payload_object_bytes"] = s.payload_object_bytes;
+    j["cache_bytes"] = s.cache_bytes;
+    j["cache_capacity"] = s.cache_capacity;
+  }
   if (s.payload_backend == "pack") {
     j["pack_files"] = s.pack_files;
     j["pack_reader"] = s.pack_reader;

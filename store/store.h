@@ -73,6 +73,10 @@ struct store_open_options {
   std::size_t block_cache_bytes = 64u << 20;
   // How pack files are read (store/batched_reader.h; mount option io=).
   io_mode io = io_mode::automatic;
+  // Scale-out volumes: the local payload cache (mount options cache_dir=,
+  // cache_size=; default STORE/cache, 10 GiB).
+  std::filesystem::path cache_dir{};
+  std::uint64_t cache_bytes = 10ull << 30;
 };
 
 // Changes that become visible and durable together (one RocksDB WriteBatch).
@@ -172,8 +176,14 @@ struct store_stats {
   std::string payload_backend;           // "pack" or "blob" (docs/packs.md)
   std::string metadata_engine;           // "rocksdb" or "postgresql" (docs/scale-out.md)
   std::string metadata_location;         // the engine's description (no password)
-  std::uint64_t pack_files = 0;          // pack stores: pack files
-  std::string pack_reader;               // pack stores: "io_uring" or "pread"
+  // Scale-out volumes: where the pack objects are, their bytes, and the
+  // local cache's bytes and bound. Empty and 0 otherwise.
+  std::string payload_location;
+  std::uint64_t payload_object_bytes = 0;
+  std::uint64_t cache_bytes = 0;
+  std::uint64_t cache_capacity = 0;
+  std::uint64_t pack_files = 0;  // pack stores: pack files
+  std::string pack_reader;       // pack stores: "io_uring" or "pread"
 };
 
 // The JSON that `densefs stats --json` prints and the user.densefs.stats xattr
@@ -244,10 +254,14 @@ class store {
   // password: libpq takes it from PGPASSWORD or ~/.pgpass) of an empty
   // database that keeps the store's records instead of the embedded RocksDB
   // (docs/scale-out.md); payloads then live in pack files in `dir`.
+  // `data` (needs `postgres`): an s3:// location (store/s3_object_store.h,
+  // parse_s3_url) whose packs/ prefix is empty; the pack files are objects
+  // there (format 6) and `dir` is this client's cache. The bucket is made
+  // if missing.
   static void create(const std::filesystem::path& dir,
                      const codec::policy& policy = codec::default_policy(),
                      payload_backend payloads = default_payload_backend(),
-                     const std::string& postgres = {});
+                     const std::string& postgres = {}, const std::string& data = {});
 
   // Cheap checks without RocksDB (no threads are started, so this is safe
   // before fuse_daemonize()): the directory exists, is a store, and its
@@ -527,6 +541,7 @@ class store {
   // blob files for gc and stats), else nullptr.
   rocksdb_engine* rocksdb_ = nullptr;
   std::string postgres_;  // STORE/FORMAT's postgresql= line, when it has one
+  std::string data_;      // STORE/FORMAT's data= line (scale-out volumes)
   std::unique_ptr<payload_store> payloads_;
   pack_store* packs_ = nullptr;  // payloads_ when it is a pack store
   std::unique_ptr<chunk_cache> cache_;

@@ -1,4 +1,5 @@
 // densefs mkfs STORE [--codec SPEC] [--payloads pack|blob] [--meta postgresql://...]
+//                    [--data s3://bucket/prefix?endpoint=...]
 #include <filesystem>
 
 #include "codec/policy.h"
@@ -29,7 +30,23 @@ int mkfs_main(const std::vector<std::string>& args, const tool_io& io) {
                  "(postgresql://user@host:port/database) or connection string of an empty "
                  "database, without a password (PGPASSWORD or ~/.pgpass); default: an embedded "
                  "RocksDB database in STORE");
+  std::string data;
+  app.add_option("--data", data,
+                 "where the volume's pack files live (docs/scale-out.md), with --meta: "
+                 "s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&region=R] of any S3-compatible "
+                 "service, an empty prefix; credentials from AWS_ACCESS_KEY_ID and "
+                 "AWS_SECRET_ACCESS_KEY; STORE then holds this machine's cache");
   if (auto done = parse_cli(app, args, io)) return *done;
+  if (!data.empty() && meta.empty()) {
+    print_error(io, "mkfs",
+                "--data needs --meta: a volume with its payloads in object storage keeps its "
+                "records in PostgreSQL");
+    return k_exit_usage;
+  }
+  if (!data.empty() && !payloads.empty() && payloads != "pack") {
+    print_error(io, "mkfs", "--data keeps payloads in pack objects (--payloads pack)");
+    return k_exit_usage;
+  }
   if (!meta.empty() && !meta.starts_with("postgresql://") && !meta.starts_with("postgres://") &&
       meta.find('=') == std::string::npos) {
     print_error(io, "mkfs",
@@ -56,10 +73,11 @@ int mkfs_main(const std::vector<std::string>& args, const tool_io& io) {
     return k_exit_usage;
   }
   const std::filesystem::path path = absolute_path(dir);
-  store::store::create(path, options, backend, meta);
+  store::store::create(path, options, backend, meta, data);
   io.out << "created densefs store " << path.string() << " (codec policy "
          << codec::format_policy(options) << ", " << store::payload_backend_name(backend)
-         << " payloads" << (meta.empty() ? "" : ", records in PostgreSQL") << ")\n"
+         << " payloads" << (data.empty() ? "" : " in object storage")
+         << (meta.empty() ? "" : ", records in PostgreSQL") << ")\n"
          << "mount it with: densefs mount " << path.string() << " MOUNTPOINT\n";
   return k_exit_ok;
 }

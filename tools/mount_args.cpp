@@ -34,6 +34,9 @@ const char* const k_mount_usage =
      recompress_threads=N  background re-encoding threads, idle priority
                         (default 1; 0 leaves queued work for later)
      chunk_cache=SIZE   decoded chunks kept in memory (default 256M; 0 = none)
+     cache_size=SIZE    volumes with packs in object storage: the local cache
+                        of payloads (default 10G; docs/scale-out.md)
+     cache_dir=DIR      where that cache is (default STORE/cache)
      io=auto|uring|pread  how payload files are read: io_uring, falling back
                         to pread with a log line where the kernel refuses it
                         (default auto), or one of them (uring fails the mount
@@ -196,6 +199,11 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     o.commit_interval = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
   } else if (key == "chunk_cache" && has_value) {
     o.chunk_cache_bytes = parse_size(key, value);
+  } else if (key == "cache_size" && has_value) {
+    o.cache_bytes = parse_size(key, value);
+  } else if (key == "cache_dir" && has_value) {
+    if (value.empty() || value.front() != '/') bad_value(key, value, "an absolute path");
+    o.cache_dir = std::string(value);
   } else if (key == "io" && has_value) {
     const auto mode = store::parse_io_mode(value);
     if (!mode) bad_value(key, value, "auto, uring or pread");
@@ -203,7 +211,7 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
   } else if (key == "entry_timeout" || key == "attr_timeout" || key == "negative_timeout" ||
              key == "encode_threads" || key == "max_staged" || key == "chunk_cache" ||
              key == "io" || key == "lepton" || key == "ingest" || key == "recompress_threads" ||
-             key == "commit") {
+             key == "commit" || key == "cache_size" || key == "cache_dir") {
     throw usage_error("-o " + std::string(key) + " needs a value (" + std::string(key) + "=...)");
   } else {
     // libfuse and the kernel know the rest (noatime, nosuid, max_read=, ...)

@@ -86,6 +86,11 @@ std::string render_stats(const std::string& source, const json& j) {
              j.value("pack_reader", std::string("?")) + ")";
     out += "\n";
   }
+  if (j.contains("payload_location"))
+    out += "packs in: " + j.at("payload_location").get<std::string>() + " (" +
+           human_size(u64(j, "payload_object_bytes")) + "; local cache " +
+           human_size(u64(j, "cache_bytes")) + " of " + human_size(u64(j, "cache_capacity")) +
+           ")\n";
   if (j.contains("metadata_engine"))
     out += "records: " + j.at("metadata_engine").get<std::string>() + " (" +
            j.value("metadata_location", std::string("?")) + ")\n";

@@ -90,11 +90,14 @@ TEST_F(s3_object_store_test, remove_and_list_in_order_across_pages) {
     s3_->put(name, std::to_string(i));
   }
   s3_->put("other/x", "not a pack");
-  const std::vector<std::string> packs = s3_->list("packs/");
+  const std::vector<object_store::object_info> packs = s3_->list("packs/");
   ASSERT_EQ(packs.size(), static_cast<std::size_t>(k_objects));
-  EXPECT_EQ(packs.front(), "packs/00000000.pack");
-  EXPECT_EQ(packs.back(), "packs/00001004.pack");
-  EXPECT_TRUE(std::is_sorted(packs.begin(), packs.end()));
+  EXPECT_EQ(packs.front().name, "packs/00000000.pack");
+  EXPECT_EQ(packs.front().size, 1u);  // "0"
+  EXPECT_EQ(packs.back().name, "packs/00001004.pack");
+  EXPECT_EQ(packs.back().size, 4u);  // "1004"
+  EXPECT_TRUE(std::is_sorted(packs.begin(), packs.end(),
+                             [](const auto& a, const auto& b) { return a.name < b.name; }));
   EXPECT_EQ(s3_->list("").size(), static_cast<std::size_t>(k_objects + 1));
 
   s3_->remove("packs/00000007.pack");
@@ -113,7 +116,9 @@ TEST_F(s3_object_store_test, names_with_odd_bytes_round_trip) {
         << n;
   std::vector<std::string> sorted = names;
   std::sort(sorted.begin(), sorted.end());
-  EXPECT_EQ(s3_->list(""), sorted);
+  std::vector<std::string> listed;
+  for (const auto& o : s3_->list("")) listed.push_back(o.name);
+  EXPECT_EQ(listed, sorted);
 }
 
 TEST_F(s3_object_store_test, a_wrong_secret_is_refused_without_naming_it) {
