@@ -352,7 +352,7 @@ void mount_test::SetUp() {
   ASSERT_EQ(::mkdir(scratch_.c_str(), 0755), 0) << errno_text(errno);
 
   std::vector<std::string> mkfs_args = {densefs_binary(), "mkfs", store_.string()};
-  // DENSEFS_TEST_POSTGRES=CONNINFO (without dbname; postgres_suite_test.sh
+  // DENSEFS_TEST_POSTGRES=CONNINFO (without dbname; scale_out_suite_test.sh
   // sets it): every store keeps its records in a new database of that
   // server, so the suite runs on the PostgreSQL engine (docs/scale-out.md).
   if (const char* pg = std::getenv("DENSEFS_TEST_POSTGRES"); pg && *pg) {
@@ -363,6 +363,11 @@ void mount_test::SetUp() {
                      std::string(pg) + " dbname=postgres", "-c", "CREATE DATABASE " + db});
     ASSERT_EQ(created.exit_code, 0) << "creating database " << db << ": " << created.err;
     mkfs_args.insert(mkfs_args.end(), {"--meta", std::string(pg) + " dbname=" + db});
+    // DENSEFS_TEST_S3_ENDPOINT too (scale_out_suite_test.sh): the store's
+    // packs are objects under a prefix of its own in one bucket.
+    if (const char* s3 = std::getenv("DENSEFS_TEST_S3_ENDPOINT"); s3 && *s3)
+      mkfs_args.insert(mkfs_args.end(),
+                       {"--data", "s3://densefs-suite/" + db + "?endpoint=" + std::string(s3)});
   }
   const auto mkfs = run_command(mkfs_args);
   ASSERT_EQ(mkfs.exit_code, 0) << "densefs mkfs " << store_ << " failed:\n" << mkfs.err << mkfs.out;

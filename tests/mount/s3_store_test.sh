@@ -1,0 +1,329 @@
+#!/usr/bin/env bash
+# A scale-out volume (`densefs mkfs --meta --data s3://...`,
+# docs/scale-out.md): records in a private PostgreSQL 15 (postgres_lib.sh),
+# pack payloads as objects in a private Ceph radosgw (s3_lib.sh), used as a
+# user would: mkfs and its refusals (--data without --meta, not an s3:// URL,
+# no endpoint, a location that already holds another volume's packs); the
+# bucket made by mkfs, FORMAT naming the location and no credential anywhere;
+# a tree copied in with rsync -aHAX and checked with rsync -c and diff -r;
+# its pack objects in S3 after `densefs sync` and after an fsync; stored
+# bytes within 2% of the same tree in an embedded store; stats naming the
+# location; kill -9 of the daemon after an fsync (the file exact, fsck
+# clean); the local cache deleted and the tree read back exactly from S3
+# with -o cache_size=16M, the cache staying within it; radosgw stopped under
+# the mount (a read of uncached data fails with EIO in bounded time, the
+# mount still answers, an fsync fails) and started again (the same read
+# exact, the unsynced data durable after a sync); most files deleted and gc
+# leaving fewer pack objects, the rest read back exactly from S3, fsck clean.
+# usage: s3_store_test.sh DENSEFS_BINARY SOURCE_DIR
+# shellcheck source=mount_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
+# shellcheck source=postgres_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/postgres_lib.sh"
+# shellcheck source=s3_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/s3_lib.sh"
+
+command -v rsync >/dev/null || missing_tool rsync
+command -v jq >/dev/null || missing_tool jq
+command -v setfattr >/dev/null || missing_tool "setfattr (Debian attr)"
+
+test_start=$(now)
+store=$work/store
+mnt=$work/mnt
+mkdir -p "$mnt"
+pg_createdb vol1
+meta=$(pg_conninfo vol1)
+bucket="densefs-vol1"
+prefix=vol1
+location="s3://$bucket/$prefix?endpoint=$S3_ENDPOINT"
+
+# step LABEL: prints how long the previous step took, then LABEL.
+step_start=$test_start
+step() {
+  local t
+  t=$(now)
+  echo "  ($(elapsed "$step_start" "$t") s)"
+  step_start=$t
+  echo "--- $*"
+}
+
+# list_packs: $pack_keys (the keys under $prefix/packs/), $pack_count and
+# $pack_bytes (their total size), from one LIST. (The query is written
+# encoded: curl signs it as written, SigV4 wants '/' as %2F.)
+list_packs() {
+  local xml=$work/list.xml key
+  s3_curl -f -o "$xml" "$S3_ENDPOINT/$bucket?list-type=2&max-keys=1000&prefix=$prefix%2Fpacks%2F" ||
+    fail "listing s3://$bucket/$prefix/packs/ failed"
+  ! grep -q '<IsTruncated>true</IsTruncated>' "$xml" || fail "more than 1000 pack objects"
+  mapfile -t pack_keys < <(grep -o '<Key>[^<]*</Key>' "$xml" | sed -e 's/<[^>]*>//g')
+  pack_count=${#pack_keys[@]}
+  pack_bytes=$({ grep -o '<Size>[0-9]*</Size>' "$xml" || true; } | tr -dc '0-9\n' | awk '{ s += $1 } END { print s + 0 }')
+  for key in "${pack_keys[@]}"; do
+    [[ $key =~ ^$prefix/packs/[0-9]{8}\.pack$ ]] || fail "an object that is not a pack under $prefix/packs/: $key"
+  done
+}
+
+# refused WHAT WORD MKFS_ARGS...: mkfs must fail with one line on stderr
+# that says WORD (what is wrong) and names no credential, and leave no
+# store behind.
+refused() {
+  local what=$1 word=$2 dir=$work/refused err
+  shift 2
+  if err=$("$densefs" mkfs "$@" "$dir" 2>&1 >/dev/null); then
+    fail "mkfs took $what"
+  fi
+  [[ -n $err && $(wc -l <<<"$err") -eq 1 ]] || fail "mkfs with $what: expected one line on stderr: $err"
+  [[ $err == *"$word"* ]] || fail "mkfs with $what: expected a line that says $word: $err"
+  [[ $err != *"$AWS_SECRET_ACCESS_KEY"* ]] || fail "mkfs with $what printed the secret key"
+  [[ ! -e $dir/FORMAT ]] || fail "mkfs with $what left a FORMAT in $dir"
+  rm -rf "$dir"
+  echo "mkfs with $what: $err"
+}
+
+check_fsck() {
+  "$densefs" fsck "$store" >"$work/fsck.out" 2>&1 || {
+    cat "$work/fsck.out" >&2
+    fail "fsck $1 failed"
+  }
+}
+
+# After a clean unmount every pack is in S3: nothing is left to upload.
+check_nothing_staged() {
+  local staged
+  staged=$(find "$store/cache/staging" -type f -print -quit 2>/dev/null || true)
+  [[ -z $staged ]] || fail "$1: packs still staged, not uploaded: $(ls -l "$store/cache/staging")"
+}
+
+# The location as stats names it: "s3://BUCKET/PREFIX at ENDPOINT".
+check_location() {
+  local label=$1 stats=$2 loc
+  loc=$(jq -r '.payload_location // empty' <<<"$stats")
+  [[ $loc == *"s3://$bucket/$prefix"* && $loc == *"$S3_ENDPOINT"* ]] ||
+    fail "$label: payload_location '$loc' does not name s3://$bucket/$prefix at $S3_ENDPOINT"
+}
+
+# --- mkfs: what it refuses.
+step "mkfs refusals"
+refused "--data without --meta" --meta --data "$location"
+pg_createdb refused1
+refused "a --data that is not an s3:// URL" s3:// --meta "$(pg_conninfo refused1)" --data "$work/packs"
+pg_createdb refused2
+refused "an s3:// URL without an endpoint" endpoint --meta "$(pg_conninfo refused2)" --data "s3://$bucket/$prefix"
+
+# --- mkfs: the bucket is made, FORMAT names the location, no credential is
+# kept anywhere (the store directory, the database).
+step "mkfs"
+"$densefs" mkfs --meta "$meta" --data "$location" "$store" >/dev/null || fail "densefs mkfs --data failed"
+grep -q "^data=s3://$bucket/$prefix" "$store/FORMAT" || fail "FORMAT has no data=s3://$bucket/$prefix line: $(cat "$store/FORMAT")"
+grep -qF "${S3_ENDPOINT#http://}" "$store/FORMAT" || fail "FORMAT does not name the endpoint: $(cat "$store/FORMAT")"
+s3_curl -f -o /dev/null -I "$S3_ENDPOINT/$bucket" || fail "mkfs did not make the bucket $bucket"
+if grep -rqF -e "$AWS_SECRET_ACCESS_KEY" -e "$AWS_ACCESS_KEY_ID" "$store"; then
+  fail "a credential is written in the store directory"
+fi
+dump=$(as_postgres "$pg_bin/pg_dump" -h "$pg_socket_dir" -p "$pg_port" -U postgres vol1) ||
+  fail "pg_dump of the volume's database failed"
+[[ $dump != *"$AWS_SECRET_ACCESS_KEY"* && $dump != *"$AWS_ACCESS_KEY_ID"* ]] ||
+  fail "a credential is written in the database"
+unset dump
+[[ ! -e $store/CURRENT ]] || fail "a RocksDB database was made in $store"
+list_packs
+echo "after mkfs: $pack_count pack objects"
+
+# --- the tree: source files, incompressible and compressible data, a hard
+# link, a symlink, an xattr, a sparse file.
+data=$work/data
+mkdir -p "$data/dir/sub"
+cp -a "$src/store" "$src/docs" "$data/"
+printf 'hard linked\n' >"$data/dir/a"
+ln "$data/dir/a" "$data/dir/sub/a-link"
+ln -s dir/a "$data/symlink"
+setfattr -n user.tag -v "kept by -X" "$data/dir/a"
+head -c 6000000 /dev/urandom >"$data/random.bin"
+# With random.bin and durable.bin, more than the 16 MiB cache of the
+# cache_size test below, so that test reads more than the cache holds.
+head -c 12000000 /dev/urandom >"$data/big.bin"
+{ yes 'a line of text that compresses well' || true; } | head -c 5000000 >"$data/text.txt"
+truncate -s 2M "$data/sparse"
+printf 'tail' >>"$data/sparse"
+
+check_tree() {
+  local label=$1 out
+  out=$(rsync -aHAXc --dry-run --itemize-changes "$data/" "$mnt/data/")
+  [[ -z $out ]] || {
+    head -n 20 <<<"$out" >&2
+    fail "$label: rsync -c finds $(wc -l <<<"$out") differences"
+  }
+  diff -r "$data" "$mnt/data" >/dev/null || fail "$label: diff -r finds differences"
+  [[ $(stat -c %i "$mnt/data/dir/a") == $(stat -c %i "$mnt/data/dir/sub/a-link") ]] ||
+    fail "$label: the hard link is two files"
+  [[ $(getfattr --absolute-names --only-values -n user.tag "$mnt/data/dir/a") == "kept by -X" ]] ||
+    fail "$label: the xattr is lost"
+}
+
+# --- the same tree in an embedded store, for its stored bytes.
+step "the tree in an embedded store"
+mkdir -p "$work/mnt-embedded"
+"$densefs" mkfs "$work/embedded" >/dev/null || fail "densefs mkfs of the embedded store failed"
+mount_densefs "$work/embedded" "$work/mnt-embedded"
+rsync -aHAX "$data/" "$work/mnt-embedded/data/" || fail "rsync -aHAX into the embedded store failed"
+"$densefs" sync "$work/mnt-embedded" >/dev/null || fail "densefs sync of the embedded store failed"
+embedded_stats=$("$densefs" stats "$work/mnt-embedded" --json) || fail "densefs stats of the embedded store failed"
+umount_densefs "$work/mnt-embedded"
+
+# --- the tree in the volume; after a sync its packs are objects in S3.
+step "rsync into the volume, sync"
+mount_densefs "$store" "$mnt"
+start=$(now)
+rsync -aHAX "$data/" "$mnt/data/" || fail "rsync -aHAX into the mount failed"
+echo "rsync -aHAX: $(elapsed "$start" "$(now)") s"
+check_tree "after rsync"
+start=$(now)
+"$densefs" sync "$mnt" >/dev/null || fail "densefs sync failed"
+echo "densefs sync: $(elapsed "$start" "$(now)") s"
+list_packs
+((pack_count > 0)) || fail "no pack objects in s3://$bucket/$prefix/packs/ after densefs sync"
+# At least the incompressible files' bytes are in the objects.
+((pack_bytes >= 18000000)) || fail "the pack objects hold $pack_bytes bytes after densefs sync, less than random.bin and big.bin"
+echo "after sync: $pack_count pack objects, $pack_bytes bytes"
+
+stats=$("$densefs" stats "$mnt" --json) || fail "densefs stats MNT --json failed"
+check_location "stats of the mount" "$stats"
+stored=$(jq -r .stored_bytes <<<"$stats")
+embedded_stored=$(jq -r .stored_bytes <<<"$embedded_stats")
+echo "stored bytes: $stored in the S3 volume ($(jq -r .chunks <<<"$stats") chunks)," \
+  "$embedded_stored in an embedded store ($(jq -r .chunks <<<"$embedded_stats") chunks)"
+[[ $(jq -r .logical_bytes <<<"$stats") == $(jq -r .logical_bytes <<<"$embedded_stats") ]] ||
+  fail "logical bytes differ: $(jq -r .logical_bytes <<<"$stats") (S3 volume) against $(jq -r .logical_bytes <<<"$embedded_stats") (embedded)"
+awk -v a="$stored" -v b="$embedded_stored" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 0.02 * b) }' ||
+  fail "stored bytes differ by more than 2%: $stored (S3 volume) against $embedded_stored (embedded)"
+
+# A second volume whose packs would go where this one's are: refused.
+pg_createdb refused3
+refused "a location that holds another volume's packs" "$bucket/$prefix" --meta "$(pg_conninfo refused3)" --data "$location"
+# (The daemon may add packs meanwhile: the background re-encoder's.)
+before_keys=("${pack_keys[@]}")
+list_packs
+for key in "${before_keys[@]}"; do
+  [[ " ${pack_keys[*]} " == *" $key "* ]] || fail "$key is gone after the refused mkfs"
+done
+
+# --- kill -9 right after an fsync: the fsync put the file's pack in S3, and
+# the file is exact after a remount.
+step "fsync, then kill -9 of the daemon"
+before_count=$pack_count
+before_bytes=$pack_bytes
+head -c 6000000 /dev/urandom >"$work/durable.bin"
+dd if="$work/durable.bin" of="$mnt/durable.bin" bs=1M conv=fsync status=none ||
+  fail "writing durable.bin with conv=fsync failed"
+list_packs
+((pack_count > before_count && pack_bytes >= before_bytes + 6000000)) ||
+  fail "the fsync of durable.bin did not upload it: $before_count objects ($before_bytes bytes) before, $pack_count ($pack_bytes) after"
+# More writes in flight when the daemon dies.
+mkdir "$mnt/flood"
+(for i in $(seq 1 200); do printf 'file %s\n' "$i" >"$mnt/flood/$i" || exit 0; done) 2>/dev/null &
+writer=$!
+sleep 0.3
+pid=$(sed -n 's/^pid //p' "$store/LOCK.densefs")
+[[ -n $pid ]] || fail "no daemon pid in LOCK.densefs"
+kill -9 "$pid"
+wait "$writer" || true
+umount -l "$mnt" 2>/dev/null || true
+for _ in $(seq 1 100); do
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+check_fsck "after kill -9"
+mount_densefs "$store" "$mnt"
+cmp "$work/durable.bin" "$mnt/durable.bin" || fail "the fsync'd file differs after kill -9"
+rm -rf "$mnt/flood"
+check_tree "after kill -9"
+umount_densefs "$mnt"
+check_nothing_staged "after the unmount that followed kill -9"
+check_fsck "after kill -9 and a remount"
+stats=$("$densefs" stats "$store" --json) || fail "densefs stats STORE --json failed"
+check_location "stats of the unmounted store" "$stats"
+echo "stats: payloads in $(jq -r .payload_location <<<"$stats"), stored $(jq -r .stored_bytes <<<"$stats") bytes"
+
+# --- the local cache deleted: every byte comes from S3, and the records
+# fetched stay within -o cache_size.
+step "local cache deleted, remount with -o cache_size=16M"
+rm -rf "$store/cache"
+mount_densefs "$store" "$mnt" -o cache_size=16M
+check_tree "read from S3 with an empty cache"
+cmp "$work/durable.bin" "$mnt/durable.bin" || fail "durable.bin read from S3 differs"
+[[ -n $(find "$store/cache/records" -type f -print -quit 2>/dev/null) ]] ||
+  fail "nothing kept in $store/cache/records after reading the tree"
+cache_limit=$(((16 + 2) << 20)) # the records' bytes, plus the directories
+cache_bytes=$(du -sb "$store/cache" | cut -f1)
+((cache_bytes <= cache_limit)) ||
+  fail "the cache holds $cache_bytes bytes after reading the tree, more than -o cache_size=16M allows"
+umount_densefs "$mnt"
+cache_bytes_after=$(du -sb "$store/cache" | cut -f1)
+((cache_bytes_after <= cache_limit)) ||
+  fail "the cache holds $cache_bytes_after bytes after the unmount, more than -o cache_size=16M allows"
+echo "cache after reading the tree from S3: $cache_bytes bytes mounted, $cache_bytes_after unmounted"
+
+# --- radosgw down under the mount: reads of uncached data fail with EIO in
+# bounded time, the mount answers, an fsync fails; back up, both go through.
+step "radosgw stopped under the mount"
+rm -rf "$store/cache"
+mount_densefs "$store" "$mnt"
+s3_stop TERM
+start=$(now)
+if err=$(timeout 90 dd if="$mnt/data/big.bin" of=/dev/null bs=4096 count=1 2>&1); then
+  fail "a read of uncached data succeeded with radosgw down"
+fi
+took=$(elapsed "$start" "$(now)")
+[[ $err == *"Input/output error"* ]] || fail "a read with radosgw down: expected EIO, got after $took s: $err"
+# The client's retries take about 9 s; the kernel may ask twice (its
+# readahead, then the one page).
+awk -v t="$took" 'BEGIN { exit !(t < 30) }' || fail "a read with radosgw down took $took s to fail with EIO (expected < 30 s)"
+echo "read with radosgw down: EIO after $took s"
+timeout 10 ls "$mnt/data" >/dev/null || fail "the mount does not answer ls with radosgw down"
+timeout 10 cat "$mnt/data/dir/a" >/dev/null || fail "a file held in the database cannot be read with radosgw down"
+head -c 1000000 /dev/urandom >"$work/down.bin"
+start=$(now)
+if err=$(timeout 90 dd if="$work/down.bin" of="$mnt/down.bin" bs=1M conv=fsync status=none 2>&1); then
+  fail "an fsync succeeded with radosgw down"
+fi
+[[ $err == *"Input/output error"* ]] || fail "an fsync with radosgw down: expected EIO within 90 s, got: $err"
+echo "fsync with radosgw down: EIO after $(elapsed "$start" "$(now)") s"
+timeout 10 ls "$mnt" >/dev/null || fail "the mount does not answer ls after a failed fsync"
+s3_start
+cmp "$data/big.bin" "$mnt/data/big.bin" || fail "big.bin differs once radosgw is back"
+"$densefs" sync "$mnt" >/dev/null || fail "densefs sync failed once radosgw is back"
+umount_densefs "$mnt"
+check_nothing_staged "after radosgw came back and the unmount"
+mount_densefs "$store" "$mnt"
+cmp "$work/down.bin" "$mnt/down.bin" || fail "the file whose fsync failed with radosgw down differs after a sync and a remount"
+
+# --- most files deleted: gc compacts and deletes pack objects; the rest
+# reads back exactly from S3.
+step "most files deleted, gc"
+list_packs
+before_count=$pack_count
+before_bytes=$pack_bytes
+rm -rf "$mnt/data/store" "$mnt/data/random.bin" "$mnt/data/big.bin" "$mnt/data/sparse" \
+  "$mnt/durable.bin" "$mnt/down.bin"
+rm -rf "$data/store" "$data/random.bin" "$data/big.bin" "$data/sparse"
+"$densefs" sync "$mnt" >/dev/null || fail "densefs sync after the deletions failed"
+"$densefs" gc "$store" >"$work/gc.out" 2>&1 || {
+  cat "$work/gc.out" >&2
+  fail "densefs gc of the mounted volume failed"
+}
+list_packs
+echo "gc: $before_count pack objects ($before_bytes bytes) before, $pack_count ($pack_bytes bytes) after"
+((pack_count < before_count)) || {
+  cat "$work/gc.out" >&2
+  fail "gc left $pack_count pack objects of $before_count with most of their bytes deleted"
+}
+umount_densefs "$mnt"
+check_fsck "after gc"
+rm -rf "$store/cache"
+mount_densefs "$store" "$mnt"
+check_tree "after gc, read from S3"
+umount_densefs "$mnt"
+check_fsck "at the end"
+step "done"
+echo "PASS: a volume on PostgreSQL and S3 took rsync, kill -9, an empty cache, radosgw down and gc" \
+  "($(elapsed "$test_start" "$(now)") s after the servers started)"
