@@ -541,6 +541,8 @@ int mount(const mount_options& requested) {
     // -o io=uring on a kernel that refuses io_uring: one line, no mount.
     if (options.io == store::io_mode::uring) store::make_batched_reader(store::io_mode::uring);
     auto s = store::store::open(options.store_dir, open_options);
+    // A volume in a shared database lists its mounts (`densefs status`).
+    s->begin_session(holder.mountpoint);
     register_store_handlers(control, *s);  // control socket
     fs.start(std::move(s));
     fs.register_control_handlers(control);  // control socket: "recompress"

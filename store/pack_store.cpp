@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -137,6 +138,12 @@ std::vector<std::uint32_t> list_packs(const fs::path& dir) {
   }
   std::sort(ids.begin(), ids.end());
   return ids;
+}
+
+std::int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string object_name(std::uint32_t id) {
@@ -546,10 +553,24 @@ std::string pack_store::fetch_remote_record(const chunk_hash& hash, const pack_r
               ") is damaged; fetching it again");
     cache_->drop_record(ref.pack, ref.offset);
   }
+  // While the service is known to be down, fail at once: a read would
+  // otherwise wait out the retries for each of its records, and the kernel
+  // and the read-ahead ask again for the same ones.
+  const std::int64_t now = steady_ms();
+  if (now < remote_down_until_.load()) {
+    std::lock_guard lock(remote_down_mutex_);
+    fail_read(hash, ref.pack, "not fetched: " + remote_down_why_);
+  }
   std::string record;
   try {
     record = remote_->get_range(object_name(ref.pack), ref.offset, ref.length);
   } catch (const store_error& e) {
+    if (e.error_number() == EIO) {
+      std::lock_guard lock(remote_down_mutex_);
+      remote_down_why_ = std::string(e.what()) + " (within the last " +
+                         std::to_string(k_remote_down_ms / 1000) + " s)";
+      remote_down_until_ = steady_ms() + k_remote_down_ms;
+    }
     fail_read(hash, ref.pack, e.what());
   }
   // Checked before it is used or cached: what the object store returns is
@@ -678,16 +699,20 @@ std::vector<std::string> pack_store::get_many(std::span<const chunk_hash> hashes
   if (!fetched.empty()) {
     // Records from the cache or the object store, several at once: a GET's
     // time is mostly waiting for the service.
+    // The first failure ends the read: the records not yet asked for are
+    // not (each would wait out its own retries when the service is down).
     std::vector<std::exception_ptr> failures(fetched.size());
     std::atomic<std::size_t> next{0};
+    std::atomic<bool> failed{false};
     const auto work = [&] {
-      for (std::size_t k; (k = next.fetch_add(1)) < fetched.size();) {
+      for (std::size_t k; !failed.load() && (k = next.fetch_add(1)) < fetched.size();) {
         try {
           std::string record = fetch_remote_record(hashes[fetched[k]], fetched_refs[k]);
           record.erase(0, k_pack_record_header_size);
           out[fetched[k]] = std::move(record);
         } catch (...) {
           failures[k] = std::current_exception();
+          failed = true;
         }
       }
     };

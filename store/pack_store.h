@@ -229,6 +229,12 @@ class pack_store final : public payload_store {
   static constexpr std::uint64_t k_writeback_step = 8u << 20;
   // Scale-out: records fetched from the object store at once by one read.
   static constexpr std::size_t k_parallel_fetches = 8;
+  // Scale-out: after a GET failed its retries, fetches fail at once for
+  // this long (steady clock ms), with the failure's message.
+  static constexpr std::int64_t k_remote_down_ms = 5000;
+  std::atomic<std::int64_t> remote_down_until_{0};
+  std::mutex remote_down_mutex_;
+  std::string remote_down_why_;
   void start_writeback_locked();  // append_mutex_ held
   std::uint32_t next_id_ = 1;
   // Packs appended to (and the directory, for new packs) since the last sync.

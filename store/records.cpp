@@ -618,6 +618,36 @@ std::uint64_t decode_next_ino(std::string_view value) {
   return v;
 }
 
+std::string session_key(std::string_view id) {
+  return std::string(k_session_prefix) + std::string(id);
+}
+
+std::string encode_session(const session_record& r) {
+  std::string out = start_value();
+  put_u64(out, static_cast<std::uint64_t>(r.started));
+  put_u64(out, static_cast<std::uint64_t>(r.heartbeat));
+  put_u32(out, r.pid);
+  put_string(out, r.host);
+  put_string(out, r.mountpoint);
+  return out;
+}
+
+session_record decode_session(std::string_view key, std::string_view value) {
+  reader in(value, "session", std::string(key));
+  in.expect_version();
+  session_record r;
+  if (!key.starts_with(k_session_prefix) || key.size() != k_session_prefix.size() + 16)
+    in.fail("the key is not \"session/\" and 16 hex digits");
+  r.id = std::string(key.substr(k_session_prefix.size()));
+  r.started = static_cast<std::int64_t>(in.u64());
+  r.heartbeat = static_cast<std::int64_t>(in.u64());
+  r.pid = in.u32();
+  r.host = in.string("host name");
+  r.mountpoint = in.string("mount point");
+  in.expect_end();
+  return r;
+}
+
 std::string encode_orphan() {
   return start_value();
 }

@@ -170,6 +170,9 @@ inline constexpr std::string_view k_next_ino_key = "next_ino";
 // clients, and no client after a crash, upload two packs of one name).
 // Both are kept by store/pack_store.cpp; next_pack is 8 bytes little-endian.
 inline constexpr std::string_view k_payload_location_key = "payload_location";
+// Formats 5 and 6: the mounts of the volume, "session/" + 16 hex digits, in
+// k_cf_meta (docs/scale-out.md, "Sessions").
+inline constexpr std::string_view k_session_prefix = "session/";
 inline constexpr std::string_view k_next_pack_key = "next_pack";
 
 std::uint64_t decode_u64_be(std::string_view eight_bytes);
@@ -195,6 +198,22 @@ std::string decode_xattr_value(std::string_view value);
 std::string encode_next_ino(std::uint64_t next_ino);
 std::uint64_t decode_next_ino(std::string_view value);
 std::string encode_orphan();
+
+// A mount of a volume kept in a shared database: who, where, and when it
+// last said it is alive (unix seconds).
+struct session_record {
+  std::string id;  // 16 lower-case hex digits, the key's suffix
+  std::string host;
+  std::uint32_t pid = 0;
+  std::string mountpoint;
+  std::int64_t started = 0;
+  std::int64_t heartbeat = 0;
+  bool operator==(const session_record&) const = default;
+};
+std::string session_key(std::string_view id);
+std::string encode_session(const session_record& r);
+// `key` is the whole key; throws store_error(EIO) on corruption.
+session_record decode_session(std::string_view key, std::string_view value);
 // Value of a recompress entry: the inode that wrote the chunk (whose
 // stored_bytes the swap adjusts).
 std::string encode_recompress(std::uint64_t ino);

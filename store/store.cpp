@@ -371,6 +371,11 @@ store::store(std::filesystem::path dir, store_open_options options)
     : dir_(std::move(dir)), options_(options) {}
 
 store::~store() {
+  try {
+    end_session();
+  } catch (const store_error& e) {
+    log_error("closing store " + dir_.string() + ": ending its session: " + e.what());
+  }
   cache_.reset();
   if (payloads_ && !options_.read_only) {
     try {
@@ -1843,6 +1848,122 @@ struct statvfs store::statvfs() const {
   if (::statvfs(dir_.c_str(), &out) != 0)
     throw store_error(errno, "statvfs " + dir_.string() + ": " + errno_text(errno));
   return out;
+}
+
+// ---------------------------------------------------------------- sessions
+
+namespace {
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string random_session_id() {
+  unsigned char bytes[8];
+  if (RAND_bytes(bytes, sizeof bytes) != 1)
+    throw store_error(EIO, "cannot draw a random session id (OpenSSL RAND_bytes failed)");
+  static const char* const hex = "0123456789abcdef";
+  std::string id;
+  for (const unsigned char b : bytes) {
+    id += hex[b >> 4];
+    id += hex[b & 15];
+  }
+  return id;
+}
+
+}  // namespace
+
+std::chrono::seconds store::heartbeat_interval() {
+  if (const char* env = std::getenv("DENSEFS_HEARTBEAT_SECONDS"); env && *env) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (*end == '\0' && v >= 1 && v <= 3600) return std::chrono::seconds(v);
+  }
+  return std::chrono::seconds(10);
+}
+
+bool store::session_expired(const session_record& r, std::int64_t now_unix) {
+  return now_unix - r.heartbeat > 3 * heartbeat_interval().count();
+}
+
+void store::write_session(const session_record& r) {
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  batch->put(table::meta, session_key(r.id), encode_session(r));
+  engine_->write(*batch, false);
+}
+
+std::string store::payload_location() const {
+  return packs_ && packs_->remote() ? packs_->remote()->where() : std::string();
+}
+
+std::vector<session_record> store::sessions() const {
+  std::vector<session_record> out;
+  if (!keeps_sessions()) return out;
+  scan_prefix(table::meta, k_session_prefix, k_session_prefix, "listing sessions",
+              [&](std::string_view key, std::string_view value) {
+                out.push_back(decode_session(key, value));
+                return true;
+              });
+  return out;
+}
+
+void store::begin_session(const std::string& mountpoint) {
+  if (!keeps_sessions() || options_.read_only) return;
+  session_record r;
+  r.id = random_session_id();
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  r.host = host;
+  r.pid = static_cast<std::uint32_t>(::getpid());
+  r.mountpoint = mountpoint;
+  r.started = r.heartbeat = unix_now();
+  // Rows of sessions that stopped without ending (kill -9, a lost machine):
+  // this mount holds the volume's lock, so none of them is writing.
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  for (const session_record& old : sessions())
+    if (session_expired(old, r.started)) batch->erase(table::meta, session_key(old.id));
+  batch->put(table::meta, session_key(r.id), encode_session(r));
+  engine_->write(*batch, false);
+  std::lock_guard lock(session_mutex_);
+  session_ = r;
+  session_stop_ = false;
+  heartbeat_thread_ = std::thread([this] {
+    std::unique_lock lock(session_mutex_);
+    while (!session_wake_.wait_for(lock, heartbeat_interval(), [&] { return session_stop_; })) {
+      session_record beat = *session_;
+      beat.heartbeat = unix_now();
+      lock.unlock();
+      try {
+        write_session(beat);
+      } catch (const store_error& e) {
+        // The next beat tries again; status shows the session as expired
+        // meanwhile, which is the truth as others can see it.
+        log_error(std::string("session heartbeat: ") + e.what());
+      }
+      lock.lock();
+      session_->heartbeat = beat.heartbeat;
+    }
+  });
+}
+
+void store::end_session() {
+  std::optional<session_record> ended;
+  {
+    std::lock_guard lock(session_mutex_);
+    if (!session_) return;
+    session_stop_ = true;
+  }
+  session_wake_.notify_all();
+  heartbeat_thread_.join();
+  {
+    std::lock_guard lock(session_mutex_);
+    ended = std::exchange(session_, std::nullopt);
+  }
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  batch->erase(table::meta, session_key(ended->id));
+  engine_->write(*batch, false);
 }
 
 // ---------------------------------------------------------------- stats

@@ -14,6 +14,8 @@
 #include <sys/statvfs.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -25,6 +27,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -433,6 +436,24 @@ class store {
   // Walks inodes and chunks (O(store size)); for `densefs stats`.
   store_stats stats() const;
 
+  // Sessions: the mounts of a volume whose records are in a shared database
+  // (PostgreSQL, formats 5 and 6; docs/scale-out.md "Sessions"). A mount
+  // writes a row naming its host, pid and mount point and refreshes it every
+  // heartbeat_interval() from a thread of its own; `densefs status` lists
+  // the rows. On the embedded store these do nothing (its lock file names
+  // the one mount). begin_session also deletes the rows of sessions whose
+  // heartbeat expired (a daemon that was killed). The destructor ends it.
+  bool keeps_sessions() const { return rocksdb_ == nullptr; }
+  // Scale-out volumes: the pack objects' location (no credential); else "".
+  std::string payload_location() const;
+  void begin_session(const std::string& mountpoint);
+  void end_session();
+  std::vector<session_record> sessions() const;
+  // DENSEFS_HEARTBEAT_SECONDS (1..3600; tests) or 10 s; a session is
+  // expired after three intervals without a heartbeat.
+  static std::chrono::seconds heartbeat_interval();
+  static bool session_expired(const session_record& r, std::int64_t now_unix);
+
   // The codec policy for new chunks (settings, overridable per mount).
   void set_policy(const codec::policy& p) { policy_ = p; }
   const codec::policy& policy() const { return policy_; }
@@ -557,6 +578,14 @@ class store {
   std::mutex gc_mutex_;  // one collect_garbage() at a time
   std::atomic<std::uint64_t> garbage_bytes_{0};
   std::atomic<bool> gc_canceled_{false};
+
+  // The session this store announced (begin_session), and its heartbeat.
+  std::mutex session_mutex_;
+  std::condition_variable session_wake_;
+  std::optional<session_record> session_;
+  bool session_stop_ = false;
+  std::thread heartbeat_thread_;
+  void write_session(const session_record& r);
   // The store's format version is k_lepton_file_format_version or newer:
   // Lepton files may be committed without raising it. Under commit_mutex_.
   bool holds_lepton_files_ = false;

@@ -26,20 +26,22 @@ constexpr command k_commands[] = {
     {"stats", stats_main}, {"info", info_main},   {"analyze", analyze_main},
     {"cat", cat_main},     {"codec", codec_main}, {"recompress", recompress_main},
     {"fsck", fsck_main},   {"czip", czip_main},   {"gc", gc_main},
-    {"bench", bench_main}, {"sync", sync_main},
+    {"bench", bench_main}, {"sync", sync_main},   {"status", status_main},
 };
 
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
 
 commands:
-  mkfs STORE [--codec SPEC] [--payloads pack|blob]
-                                     create a store
+  mkfs STORE [--codec SPEC] [--payloads pack|blob] [--meta CONNINFO [--data s3://...]]
+                                     create a store (records in PostgreSQL and
+                                     packs in S3: a scale-out volume)
   mount STORE MOUNTPOINT [-f] [-o OPTIONS]
                                      mount a store (as a daemon unless -f)
   umount MOUNTPOINT                  unmount; returns once the store is written
   sync PATH [--json]                 make everything written through PATH's mount
                                      durable (closed files' data included)
   stats STORE|MOUNTPOINT [--json]    logical and stored size, ratio, dedup savings
+  status STORE [--json]              which clients have the volume mounted
   info PATH [--json]                 how one file is stored: chunks and codecs
   analyze DIR [--json] [--codec SPEC] [--full]
                                      what densefs would save on a directory (a dry run)

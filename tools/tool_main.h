@@ -43,5 +43,6 @@ int czip_main(const std::vector<std::string>& args, const tool_io& io);
 int gc_main(const std::vector<std::string>& args, const tool_io& io);
 int sync_main(const std::vector<std::string>& args, const tool_io& io);
 int bench_main(const std::vector<std::string>& args, const tool_io& io);
+int status_main(const std::vector<std::string>& args, const tool_io& io);
 
 }  // namespace densefs::tools

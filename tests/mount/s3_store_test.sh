@@ -38,11 +38,11 @@ prefix=vol1
 location="s3://$bucket/$prefix?endpoint=$S3_ENDPOINT"
 
 # step LABEL: prints how long the previous step took, then LABEL.
-step_start=$test_start
+step_start=
 step() {
   local t
   t=$(now)
-  echo "  ($(elapsed "$step_start" "$t") s)"
+  [[ -z $step_start ]] || echo "  ($(elapsed "$step_start" "$t") s)"
   step_start=$t
   echo "--- $*"
 }

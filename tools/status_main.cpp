@@ -1,0 +1,103 @@
+// densefs status STORE [--json]: who has the volume mounted. A volume in a
+// shared database lists its sessions (one row per mount, on any machine,
+// with its last heartbeat; docs/scale-out.md "Sessions"); an embedded store
+// names the one daemon its lock file records.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "store/store.h"
+#include "tools/cli.h"
+
+namespace densefs::tools {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string utc_time(std::int64_t unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+}  // namespace
+
+int status_main(const std::vector<std::string>& args, const tool_io& io) {
+  CLI::App app{"Show which clients have a volume mounted.", "densefs status"};
+  std::string dir;
+  bool as_json = false;
+  app.add_option("STORE", dir, "a store directory")->required();
+  app.add_flag("--json", as_json, "print the sessions as JSON");
+  if (auto done = parse_cli(app, args, io)) return *done;
+
+  const std::filesystem::path path = absolute_path(dir);
+  store::store_open_options options;
+  options.read_only = true;
+  options.chunk_cache_bytes = 0;
+  const auto s = store::store::open(path, options);
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+
+  json sessions = json::array();
+  if (s->keeps_sessions()) {
+    for (const store::session_record& r : s->sessions()) {
+      sessions.push_back({{"id", r.id},
+                          {"host", r.host},
+                          {"pid", r.pid},
+                          {"mountpoint", r.mountpoint},
+                          {"started", r.started},
+                          {"heartbeat", r.heartbeat},
+                          {"heartbeat_age_seconds", now - r.heartbeat},
+                          {"alive", !store::store::session_expired(r, now)}});
+    }
+  } else if (const auto holder = store::store::read_lock_holder(path);
+             holder && !holder->mountpoint.empty()) {
+    // The embedded store is one machine's: its lock file names the daemon.
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    const bool alive = ::kill(holder->pid, 0) == 0 || errno == EPERM;
+    sessions.push_back({{"host", std::string(host)},
+                        {"pid", holder->pid},
+                        {"mountpoint", holder->mountpoint},
+                        {"alive", alive && !holder->exiting}});
+  }
+  json j = {{"store", path.string()},
+            {"metadata_engine", std::string(s->metadata_engine_kind())},
+            {"metadata_location", s->metadata_location()},
+            {"sessions", sessions}};
+  if (const std::string where = s->payload_location(); !where.empty())
+    j["payload_location"] = where;
+  if (as_json) {
+    io.out << j.dump(2) << '\n';
+    return k_exit_ok;
+  }
+  io.out << path.string() << ": records in " << s->metadata_location();
+  if (j.contains("payload_location"))
+    io.out << ", packs in " << j["payload_location"].get<std::string>();
+  io.out << "\n";
+  if (sessions.empty()) {
+    io.out << "not mounted\n";
+    return k_exit_ok;
+  }
+  io.out << sessions.size() << (sessions.size() == 1 ? " mount:\n" : " mounts:\n");
+  for (const json& m : sessions) {
+    io.out << "  " << m["host"].get<std::string>() << " pid " << m["pid"].get<std::int64_t>()
+           << " on " << m["mountpoint"].get<std::string>();
+    if (m.contains("started")) {
+      io.out << ", since " << utc_time(m["started"].get<std::int64_t>()) << ", last heartbeat "
+             << m["heartbeat_age_seconds"].get<std::int64_t>() << " s ago";
+    }
+    io.out << (m["alive"].get<bool>() ? "\n" : " (not alive: killed or cut off)\n");
+  }
+  return k_exit_ok;
+}
+
+}  // namespace densefs::tools
