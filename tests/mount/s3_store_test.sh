@@ -8,8 +8,10 @@
 # a tree copied in with rsync -aHAX and checked with rsync -c and diff -r;
 # its pack objects in S3 after `densefs sync` and after an fsync; stored
 # bytes within 2% of the same tree in an embedded store; stats naming the
-# location; kill -9 of the daemon after an fsync (the file exact, fsck
-# clean); the local cache deleted and the tree read back exactly from S3
+# location; `densefs status` listing the mount as a live session; kill -9
+# of the daemon after an fsync (the file exact, fsck clean, the session
+# shown as not alive once its heartbeat expired, and gone after the next
+# mount); the local cache deleted and the tree read back exactly from S3
 # with -o cache_size=16M, the cache staying within it; radosgw stopped under
 # the mount (a read of uncached data fails with EIO in bounded time, the
 # mount still answers, an fsync fails) and started again (the same read
@@ -28,6 +30,8 @@ command -v jq >/dev/null || missing_tool jq
 command -v setfattr >/dev/null || missing_tool "setfattr (Debian attr)"
 
 test_start=$(now)
+# Session heartbeats every second, so a killed mount's session expires in 3 s.
+export DENSEFS_HEARTBEAT_SECONDS=1
 store=$work/store
 mnt=$work/mnt
 mkdir -p "$mnt"
@@ -225,6 +229,13 @@ writer=$!
 sleep 0.3
 pid=$(sed -n 's/^pid //p' "$store/LOCK.densefs")
 [[ -n $pid ]] || fail "no daemon pid in LOCK.densefs"
+# densefs status: the mount is a session of the volume, alive.
+status=$("$densefs" status "$store" --json) || fail "densefs status --json failed"
+[[ $(jq '.sessions | length' <<<"$status") == 1 &&
+  $(jq -r '.sessions[0].mountpoint' <<<"$status") == "$(realpath "$mnt")" &&
+  $(jq -r '.sessions[0].pid' <<<"$status") == "$pid" &&
+  $(jq -r '.sessions[0].alive' <<<"$status") == true ]] ||
+  fail "densefs status does not list the mount as one live session: $status"
 kill -9 "$pid"
 wait "$writer" || true
 umount -l "$mnt" 2>/dev/null || true
@@ -233,7 +244,19 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 check_fsck "after kill -9"
+# The killed mount's session stays until its heartbeat expires (three
+# intervals: 3 s with DENSEFS_HEARTBEAT_SECONDS=1), then shows as not alive.
+sleep 4
+status=$("$densefs" status "$store" --json) || fail "densefs status --json failed"
+[[ $(jq -r '[.sessions[] | select(.pid == '"$pid"')][0].alive' <<<"$status") == false ]] ||
+  fail "densefs status does not show the killed mount as not alive: $status"
+"$densefs" status "$store" | grep -q "not alive" || fail "densefs status (text) does not say so"
 mount_densefs "$store" "$mnt"
+# The next mount removed the expired row: one session, the new one.
+status=$("$densefs" status "$store" --json) || fail "densefs status --json failed"
+[[ $(jq '.sessions | length' <<<"$status") == 1 &&
+  $(jq -r '.sessions[0].pid' <<<"$status") != "$pid" ]] ||
+  fail "after a remount, densefs status should list only the new session: $status"
 cmp "$work/durable.bin" "$mnt/durable.bin" || fail "the fsync'd file differs after kill -9"
 rm -rf "$mnt/flood"
 check_tree "after kill -9"
