@@ -482,6 +482,35 @@ TEST(store_records, meta_values_golden_bytes) {
   EXPECT_NO_THROW(check_orphan(5, from_hex("01")));
 }
 
+TEST(store_records, session_golden_bytes) {
+  session_record r;
+  r.id = "0123456789abcdef";
+  r.host = "h1";
+  r.pid = 258;
+  r.mountpoint = "/m";
+  r.started = 0x01020304;
+  r.heartbeat = 0x01020305;
+  const std::string hex =
+      "01"                // version
+      "0403020100000000"  // started
+      "0503020100000000"  // heartbeat
+      "02010000"          // pid
+      "020000006831"      // "h1"
+      "020000002f6d";     // "/m"
+  EXPECT_EQ(session_key(r.id), "session/0123456789abcdef");
+  EXPECT_EQ(to_hex(encode_session(r)), hex);
+  EXPECT_EQ(decode_session(session_key(r.id), from_hex(hex)), r);
+  // Corruption: a short or long value, a host length past the end, a key
+  // without 16 hex digits.
+  EXPECT_THROW(decode_session(session_key(r.id), from_hex(hex.substr(0, hex.size() - 2))),
+               store_error);
+  EXPECT_THROW(decode_session(session_key(r.id), from_hex(hex + "00")), store_error);
+  EXPECT_THROW(
+      decode_session(session_key(r.id), from_hex("01" + std::string(40, '0') + "ffffffff")),
+      store_error);
+  EXPECT_THROW(decode_session("session/0123", from_hex(hex)), store_error);
+}
+
 TEST(store_records, key_layouts) {
   EXPECT_EQ(to_hex(inode_key(1)), "0000000000000001");
   EXPECT_EQ(to_hex(dirent_key(2, "a")), "000000000000000261");
