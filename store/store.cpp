@@ -509,6 +509,64 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
                      format_marker_text({settings.format_version, settings.uuid, postgres, data}));
 }
 
+std::filesystem::path store::default_client_base() {
+  if (const char* env = std::getenv("DENSEFS_CACHE_HOME"); env && *env) return env;
+  if (::geteuid() == 0) return "/var/cache/densefs";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return fs::path(xdg) / "densefs";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return fs::path(home) / ".cache" / "densefs";
+  throw store_error(ENOENT, "no place for the volume's cache: set HOME or -o cache_dir=");
+}
+
+std::filesystem::path store::client_directory(const std::string& conninfo,
+                                              const std::filesystem::path& base) {
+  if (postgres_engine::names_a_password(conninfo))
+    throw store_error(EINVAL,
+                      "the PostgreSQL connection string holds a password; give it in PGPASSWORD "
+                      "or ~/.pgpass (mode 0600) instead");
+  postgres_engine_options po;
+  po.conninfo = conninfo;
+  po.read_only = true;
+  po.connections = 1;
+  const std::unique_ptr<metadata_engine> engine = postgres_engine::open(po);
+  const std::optional<std::string> value =
+      engine->get(table::meta, k_settings_key, "the settings");
+  if (!value)
+    throw store_error(EINVAL, engine->where() + " holds no densefs volume (no settings record)");
+  const store_settings settings = decode_settings(*value);
+  if (settings.format_version > k_format_version)
+    throw store_error(EPROTONOSUPPORT,
+                      engine->where() + " holds a volume of format version " +
+                          std::to_string(settings.format_version) +
+                          ", but this densefs reads format versions up to " +
+                          std::to_string(k_format_version) + "; use a newer densefs");
+  const std::optional<std::string> location =
+      engine->get(table::meta, k_payload_location_key, "the payload location");
+  if (!location)
+    throw store_error(EINVAL, engine->where() +
+                                  " holds a volume whose packs are in the store directory of the "
+                                  "machine that made it (mkfs without --data): mount that "
+                                  "directory there");
+  const fs::path dir = (base.empty() ? default_client_base() : base) / settings.uuid;
+  std::error_code ec;
+  if (fs::exists(dir / k_format_file, ec)) {
+    const format_marker m = read_format_marker(dir);
+    if (m.uuid != settings.uuid || m.postgres.empty())
+      throw store_error(EINVAL, dir.string() + " belongs to another store (" + m.uuid + ")");
+    return dir;
+  }
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw store_error(ec.value(), "cannot create the volume's directory " + dir.string() + ": " +
+                                      ec.message());
+  if (::chmod(dir.c_str(), 0700) != 0)
+    throw store_error(errno, "cannot chmod " + dir.string() + ": " + errno_text(errno));
+  write_file_durably(dir / k_format_file, format_marker_text({settings.format_version,
+                                                              settings.uuid, conninfo, *location}));
+  return dir;
+}
+
 void store::check(const std::filesystem::path& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {

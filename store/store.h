@@ -266,6 +266,19 @@ class store {
                      payload_backend payloads = default_payload_backend(),
                      const std::string& postgres = {}, const std::string& data = {});
 
+  // The local directory of a scale-out volume known by its database
+  // (`densefs mount postgresql://... MNT`; docs/scale-out.md): `base`/UUID,
+  // where `base` defaults to default_client_base(). Made with a FORMAT
+  // naming the database and the pack location the database holds, or, when
+  // it exists, checked to belong to that volume. Refuses a connection
+  // string with a password (it goes into FORMAT) and a volume without pack
+  // objects (format 5: its packs are in one machine's store directory).
+  static std::filesystem::path client_directory(const std::string& conninfo,
+                                                const std::filesystem::path& base = {});
+  // $DENSEFS_CACHE_HOME, else /var/cache/densefs for root, else
+  // $XDG_CACHE_HOME/densefs or ~/.cache/densefs.
+  static std::filesystem::path default_client_base();
+
   // Cheap checks without RocksDB (no threads are started, so this is safe
   // before fuse_daemonize()): the directory exists, is a store, and its
   // format is not newer than this build. Throws store_error with a one-line

@@ -105,6 +105,15 @@ std::filesystem::path absolute_path(const std::string& text) {
   return p;
 }
 
+bool is_volume_uri(const std::string& text) {
+  return text.starts_with("postgresql://") || text.starts_with("postgres://");
+}
+
+std::filesystem::path store_path(const std::string& text, const std::filesystem::path& base) {
+  if (is_volume_uri(text)) return store::store::client_directory(text, base);
+  return absolute_path(text);
+}
+
 namespace {
 
 [[noreturn]] void throw_errno(const std::string& path) {

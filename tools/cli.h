@@ -85,6 +85,12 @@ class store_lock {
 // `text` made absolute and normal, without a trailing '/': the daemon runs
 // in /, and mount tables list paths without one.
 std::filesystem::path absolute_path(const std::string& text);
+// STORE as commands take it: a store directory, or a scale-out volume's
+// postgresql:// (postgres://) URI, which names the volume's local directory
+// under `base` (store::client_directory; made on first use).
+bool is_volume_uri(const std::string& text);
+std::filesystem::path store_path(const std::string& text,
+                                 const std::filesystem::path& base = {});
 
 // Where a command writes a result file: "-" is io.out; any other path is
 // written to a temporary file beside it and renamed over it by commit(), so

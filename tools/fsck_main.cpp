@@ -32,6 +32,7 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
                "store; --repair rebuilds only the entries of damaged payloads)");
   app.add_flag("--json", as_json, "print the report as JSON");
   if (auto done = parse_cli(app, args, io)) return *done;
+  if (is_volume_uri(path)) path = store_path(path).string();
 
   store::store::check(path);
   const store_lock lock(path);

@@ -118,6 +118,7 @@ int gc_main(const std::vector<std::string>& args, const tool_io& io) {
                "only report what the store holds and what gc would give back");
   app.add_flag("--json", as_json, "print the report as JSON");
   if (auto done = parse_cli(app, args, io)) return *done;
+  if (is_volume_uri(path)) path = store_path(path).string();
 
   store::store::check(path);
   const bool progress = !as_json && progress_wanted(io);

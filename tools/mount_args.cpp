@@ -36,7 +36,10 @@ const char* const k_mount_usage =
      chunk_cache=SIZE   decoded chunks kept in memory (default 256M; 0 = none)
      cache_size=SIZE    volumes with packs in object storage: the local cache
                         of payloads (default 10G; docs/scale-out.md)
-     cache_dir=DIR      where that cache is (default STORE/cache)
+     cache_dir=DIR      where that cache is (default STORE/cache; mounting a
+                        postgresql:// URI: DIR/UUID holds the volume's
+                        FORMAT, lock and cache, default /var/cache/densefs
+                        for root, else ~/.cache/densefs)
      io=auto|uring|pread  how payload files are read: io_uring, falling back
                         to pread with a log line where the kernel refuses it
                         (default auto), or one of them (uring fails the mount

@@ -1,5 +1,6 @@
 // densefs mount STORE MNT [-f] [-d] [-s] [-o ...], also reached as
-// `densefs STORE MNT -o ...` (mount.fuse3, fstab).
+// `densefs STORE MNT -o ...` (mount.fuse3, fstab). STORE may be a scale-out
+// volume's postgresql:// URI (docs/scale-out.md).
 #include <filesystem>
 
 #include "fs/mount.h"
@@ -22,6 +23,12 @@ int mount_main(const std::vector<std::string>& args, const tool_io& io) {
   } catch (const usage_error& e) {
     print_error(io, "mount", e.what());
     return k_exit_usage;
+  }
+  // A scale-out volume by its database: its directory (FORMAT, lock,
+  // cache) under cache_dir, made on first use.
+  if (is_volume_uri(options.store_dir.string())) {
+    options.store_dir = store_path(options.store_dir.string(), options.cache_dir);
+    options.cache_dir.clear();  // the cache is in that directory
   }
   // The daemon changes its directory to /, so relative paths must be
   // resolved here.

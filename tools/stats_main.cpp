@@ -20,6 +20,7 @@ int stats_main(const std::vector<std::string>& args, const tool_io& io) {
   app.add_option("PATH", path, "a store directory or any path inside a densefs mount")->required();
   app.add_flag("--json", as_json, "print the statistics as JSON");
   if (auto done = parse_cli(app, args, io)) return *done;
+  if (is_volume_uri(path)) path = store_path(path).string();
 
   std::string text;
   std::error_code ec;

@@ -33,11 +33,12 @@ int status_main(const std::vector<std::string>& args, const tool_io& io) {
   CLI::App app{"Show which clients have a volume mounted.", "densefs status"};
   std::string dir;
   bool as_json = false;
-  app.add_option("STORE", dir, "a store directory")->required();
+  app.add_option("STORE", dir, "a store directory, or a scale-out volume's postgresql:// URI")
+      ->required();
   app.add_flag("--json", as_json, "print the sessions as JSON");
   if (auto done = parse_cli(app, args, io)) return *done;
 
-  const std::filesystem::path path = absolute_path(dir);
+  const std::filesystem::path path = store_path(dir);
   store::store_open_options options;
   options.read_only = true;
   options.chunk_cache_bytes = 0;

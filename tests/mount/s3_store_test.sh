@@ -16,7 +16,9 @@
 # the mount (a read of uncached data fails with EIO in bounded time, the
 # mount still answers, an fsync fails) and started again (the same read
 # exact, the unsynced data durable after a sync); most files deleted and gc
-# leaving fewer pack objects, the rest read back exactly from S3, fsck clean.
+# leaving fewer pack objects, the rest read back exactly from S3, fsck clean;
+# the volume mounted by its postgresql:// URI from a fresh client directory
+# (another machine's view), a second mount refused meanwhile.
 # usage: s3_store_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
@@ -347,6 +349,33 @@ mount_densefs "$store" "$mnt"
 check_tree "after gc, read from S3"
 umount_densefs "$mnt"
 check_fsck "at the end"
+
+# --- "another machine": the volume mounted by its database's URI, with a
+# client directory of its own (made by the mount: FORMAT, lock, cache).
+step "mounted by its postgresql:// URI from a new client directory"
+uri="postgresql:///vol1?host=$pg_socket_dir&port=$pg_port&user=postgres"
+export DENSEFS_CACHE_HOME=$work/client2
+mount_densefs "$uri" "$mnt"
+check_tree "mounted by URI"
+uuid=$(sed -n 's/^uuid=//p' "$store/FORMAT")
+[[ -f $DENSEFS_CACHE_HOME/$uuid/FORMAT && $(sed -n 's/^data=//p' "$DENSEFS_CACHE_HOME/$uuid/FORMAT") == "$location" ]] ||
+  fail "the mount by URI made no client directory $DENSEFS_CACHE_HOME/$uuid naming $location"
+[[ $(stat -c %a "$DENSEFS_CACHE_HOME/$uuid") == 700 ]] || fail "the client directory is not private"
+status=$("$densefs" status "$uri" --json) || fail "densefs status URI failed"
+[[ $(jq -r '.sessions[0].mountpoint' <<<"$status") == "$(realpath "$mnt")" ]] ||
+  fail "densefs status by URI does not list the mount: $status"
+# The volume's other directory cannot take it meanwhile: one writer.
+mkdir -p "$work/mnt2"
+if out=$("$densefs" mount "$store" "$work/mnt2" 2>&1); then
+  fail "a second mount of the volume from its first directory succeeded"
+fi
+[[ $out == *"in use"* ]] || fail "a second mount of the volume: expected \"in use\": $out"
+umount_densefs "$mnt"
+if out=$("$densefs" mount "postgresql:///vol1?host=$pg_socket_dir&password=x" "$mnt" 2>&1); then
+  fail "a mount by a URI with a password succeeded"
+fi
+[[ $out == *password* && $out != *"password=x"* ]] || fail "mount by a URI with a password: $out"
+unset DENSEFS_CACHE_HOME
 step "done"
 echo "PASS: a volume on PostgreSQL and S3 took rsync, kill -9, an empty cache, radosgw down and gc" \
   "($(elapsed "$test_start" "$(now)") s after the servers started)"
