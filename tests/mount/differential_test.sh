@@ -49,7 +49,7 @@ run_config() {
   local label=$1 store=$work/$1/store mnt=$work/$1/mnt ref=$work/$1/plain out rc=0 line
   shift
   mkdir -p "$mnt" "$ref"
-  "$densefs" mkfs "$store" >/dev/null || fail "densefs mkfs $store failed"
+  mkfs_store "$store"
   mount_densefs "$store" "$mnt" "$@"
   out=$work/$label/output.txt
   "$python" "$src/tests/mount/differential_fs.py" --densefs "$densefs" --store "$store" \

@@ -171,7 +171,7 @@ for entry in "${configs[@]}"; do
   mount_options=()
   [[ $options != - ]] && mount_options=(-o "$options")
 
-  "$densefs" mkfs "$store" >/dev/null || fail "densefs mkfs $store failed"
+  mkfs_store "$store"
   mount_densefs "$store" "$mnt" "${mount_options[@]}"
   echo "fsx $name: seed $seed, $ops ops, $procs process(es), mount options ${options/#-/none}" \
     "(replay: fsx ${config[*]} -N $ops -S $seed FILE)"

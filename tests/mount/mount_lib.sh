@@ -79,6 +79,28 @@ mount_densefs() {
   mountpoint -q "$mnt" || fail "densefs mount returned but $mnt is not a mount point"
 }
 
+# mkfs_store STORE [MKFS ARGS...]: densefs mkfs STORE. With
+# DENSEFS_TEST_POSTGRES (a libpq connection string without dbname) the store
+# keeps its records in a new database of that server, and with
+# DENSEFS_TEST_S3_ENDPOINT too its packs are objects under a prefix of their
+# own (scale_out_tools_test.sh runs the third-party suites so).
+mkfs_store_count=0
+mkfs_store() {
+  local store=$1 db
+  shift
+  local args=()
+  if [[ -n ${DENSEFS_TEST_POSTGRES:-} ]]; then
+    db="densefs_sh_$$_$((mkfs_store_count++))"
+    psql -X -q -v ON_ERROR_STOP=1 "$DENSEFS_TEST_POSTGRES dbname=postgres" \
+      -c "CREATE DATABASE $db" >/dev/null || fail "creating database $db for $store"
+    args+=(--meta "$DENSEFS_TEST_POSTGRES dbname=$db")
+    if [[ -n ${DENSEFS_TEST_S3_ENDPOINT:-} ]]; then
+      args+=(--data "s3://densefs-suite/$db?endpoint=$DENSEFS_TEST_S3_ENDPOINT")
+    fi
+  fi
+  "$densefs" mkfs "$store" "${args[@]}" "$@" >/dev/null || fail "densefs mkfs $store ${args[*]} $* failed"
+}
+
 umount_densefs() {
   "$densefs" umount "$1" || fail "densefs umount $1 failed"
   if mountpoint -q "$1"; then fail "$1 is still mounted after densefs umount"; fi

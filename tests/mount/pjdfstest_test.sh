@@ -188,7 +188,7 @@ for run in $(seq "$runs"); do
     # 107 bytes (ENAMETOOLONG beyond).
     mnt=$work/mnt
     mkdir -p "$mnt"
-    "$densefs" mkfs "$store" >/dev/null || fail "densefs mkfs $store failed"
+    mkfs_store "$store"
     # allow_other: without it FUSE lets only the mounting user (root) in, and
     # every test that switches user would fail with EACCES.
     options=allow_other${config_options[$name]:+,${config_options[$name]}}
