@@ -12,6 +12,8 @@
 # usage: postgres_store_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
+# shellcheck source=tree_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tree_lib.sh"
 # shellcheck source=postgres_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/postgres_lib.sh"
 
@@ -55,32 +57,10 @@ fi
 [[ $out == *"in use"* ]] || fail "a second mount of the volume: expected \"in use\": $out"
 echo "second mount of the volume: $out"
 data=$work/data
-mkdir -p "$data/dir/sub"
-cp -a "$src/store" "$src/docs" "$data/"
-printf 'hard linked\n' >"$data/dir/a"
-ln "$data/dir/a" "$data/dir/sub/a-link"
-ln -s dir/a "$data/symlink"
-setfattr -n user.tag -v "kept by -X" "$data/dir/a"
-head -c 3000000 /dev/urandom >"$data/random.bin"
-{ yes 'a line of text that compresses well' || true; } | head -c 5000000 >"$data/text.txt"
-truncate -s 2M "$data/sparse"
-printf 'tail' >>"$data/sparse"
+make_tree "$data" 3000000
 
 rsync -aHAX "$data/" "$mnt/data/" || fail "rsync -aHAX into the mount failed"
-check_tree() {
-  local label=$1 out
-  out=$(rsync -aHAXc --dry-run --itemize-changes "$data/" "$mnt/data/")
-  [[ -z $out ]] || {
-    head -n 20 <<<"$out" >&2
-    fail "$label: rsync -c finds $(wc -l <<<"$out") differences"
-  }
-  diff -r "$data" "$mnt/data" >/dev/null || fail "$label: diff -r finds differences"
-  [[ $(stat -c %i "$mnt/data/dir/a") == $(stat -c %i "$mnt/data/dir/sub/a-link") ]] ||
-    fail "$label: the hard link is two files"
-  [[ $(getfattr --absolute-names --only-values -n user.tag "$mnt/data/dir/a") == "kept by -X" ]] ||
-    fail "$label: the xattr is lost"
-}
-check_tree "after rsync"
+check_tree "after rsync" "$data" "$mnt/data"
 
 # Renames, a replacing rename, unlinks, a directory removed.
 mv "$mnt/data/text.txt" "$mnt/data/dir/moved.txt"
@@ -90,7 +70,7 @@ mv "$mnt/data/tmp.$$" "$mnt/data/random.bin"
 printf 'new content\n' >"$data/random.bin"
 rm -r "$mnt/data/docs"
 rm -r "$data/docs"
-check_tree "after renames and unlinks"
+check_tree "after renames and unlinks" "$data" "$mnt/data"
 
 stats=$("$densefs" stats "$mnt" --json) || fail "densefs stats --json failed"
 [[ $(jq -r .metadata_engine <<<"$stats") == postgresql ]] ||
@@ -106,7 +86,7 @@ umount_densefs "$mnt"
   fail "fsck of the unmounted store failed"
 }
 mount_densefs "$store" "$mnt"
-check_tree "after a remount"
+check_tree "after a remount" "$data" "$mnt/data"
 
 # --- kill -9 after an fsync: the fsync'd file is exact after a remount.
 head -c 6000000 /dev/urandom >"$work/durable.bin"
@@ -133,7 +113,7 @@ done
 mount_densefs "$store" "$mnt"
 cmp "$work/durable.bin" "$mnt/durable.bin" || fail "the fsync'd file differs after kill -9"
 rm -rf "$mnt/flood"
-check_tree "after kill -9"
+check_tree "after kill -9" "$data" "$mnt/data"
 
 # --- the server restarted under a mount: writes go on once it is back (the
 # daemon reconnects and takes the volume's lock again).
@@ -157,7 +137,7 @@ fi
 echo "mount with the server down: $out"
 pg_start
 mount_densefs "$store" "$mnt"
-check_tree "after the server came back"
+check_tree "after the server came back" "$data" "$mnt/data"
 cmp "$work/durable.bin" "$mnt/durable.bin" || fail "durable.bin differs at the end"
 cmp "$work/after-restart.bin" "$mnt/after-restart.bin" || fail "after-restart.bin differs at the end"
 umount_densefs "$mnt"

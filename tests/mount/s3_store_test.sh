@@ -22,6 +22,8 @@
 # usage: s3_store_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
+# shellcheck source=tree_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tree_lib.sh"
 # shellcheck source=postgres_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/postgres_lib.sh"
 # shellcheck source=s3_lib.sh
@@ -138,33 +140,10 @@ echo "after mkfs: $pack_count pack objects"
 # --- the tree: source files, incompressible and compressible data, a hard
 # link, a symlink, an xattr, a sparse file.
 data=$work/data
-mkdir -p "$data/dir/sub"
-cp -a "$src/store" "$src/docs" "$data/"
-printf 'hard linked\n' >"$data/dir/a"
-ln "$data/dir/a" "$data/dir/sub/a-link"
-ln -s dir/a "$data/symlink"
-setfattr -n user.tag -v "kept by -X" "$data/dir/a"
-head -c 6000000 /dev/urandom >"$data/random.bin"
+make_tree "$data" 6000000
 # With random.bin and durable.bin, more than the 16 MiB cache of the
 # cache_size test below, so that test reads more than the cache holds.
 head -c 12000000 /dev/urandom >"$data/big.bin"
-{ yes 'a line of text that compresses well' || true; } | head -c 5000000 >"$data/text.txt"
-truncate -s 2M "$data/sparse"
-printf 'tail' >>"$data/sparse"
-
-check_tree() {
-  local label=$1 out
-  out=$(rsync -aHAXc --dry-run --itemize-changes "$data/" "$mnt/data/")
-  [[ -z $out ]] || {
-    head -n 20 <<<"$out" >&2
-    fail "$label: rsync -c finds $(wc -l <<<"$out") differences"
-  }
-  diff -r "$data" "$mnt/data" >/dev/null || fail "$label: diff -r finds differences"
-  [[ $(stat -c %i "$mnt/data/dir/a") == $(stat -c %i "$mnt/data/dir/sub/a-link") ]] ||
-    fail "$label: the hard link is two files"
-  [[ $(getfattr --absolute-names --only-values -n user.tag "$mnt/data/dir/a") == "kept by -X" ]] ||
-    fail "$label: the xattr is lost"
-}
 
 # --- the same tree in an embedded store, for its stored bytes.
 step "the tree in an embedded store"
@@ -182,7 +161,7 @@ mount_densefs "$store" "$mnt"
 start=$(now)
 rsync -aHAX "$data/" "$mnt/data/" || fail "rsync -aHAX into the mount failed"
 echo "rsync -aHAX: $(elapsed "$start" "$(now)") s"
-check_tree "after rsync"
+check_tree "after rsync" "$data" "$mnt/data"
 start=$(now)
 "$densefs" sync "$mnt" >/dev/null || fail "densefs sync failed"
 echo "densefs sync: $(elapsed "$start" "$(now)") s"
@@ -261,7 +240,7 @@ status=$("$densefs" status "$store" --json) || fail "densefs status --json faile
   fail "after a remount, densefs status should list only the new session: $status"
 cmp "$work/durable.bin" "$mnt/durable.bin" || fail "the fsync'd file differs after kill -9"
 rm -rf "$mnt/flood"
-check_tree "after kill -9"
+check_tree "after kill -9" "$data" "$mnt/data"
 umount_densefs "$mnt"
 check_nothing_staged "after the unmount that followed kill -9"
 check_fsck "after kill -9 and a remount"
@@ -274,7 +253,7 @@ echo "stats: payloads in $(jq -r .payload_location <<<"$stats"), stored $(jq -r 
 step "local cache deleted, remount with -o cache_size=16M"
 rm -rf "$store/cache"
 mount_densefs "$store" "$mnt" -o cache_size=16M
-check_tree "read from S3 with an empty cache"
+check_tree "read from S3 with an empty cache" "$data" "$mnt/data"
 cmp "$work/durable.bin" "$mnt/durable.bin" || fail "durable.bin read from S3 differs"
 [[ -n $(find "$store/cache/records" -type f -print -quit 2>/dev/null) ]] ||
   fail "nothing kept in $store/cache/records after reading the tree"
@@ -346,7 +325,7 @@ umount_densefs "$mnt"
 check_fsck "after gc"
 rm -rf "$store/cache"
 mount_densefs "$store" "$mnt"
-check_tree "after gc, read from S3"
+check_tree "after gc, read from S3" "$data" "$mnt/data"
 umount_densefs "$mnt"
 check_fsck "at the end"
 
@@ -356,7 +335,7 @@ step "mounted by its postgresql:// URI from a new client directory"
 uri="postgresql:///vol1?host=$pg_socket_dir&port=$pg_port&user=postgres"
 export DENSEFS_CACHE_HOME=$work/client2
 mount_densefs "$uri" "$mnt"
-check_tree "mounted by URI"
+check_tree "mounted by URI" "$data" "$mnt/data"
 uuid=$(sed -n 's/^uuid=//p' "$store/FORMAT")
 [[ -f $DENSEFS_CACHE_HOME/$uuid/FORMAT && $(sed -n 's/^data=//p' "$DENSEFS_CACHE_HOME/$uuid/FORMAT") == "$location" ]] ||
   fail "the mount by URI made no client directory $DENSEFS_CACHE_HOME/$uuid naming $location"

@@ -1,0 +1,40 @@
+# shellcheck shell=bash
+# $src, $work and fail come from mount_lib.sh, sourced first.
+# shellcheck disable=SC2154
+# Sourced by the store tests that copy a tree in with rsync -aHAX and check
+# it after each step (postgres_store_test.sh, s3_store_test.sh).
+#
+# make_tree DIR RANDOM_BYTES: the source files and docs of this repository, a
+#   hard link (dir/a, dir/sub/a-link), a symlink, an xattr (user.tag on
+#   dir/a), RANDOM_BYTES of incompressible random.bin, 5 MB of compressible
+#   text.txt and a sparse file with a tail.
+# check_tree LABEL SOURCE COPY: rsync -c and diff -r find no difference, the
+#   hard link is one file and the xattr is there; fails naming LABEL.
+
+make_tree() {
+  local dir=$1 random_bytes=$2
+  mkdir -p "$dir/dir/sub"
+  cp -a "$src/store" "$src/docs" "$dir/"
+  printf 'hard linked\n' >"$dir/dir/a"
+  ln "$dir/dir/a" "$dir/dir/sub/a-link"
+  ln -s dir/a "$dir/symlink"
+  setfattr -n user.tag -v "kept by -X" "$dir/dir/a"
+  head -c "$random_bytes" /dev/urandom >"$dir/random.bin"
+  { yes 'a line of text that compresses well' || true; } | head -c 5000000 >"$dir/text.txt"
+  truncate -s 2M "$dir/sparse"
+  printf 'tail' >>"$dir/sparse"
+}
+
+check_tree() {
+  local label=$1 source=$2 copy=$3 out
+  out=$(rsync -aHAXc --dry-run --itemize-changes "$source/" "$copy/")
+  [[ -z $out ]] || {
+    head -n 20 <<<"$out" >&2
+    fail "$label: rsync -c finds $(wc -l <<<"$out") differences"
+  }
+  diff -r "$source" "$copy" >/dev/null || fail "$label: diff -r finds differences"
+  [[ $(stat -c %i "$copy/dir/a") == $(stat -c %i "$copy/dir/sub/a-link") ]] ||
+    fail "$label: the hard link is two files"
+  [[ $(getfattr --absolute-names --only-values -n user.tag "$copy/dir/a") == "kept by -X" ]] ||
+    fail "$label: the xattr is lost"
+}
