@@ -530,17 +530,16 @@ std::filesystem::path store::client_directory(const std::string& conninfo,
   po.read_only = true;
   po.connections = 1;
   const std::unique_ptr<metadata_engine> engine = postgres_engine::open(po);
-  const std::optional<std::string> value =
-      engine->get(table::meta, k_settings_key, "the settings");
+  const std::optional<std::string> value = engine->get(table::meta, k_settings_key, "the settings");
   if (!value)
     throw store_error(EINVAL, engine->where() + " holds no densefs volume (no settings record)");
   const store_settings settings = decode_settings(*value);
   if (settings.format_version > k_format_version)
-    throw store_error(EPROTONOSUPPORT,
-                      engine->where() + " holds a volume of format version " +
-                          std::to_string(settings.format_version) +
-                          ", but this densefs reads format versions up to " +
-                          std::to_string(k_format_version) + "; use a newer densefs");
+    throw store_error(EPROTONOSUPPORT, engine->where() + " holds a volume of format version " +
+                                           std::to_string(settings.format_version) +
+                                           ", but this densefs reads format versions up to " +
+                                           std::to_string(k_format_version) +
+                                           "; use a newer densefs");
   const std::optional<std::string> location =
       engine->get(table::meta, k_payload_location_key, "the payload location");
   if (!location)
@@ -558,8 +557,8 @@ std::filesystem::path store::client_directory(const std::string& conninfo,
   }
   fs::create_directories(dir, ec);
   if (ec)
-    throw store_error(ec.value(), "cannot create the volume's directory " + dir.string() + ": " +
-                                      ec.message());
+    throw store_error(ec.value(),
+                      "cannot create the volume's directory " + dir.string() + ": " + ec.message());
   if (::chmod(dir.c_str(), 0700) != 0)
     throw store_error(errno, "cannot chmod " + dir.string() + ": " + errno_text(errno));
   write_file_durably(dir / k_format_file, format_marker_text({settings.format_version,

@@ -89,8 +89,7 @@ std::filesystem::path absolute_path(const std::string& text);
 // postgresql:// (postgres://) URI, which names the volume's local directory
 // under `base` (store::client_directory; made on first use).
 bool is_volume_uri(const std::string& text);
-std::filesystem::path store_path(const std::string& text,
-                                 const std::filesystem::path& base = {});
+std::filesystem::path store_path(const std::string& text, const std::filesystem::path& base = {});
 
 // Where a command writes a result file: "-" is io.out; any other path is
 // written to a temporary file beside it and renamed over it by commit(), so
