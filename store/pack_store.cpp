@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "store/error.h"
@@ -544,26 +545,33 @@ std::string record_problem(const chunk_hash& hash, const pack_ref& ref, std::str
 
 }  // namespace
 
-std::string pack_store::fetch_remote_record(const chunk_hash& hash, const pack_ref& ref) {
-  if (std::optional<std::string> cached = cache_->get_record(ref.pack, ref.offset)) {
-    if (record_problem(hash, ref, *cached).empty()) return std::move(*cached);
-    // Damaged on the local disk: fetched again below.
-    log_error("payload cache: the cached record of chunk " + hash.hex() + " (pack " +
-              pack_file_name(ref.pack) + ", offset " + std::to_string(ref.offset) +
-              ") is damaged; fetching it again");
-    cache_->drop_record(ref.pack, ref.offset);
-  }
+std::optional<std::string> pack_store::cached_record(const chunk_hash& hash, const pack_ref& ref) {
+  std::optional<std::string> cached = cache_->get_record(ref.pack, ref.offset);
+  if (!cached) return std::nullopt;
+  if (record_problem(hash, ref, *cached).empty()) return cached;
+  // Damaged on the local disk: fetched again.
+  log_error("payload cache: the cached record of chunk " + hash.hex() + " (pack " +
+            pack_file_name(ref.pack) + ", offset " + std::to_string(ref.offset) +
+            ") is damaged; fetching it again");
+  cache_->drop_record(ref.pack, ref.offset);
+  return std::nullopt;
+}
+
+std::vector<std::string> pack_store::fetch_run(std::span<const chunk_hash> hashes,
+                                               std::span<const pack_ref> refs) {
+  const pack_ref& first = refs.front();
   // While the service is known to be down, fail at once: a read would
   // otherwise wait out the retries for each of its records, and the kernel
   // and the read-ahead ask again for the same ones.
-  const std::int64_t now = steady_ms();
-  if (now < remote_down_until_.load()) {
+  if (steady_ms() < remote_down_until_.load()) {
     std::lock_guard lock(remote_down_mutex_);
-    fail_read(hash, ref.pack, "not fetched: " + remote_down_why_);
+    fail_read(hashes.front(), first.pack, "not fetched: " + remote_down_why_);
   }
-  std::string record;
+  const std::uint64_t bytes = refs.back().offset + refs.back().length - first.offset;
+  std::string run;
   try {
-    record = remote_->get_range(object_name(ref.pack), ref.offset, ref.length);
+    run = remote_->get_range(object_name(first.pack), first.offset,
+                             static_cast<std::uint32_t>(bytes));
   } catch (const store_error& e) {
     if (e.error_number() == EIO) {
       std::lock_guard lock(remote_down_mutex_);
@@ -571,14 +579,25 @@ std::string pack_store::fetch_remote_record(const chunk_hash& hash, const pack_r
                          std::to_string(k_remote_down_ms / 1000) + " s)";
       remote_down_until_ = steady_ms() + k_remote_down_ms;
     }
-    fail_read(hash, ref.pack, e.what());
+    fail_read(hashes.front(), first.pack, e.what());
   }
-  // Checked before it is used or cached: what the object store returns is
-  // untrusted like any stored byte.
-  if (const std::string why = record_problem(hash, ref, record); !why.empty())
-    fail_read(hash, ref.pack, why);
-  cache_->put_record(ref.pack, ref.offset, record);
-  return record;
+  std::vector<std::string> records;
+  records.reserve(refs.size());
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    std::string record = run.substr(refs[i].offset - first.offset, refs[i].length);
+    // Checked before it is used or cached: what the object store returns
+    // is untrusted like any stored byte.
+    if (const std::string why = record_problem(hashes[i], refs[i], record); !why.empty())
+      fail_read(hashes[i], refs[i].pack, why);
+    cache_->put_record(refs[i].pack, refs[i].offset, record);
+    records.push_back(std::move(record));
+  }
+  return records;
+}
+
+std::string pack_store::fetch_remote_record(const chunk_hash& hash, const pack_ref& ref) {
+  if (std::optional<std::string> cached = cached_record(hash, ref)) return std::move(*cached);
+  return std::move(fetch_run(std::span(&hash, 1), std::span(&ref, 1)).front());
 }
 
 std::string pack_store::read_whole_record(const chunk_hash& hash, const pack_ref& ref) {
@@ -697,29 +716,76 @@ std::vector<std::string> pack_store::get_many(std::span<const chunk_hash> hashes
     check_header(hash, refs[k], headers[k]);
   }
   if (!fetched.empty()) {
-    // Records from the cache or the object store, several at once: a GET's
-    // time is mostly waiting for the service.
-    // The first failure ends the read: the records not yet asked for are
-    // not (each would wait out its own retries when the service is down).
-    std::vector<std::exception_ptr> failures(fetched.size());
+    // Records from the cache, else from the object store: records that
+    // follow each other in a pack (small files written together) in one
+    // ranged GET of at most k_max_fetch_bytes, several GETs at once (a GET's
+    // time is mostly waiting for the service).
+    std::vector<std::size_t> missing;  // into fetched
+    for (std::size_t k = 0; k < fetched.size(); ++k) {
+      if (std::optional<std::string> record = cached_record(hashes[fetched[k]], fetched_refs[k])) {
+        record->erase(0, k_pack_record_header_size);
+        out[fetched[k]] = std::move(*record);
+      } else {
+        missing.push_back(k);
+      }
+    }
+    std::sort(missing.begin(), missing.end(), [&](std::size_t a, std::size_t b) {
+      const pack_ref &x = fetched_refs[a], &y = fetched_refs[b];
+      return std::tie(x.pack, x.offset) < std::tie(y.pack, y.offset);
+    });
+    std::vector<std::vector<std::size_t>> runs;
+    std::uint64_t run_bytes = 0;
+    for (const std::size_t k : missing) {
+      const pack_ref& r = fetched_refs[k];
+      const pack_ref* last = runs.empty() ? nullptr : &fetched_refs[runs.back().back()];
+      if (last && last->pack == r.pack && last->offset + last->length == r.offset &&
+          run_bytes + r.length <= k_max_fetch_bytes) {
+        runs.back().push_back(k);
+        run_bytes += r.length;
+      } else if (!last || last->pack != r.pack || last->offset != r.offset) {
+        runs.push_back({k});
+        run_bytes = r.length;
+      } else {
+        runs.back().push_back(k);  // the same record twice in one read
+      }
+    }
+    // The first failure ends the read: the runs not yet asked for are not
+    // (each would wait out its own retries when the service is down).
+    std::vector<std::exception_ptr> failures(runs.size());
     std::atomic<std::size_t> next{0};
     std::atomic<bool> failed{false};
     const auto work = [&] {
-      for (std::size_t k; !failed.load() && (k = next.fetch_add(1)) < fetched.size();) {
+      for (std::size_t n; !failed.load() && (n = next.fetch_add(1)) < runs.size();) {
         try {
-          std::string record = fetch_remote_record(hashes[fetched[k]], fetched_refs[k]);
-          record.erase(0, k_pack_record_header_size);
-          out[fetched[k]] = std::move(record);
+          std::vector<chunk_hash> run_hashes;
+          std::vector<pack_ref> run_refs;
+          for (const std::size_t k : runs[n]) {
+            if (!run_refs.empty() && run_refs.back() == fetched_refs[k]) continue;
+            run_hashes.push_back(hashes[fetched[k]]);
+            run_refs.push_back(fetched_refs[k]);
+          }
+          std::vector<std::string> records = fetch_run(run_hashes, run_refs);
+          std::size_t r = 0;
+          for (std::size_t i = 0; i < runs[n].size(); ++i) {
+            const std::size_t k = runs[n][i];
+            if (i > 0 && fetched_refs[runs[n][i - 1]] == fetched_refs[k]) {
+              out[fetched[k]] = out[fetched[runs[n][i - 1]]];
+              continue;
+            }
+            records[r].erase(0, k_pack_record_header_size);
+            out[fetched[k]] = std::move(records[r++]);
+          }
         } catch (...) {
-          failures[k] = std::current_exception();
+          failures[n] = std::current_exception();
           failed = true;
         }
       }
     };
     std::vector<std::thread> helpers;
-    const std::size_t extra = std::min<std::size_t>(fetched.size(), k_parallel_fetches) - 1;
+    const std::size_t extra =
+        runs.empty() ? 0 : std::min<std::size_t>(runs.size(), k_parallel_fetches) - 1;
     for (std::size_t t = 0; t < extra; ++t) helpers.emplace_back(work);
-    work();
+    if (!runs.empty()) work();
     for (std::thread& t : helpers) t.join();
     for (const std::exception_ptr& e : failures)
       if (e) std::rethrow_exception(e);

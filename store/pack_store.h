@@ -194,6 +194,13 @@ class pack_store final : public payload_store {
   std::string read_whole_record(const chunk_hash& hash, const pack_ref& ref);
   // Scale-out: the record from the cache or a ranged GET, checked, cached.
   std::string fetch_remote_record(const chunk_hash& hash, const pack_ref& ref);
+  // Scale-out: the cached record, checked (a damaged one is dropped).
+  std::optional<std::string> cached_record(const chunk_hash& hash, const pack_ref& ref);
+  // Scale-out: records of one pack that follow each other (refs in offset
+  // order, each ending where the next starts), with one ranged GET; each
+  // checked and cached.
+  std::vector<std::string> fetch_run(std::span<const chunk_hash> hashes,
+                                     std::span<const pack_ref> refs);
   std::uint32_t allocate_remote_pack_id();
   // Scale-out: uploads sealed pack `f` and moves its file into the cache.
   void upload(const pack_file& f);
@@ -229,6 +236,8 @@ class pack_store final : public payload_store {
   static constexpr std::uint64_t k_writeback_step = 8u << 20;
   // Scale-out: records fetched from the object store at once by one read.
   static constexpr std::size_t k_parallel_fetches = 8;
+  // Scale-out: adjacent records are fetched together up to this many bytes.
+  static constexpr std::uint64_t k_max_fetch_bytes = 8u << 20;
   // Scale-out: after a GET failed its retries, fetches fail at once for
   // this long (steady clock ms), with the failure's message.
   static constexpr std::int64_t k_remote_down_ms = 5000;

@@ -16,6 +16,9 @@ const char* const k_mount_usage =
     R"(usage: densefs mount STORE MOUNTPOINT [-f] [-d] [-s] [-o OPTION[,OPTION...]]
        densefs STORE MOUNTPOINT [-o OPTION[,OPTION...]]   (mount.fuse3, fstab)
 
+  STORE                 a store directory, or a scale-out volume's
+                        postgresql:// URI (docs/scale-out.md)
+
   -f                    stay in the foreground, log to stderr
   -d                    trace FUSE requests (implies -f)
   -s                    single-threaded FUSE loop
