@@ -144,6 +144,19 @@ void write_file_durably(const fs::path& path, std::string_view content) {
   fsync_path(path.parent_path(), O_RDONLY | O_DIRECTORY);
 }
 
+// Creates `dir` (and its parents) if missing and makes it private to its
+// owner: a store holds every file's content, like a home directory, also
+// when the user made the directory beforehand. `what` names it in errors.
+void make_private_directory(const fs::path& dir, const char* what) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw store_error(ec.value(), std::string("cannot create ") + what + " " + dir.string() + ": " +
+                                      ec.message());
+  if (::chmod(dir.c_str(), 0700) != 0)
+    throw store_error(errno, "cannot chmod " + dir.string() + ": " + errno_text(errno));
+}
+
 struct format_marker {
   std::uint32_t format_version = 0;
   std::string uuid;
@@ -443,16 +456,8 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
     if (!fs::is_empty(dir, ec) || ec)
       throw store_error(EEXIST,
                         dir.string() + " is not empty; mkfs needs a new or empty directory");
-  } else {
-    fs::create_directories(dir, ec);
-    if (ec)
-      throw store_error(ec.value(),
-                        "cannot create store directory " + dir.string() + ": " + ec.message());
   }
-  // The store holds every file's content: private to its owner, like a home
-  // directory, also when the user made the directory beforehand.
-  if (::chmod(dir.c_str(), 0700) != 0)
-    throw store_error(errno, "cannot chmod " + dir.string() + ": " + errno_text(errno));
+  make_private_directory(dir, "store directory");
 
   std::unique_ptr<metadata_engine> engine;
   if (postgres.empty()) {
@@ -555,12 +560,7 @@ std::filesystem::path store::client_directory(const std::string& conninfo,
       throw store_error(EINVAL, dir.string() + " belongs to another store (" + m.uuid + ")");
     return dir;
   }
-  fs::create_directories(dir, ec);
-  if (ec)
-    throw store_error(ec.value(),
-                      "cannot create the volume's directory " + dir.string() + ": " + ec.message());
-  if (::chmod(dir.c_str(), 0700) != 0)
-    throw store_error(errno, "cannot chmod " + dir.string() + ": " + errno_text(errno));
+  make_private_directory(dir, "the volume's directory");
   write_file_durably(dir / k_format_file, format_marker_text({settings.format_version,
                                                               settings.uuid, conninfo, *location}));
   return dir;
