@@ -93,14 +93,10 @@ head -c 6000000 /dev/urandom >"$work/durable.bin"
 dd if="$work/durable.bin" of="$mnt/durable.bin" bs=1M conv=fsync status=none ||
   fail "writing durable.bin failed"
 # More writes in flight when the daemon dies.
-mkdir "$mnt/flood"
-(for i in $(seq 1 200); do printf 'file %s\n' "$i" >"$mnt/flood/$i" || exit 0; done) 2>/dev/null &
-writer=$!
-sleep 0.3
-pid=$(sed -n 's/^pid //p' "$store/LOCK.densefs")
-[[ -n $pid ]] || fail "no daemon pid in LOCK.densefs"
+start_flood "$mnt"
+pid=$(daemon_pid "$store")
 kill -9 "$pid"
-wait "$writer" || true
+wait "$flood_pid" || true
 umount -l "$mnt" 2>/dev/null || true
 for _ in $(seq 1 100); do
   kill -0 "$pid" 2>/dev/null || break

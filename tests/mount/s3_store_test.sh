@@ -205,12 +205,8 @@ list_packs
 ((pack_count > before_count && pack_bytes >= before_bytes + 6000000)) ||
   fail "the fsync of durable.bin did not upload it: $before_count objects ($before_bytes bytes) before, $pack_count ($pack_bytes) after"
 # More writes in flight when the daemon dies.
-mkdir "$mnt/flood"
-(for i in $(seq 1 200); do printf 'file %s\n' "$i" >"$mnt/flood/$i" || exit 0; done) 2>/dev/null &
-writer=$!
-sleep 0.3
-pid=$(sed -n 's/^pid //p' "$store/LOCK.densefs")
-[[ -n $pid ]] || fail "no daemon pid in LOCK.densefs"
+start_flood "$mnt"
+pid=$(daemon_pid "$store")
 # densefs status: the mount is a session of the volume, alive.
 status=$("$densefs" status "$store" --json) || fail "densefs status --json failed"
 [[ $(jq '.sessions | length' <<<"$status") == 1 &&
@@ -219,7 +215,7 @@ status=$("$densefs" status "$store" --json) || fail "densefs status --json faile
   $(jq -r '.sessions[0].alive' <<<"$status") == true ]] ||
   fail "densefs status does not list the mount as one live session: $status"
 kill -9 "$pid"
-wait "$writer" || true
+wait "$flood_pid" || true
 umount -l "$mnt" 2>/dev/null || true
 for _ in $(seq 1 100); do
   kill -0 "$pid" 2>/dev/null || break

@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # $src, $work and fail come from mount_lib.sh, sourced first.
 # shellcheck disable=SC2154
-# Sourced by the store tests that copy a tree in with rsync -aHAX and check
-# it after each step (postgres_store_test.sh, s3_store_test.sh).
+# Sourced by the store tests that copy a tree in with rsync -aHAX, check
+# it after each step and kill the daemon mid-write (postgres_store_test.sh,
+# s3_store_test.sh).
 #
 # make_tree DIR RANDOM_BYTES: the source files and docs of this repository, a
 #   hard link (dir/a, dir/sub/a-link), a symlink, an xattr (user.tag on
@@ -10,6 +11,10 @@
 #   text.txt and a sparse file with a tail.
 # check_tree LABEL SOURCE COPY: rsync -c and diff -r find no difference, the
 #   hard link is one file and the xattr is there; fails naming LABEL.
+# start_flood MNT: writes in flight for a kill -9 of the daemon: a background
+#   writer creating 200 small files in MNT/flood (it stops at the first
+#   failure), given 0.3 s to start; its pid in $flood_pid.
+# daemon_pid STORE: the pid of the daemon STORE's lock file names.
 
 make_tree() {
   local dir=$1 random_bytes=$2
@@ -23,6 +28,21 @@ make_tree() {
   { yes 'a line of text that compresses well' || true; } | head -c 5000000 >"$dir/text.txt"
   truncate -s 2M "$dir/sparse"
   printf 'tail' >>"$dir/sparse"
+}
+
+start_flood() {
+  mkdir "$1/flood"
+  (for i in $(seq 1 200); do printf 'file %s\n' "$i" >"$1/flood/$i" || exit 0; done) 2>/dev/null &
+  # shellcheck disable=SC2034 # read by the sourcing test
+  flood_pid=$!
+  sleep 0.3
+}
+
+daemon_pid() {
+  local pid
+  pid=$(sed -n 's/^pid //p' "$1/LOCK.densefs")
+  [[ -n $pid ]] || fail "no daemon pid in $1/LOCK.densefs"
+  echo "$pid"
 }
 
 check_tree() {
