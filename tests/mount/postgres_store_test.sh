@@ -95,13 +95,7 @@ dd if="$work/durable.bin" of="$mnt/durable.bin" bs=1M conv=fsync status=none ||
 # More writes in flight when the daemon dies.
 start_flood "$mnt"
 pid=$(daemon_pid "$store")
-kill -9 "$pid"
-wait "$flood_pid" || true
-umount -l "$mnt" 2>/dev/null || true
-for _ in $(seq 1 100); do
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.1
-done
+kill_daemon "$pid" "$mnt"
 "$densefs" fsck "$store" >"$work/fsck.out" 2>&1 || {
   cat "$work/fsck.out" >&2
   fail "fsck after kill -9 failed"

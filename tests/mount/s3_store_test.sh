@@ -214,13 +214,7 @@ status=$("$densefs" status "$store" --json) || fail "densefs status --json faile
   $(jq -r '.sessions[0].pid' <<<"$status") == "$pid" &&
   $(jq -r '.sessions[0].alive' <<<"$status") == true ]] ||
   fail "densefs status does not list the mount as one live session: $status"
-kill -9 "$pid"
-wait "$flood_pid" || true
-umount -l "$mnt" 2>/dev/null || true
-for _ in $(seq 1 100); do
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.1
-done
+kill_daemon "$pid" "$mnt"
 check_fsck "after kill -9"
 # The killed mount's session stays until its heartbeat expires (three
 # intervals: 3 s with DENSEFS_HEARTBEAT_SECONDS=1), then shows as not alive.

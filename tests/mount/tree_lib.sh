@@ -15,6 +15,8 @@
 #   writer creating 200 small files in MNT/flood (it stops at the first
 #   failure), given 0.3 s to start; its pid in $flood_pid.
 # daemon_pid STORE: the pid of the daemon STORE's lock file names.
+# kill_daemon PID MNT: kill -9 of the daemon, the flood's writer reaped, MNT
+#   lazily unmounted, and the daemon gone (10 s at most).
 
 make_tree() {
   local dir=$1 random_bytes=$2
@@ -43,6 +45,17 @@ daemon_pid() {
   pid=$(sed -n 's/^pid //p' "$1/LOCK.densefs")
   [[ -n $pid ]] || fail "no daemon pid in $1/LOCK.densefs"
   echo "$pid"
+}
+
+kill_daemon() {
+  local pid=$1 mnt=$2
+  kill -9 "$pid"
+  wait "$flood_pid" || true
+  umount -l "$mnt" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
 }
 
 check_tree() {
