@@ -431,18 +431,9 @@ void pack_store::upload(const pack_file& f) {
   struct stat sb {};
   if (::fstat(f.fd, &sb) != 0)
     throw store_error(errno, "uploading pack " + f.path.string() + ": " + errno_text(errno));
-  std::string bytes(static_cast<std::size_t>(sb.st_size), '\0');
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n =
-        ::pread(f.fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int e = n < 0 ? errno : EIO;
-      throw store_error(e, "uploading pack " + f.path.string() + ": " + errno_text(e));
-    }
-    done += static_cast<std::size_t>(n);
-  }
+  std::string bytes;
+  if (const int e = read_bytes(f.fd, 0, static_cast<std::uint32_t>(sb.st_size), bytes); e != 0)
+    throw store_error(e, "uploading pack " + f.path.string() + ": " + errno_text(e));
   try {
     remote_->put(object_name(f.id), bytes);
   } catch (const store_error& e) {
@@ -600,23 +591,26 @@ std::string pack_store::fetch_remote_record(const chunk_hash& hash, const pack_r
   return std::move(fetch_run(std::span(&hash, 1), std::span(&ref, 1)).front());
 }
 
+int pack_store::read_bytes(int fd, std::uint64_t offset, std::uint32_t length,
+                           std::string& out) const {
+  const read_range range{fd, offset, length};
+  int error = 0;
+  reader_->read_all(std::span(&range, 1), [&](std::size_t, std::string&& bytes, int e) {
+    out = std::move(bytes);
+    error = e;
+  });
+  return error;
+}
+
 std::string pack_store::read_whole_record(const chunk_hash& hash, const pack_ref& ref) {
   std::shared_ptr<pack_file> f = file(ref.pack);
   if (!f) {
     if (remote_) return fetch_remote_record(hash, ref);
     fail_read(hash, ref.pack, "the pack file is missing");
   }
-  std::string record(ref.length, '\0');
-  std::size_t done = 0;
-  while (done < record.size()) {
-    const ssize_t n = ::pread(f->fd, record.data() + done, record.size() - done,
-                              static_cast<off_t>(ref.offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail_read(hash, ref.pack, errno_text(errno));
-    if (n == 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  record.resize(done);
+  std::string record;
+  if (const int e = read_bytes(f->fd, ref.offset, ref.length, record); e != 0)
+    fail_read(hash, ref.pack, errno_text(e));
   if (const std::string why = record_problem(hash, ref, record); !why.empty())
     fail_read(hash, ref.pack, why);
   return record;
@@ -631,13 +625,8 @@ std::string pack_store::read_record(const chunk_hash& hash, const pack_ref& ref)
   }
   if (!f) fail_read(hash, ref.pack, "the pack file is missing");
   if (cache_) cache_->touch_pack(ref.pack);
-  const read_range range{f->fd, ref.offset, ref.length};
   std::string out;
-  int error = 0;
-  reader_->read_all(std::span(&range, 1), [&](std::size_t, std::string&& bytes, int e) {
-    out = std::move(bytes);
-    error = e;
-  });
+  const int error = read_bytes(f->fd, ref.offset, ref.length, out);
   if (error == EIO)
     fail_read(hash, ref.pack,
               "the record at offset " + std::to_string(ref.offset) + " (" +
@@ -1013,8 +1002,7 @@ void pack_store::scan_packs(const std::function<void(const pack_record_info&)>& 
       if (std::error_code ec; fs::file_size(cache_->pack_path(id), ec) == object_bytes && !ec) {
         const int fd = ::open(cache_->pack_path(id).c_str(), O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
-          bytes.resize(object_bytes);
-          if (::pread(fd, bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size()))
+          if (read_bytes(fd, 0, static_cast<std::uint32_t>(object_bytes), bytes) != 0)
             bytes.clear();
           ::close(fd);
         }
