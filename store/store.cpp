@@ -2033,7 +2033,7 @@ store_stats store::stats() const {
   st.metadata_location = engine_->where();
   if (packs_ && packs_->remote()) {
     st.payload_location = packs_->remote()->where();
-    for (const std::uint64_t size : packs_->file_sizes()) st.payload_object_bytes += size;
+    st.payload_object_bytes = packs_->file_bytes();
     st.cache_bytes = packs_->cache_bytes();
     st.cache_capacity = options_.cache_bytes;
   }
