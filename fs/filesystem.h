@@ -150,6 +150,9 @@ class filesystem {
   // On a worker: the batches, then purge() of the rest and the inode.
   void release_big_orphan(const store::inode_record& r);
   void purge_orphans();
+  // A follower (fs/follower.cpp): another client committed `c`.
+  void apply_remote_change(const store::change_notice& c);
+  bool refresh_from_store(node& n);
   // Adds to txn the removal of every extent of `ino` that starts in
   // [begin, end), dropping its chunk reference; returns the stored bytes
   // those extents accounted for (to subtract from the inode's stored_bytes).

@@ -538,6 +538,8 @@ int mount(const mount_options& requested) {
     open_options.cache_dir = options.cache_dir;
     open_options.cache_bytes = options.cache_bytes;
     open_options.io = options.io;
+    // -o ro on a shared volume: a follower beside its writer (no lock).
+    open_options.follower = options.read_only;
     // -o io=uring on a kernel that refuses io_uring: one line, no mount.
     if (options.io == store::io_mode::uring) store::make_batched_reader(store::io_mode::uring);
     auto s = store::store::open(options.store_dir, open_options);

@@ -72,7 +72,10 @@ void filesystem::start(std::unique_ptr<store::store> store) {
     read_ahead_ = std::make_unique<read_ahead>(*store_, options_.chunk_cache_bytes,
                                                std::max(1u, std::thread::hardware_concurrency()));
 
-  purge_orphans();
+  // A read-only store (a follower) leaves the orphans to the writer.
+  if (!store_->read_only()) purge_orphans();
+  // A follower hears the writer's commits (fs/follower.cpp).
+  store_->watch([this](const store::change_notice& c) { apply_remote_change(c); });
   if (options_.recompress_threads > 0 && !options_.read_only) {
     recompressor_ = std::make_unique<recompressor>(
         *store_, options_.recompress_threads,
@@ -102,6 +105,7 @@ void filesystem::purge_orphans() {
 
 void filesystem::shutdown() {
   if (!store_) return;
+  store_->unwatch();  // apply_remote_change runs no more
   // No collection at unmount: it costs I/O in proportion to the live
   // payloads, and unmount must be prompt. The next mount estimates what is
   // left (garbage_collector), or `densefs gc STORE` collects it.
@@ -129,7 +133,7 @@ void filesystem::shutdown() {
   read_ahead_.reset();    // drops the prefetches still queued
   decoders_.reset();      // answers the reads still queued
   try {
-    purge_orphans();  // the kernel is gone: nothing references them now
+    if (!store_->read_only()) purge_orphans();  // the kernel is gone: nothing references them now
   } catch (const std::exception& e) {
     log_error(std::string("releasing unlinked files failed (the next mount retries): ") + e.what());
   }

@@ -21,6 +21,11 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   run_op(req, "open", [&] {
     auto n = get_node(ino);
     if (options_.read_only && (fi->flags & O_ACCMODE) != O_RDONLY) throw fs_error(EROFS);
+    // A follower checks the record at every open (close-to-open): the
+    // writer's change notice may still be on its way. A changed file's
+    // pages go (no keep_cache below) and so do its attributes.
+    bool refreshed = false;
+    if (store_->follows()) refreshed = refresh_from_store(*n);
     // O_TRUNC never arrives here: atomic_o_trunc is off (filesystem::init),
     // so the kernel truncates with a setattr after its ETXTBSY check.
     bool atime_changed = false;
@@ -45,7 +50,7 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // Before the reply: a stat right after a read served from the page cache
     // (no READ, and no FLUSH at close) must not get the cached attributes.
     // Attributes only, so it is safe inside this request.
-    if (atime_changed) invalidate_attributes(n->ino);
+    if (atime_changed || refreshed) invalidate_attributes(n->ino);
     if (fuse_reply_open(req, fi) != 0) {
       std::lock_guard meta(meta_mutex_);
       --n->opens;

@@ -53,6 +53,11 @@ class metadata_batch {
   virtual void put(table t, std::string_view key, std::string_view value) = 0;
   virtual void erase(table t, std::string_view key) = 0;
   virtual bool empty() const = 0;
+  // A note for the volume's other clients, delivered to their watch()
+  // callbacks if and only if this batch commits (PostgreSQL: a NOTIFY in
+  // the batch's transaction). Short ASCII text (under 8,000 bytes). Engines
+  // without other clients ignore it.
+  virtual void set_notice(std::string) {}
 };
 
 // Which keys a scan visits: those in [lower, upper) (an empty upper: no
@@ -132,6 +137,15 @@ class metadata_engine {
   // Drops what the engine caches of its records (the cold rows of densefs
   // bench). Nothing for an engine without a cache of its own.
   virtual void drop_caches() const {}
+
+  // Calls `fn` from a thread of the engine with the notice of every batch
+  // other clients commit (metadata_batch::set_notice), in commit order, and
+  // with "" when notices may have been missed (a lost connection: anything
+  // may have changed). Runs until unwatch() or the engine's destruction.
+  // False: the engine has no other clients (RocksDB).
+  virtual bool watch(std::function<void(std::string_view notice)>) { return false; }
+  // Stops the watch; when it returns, `fn` runs no more.
+  virtual void unwatch() {}
 };
 
 }  // namespace densefs::store

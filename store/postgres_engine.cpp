@@ -9,6 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -22,6 +25,7 @@ namespace {
 // PostgreSQL's type oids (pg_type.dat; fixed since 7.x).
 constexpr Oid k_bytea_oid = 17;
 constexpr Oid k_bytea_array_oid = 1001;
+constexpr Oid k_text_oid = 25;
 
 // The tables, indexed by store::table. Their names are part of the schema
 // (docs/scale-out.md).
@@ -566,8 +570,11 @@ class postgres_batch final : public metadata_batch {
     add(t, key, 0);
     ops_.push_back({t, true, std::string(key), {}});
   }
+  std::string notice_;
   bool empty() const override { return ops_.empty(); }
+  void set_notice(std::string notice) override { notice_ = std::move(notice); }
   const std::vector<op>& ops() const { return ops_; }
+  const std::string& notice() const { return notice_; }
 
  private:
   void add(table t, std::string_view key, std::size_t value_size) {
@@ -651,7 +658,7 @@ postgres_engine::postgres_engine(const postgres_engine_options& options)
       read_only_(options.read_only),
       capacity_(std::max<std::size_t>(options.connections, 1)) {}
 
-postgres_engine::~postgres_engine() = default;
+postgres_engine::~postgres_engine() { unwatch(); }
 
 bool postgres_engine::names_a_password(std::string_view conninfo) {
   return !secrets_in(conninfo).empty();
@@ -702,7 +709,19 @@ std::unique_ptr<postgres_engine> postgres_engine::open(const postgres_engine_opt
   if (found < 1)
     throw store_error(EIO, e->where_ + " has an invalid schema version " + std::to_string(found));
 
-  if (!options.read_only) e->take_volume_lock(what);
+  std::vector<statement> channel;
+  channel.emplace_back("SELECT 'densefs_' || left(md5(current_schema()), 16)");
+  results = l.run(channel);
+  check(results, what, e->where_);
+  const rows c(results[0].get(), 1, what, e->where_);
+  if (c.count() != 1) c.bad("no row");
+  e->channel_ = std::string(c.at(0, 0));
+  // Goes into SQL text (LISTEN takes no parameter): letters, digits, '_'.
+  if (e->channel_.size() != 24 ||
+      e->channel_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+    c.bad("an odd channel name");
+
+  if (!options.read_only && options.lock_volume) e->take_volume_lock(what);
   return e;
 }
 
@@ -964,6 +983,14 @@ void postgres_engine::write(metadata_batch& batch, bool) {
       if (volume_lock_) q.emplace_back(lock_check_sql_);
     }
     for (statement& s : batch_statements(b->ops())) q.push_back(std::move(s));
+    // In the batch's transaction: listeners hear it when it commits, never
+    // when it does not.
+    if (!b->notice().empty()) {
+      statement notify("SELECT pg_notify($1, $2)");
+      notify.param(channel_, k_text_oid);
+      notify.param(b->notice(), k_text_oid);
+      q.push_back(std::move(notify));
+    }
     lease l(*this, what);
     std::vector<result_ptr> results;
     try {
@@ -1001,6 +1028,95 @@ void postgres_engine::write(metadata_batch& batch, bool) {
     }
     check(results, "committing", where_);
     return;
+  }
+}
+
+// ---------------------------------------------------------------- watch
+
+bool postgres_engine::watch(std::function<void(std::string_view notice)> fn) {
+  unwatch();
+  watch_wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (watch_wake_fd_ < 0)
+    throw store_error(errno, "watching " + where_ + ": eventfd: " + std::strerror(errno));
+  watcher_ = std::thread([this, fn = std::move(fn)] { watch_loop(fn); });
+  return true;
+}
+
+void postgres_engine::unwatch() {
+  if (!watcher_.joinable()) return;
+  const std::uint64_t one = 1;
+  if (::write(watch_wake_fd_, &one, sizeof one) != sizeof one)
+    log_error("watching " + where_ + ": cannot wake the listener: " + std::strerror(errno));
+  watcher_.join();
+  ::close(watch_wake_fd_);
+  watch_wake_fd_ = -1;
+}
+
+// One connection outside the pool, LISTENing; the thread sleeps in poll()
+// on its socket and the wake eventfd. A connection that breaks (a server
+// restart, a network cut found by the keepalives) is made anew after a
+// second, and the callback hears "" once it is back: whatever was notified
+// meanwhile is lost, so anything may have changed.
+void postgres_engine::watch_loop(std::function<void(std::string_view)> fn) {
+  const std::string what = "listening for changes";
+  const auto deliver = [&](const std::function<void(std::string_view)>& to, std::string_view n) {
+    try {
+      to(n);
+    } catch (const std::exception& e) {
+      log_error(what + " in " + where_ + ": a change notice was not applied: " + e.what());
+    }
+  };
+  bool stopping = false;
+  bool missed = false;
+  const auto wait = [&](int fd, int timeout_ms) {
+    pollfd fds[2] = {{watch_wake_fd_, POLLIN, 0}, {fd, POLLIN, 0}};
+    const int n = ::poll(fds, fd >= 0 ? 2 : 1, timeout_ms);
+    if (n > 0 && (fds[0].revents & POLLIN)) stopping = true;
+    return n > 0 && fd >= 0 && (fds[1].revents & (POLLIN | POLLERR | POLLHUP));
+  };
+  while (!stopping) {
+    PGconn* pg = nullptr;
+    try {
+      pg = connect(conninfo_, false, where_, what);
+    } catch (const store_error& e) {
+      log_error(std::string(e.what()) + " (trying again)");
+      missed = true;
+      wait(-1, 1000);
+      continue;
+    }
+    std::unique_ptr<PGconn, decltype(&PQfinish)> owner(pg, &PQfinish);
+    bool listening = PQexitPipelineMode(pg) == 1;
+    if (listening) {
+      result_ptr r(PQexec(pg, ("LISTEN " + channel_).c_str()));
+      listening = PQresultStatus(r.get()) == PGRES_COMMAND_OK;
+    }
+    if (!listening) {
+      log_error(what + " in " + where_ + ": LISTEN failed: " + one_line(PQerrorMessage(pg)));
+      missed = true;
+      wait(-1, 1000);
+      continue;
+    }
+    if (missed) {
+      log_info(where_ + ": listening for changes again; dropping what this client caches");
+      deliver(fn, "");
+      missed = false;
+    }
+    while (!stopping) {
+      if (!wait(PQsocket(pg), -1)) continue;
+      if (PQconsumeInput(pg) != 1) {
+        log_error(what + " in " + where_ + ": " + one_line(PQerrorMessage(pg)) +
+                  " (connecting again)");
+        missed = true;
+        break;
+      }
+      while (PGnotify* n = PQnotifies(pg)) {
+        const std::string notice = n->extra ? n->extra : "";
+        PQfreemem(n);
+        // An empty notice would read as "missed": none is ever sent.
+        if (!notice.empty()) deliver(fn, notice);
+      }
+    }
+    if (missed) wait(-1, 1000);
   }
 }
 

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "store/metadata_engine.h"
@@ -29,6 +30,10 @@ struct postgres_engine_options {
   std::string conninfo;
   std::size_t connections = 4;  // the pool's size: concurrent statements at most
   bool read_only = false;       // write() throws EROFS; sessions are read-only too
+  // A read-write engine takes the volume's advisory lock (one writer per
+  // volume). False: a follower beside the writer, which writes nothing but
+  // its own session row (store_open_options::follower).
+  bool lock_volume = true;
 };
 
 // The version of the schema create() makes (the densefs_schema row). open()
@@ -69,6 +74,10 @@ class postgres_engine final : public metadata_engine {
   // Every write is durable when it returns (synchronous_commit), so bytes
   // outside the database a write names must be durable before it.
   bool writes_are_durable() const override { return true; }
+  // LISTEN on the volume's channel, on a connection of its own; notices
+  // are NOTIFYs that write() sends in the batch's transaction.
+  bool watch(std::function<void(std::string_view notice)> fn) override;
+  void unwatch() override;
 
   // Private parts, public for postgres_engine.cpp's helpers only.
   struct connection;
@@ -100,6 +109,15 @@ class postgres_engine final : public metadata_engine {
   // unless the lock's session still holds it.
   std::string lock_check_sql_;
   static constexpr const char* k_lock_lost_sqlstate = "DF001";
+
+  // The channel of the volume's change notices: "densefs_" and 16 hex
+  // digits of the md5 of the schema's name (so volumes in schemas of one
+  // database do not hear each other), set by open().
+  std::string channel_;
+  // watch(): the listening thread and the eventfd that wakes it to stop.
+  std::thread watcher_;
+  int watch_wake_fd_ = -1;
+  void watch_loop(std::function<void(std::string_view)> fn);
 };
 
 }  // namespace densefs::store

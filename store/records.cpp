@@ -622,6 +622,10 @@ std::string session_key(std::string_view id) {
   return std::string(k_session_prefix) + std::string(id);
 }
 
+namespace {
+constexpr std::uint8_t k_session_read_only = 1;
+}  // namespace
+
 std::string encode_session(const session_record& r) {
   std::string out = start_value();
   put_u64(out, static_cast<std::uint64_t>(r.started));
@@ -629,6 +633,9 @@ std::string encode_session(const session_record& r) {
   put_u32(out, r.pid);
   put_string(out, r.host);
   put_string(out, r.mountpoint);
+  // Flags, only when one is set: a writer's row is what format 6 first
+  // specified.
+  if (r.read_only) out.push_back(static_cast<char>(k_session_read_only));
   return out;
 }
 
@@ -644,6 +651,12 @@ session_record decode_session(std::string_view key, std::string_view value) {
   r.pid = in.u32();
   r.host = in.string("host name");
   r.mountpoint = in.string("mount point");
+  if (in.remaining() > 0) {
+    // Never written as 0: the byte is there only when a flag is set.
+    const std::uint8_t flags = in.u8();
+    if (flags == 0 || (flags & ~k_session_read_only) != 0) in.fail("unknown session flags");
+    r.read_only = (flags & k_session_read_only) != 0;
+  }
   in.expect_end();
   return r;
 }

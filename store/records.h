@@ -208,6 +208,9 @@ struct session_record {
   std::string mountpoint;
   std::int64_t started = 0;
   std::int64_t heartbeat = 0;
+  // A follower: a read-only mount beside the volume's writer (a trailing
+  // flags byte, bit 0; absent in a writer's row).
+  bool read_only = false;
   bool operator==(const session_record&) const = default;
 };
 std::string session_key(std::string_view id);

@@ -384,6 +384,7 @@ store::store(std::filesystem::path dir, store_open_options options)
     : dir_(std::move(dir)), options_(options) {}
 
 store::~store() {
+  unwatch();  // the follower's callback reads through this store
   try {
     end_session();
   } catch (const store_error& e) {
@@ -664,7 +665,13 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   } else {
     postgres_engine_options po;
     po.conninfo = marker.postgres;
+    // A follower writes its session row (so not a read-only engine) and
+    // nothing else (the store refuses every other write), beside the
+    // writer that holds the volume's lock.
+    self->follower_ = options.follower;
+    if (self->follower_) self->options_.read_only = true;
     po.read_only = options.read_only;
+    po.lock_volume = !self->options_.read_only;
     // FUSE threads and encoders commit and read at once; each statement
     // holds a connection for one round trip.
     po.connections = 8;
@@ -690,7 +697,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   // A crash between the commit that raised the version and the FORMAT
   // rewrite after it leaves FORMAT behind (harmless: the database refuses
   // older builds too); bring it up to date.
-  if (!options.read_only && marker.format_version < self->settings_.format_version) {
+  if (!self->options_.read_only && marker.format_version < self->settings_.format_version) {
     write_file_durably(dir / k_format_file,
                        format_marker_text({self->settings_.format_version, self->settings_.uuid,
                                            marker.postgres, marker.data}));
@@ -721,10 +728,10 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   self->next_ino_ = self->ino_reserved_ = next;
 
   if (self->settings_.payloads == payload_backend::pack) {
-    if (!options.read_only && self->rocksdb_) self->rocksdb_->set_blob_payloads(false);
+    if (!self->options_.read_only && self->rocksdb_) self->rocksdb_->set_blob_payloads(false);
     pack_store::options po;
     po.io = options.io;
-    po.read_only = options.read_only;
+    po.read_only = self->options_.read_only;
     if (!marker.data.empty()) {
       // The database is the authority on where the volume's packs are.
       const std::optional<std::string> location =
@@ -747,7 +754,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     self->payloads_ = std::move(packs);
     // Pack bytes durable before a memtable flush makes the index entries
     // naming them durable.
-    if (!options.read_only && self->rocksdb_)
+    if (!self->options_.read_only && self->rocksdb_)
       self->rocksdb_->set_before_flush([packs = self->packs_] { packs->sync(); });
   } else {
     self->payloads_ = std::make_unique<rocksdb_payload_store>(*self->engine_);
@@ -1656,6 +1663,20 @@ void store::commit(transaction& txn, bool sync) {
     else
       batch.put(op.cf, op.key, encode_value(op, encoding_));
   }
+  // Followers of a shared volume drop what they cache of these (watch()).
+  if (keeps_sessions()) {
+    change_notice changed;
+    for (const txn_op& op : t.ops) {
+      if (op.key.size() < 8) continue;
+      const std::uint64_t ino = decode_u64_be(std::string_view(op.key).substr(0, 8));
+      if (op.cf == table::dirents)
+        changed.entries.emplace_back(ino, op.key.substr(8));
+      else if (op.cf == table::inodes || op.cf == table::extents || op.cf == table::xattrs)
+        changed.inodes.push_back(ino);
+    }
+    if (!changed.inodes.empty() || !changed.entries.empty())
+      batch.set_notice(encode_change_notice(changed));
+  }
 
   std::vector<chunk_hash> deleted;
   // Payloads are put after the space check: a pack store writes them out
@@ -1967,7 +1988,7 @@ std::vector<session_record> store::sessions() const {
 }
 
 void store::begin_session(const std::string& mountpoint) {
-  if (!keeps_sessions() || options_.read_only) return;
+  if (!keeps_sessions() || (options_.read_only && !follower_)) return;
   session_record r;
   r.id = random_session_id();
   char host[256] = {};
@@ -1976,15 +1997,21 @@ void store::begin_session(const std::string& mountpoint) {
   r.pid = static_cast<std::uint32_t>(::getpid());
   r.mountpoint = mountpoint;
   r.started = r.heartbeat = unix_now();
+  r.read_only = follower_;
   // Rows of sessions that stopped without ending (kill -9, a lost machine):
-  // this mount holds the volume's lock, so none of them is writing.
+  // this mount holds the volume's lock, so none of them is writing. (A
+  // follower leaves them to the writer.)
   const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
-  for (const session_record& old : sessions())
-    if (session_expired(old, r.started)) batch->erase(table::meta, session_key(old.id));
+  const std::vector<session_record> all = sessions();
+  if (!follower_)
+    for (const session_record& old : all)
+      if (session_expired(old, r.started)) batch->erase(table::meta, session_key(old.id));
   batch->put(table::meta, session_key(r.id), encode_session(r));
   engine_->write(*batch, false);
   std::lock_guard lock(session_mutex_);
   session_ = r;
+  session_id_ = r.id;
+  count_others(all, r.started, false);
   session_stop_ = false;
   heartbeat_thread_ = std::thread([this] {
     std::unique_lock lock(session_mutex_);
@@ -1994,6 +2021,7 @@ void store::begin_session(const std::string& mountpoint) {
       lock.unlock();
       try {
         write_session(beat);
+        count_others(sessions(), beat.heartbeat, true);
       } catch (const store_error& e) {
         // The next beat tries again; status shows the session as expired
         // meanwhile, which is the truth as others can see it.
@@ -2003,6 +2031,16 @@ void store::begin_session(const std::string& mountpoint) {
       session_->heartbeat = beat.heartbeat;
     }
   });
+}
+
+void store::count_others(const std::vector<session_record>& all, std::int64_t now_unix,
+                         bool announce) {
+  bool others = false;
+  for (const session_record& r : all)
+    if (r.id != session_id_ && !session_expired(r, now_unix)) others = true;
+  if (others != others_mounted_.exchange(others) && announce)
+    log_info(others ? "another client has the volume mounted: close now waits for the commit"
+                    : "no other client has the volume mounted");
 }
 
 void store::end_session() {
@@ -2021,6 +2059,125 @@ void store::end_session() {
   const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
   batch->erase(table::meta, session_key(ended->id));
   engine_->write(*batch, false);
+}
+
+// ---------------------------------------------------------------- change notices
+
+namespace {
+constexpr std::string_view k_notice_version = "1";
+// PostgreSQL refuses NOTIFY payloads of 8,000 bytes or more.
+constexpr std::size_t k_max_notice_bytes = 7000;
+constexpr char k_hex_digits[] = "0123456789abcdef";
+
+void append_hex_u64(std::string& out, std::uint64_t v) {
+  char buf[16];
+  int n = 0;
+  do {
+    buf[n++] = k_hex_digits[v & 15];
+    v >>= 4;
+  } while (v != 0);
+  while (n > 0) out += buf[--n];
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+std::optional<std::uint64_t> parse_hex_u64(std::string_view s) {
+  if (s.empty() || s.size() > 16) return std::nullopt;
+  std::uint64_t v = 0;
+  for (const char c : s) {
+    const int d = hex_value(c);
+    if (d < 0) return std::nullopt;
+    v = v << 4 | static_cast<std::uint64_t>(d);
+  }
+  return v;
+}
+}  // namespace
+
+std::string encode_change_notice(const change_notice& c) {
+  std::string out(k_notice_version);
+  if (c.everything) return out + " *";
+  std::set<std::uint64_t> inodes(c.inodes.begin(), c.inodes.end());
+  std::set<std::pair<std::uint64_t, std::string>> entries(c.entries.begin(), c.entries.end());
+  for (const std::uint64_t ino : inodes) {
+    out += " i";
+    append_hex_u64(out, ino);
+  }
+  for (const auto& [parent, name] : entries) {
+    out += " e";
+    append_hex_u64(out, parent);
+    out += ':';
+    for (const char ch : name) {
+      out += k_hex_digits[static_cast<unsigned char>(ch) >> 4];
+      out += k_hex_digits[static_cast<unsigned char>(ch) & 15];
+    }
+    if (out.size() > k_max_notice_bytes) break;
+  }
+  if (out.size() > k_max_notice_bytes) return std::string(k_notice_version) + " *";
+  return out;
+}
+
+std::optional<change_notice> decode_change_notice(std::string_view text) {
+  change_notice c;
+  std::size_t at = 0;
+  bool first = true;
+  while (at <= text.size()) {
+    std::size_t end = text.find(' ', at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view token = text.substr(at, end - at);
+    at = end + 1;
+    if (first) {
+      if (token != k_notice_version) return std::nullopt;
+      first = false;
+    } else if (token == "*") {
+      c.everything = true;
+    } else if (token.size() > 1 && token[0] == 'i') {
+      const auto ino = parse_hex_u64(token.substr(1));
+      if (!ino) return std::nullopt;
+      c.inodes.push_back(*ino);
+    } else if (token.size() > 1 && token[0] == 'e') {
+      const std::size_t colon = token.find(':');
+      if (colon == std::string_view::npos) return std::nullopt;
+      const auto parent = parse_hex_u64(token.substr(1, colon - 1));
+      const std::string_view hex = token.substr(colon + 1);
+      if (!parent || hex.empty() || hex.size() % 2 != 0 || hex.size() > 2 * 255)  // NAME_MAX
+        return std::nullopt;
+      std::string name;
+      for (std::size_t i = 0; i < hex.size(); i += 2) {
+        const int hi = hex_value(hex[i]), lo = hex_value(hex[i + 1]);
+        if (hi < 0 || lo < 0) return std::nullopt;
+        name += static_cast<char>(hi << 4 | lo);
+      }
+      c.entries.emplace_back(*parent, std::move(name));
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (first) return std::nullopt;
+  return c;
+}
+
+bool store::watch(std::function<void(const change_notice&)> fn) {
+  if (!follower_) return false;
+  return engine_->watch([fn = std::move(fn)](std::string_view text) {
+    std::optional<change_notice> c;
+    if (!text.empty()) c = decode_change_notice(text);
+    if (!c) {
+      // Missed notices (text ""), or a notice this build cannot read (a
+      // newer writer): anything may have changed.
+      if (!text.empty()) log_error("a change notice this densefs cannot read; dropping caches");
+      c.emplace();
+      c->everything = true;
+    }
+    fn(*c);
+  });
+}
+
+void store::unwatch() {
+  if (engine_) engine_->unwatch();
 }
 
 // ---------------------------------------------------------------- stats

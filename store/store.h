@@ -68,8 +68,29 @@ struct recompress_item {
   std::uint64_t ino = 0;
 };
 
+// What a commit on another client changed, for a follower's caches
+// (store::watch; the notice's text is specified in docs/format.md, "Change
+// notices"). `everything`: notices may have been missed or one was too long
+// to list; drop every cached record.
+struct change_notice {
+  bool everything = false;
+  std::vector<std::uint64_t> inodes;  // attributes, data, extents or xattrs
+  std::vector<std::pair<std::uint64_t, std::string>> entries;  // parent, name
+};
+// The text a commit of `inodes` and `entries` sends, and its decoding
+// (nullopt: not a notice this build reads, which the caller treats as
+// `everything`).
+std::string encode_change_notice(const change_notice& c);
+std::optional<change_notice> decode_change_notice(std::string_view text);
+
 struct store_open_options {
   bool read_only = false;  // no lock taken; used by `densefs stats STORE`
+  // On a volume whose records are in PostgreSQL: open read-only, as a
+  // mount beside the volume's one writer (`densefs mount -o ro`, on any
+  // machine). It writes only its session row, and hears the writer's
+  // change notices (watch()). Ignored for the embedded store, whose -o ro
+  // mounts open it read-write (`-o remount,rw` may make them writable).
+  bool follower = false;
   // Decoded-chunk cache shared by all files (bytes of plain data).
   std::size_t chunk_cache_bytes = 256u << 20;
   // RocksDB block cache for metadata.
@@ -457,6 +478,18 @@ class store {
   // the one mount). begin_session also deletes the rows of sessions whose
   // heartbeat expired (a daemon that was killed). The destructor ends it.
   bool keeps_sessions() const { return rocksdb_ == nullptr; }
+  bool read_only() const { return options_.read_only; }
+  // Opened as a follower (store_open_options::follower) of a shared volume.
+  bool follows() const { return follower_; }
+  // The writer: whether another client (a follower) had a live session at
+  // the last heartbeat. Then close waits for the commit, so that an open on
+  // that client sees the file whole (close-to-open; docs/scale-out.md).
+  bool others_mounted() const { return others_mounted_.load(std::memory_order_relaxed); }
+  // A follower: calls `fn` from a thread of the store with every change the
+  // writer commits, decoded (change_notice); false on other stores.
+  // unwatch() (also at destruction) returns once `fn` runs no more.
+  bool watch(std::function<void(const change_notice&)> fn);
+  void unwatch();
   // Scale-out volumes: the pack objects' location (no credential); else "".
   std::string payload_location() const;
   void begin_session(const std::string& mountpoint);
@@ -599,6 +632,13 @@ class store {
   bool session_stop_ = false;
   std::thread heartbeat_thread_;
   void write_session(const session_record& r);
+  // Another live session at the last heartbeat (the writer; others_mounted).
+  std::atomic<bool> others_mounted_{false};
+  // `announce`: log a change (not at mount, while stderr is the user's).
+  void count_others(const std::vector<session_record>& all, std::int64_t now_unix,
+                    bool announce);
+  std::string session_id_;  // set by begin_session before its thread starts
+  bool follower_ = false;
   // The store's format version is k_lepton_file_format_version or newer:
   // Lepton files may be committed without raising it. Under commit_mutex_.
   bool holds_lepton_files_ = false;

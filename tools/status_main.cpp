@@ -54,6 +54,7 @@ int status_main(const std::vector<std::string>& args, const tool_io& io) {
                           {"host", r.host},
                           {"pid", r.pid},
                           {"mountpoint", r.mountpoint},
+                          {"read_only", r.read_only},
                           {"started", r.started},
                           {"heartbeat", r.heartbeat},
                           {"heartbeat_age_seconds", now - r.heartbeat},
@@ -92,6 +93,7 @@ int status_main(const std::vector<std::string>& args, const tool_io& io) {
   for (const json& m : sessions) {
     io.out << "  " << m["host"].get<std::string>() << " pid " << m["pid"].get<std::int64_t>()
            << " on " << m["mountpoint"].get<std::string>();
+    if (m.value("read_only", false)) io.out << " (read-only)";
     if (m.contains("started")) {
       io.out << ", since " << utc_time(m["started"].get<std::int64_t>()) << ", last heartbeat "
              << m["heartbeat_age_seconds"].get<std::int64_t>() << " s ago";

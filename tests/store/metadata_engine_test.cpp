@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <mutex>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -923,6 +925,69 @@ TEST_F(metadata_engine_postgres, one_writer_at_a_time) {
     EXPECT_NO_THROW(store::postgres_engine::open(ro));
   }
   EXPECT_NO_THROW(store::postgres_engine::open(o));
+}
+
+// A follower (no lock) hears the notices of the writer's batches that
+// commit, in order, and none of a batch that fails; the listener comes
+// back after its connection is cut and says so with "".
+TEST_F(metadata_engine_postgres, a_follower_hears_committed_notices_only) {
+  auto writer = make();
+  store::postgres_engine_options fo = options_;
+  fo.lock_volume = false;
+  auto follower = store::postgres_engine::open(fo);
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<std::string> heard;
+  ASSERT_TRUE(follower->watch([&](std::string_view n) {
+    std::lock_guard lock(m);
+    heard.emplace_back(n);
+    cv.notify_all();
+  }));
+  const auto wait_for = [&](std::size_t count) {
+    std::unique_lock lock(m);
+    return cv.wait_for(lock, std::chrono::seconds(10), [&] { return heard.size() >= count; });
+  };
+  // The LISTEN runs on the follower's thread: wait until the server has it.
+  for (int i = 0; i < 200 && sql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
+                                 "'LISTEN %' AND datname = current_database()") == "0\n";
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  const auto write = [&](const std::string& key, const std::string& notice) {
+    auto b = writer->new_batch();
+    b->put(table::inodes, key, "v");
+    if (!notice.empty()) b->set_notice(notice);
+    writer->write(*b, false);
+  };
+  write("a", "1 i1");
+  write("b", "");  // no notice
+  write("c", "1 i3");
+  ASSERT_TRUE(wait_for(2));
+  sql("CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$ "
+      "LANGUAGE plpgsql; CREATE TRIGGER refuse BEFORE INSERT ON densefs_xattrs "
+      "FOR EACH ROW EXECUTE FUNCTION refuse()");
+  auto failing = writer->new_batch();
+  failing->put(table::xattrs, "x", "v");
+  failing->set_notice("1 i9");
+  EXPECT_THROW(writer->write(*failing, false), store_error);
+  write("d", "1 i4");
+  ASSERT_TRUE(wait_for(3));
+  {
+    std::lock_guard lock(m);
+    EXPECT_EQ(heard, (std::vector<std::string>{"1 i1", "1 i3", "1 i4"}));
+  }
+  // A follower writes its own rows (its session) without the volume's lock.
+  auto own = follower->new_batch();
+  own->put(table::meta, "session/x", "v");
+  EXPECT_NO_THROW(follower->write(*own, false));
+  // The listening connection cut: "" once it listens again.
+  sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' "
+      "AND datname = current_database()");
+  ASSERT_TRUE(wait_for(4));
+  {
+    std::lock_guard lock(m);
+    EXPECT_EQ(heard[3], "");
+  }
+  follower->unwatch();
 }
 
 // A write that waits on another session's lock ends with one line (and

@@ -509,6 +509,12 @@ TEST(store_records, session_golden_bytes) {
       decode_session(session_key(r.id), from_hex("01" + std::string(40, '0') + "ffffffff")),
       store_error);
   EXPECT_THROW(decode_session("session/0123", from_hex(hex)), store_error);
+  // A follower's row: the flags byte, bit 0. Other bits are refused.
+  r.read_only = true;
+  EXPECT_EQ(to_hex(encode_session(r)), hex + "01");
+  EXPECT_EQ(decode_session(session_key(r.id), from_hex(hex + "01")), r);
+  EXPECT_THROW(decode_session(session_key(r.id), from_hex(hex + "03")), store_error);
+  EXPECT_THROW(decode_session(session_key(r.id), from_hex(hex + "0100")), store_error);
 }
 
 TEST(store_records, key_layouts) {

@@ -1037,5 +1037,35 @@ TEST_F(store_test, concurrent_load_chunks_and_reads_decode_each_shared_chunk_onc
   EXPECT_LE(loaded.load(), hashes.size());  // two batches never both decode a chunk
 }
 
+// docs/format.md, "Change notices": the text a commit sends a follower.
+TEST(change_notice, round_trip_and_spec_text) {
+  change_notice c;
+  c.inodes = {0x2a, 1, 0x2a};
+  c.entries = {{1, "a b"}, {0x2a, std::string("\0\xff", 2)}};
+  const std::string text = encode_change_notice(c);
+  EXPECT_EQ(text, "1 i1 i2a e1:612062 e2a:00ff");
+  const std::optional<change_notice> back = decode_change_notice(text);
+  ASSERT_TRUE(back);
+  EXPECT_FALSE(back->everything);
+  EXPECT_EQ(back->inodes, (std::vector<std::uint64_t>{1, 0x2a}));
+  EXPECT_EQ(back->entries.size(), 2u);
+  EXPECT_EQ(back->entries[1].second, std::string("\0\xff", 2));
+  // Too long for one NOTIFY: "everything changed".
+  change_notice many;
+  for (int i = 0; i < 60; ++i) many.entries.emplace_back(1, std::string(250, 'n') + std::to_string(i));
+  EXPECT_EQ(encode_change_notice(many), "1 *");
+  EXPECT_TRUE(decode_change_notice("1 *")->everything);
+}
+
+TEST(change_notice, refuses_what_it_cannot_read) {
+  for (const char* bad :
+       {"", "2 i1", "1 x", "1 i", "1 ig", "1 i11111111111111111", "1 e1", "1 e1:", "1 e1:6",
+        "1 e1:zz", "1 e:61", "1  i1", "1 i1 "})
+    EXPECT_FALSE(decode_change_notice(bad)) << bad;
+  EXPECT_FALSE(decode_change_notice("1 e1:" + std::string(512, 'a')));
+  EXPECT_TRUE(decode_change_notice("1 e1:" + std::string(510, 'a')));
+  EXPECT_TRUE(decode_change_notice("1"));
+}
+
 }  // namespace
 }  // namespace densefs::store

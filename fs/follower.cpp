@@ -1,0 +1,74 @@
+// A follower mount (`densefs mount -o ro` of a volume another client
+// writes; docs/scale-out.md, "Several clients"): the writer's commits reach
+// this daemon as change notices (store::watch), and each one drops what
+// this daemon and its kernel cache of the inodes and entries it names.
+// Without this the kernel would keep serving attributes, names and pages
+// for its one-day timeouts.
+//
+// Runs on the store's listening thread, holding no lock on entry. The
+// kernel notifications go out with no lock held either: invalidating an
+// inode's pages waits for reads of them, which FUSE threads answer.
+#include <string>
+#include <vector>
+
+#include "fs/filesystem.h"
+#include "store/log.h"
+
+namespace densefs::fs {
+
+// The record as the writer committed it; the node's cached listing and
+// xattr names are dropped, and an open after this does not keep the page
+// cache (data_version moved). A node the store no longer has keeps its
+// record: the kernel's entries naming it go with the dirent notices, and
+// its open handles read what is left (EIO once the extents are gone), as
+// NFS's stale handles do. Returns whether the record changed.
+bool filesystem::refresh_from_store(node& n) {
+  const std::optional<store::inode_record> r = store_->get_inode(n.ino);
+  if (!r) return false;
+  std::unique_lock data(n.data_mutex);
+  std::lock_guard meta(meta_mutex_);
+  if (n.record == *r) return false;
+  n.record = *r;
+  n.persisted_size = r->size;
+  n.size = r->size;
+  n.type = r->type;
+  n.xattr_names.reset();
+  n.bytes_changed();
+  if (S_ISDIR(r->mode)) entries_changed(n);
+  meta_gen_.fetch_add(1, std::memory_order_release);
+  return true;
+}
+
+void filesystem::apply_remote_change(const store::change_notice& c) {
+  std::vector<std::shared_ptr<node>> changed;
+  std::vector<std::pair<std::uint64_t, std::string>> entries = c.entries;
+  if (c.everything) {
+    changed = table_.all();
+    // The kernel's entries cannot be listed; those this daemon listed go.
+    for (const auto& n : changed) {
+      std::lock_guard lock(n->listing_mutex);
+      if (n->listing)
+        for (const auto& e : n->listing->entries) entries.emplace_back(n->ino, e.name);
+    }
+  } else {
+    for (const std::uint64_t ino : c.inodes)
+      if (auto n = table_.find(ino)) changed.push_back(std::move(n));
+    for (const auto& [parent, name] : c.entries)
+      if (auto dir = table_.find(parent)) changed.push_back(std::move(dir));
+  }
+  for (const auto& n : changed) {
+    try {
+      refresh_from_store(*n);
+    } catch (const std::exception& e) {
+      // The kernel still forgets it below; the next request reads again.
+      log_error("inode " + std::to_string(n->ino) + ": re-reading after another client's change: " +
+                e.what());
+    }
+  }
+  if (!session_) return;
+  for (const auto& n : changed) fuse_lowlevel_notify_inval_inode(session_, n->ino, 0, 0);
+  for (const auto& [parent, name] : entries)
+    fuse_lowlevel_notify_inval_entry(session_, parent, name.data(), name.size());
+}
+
+}  // namespace densefs::fs

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Two clients of one scale-out volume (docs/scale-out.md, "Several
+# clients"): records in a private PostgreSQL 15, packs in a private Ceph
+# radosgw, the writer mounted from the mkfs directory and a follower
+# mounted read-only by the database's URI from a client directory of its
+# own (another machine's view). Checked on the follower: a file the writer
+# closed is whole at the next open (close-to-open), also rewritten in place
+# and grown; a rename, an unlink, a new directory and a tree copied in with
+# rsync -aHAX show up in its listings and stats within a few seconds (change
+# notices, LISTEN/NOTIFY); writes are refused with EROFS; `densefs status`
+# lists both mounts, the follower as read-only. Then the writer deletes
+# most of the tree and runs gc while the follower reads the rest exactly;
+# kill -9 of the writer mid-write leaves the follower serving everything
+# the writer committed; the writer mounts again, fsck is clean, and the
+# follower sees the writer's new files.
+# usage: two_clients_test.sh DENSEFS_BINARY SOURCE_DIR
+# shellcheck source=mount_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
+# shellcheck source=tree_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tree_lib.sh"
+# shellcheck source=postgres_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/postgres_lib.sh"
+# shellcheck source=s3_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/s3_lib.sh"
+
+command -v rsync >/dev/null || missing_tool rsync
+command -v jq >/dev/null || missing_tool jq
+command -v setfattr >/dev/null || missing_tool "setfattr (Debian attr)"
+
+test_start=$(now)
+# Heartbeats every second: the writer learns of the follower within one,
+# and a killed writer's session expires in 3 s.
+export DENSEFS_HEARTBEAT_SECONDS=1
+store=$work/store
+writer=$work/writer
+reader=$work/reader
+mkdir -p "$writer" "$reader"
+pg_createdb vol1
+location="s3://densefs-two/vol1?endpoint=$S3_ENDPOINT"
+uri="postgresql:///vol1?host=$pg_socket_dir&port=$pg_port&user=postgres"
+
+step_start=
+step() {
+  local t
+  t=$(now)
+  [[ -z $step_start ]] || echo "  ($(elapsed "$step_start" "$t") s)"
+  step_start=$t
+  echo "--- $*"
+}
+
+# eventually SECONDS WHAT CMD...: CMD succeeds within SECONDS (polled every
+# 0.1 s), or the test fails saying WHAT.
+eventually() {
+  local seconds=$1 what=$2 start
+  shift 2
+  start=$(now)
+  until "$@" >/dev/null 2>&1; do
+    awk -v a="$start" -v b="$(now)" -v s="$seconds" 'BEGIN { exit !(b - a > s) }' &&
+      fail "the follower: $what (not within $seconds s)"
+    sleep 0.1
+  done
+  echo "follower: $what after $(elapsed "$start" "$(now)") s"
+}
+
+same_file() { cmp -s "$1" "$2"; }
+absent() { [[ ! -e $1 ]]; }
+listed() { ls "$1" | grep -qxF "$2"; }
+
+check_fsck() {
+  "$densefs" fsck "$store" >"$work/fsck.out" 2>&1 || {
+    cat "$work/fsck.out" >&2
+    fail "fsck $1 failed"
+  }
+}
+
+step "mkfs; the writer mounts; the follower mounts read-only by URI"
+"$densefs" mkfs --meta "$(pg_conninfo vol1)" --data "$location" "$store" >/dev/null ||
+  fail "densefs mkfs --data failed"
+mount_densefs "$store" "$writer"
+mount_densefs "$uri" "$reader" -o "ro,cache_dir=$work/client2"
+status=$("$densefs" status "$uri" --json) || fail "densefs status failed"
+[[ $(jq '[.sessions[] | select(.alive)] | length' <<<"$status") == 2 ]] ||
+  fail "densefs status does not list two live mounts: $status"
+[[ $(jq -r --arg m "$(realpath "$reader")" '.sessions[] | select(.mountpoint == $m) | .read_only' <<<"$status") == true ]] ||
+  fail "densefs status does not show the follower as read-only: $status"
+"$densefs" status "$store" | grep -qF "(read-only)" || fail "densefs status (text) does not say read-only"
+# The writer counts the other sessions at each heartbeat.
+sleep 1.5
+
+step "close-to-open: a file closed on the writer is whole at the next open on the follower"
+head -c 3000000 /dev/urandom >"$work/one.bin"
+ls "$reader" >/dev/null  # the follower's kernel caches the empty root
+cp "$work/one.bin" "$writer/one.bin"
+cmp "$work/one.bin" "$reader/one.bin" || fail "the follower read a file the writer closed differently"
+printf 'small text\n' >"$writer/small.txt"
+[[ $(cat "$reader/small.txt") == "small text" ]] || fail "the follower read a small file differently"
+# Rewritten in place (same size, new bytes), then grown: the follower's
+# page cache and cached size must not survive the writer's close.
+head -c 3000000 /dev/urandom >"$work/two.bin"
+cp "$work/two.bin" "$writer/one.bin"
+cmp "$work/two.bin" "$reader/one.bin" || fail "the follower read stale pages after a rewrite"
+printf 'more\n' >>"$writer/small.txt"
+[[ $(cat "$reader/small.txt") == $'small text\nmore' ]] ||
+  fail "the follower read a stale size after an append: $(cat "$reader/small.txt")"
+eventually 5 "sees the size of the grown file" test "$(stat -c %s "$reader/small.txt")" -eq 16
+
+step "renames, unlinks, new directories, xattrs"
+mv "$writer/one.bin" "$writer/renamed.bin"
+eventually 5 "no longer lists the old name" absent "$reader/one.bin"
+eventually 5 "lists the new name" listed "$reader" renamed.bin
+cmp "$work/two.bin" "$reader/renamed.bin" || fail "the renamed file differs on the follower"
+rm "$writer/small.txt"
+eventually 5 "no longer sees the unlinked file" absent "$reader/small.txt"
+mkdir -p "$writer/d1/d2"
+printf 'deep\n' >"$writer/d1/d2/f"
+eventually 5 "sees a new directory's file" same_file "$writer/d1/d2/f" "$reader/d1/d2/f"
+setfattr -n user.note -v first "$writer/d1/d2/f"
+[[ $(getfattr --absolute-names --only-values -n user.note "$reader/d1/d2/f" 2>/dev/null) == first ]] ||
+  eventually 5 "sees a new xattr" getfattr -n user.note "$reader/d1/d2/f"
+chmod 600 "$writer/d1/d2/f"
+eventually 5 "sees a chmod" test "$(stat -c %a "$reader/d1/d2/f")" = 600
+
+step "refused on the follower: writes"
+if printf x 2>/dev/null >"$reader/nope"; then fail "the follower took a new file"; fi
+if rm "$reader/renamed.bin" 2>/dev/null; then fail "the follower took an unlink"; fi
+[[ -e $writer/renamed.bin ]] || fail "the file the follower could not unlink is gone"
+
+step "a tree copied in with rsync -aHAX on the writer"
+data=$work/data
+make_tree "$data" 4000000
+rsync -aHAX "$data/" "$writer/data/" || fail "rsync -aHAX to the writer failed"
+check_tree "on the writer" "$data" "$writer/data"
+eventually 10 "lists the whole tree" diff -r "$data" "$reader/data"
+check_tree "on the follower" "$data" "$reader/data"
+
+step "most of the tree deleted, gc on the writer, the rest read on the follower"
+rm -rf "$writer/data/store" "$writer/data/random.bin" "$data/store" "$data/random.bin"
+"$densefs" sync "$writer" >/dev/null || fail "densefs sync failed"
+"$densefs" gc "$store" >"$work/gc.out" 2>&1 || {
+  cat "$work/gc.out" >&2
+  fail "densefs gc with a live follower failed"
+}
+eventually 10 "sees the deletions" diff -r "$data" "$reader/data"
+rm -rf "$work/client2"/*/cache/records
+check_tree "on the follower after gc, read from S3" "$data" "$reader/data"
+
+step "kill -9 of the writer mid-write; the follower keeps serving"
+printf 'durable\n' >"$writer/durable.txt"
+"$densefs" sync "$writer" >/dev/null || fail "densefs sync failed"
+start_flood "$writer"
+kill_daemon "$(daemon_pid "$store")" "$writer"
+check_tree "on the follower after the writer died" "$data" "$reader/data"
+[[ $(cat "$reader/durable.txt") == durable ]] || fail "the follower lost a file the writer synced"
+sleep 3.5
+"$densefs" status "$uri" | grep -q "not alive" || fail "densefs status does not show the killed writer as not alive"
+
+step "the writer mounts again; fsck; the follower sees its new files"
+mount_densefs "$store" "$writer"
+[[ $(cat "$writer/durable.txt") == durable ]] || fail "the writer lost a synced file to kill -9"
+printf 'after the crash\n' >"$writer/after.txt"
+[[ $(cat "$reader/after.txt" 2>/dev/null) == "after the crash" ]] ||
+  eventually 5 "sees a file written after the writer's restart" test -e "$reader/after.txt"
+[[ $(cat "$reader/after.txt") == "after the crash" ]] || fail "the follower read after.txt differently"
+umount_densefs "$writer"
+check_fsck "after the writer's kill -9"
+umount_densefs "$reader"
+status=$("$densefs" status "$uri" --json) || fail "densefs status failed"
+[[ $(jq '.sessions | length' <<<"$status") == 0 ]] || fail "sessions left after both unmounted: $status"
+step "done"
+echo "PASS: a writer and a read-only follower on one volume ($(elapsed "$test_start" "$(now)") s after the servers started)"
