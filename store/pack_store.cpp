@@ -875,13 +875,36 @@ pack_store::compaction pack_store::compact(double dead_share, std::mutex& commit
                                            const std::function<void(std::string_view)>& progress) {
   if (options_.read_only) throw store_error(EROFS, "pack store is read-only");
   compaction result;
+  const std::chrono::seconds grace = delete_grace_ ? delete_grace_() : std::chrono::seconds(0);
+  // Packs emptied earlier whose grace has passed go first; the others
+  // wait (and are not planned again).
+  std::set<std::uint32_t> waiting;
+  {
+    std::vector<std::uint32_t> due;
+    {
+      std::lock_guard lock(files_mutex_);
+      const auto now = std::chrono::steady_clock::now();
+      for (const auto& [id, when] : emptied_) {
+        if (now - when >= grace)
+          due.push_back(id);
+        else
+          waiting.insert(id);
+      }
+    }
+    for (const std::uint32_t id : due) {
+      delete_pack(id);
+      std::lock_guard lock(files_mutex_);
+      emptied_.erase(id);
+      ++result.packs_deleted;
+    }
+  }
   // Plan under the commit mutex: a commit whose record went to a pack that
   // has been closed since has committed by then, so the scan sees its entry.
   std::map<std::uint32_t, std::vector<std::pair<chunk_hash, pack_ref>>> moves;
   {
     std::lock_guard commit(commit_mutex);
     for (const pack_usage& u : usage(&cancel)) {
-      if (u.file_bytes == 0) continue;
+      if (u.file_bytes == 0 || waiting.contains(u.id)) continue;
       const double share = static_cast<double>(u.dead_bytes()) / static_cast<double>(u.file_bytes);
       if (u.live_records == 0 || share >= dead_share) moves[u.id];
     }
@@ -977,7 +1000,13 @@ pack_store::compaction pack_store::compact(double dead_share, std::mutex& commit
     }
     // 4. Nothing names the old pack any more (readers that looked it up have
     //    finished: they hold index_lock_ shared).
-    if (all_copied) {
+    //    Other clients do not hold that lock: while one may be reading, the
+    //    object outlives the grace first.
+    if (all_copied && grace.count() > 0) {
+      std::lock_guard lock(files_mutex_);
+      emptied_.emplace(id, std::chrono::steady_clock::now());
+      ++result.packs_deferred;
+    } else if (all_copied) {
       delete_pack(id);
       ++result.packs_deleted;
     }

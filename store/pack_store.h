@@ -27,6 +27,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -164,8 +165,17 @@ class pack_store final : public payload_store {
   // changed since it was copied keeps its new value and the copy is dead),
   // and then the old pack file is deleted. A crash at any step leaves every
   // index entry naming a complete record. Returns the packs deleted.
+  // Scale-out: how long an emptied pack object must outlive its last index
+  // entry before compaction deletes it (0: at once). Other clients look a
+  // record up in the index and fetch it after: the grace covers that (a
+  // follower's read, its retries), so the writer's gc never deletes what
+  // a live follower is about to read. Asked at each compaction.
+  void set_delete_grace(std::function<std::chrono::seconds()> grace) {
+    delete_grace_ = std::move(grace);
+  }
   struct compaction {
     std::uint64_t packs_deleted = 0;
+    std::uint64_t packs_deferred = 0;  // emptied, deleted by a later compaction
     std::uint64_t records_moved = 0;
     std::uint64_t bytes_moved = 0;
   };
@@ -209,6 +219,12 @@ class pack_store final : public payload_store {
   void upload(const pack_file& f);
   // Deletes pack `id` (compaction): the file, or the object and its cache.
   void delete_pack(std::uint32_t id);
+  // Packs emptied while the grace was not 0, and when; compact() deletes
+  // those past it first and plans around the rest. In memory only: after
+  // a restart, the next compaction finds such an object named by nothing
+  // and empties it again. Under files_mutex_.
+  std::function<std::chrono::seconds()> delete_grace_;
+  std::map<std::uint32_t, std::chrono::steady_clock::time_point> emptied_;
   void roll_locked();  // append_mutex_ held
   void fail_read(const chunk_hash& hash, std::uint32_t pack, const std::string& why) const;
   // Throws store_error(EIO) naming chunk and pack unless `header` is a

@@ -36,6 +36,13 @@
 namespace densefs::store {
 namespace {
 
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+
 namespace fs = std::filesystem;
 
 constexpr const char* k_format_file = "FORMAT";
@@ -751,6 +758,12 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     }
     auto packs = std::make_unique<pack_store>(*self->engine_, dir, po);
     self->packs_ = packs.get();
+    // A live follower may be between an index lookup and its GET: emptied
+    // objects outlive the heartbeat expiry (3 intervals) by one more.
+    if (po.remote)
+      packs->set_delete_grace([s = self.get()] {
+        return s->others_mounted() ? 4 * heartbeat_interval() : std::chrono::seconds(0);
+      });
     self->payloads_ = std::move(packs);
     // Pack bytes durable before a memtable flush makes the index entries
     // naming them durable.
@@ -760,6 +773,10 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     self->payloads_ = std::make_unique<rocksdb_payload_store>(*self->engine_);
   }
   self->cache_ = std::make_unique<chunk_cache>(options.chunk_cache_bytes);
+  // A tool that writes (gc) sees the mounts as other clients; a mount
+  // counts again without itself (begin_session).
+  if (self->keeps_sessions() && !self->options_.read_only)
+    self->count_others(self->sessions(), unix_now(), false);
   return self;
 }
 
@@ -1090,6 +1107,7 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   };
   gc_result result;
   std::uint64_t packs_deleted = 0;
+  std::uint64_t packs_deferred = 0;
   phase("measuring");
   result.before = garbage();
 
@@ -1145,6 +1163,7 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
     const pack_store::compaction c =
         packs_->compact(room ? k_pack_dead_share : 2.0, commit_mutex_, gc_canceled_, progress);
     packs_deleted = c.packs_deleted;
+    packs_deferred = c.packs_deferred;
     if (!room) result.rewrote_payloads = rewrite_payloads = false;
   }
 
@@ -1188,6 +1207,7 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   phase("measuring");
   result.after = garbage();
   result.after.packs_deleted = packs_deleted;
+  result.after.packs_deferred = packs_deferred;
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;
@@ -1204,6 +1224,7 @@ std::string to_json(const gc_report& r) {
   j["payload_file_bytes"] = r.payload_file_bytes;
   j["pack_files"] = r.pack_files;
   j["packs_deleted"] = r.packs_deleted;
+  j["packs_deferred"] = r.packs_deferred;
   j["table_file_bytes"] = r.table_file_bytes;
   j["wal_bytes"] = r.wal_bytes;
   j["info_log_bytes"] = r.info_log_bytes;
@@ -1931,12 +1952,6 @@ struct statvfs store::statvfs() const {
 // ---------------------------------------------------------------- sessions
 
 namespace {
-
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string random_session_id() {
   unsigned char bytes[8];

@@ -236,6 +236,9 @@ struct gc_report {
   std::uint64_t live_blob_payload_bytes = 0;
   std::uint64_t pack_files = 0;             // pack stores: *.pack files
   std::uint64_t packs_deleted = 0;          // gc_result.after: packs compaction deleted
+  // Scale-out, another client mounted: packs emptied now, deleted by a
+  // later gc once the grace passed (pack_store::set_delete_grace).
+  std::uint64_t packs_deferred = 0;
   std::uint64_t garbage_since_collect = 0;  // store::garbage_since_collect()
   // Blob stores: blob files and write-ahead log minus the live blob payloads
   // (with RocksDB's per-record overhead): replaced and deleted payloads, and

@@ -9,7 +9,8 @@
 # rsync -aHAX show up in its listings and stats within a few seconds (change
 # notices, LISTEN/NOTIFY); writes are refused with EROFS; `densefs status`
 # lists both mounts, the follower as read-only. Then the writer deletes
-# most of the tree and runs gc while the follower reads the rest exactly;
+# most of the tree and runs gc while the follower reads the rest exactly
+# (the emptied pack objects kept for a grace, deleted by the next gc);
 # kill -9 of the writer mid-write leaves the follower serving everything
 # the writer committed; the writer mounts again, fsck is clean, and the
 # follower sees the writer's new files.
@@ -136,13 +137,25 @@ check_tree "on the follower" "$data" "$reader/data"
 step "most of the tree deleted, gc on the writer, the rest read on the follower"
 rm -rf "$writer/data/store" "$writer/data/random.bin" "$data/store" "$data/random.bin"
 "$densefs" sync "$writer" >/dev/null || fail "densefs sync failed"
-"$densefs" gc "$store" >"$work/gc.out" 2>&1 || {
-  cat "$work/gc.out" >&2
-  fail "densefs gc with a live follower failed"
+# gc() LABEL: densefs gc --json of the mounted volume into $gc_json.
+gc() {
+  gc_json=$("$densefs" gc --json "$store" 2>"$work/gc.err") || {
+    cat "$work/gc.err" >&2
+    fail "densefs gc $1 failed"
+  }
 }
+gc "with a live follower"
+deferred=$(jq '.after.packs_deferred' <<<"$gc_json")
+((deferred > 0)) || fail "gc with a live follower deferred no pack deletion: $gc_json"
 eventually 10 "sees the deletions" diff -r "$data" "$reader/data"
 rm -rf "$work/client2"/*/cache/records
 check_tree "on the follower after gc, read from S3" "$data" "$reader/data"
+# Past the grace (4 heartbeats), the next gc deletes them.
+sleep 4.2
+gc "after the grace"
+(($(jq '.after.packs_deleted' <<<"$gc_json") >= deferred)) ||
+  fail "gc after the grace did not delete the $deferred deferred packs: $gc_json"
+check_tree "on the follower after the deferred deletions" "$data" "$reader/data"
 
 step "kill -9 of the writer mid-write; the follower keeps serving"
 printf 'durable\n' >"$writer/durable.txt"
