@@ -61,8 +61,8 @@ void filesystem::apply_remote_change(const store::change_notice& c) {
       refresh_from_store(*n);
     } catch (const std::exception& e) {
       // The kernel still forgets it below; the next request reads again.
-      log_error("inode " + std::to_string(n->ino) + ": re-reading after another client's change: " +
-                e.what());
+      log_error("inode " + std::to_string(n->ino) +
+                ": re-reading after another client's change: " + e.what());
     }
   }
   if (!session_) return;

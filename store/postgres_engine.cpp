@@ -2,6 +2,9 @@
 
 #include <libpq-fe.h>
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -9,9 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -658,7 +658,9 @@ postgres_engine::postgres_engine(const postgres_engine_options& options)
       read_only_(options.read_only),
       capacity_(std::max<std::size_t>(options.connections, 1)) {}
 
-postgres_engine::~postgres_engine() { unwatch(); }
+postgres_engine::~postgres_engine() {
+  unwatch();
+}
 
 bool postgres_engine::names_a_password(std::string_view conninfo) {
   return !secrets_in(conninfo).empty();

@@ -42,7 +42,6 @@ std::int64_t unix_now() {
       .count();
 }
 
-
 namespace fs = std::filesystem;
 
 constexpr const char* k_format_file = "FORMAT";

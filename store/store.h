@@ -234,8 +234,8 @@ struct gc_report {
   // 4 KiB and more with RocksDB's per-record overhead; pack stores, the pack
   // records the index names (64-byte header included).
   std::uint64_t live_blob_payload_bytes = 0;
-  std::uint64_t pack_files = 0;             // pack stores: *.pack files
-  std::uint64_t packs_deleted = 0;          // gc_result.after: packs compaction deleted
+  std::uint64_t pack_files = 0;     // pack stores: *.pack files
+  std::uint64_t packs_deleted = 0;  // gc_result.after: packs compaction deleted
   // Scale-out, another client mounted: packs emptied now, deleted by a
   // later gc once the grace passed (pack_store::set_delete_grace).
   std::uint64_t packs_deferred = 0;
@@ -638,8 +638,7 @@ class store {
   // Another live session at the last heartbeat (the writer; others_mounted).
   std::atomic<bool> others_mounted_{false};
   // `announce`: log a change (not at mount, while stderr is the user's).
-  void count_others(const std::vector<session_record>& all, std::int64_t now_unix,
-                    bool announce);
+  void count_others(const std::vector<session_record>& all, std::int64_t now_unix, bool announce);
   std::string session_id_;  // set by begin_session before its thread starts
   bool follower_ = false;
   // The store's format version is k_lepton_file_format_version or newer:

@@ -65,7 +65,8 @@ eventually() {
 
 same_file() { cmp -s "$1" "$2"; }
 absent() { [[ ! -e $1 ]]; }
-listed() { ls "$1" | grep -qxF "$2"; }
+# listed DIR NAME: a readdir of DIR (not a lookup) has NAME.
+listed() { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | grep -qxF "$2"; }
 
 check_fsck() {
   "$densefs" fsck "$store" >"$work/fsck.out" 2>&1 || {

@@ -1052,15 +1052,15 @@ TEST(change_notice, round_trip_and_spec_text) {
   EXPECT_EQ(back->entries[1].second, std::string("\0\xff", 2));
   // Too long for one NOTIFY: "everything changed".
   change_notice many;
-  for (int i = 0; i < 60; ++i) many.entries.emplace_back(1, std::string(250, 'n') + std::to_string(i));
+  for (int i = 0; i < 60; ++i)
+    many.entries.emplace_back(1, std::string(250, 'n') + std::to_string(i));
   EXPECT_EQ(encode_change_notice(many), "1 *");
   EXPECT_TRUE(decode_change_notice("1 *")->everything);
 }
 
 TEST(change_notice, refuses_what_it_cannot_read) {
-  for (const char* bad :
-       {"", "2 i1", "1 x", "1 i", "1 ig", "1 i11111111111111111", "1 e1", "1 e1:", "1 e1:6",
-        "1 e1:zz", "1 e:61", "1  i1", "1 i1 "})
+  for (const char* bad : {"", "2 i1", "1 x", "1 i", "1 ig", "1 i11111111111111111", "1 e1",
+                          "1 e1:", "1 e1:6", "1 e1:zz", "1 e:61", "1  i1", "1 i1 "})
     EXPECT_FALSE(decode_change_notice(bad)) << bad;
   EXPECT_FALSE(decode_change_notice("1 e1:" + std::string(512, 'a')));
   EXPECT_TRUE(decode_change_notice("1 e1:" + std::string(510, 'a')));
