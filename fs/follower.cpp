@@ -28,6 +28,7 @@ bool filesystem::refresh_from_store(node& n) {
   std::unique_lock data(n.data_mutex);
   std::lock_guard meta(meta_mutex_);
   if (n.record == *r) return false;
+  store_->forget_extents(n.ino);
   n.record = *r;
   n.persisted_size = r->size;
   n.size = r->size;

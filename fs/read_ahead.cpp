@@ -207,6 +207,9 @@ void read_ahead::plan_siblings(const std::shared_ptr<sibling_run>& run,
     batch_bytes = 0;
   };
   try {
+    // Their extent lists in a few range scans, not one per file (a store
+    // on PostgreSQL; nothing on the embedded one).
+    store_.prefetch_extents(files);
     for (const std::uint64_t ino : files) {
       if (!keep_going() || total >= max_window_) break;
       for (const auto& [offset, extent] : store_.extents(ino, 0, k_sibling_file_bytes)) {

@@ -880,6 +880,51 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
                                                                     std::size_t limit) const {
   std::vector<std::pair<std::uint64_t, extent_record>> out;
   if (begin >= end || limit == 0) return out;
+  const auto pick = [&](const extent_list& all) {
+    for (const auto& [offset, r] : all) {
+      if (offset >= end || out.size() >= limit) break;
+      if (offset + r.length > begin) out.emplace_back(offset, r);
+    }
+    return out;
+  };
+  if (caches_extents()) {
+    std::uint64_t gen = 0;
+    bool known_big = false;
+    {
+      std::lock_guard lock(extent_cache_mutex_);
+      if (const auto it = extent_cache_.find(ino); it != extent_cache_.end()) {
+        if (!it->second.too_many) return pick(it->second.list);
+        known_big = true;
+      }
+      gen = extents_gen_;
+    }
+    if (!known_big) {
+      // The whole list in the scan's first page (one round trip) when the
+      // file has few extents; a marker sends later reads of a file with
+      // more straight to the ranged scan below.
+      cached_extents whole;
+      scan_options o;
+      engine_->scan(
+          table::extents, u64_prefix(ino), o, "reading extents of inode " + std::to_string(ino),
+          [&](std::string_view key, std::string_view value) {
+            if (whole.list.size() == k_cached_extents) {
+              whole.too_many = true;
+              return false;
+            }
+            const std::uint64_t offset = extent_offset(ino, key);
+            whole.list.emplace_back(offset, detail::decode_extent(value, extent_what(ino, offset)));
+            return true;
+          });
+      {
+        std::lock_guard lock(extent_cache_mutex_);
+        if (gen == extents_gen_) {
+          if (extent_cache_.size() >= k_extent_cache_files) extent_cache_.clear();
+          extent_cache_[ino] = whole.too_many ? cached_extents{true, {}} : whole;
+        }
+      }
+      if (!whole.too_many) return pick(whole.list);
+    }
+  }
   const std::string start = extent_key(ino, begin);
   // An extent that starts before `begin` may still cover it: start from the
   // last extent at or before `begin`.
@@ -896,6 +941,87 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
                   return out.size() < limit;
                 });
   return out;
+}
+
+void store::drop_cached_extents(std::span<const std::uint64_t> inodes, bool all) const {
+  if (!caches_extents()) return;
+  std::lock_guard lock(extent_cache_mutex_);
+  ++extents_gen_;
+  if (all) {
+    extent_cache_.clear();
+    return;
+  }
+  for (const std::uint64_t ino : inodes) extent_cache_.erase(ino);
+}
+
+void store::prefetch_extents(std::span<const std::uint64_t> inodes) const {
+  if (!caches_extents() || inodes.empty()) return;
+  // Inodes made together (cp, tar, rsync) have nearby numbers: one range
+  // scan covers a run whose neighbours are at most k_gap apart, up to
+  // k_max_rows extents (files outside the list in the range cost a row
+  // each; a big file's extents end the run early).
+  constexpr std::uint64_t k_gap = 16;
+  constexpr std::size_t k_max_rows = 4096;
+  constexpr std::size_t k_max_inodes = 1024;
+  std::vector<std::uint64_t> wanted;
+  std::uint64_t gen = 0;
+  {
+    std::lock_guard lock(extent_cache_mutex_);
+    for (const std::uint64_t ino : inodes.first(std::min(inodes.size(), k_max_inodes)))
+      if (!extent_cache_.contains(ino)) wanted.push_back(ino);
+    gen = extents_gen_;
+  }
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  std::unordered_map<std::uint64_t, cached_extents> found;
+  for (std::size_t i = 0; i < wanted.size();) {
+    std::size_t j = i + 1;
+    while (j < wanted.size() && wanted[j] - wanted[j - 1] <= k_gap) ++j;
+    const std::uint64_t first = wanted[i], last = wanted[j - 1];
+    std::set<std::uint64_t> run(wanted.begin() + static_cast<std::ptrdiff_t>(i),
+                                wanted.begin() + static_cast<std::ptrdiff_t>(j));
+    i = j;
+    if (last == std::numeric_limits<std::uint64_t>::max()) continue;
+    key_range range{inode_key(first), inode_key(last + 1)};
+    std::size_t rows = 0;
+    // Every inode of the run below `done` has its whole list (or is marked).
+    std::uint64_t done = first;
+    std::unordered_map<std::uint64_t, cached_extents> seen;
+    try {
+      scan_options o;
+      engine_->scan(table::extents, range, o, "prefetching extents",
+                    [&](std::string_view key, std::string_view value) {
+                      const std::uint64_t ino = decode_u64_be(key.substr(0, 8));
+                      done = ino;
+                      if (++rows > k_max_rows) return false;
+                      if (!run.contains(ino)) return true;
+                      cached_extents& c = seen[ino];
+                      if (c.too_many) return true;
+                      if (c.list.size() == k_cached_extents) {
+                        c.too_many = true;
+                        c.list.clear();
+                        return true;
+                      }
+                      const std::uint64_t offset = extent_offset(ino, key);
+                      c.list.emplace_back(offset,
+                                          detail::decode_extent(value, extent_what(ino, offset)));
+                      return true;
+                    });
+      if (rows <= k_max_rows) done = last + 1;  // the whole range was read
+    } catch (const store_error&) {
+      continue;  // the reads that need them scan again and say why
+    }
+    for (const std::uint64_t ino : run)
+      if (ino < done) found[ino] = seen.contains(ino) ? std::move(seen[ino]) : cached_extents{};
+  }
+  std::lock_guard lock(extent_cache_mutex_);
+  if (gen != extents_gen_) return;  // a commit came in between
+  if (extent_cache_.size() + found.size() > k_extent_cache_files) extent_cache_.clear();
+  for (auto& [ino, c] : found) extent_cache_.try_emplace(ino, std::move(c));
+}
+
+void store::forget_extents(std::uint64_t ino) const {
+  drop_cached_extents(std::span(&ino, 1), false);
 }
 
 std::vector<std::pair<std::uint64_t, extent_record>> store::last_extents(std::uint64_t ino,
@@ -1683,6 +1809,12 @@ void store::commit(transaction& txn, bool sync) {
     else
       batch.put(op.cf, op.key, encode_value(op, encoding_));
   }
+  // Inodes whose cached extent lists this commit makes stale.
+  std::vector<std::uint64_t> extents_changed;
+  if (caches_extents())
+    for (const txn_op& op : t.ops)
+      if ((op.cf == table::extents || op.cf == table::inodes) && op.key.size() >= 8)
+        extents_changed.push_back(decode_u64_be(std::string_view(op.key).substr(0, 8)));
   // Followers of a shared volume drop what they cache of these (watch()).
   if (keeps_sessions()) {
     change_notice changed;
@@ -1918,7 +2050,15 @@ void store::commit(transaction& txn, bool sync) {
   // entry naming bytes the page cache lost.
   if (sync || (engine_->writes_are_durable() && !new_payloads.empty())) payloads_->sync();
 
-  engine_->write(batch, sync);
+  try {
+    engine_->write(batch, sync);
+  } catch (...) {
+    // Applied or not (a lost connection leaves it unknown): nothing cached
+    // of these inodes may stay.
+    drop_cached_extents(extents_changed, false);
+    throw;
+  }
+  drop_cached_extents(extents_changed, false);
   garbage_bytes_ += garbage;
   for (const auto& h : deleted) cache_->erase(h);
   if (raise_format) {
@@ -2176,7 +2316,7 @@ std::optional<change_notice> decode_change_notice(std::string_view text) {
 
 bool store::watch(std::function<void(const change_notice&)> fn) {
   if (!follower_) return false;
-  return engine_->watch([fn = std::move(fn)](std::string_view text) {
+  return engine_->watch([this, fn = std::move(fn)](std::string_view text) {
     std::optional<change_notice> c;
     if (!text.empty()) c = decode_change_notice(text);
     if (!c) {
@@ -2186,6 +2326,7 @@ bool store::watch(std::function<void(const change_notice&)> fn) {
       c.emplace();
       c->everything = true;
     }
+    drop_cached_extents(c->inodes, c->everything);
     fn(*c);
   });
 }
