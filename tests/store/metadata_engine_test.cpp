@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -1084,6 +1085,95 @@ TEST_F(metadata_engine_postgres, a_writer_that_lost_the_lock_writes_only_while_i
 // FORMAT naming the database, records only in the database, a reopen that
 // reads them, and the refusals: a password, blob payloads, a database that
 // holds another store.
+// The extent lists a store on PostgreSQL caches (store::extents,
+// prefetch_extents) are exact after every commit, and a follower's after
+// the writer's notice.
+TEST_F(metadata_engine_postgres, cached_extent_lists_follow_commits) {
+  temp_dir tmp;
+  const std::filesystem::path dir = tmp / "store";
+  store::store::create(dir, codec::default_policy(), store::payload_backend::pack,
+                       options_.conninfo);
+  const int lock = store::store::lock(dir);
+  auto s = store::store::open(dir);
+  const auto extent = [](std::uint8_t tag, std::uint32_t length) {
+    store::extent_record e;
+    e.hash = store::sha256_of(std::string(1, static_cast<char>(tag)));
+    e.length = length;
+    return e;
+  };
+  using list = store::extent_list;
+  const auto whole = [](store::store& st, std::uint64_t ino) {
+    return st.extents(ino, 0, std::numeric_limits<std::uint64_t>::max());
+  };
+  // Files with 1, 2 and 40 extents, and files not asked for between them.
+  std::map<std::uint64_t, list> expected;
+  {
+    store::transaction t;
+    for (int i = 0; i < 60; ++i) {
+      const std::uint64_t ino = s->allocate_ino();
+      const std::size_t count = i == 30 ? 40 : 1 + i % 2;
+      for (std::size_t k = 0; k < count; ++k) {
+        const store::extent_record e = extent(static_cast<std::uint8_t>(i + k), 100);
+        t.put_extent(ino, k * 100, e);
+        expected[ino].emplace_back(k * 100, e);
+      }
+    }
+    s->commit(t);
+  }
+  std::vector<std::uint64_t> asked;
+  for (const auto& [ino, l] : expected)
+    if (ino % 3 != 0) asked.push_back(ino);
+  s->prefetch_extents(asked);
+  for (const auto& [ino, l] : expected) {
+    EXPECT_EQ(whole(*s, ino), l) << "inode " << ino;
+    // A range from the cached list: the extent covering 150, and no more.
+    if (l.size() > 1) EXPECT_EQ(s->extents(ino, 150, 160), list(l.begin() + 1, l.begin() + 2));
+  }
+
+  auto follower = store::store::open(dir, {.read_only = true, .follower = true});
+  std::mutex m;
+  std::condition_variable cv;
+  int notices = 0;
+  ASSERT_TRUE(follower->watch([&](const store::change_notice&) {
+    std::lock_guard l(m);
+    ++notices;
+    cv.notify_all();
+  }));
+  const std::uint64_t ino = expected.begin()->first;
+  EXPECT_EQ(whole(*follower, ino), expected[ino]);  // cached there too
+  for (int i = 0; i < 200 && sql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
+                                 "'LISTEN %' AND datname = current_database()") == "0\n";
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+
+  // Replaced, added, deleted: the writer's cache follows at once, the
+  // follower's once the notice is in.
+  const store::extent_record replaced = extent(200, 50);
+  const store::extent_record added = extent(201, 70);
+  store::transaction t;
+  t.put_extent(ino, 0, replaced);
+  t.put_extent(ino, 1000, added);
+  s->commit(t);
+  const list now = {{0, replaced}, {1000, added}};
+  EXPECT_EQ(whole(*s, ino), now);
+  {
+    std::unique_lock l(m);
+    ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(10), [&] { return notices >= 1; }));
+  }
+  EXPECT_EQ(whole(*follower, ino), now);
+  store::transaction t2;
+  t2.delete_extent(ino, 0);
+  s->commit(t2);
+  EXPECT_EQ(whole(*s, ino), list({{1000, added}}));
+  // A follower's open that finds the file changed before the notice drops
+  // it itself.
+  follower->forget_extents(ino);
+  EXPECT_EQ(whole(*follower, ino), list({{1000, added}}));
+  follower.reset();
+  s.reset();
+  ::close(lock);
+}
+
 TEST_F(metadata_engine_postgres, a_store_keeps_its_records_in_postgresql) {
   temp_dir tmp;
   const std::filesystem::path dir = tmp / "store";
