@@ -588,7 +588,67 @@ std::vector<std::string> pack_store::fetch_run(std::span<const chunk_hash> hashe
 
 std::string pack_store::fetch_remote_record(const chunk_hash& hash, const pack_ref& ref) {
   if (std::optional<std::string> cached = cached_record(hash, ref)) return std::move(*cached);
+  if (fetch_whole_pack(ref.pack))
+    if (const std::shared_ptr<pack_file> f = file(ref.pack))
+      return read_local_record(*f, hash, ref);
   return std::move(fetch_run(std::span(&hash, 1), std::span(&ref, 1)).front());
+}
+
+bool pack_store::fetch_whole_pack(std::uint32_t id) {
+  {
+    std::lock_guard lock(remote_reads_mutex_);
+    if (remote_reads_[id]++ == 0) return false;  // the first read of it: its records only
+  }
+  std::lock_guard lock(whole_pack_fetch_mutex_);
+  if (file(id)) return true;  // another read fetched it meanwhile
+  if (steady_ms() < remote_down_until_.load()) return false;
+  try {
+    const std::optional<std::uint64_t> size = remote_->size(object_name(id));
+    if (!size || *size > k_whole_pack_bytes || 4 * *size > cache_->capacity()) return false;
+    const std::string bytes =
+        remote_->get_range(object_name(id), 0, static_cast<std::uint32_t>(*size));
+    // Written aside, then renamed: a file in packs/ is always whole. Not
+    // synced: the cache is never authoritative, and every record read from
+    // it is checked like any other.
+    const fs::path path = cache_->pack_path(id);
+    const fs::path part = path.string() + ".part";
+    const int fd = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw store_error(errno, part.string() + ": " + errno_text(errno));
+    std::string_view rest = bytes;
+    while (!rest.empty()) {
+      const ssize_t n = ::write(fd, rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int e = n < 0 ? errno : EIO;
+        ::close(fd);
+        ::unlink(part.c_str());
+        throw store_error(e, part.string() + ": " + errno_text(e));
+      }
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    if (::rename(part.c_str(), path.c_str()) != 0) {
+      const int e = errno;
+      ::unlink(part.c_str());
+      throw store_error(e, path.string() + ": " + errno_text(e));
+    }
+    cache_->add_pack(id, bytes.size());
+  } catch (const store_error& e) {
+    // Its records come with ranged GETs, which report a service that is down.
+    log_debug("payload cache: pack " + pack_file_name(id) + " not fetched whole: " + e.what());
+    return false;
+  }
+  return file(id) != nullptr;
+}
+
+std::string pack_store::read_local_record(const pack_file& f, const chunk_hash& hash,
+                                          const pack_ref& ref) {
+  std::string record;
+  if (const int e = read_bytes(f.fd, ref.offset, ref.length, record); e != 0)
+    fail_read(hash, ref.pack, errno_text(e));
+  if (const std::string why = record_problem(hash, ref, record); !why.empty())
+    fail_read(hash, ref.pack, why);
+  return record;
 }
 
 int pack_store::read_bytes(int fd, std::uint64_t offset, std::uint32_t length,
@@ -608,12 +668,7 @@ std::string pack_store::read_whole_record(const chunk_hash& hash, const pack_ref
     if (remote_) return fetch_remote_record(hash, ref);
     fail_read(hash, ref.pack, "the pack file is missing");
   }
-  std::string record;
-  if (const int e = read_bytes(f->fd, ref.offset, ref.length, record); e != 0)
-    fail_read(hash, ref.pack, errno_text(e));
-  if (const std::string why = record_problem(hash, ref, record); !why.empty())
-    fail_read(hash, ref.pack, why);
-  return record;
+  return read_local_record(*f, hash, ref);
 }
 
 std::string pack_store::read_record(const chunk_hash& hash, const pack_ref& ref) {
@@ -722,6 +777,25 @@ std::vector<std::string> pack_store::get_many(std::span<const chunk_hash> hashes
       const pack_ref &x = fetched_refs[a], &y = fetched_refs[b];
       return std::tie(x.pack, x.offset) < std::tie(y.pack, y.offset);
     });
+    // Packs read from before come whole (fetch_whole_pack): their records
+    // from the local copy, the rest with ranged GETs.
+    {
+      std::vector<std::size_t> ranged;
+      std::map<std::uint32_t, std::shared_ptr<pack_file>> whole;
+      for (const std::size_t k : missing) {
+        const pack_ref& r = fetched_refs[k];
+        auto [it, fresh] = whole.try_emplace(r.pack);
+        if (fresh && fetch_whole_pack(r.pack)) it->second = file(r.pack);
+        if (!it->second) {
+          ranged.push_back(k);
+          continue;
+        }
+        std::string record = read_local_record(*it->second, hashes[fetched[k]], r);
+        record.erase(0, k_pack_record_header_size);
+        out[fetched[k]] = std::move(record);
+      }
+      missing = std::move(ranged);
+    }
     std::vector<std::vector<std::size_t>> runs;
     std::uint64_t run_bytes = 0;
     for (const std::size_t k : missing) {

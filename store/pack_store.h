@@ -253,6 +253,19 @@ class pack_store final : public payload_store {
   std::uint64_t current_size_ = 0;
   std::uint64_t writeback_from_ = 0;  // current_: write-back started below this
   static constexpr std::uint64_t k_writeback_step = 8u << 20;
+  // Scale-out: a pack read from a second time since this store opened is
+  // fetched whole (one GET) into the cache, when it is at most
+  // k_whole_pack_bytes and the cache holds four such: a tree written
+  // together is read together (cp, tar, rsync, a restore), and one GET of
+  // a pack replaces one per file (measured: docs/scale-out.md). True when
+  // the pack is now a local file.
+  bool fetch_whole_pack(std::uint32_t id);
+  static constexpr std::uint64_t k_whole_pack_bytes = 24u << 20;
+  std::mutex whole_pack_fetch_mutex_;  // one download at a time
+  std::mutex remote_reads_mutex_;
+  std::map<std::uint32_t, unsigned> remote_reads_;  // reads that missed, by pack
+  // The whole record of `ref` from local pack file `f`, checked.
+  std::string read_local_record(const pack_file& f, const chunk_hash& hash, const pack_ref& ref);
   // Scale-out: records fetched from the object store at once by one read.
   static constexpr std::size_t k_parallel_fetches = 8;
   // Scale-out: adjacent records are fetched together up to this many bytes.
