@@ -7,7 +7,8 @@
 # closed is whole at the next open (close-to-open), also rewritten in place
 # and grown; a rename, an unlink, a new directory and a tree copied in with
 # rsync -aHAX show up in its listings and stats within a few seconds (change
-# notices, LISTEN/NOTIFY); writes are refused with EROFS; `densefs status`
+# notices, LISTEN/NOTIFY), the packs it reads from again fetched whole;
+# writes are refused with EROFS; `densefs status`
 # lists both mounts, the follower as read-only. Then the writer deletes
 # most of the tree and runs gc while the follower reads the rest exactly
 # (the emptied pack objects kept for a grace, deleted by the next gc);
@@ -134,6 +135,10 @@ rsync -aHAX "$data/" "$writer/data/" || fail "rsync -aHAX to the writer failed"
 check_tree "on the writer" "$data" "$writer/data"
 eventually 10 "lists the whole tree" diff -r "$data" "$reader/data"
 check_tree "on the follower" "$data" "$reader/data"
+# Packs it read from more than once came whole into its cache (one GET).
+whole=$(find "$work/client2" -path '*/cache/packs/*.pack' | wc -l)
+((whole > 0)) || fail "the follower read the tree without fetching any pack whole"
+echo "follower: $whole packs fetched whole"
 
 step "most of the tree deleted, gc on the writer, the rest read on the follower"
 rm -rf "$writer/data/store" "$writer/data/random.bin" "$data/store" "$data/random.bin"
