@@ -285,7 +285,7 @@ pack_store::pack_store(metadata_engine& engine, fs::path store_dir, options o)
           std::lock_guard lock(files_mutex_);
           files_.erase(id);
         },
-        o.read_only);
+        o.read_only && !o.fill_cache);
     return;
   }
   // New records always go to a new pack: the last pack of an earlier run
@@ -604,7 +604,9 @@ bool pack_store::fetch_whole_pack(std::uint32_t id) {
   if (steady_ms() < remote_down_until_.load()) return false;
   try {
     const std::optional<std::uint64_t> size = remote_->size(object_name(id));
-    if (!size || *size > k_whole_pack_bytes || 4 * *size > cache_->capacity()) return false;
+    if (!size || *size > k_whole_pack_bytes || 4 * *size > cache_->capacity() ||
+        cache_->read_only())
+      return false;
     const std::string bytes =
         remote_->get_range(object_name(id), 0, static_cast<std::uint32_t>(*size));
     // Written aside, then renamed: a file in packs/ is always whole. Not

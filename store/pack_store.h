@@ -113,6 +113,10 @@ class pack_store final : public payload_store {
     // `store_dir`/cache) and the cache's bound.
     std::filesystem::path cache_dir;
     std::uint64_t cache_bytes = k_default_payload_cache_bytes;
+    // With read_only: the cache still fills (a follower mount, which owns
+    // its client directory), instead of being only read (a tool looking at
+    // a mounted volume, whose daemon owns the cache).
+    bool fill_cache = false;
   };
   // Borrows the engine, which must outlive this object; its payloads table
   // is the index. `store_dir`/packs holds the pack files (created when the

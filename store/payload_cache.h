@@ -60,6 +60,7 @@ class payload_cache {
 
   std::uint64_t bytes() const;
   std::uint64_t capacity() const { return capacity_; }
+  bool read_only() const { return read_only_; }
 
  private:
   struct entry {

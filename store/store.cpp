@@ -749,6 +749,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
       po.remote = std::make_shared<s3_object_store>(parse_s3_url(marker.data));
       po.cache_dir = options.cache_dir;
       po.cache_bytes = options.cache_bytes;
+      po.fill_cache = self->follower_;  // its own client directory
       self->data_ = marker.data;
     } else if (self->settings_.format_version >= k_object_format_version) {
       throw store_error(EINVAL, "store " + dir.string() +

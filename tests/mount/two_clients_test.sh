@@ -139,6 +139,9 @@ check_tree "on the follower" "$data" "$reader/data"
 whole=$(find "$work/client2" -path '*/cache/packs/*.pack' | wc -l)
 ((whole > 0)) || fail "the follower read the tree without fetching any pack whole"
 echo "follower: $whole packs fetched whole"
+# ...and its cache counts them (a follower owns its client directory).
+cached=$("$densefs" stats "$reader" --json | jq '.cache_bytes') || fail "densefs stats of the follower failed"
+((cached > 0)) || fail "the follower's cache counts no bytes after reading the tree"
 
 step "most of the tree deleted, gc on the writer, the rest read on the follower"
 rm -rf "$writer/data/store" "$writer/data/random.bin" "$data/store" "$data/random.bin"
