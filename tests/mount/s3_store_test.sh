@@ -46,16 +46,6 @@ bucket="densefs-vol1"
 prefix=vol1
 location="s3://$bucket/$prefix?endpoint=$S3_ENDPOINT"
 
-# step LABEL: prints how long the previous step took, then LABEL.
-step_start=
-step() {
-  local t
-  t=$(now)
-  [[ -z $step_start ]] || echo "  ($(elapsed "$step_start" "$t") s)"
-  step_start=$t
-  echo "--- $*"
-}
-
 # list_packs: $pack_keys (the keys under $prefix/packs/), $pack_count and
 # $pack_bytes (their total size), from one LIST. (The query is written
 # encoded: curl signs it as written, SigV4 wants '/' as %2F.)
@@ -87,13 +77,6 @@ refused() {
   [[ ! -e $dir/FORMAT ]] || fail "mkfs with $what left a FORMAT in $dir"
   rm -rf "$dir"
   echo "mkfs with $what: $err"
-}
-
-check_fsck() {
-  "$densefs" fsck "$store" >"$work/fsck.out" 2>&1 || {
-    cat "$work/fsck.out" >&2
-    fail "fsck $1 failed"
-  }
 }
 
 # After a clean unmount every pack is in S3: nothing is left to upload.

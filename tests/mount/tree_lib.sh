@@ -17,6 +17,9 @@
 # daemon_pid STORE: the pid of the daemon STORE's lock file names.
 # kill_daemon PID MNT: kill -9 of the daemon, the flood's writer reaped, MNT
 #   lazily unmounted, and the daemon gone (10 s at most).
+# step LABEL: prints how long the previous step took, then LABEL.
+# check_fsck LABEL: densefs fsck of $store passes, or the test fails with its
+#   output, naming LABEL.
 
 make_tree() {
   local dir=$1 random_bytes=$2
@@ -70,4 +73,20 @@ check_tree() {
     fail "$label: the hard link is two files"
   [[ $(getfattr --absolute-names --only-values -n user.tag "$copy/dir/a") == "kept by -X" ]] ||
     fail "$label: the xattr is lost"
+}
+
+step_start=
+step() {
+  local t
+  t=$(now)
+  [[ -z $step_start ]] || echo "  ($(elapsed "$step_start" "$t") s)"
+  step_start=$t
+  echo "--- $*"
+}
+
+check_fsck() {
+  "$densefs" fsck "$store" >"$work/fsck.out" 2>&1 || {
+    cat "$work/fsck.out" >&2
+    fail "fsck $1 failed"
+  }
 }

@@ -41,15 +41,6 @@ pg_createdb vol1
 location="s3://densefs-two/vol1?endpoint=$S3_ENDPOINT"
 uri="postgresql:///vol1?host=$pg_socket_dir&port=$pg_port&user=postgres"
 
-step_start=
-step() {
-  local t
-  t=$(now)
-  [[ -z $step_start ]] || echo "  ($(elapsed "$step_start" "$t") s)"
-  step_start=$t
-  echo "--- $*"
-}
-
 # eventually SECONDS WHAT CMD...: CMD succeeds within SECONDS (polled every
 # 0.1 s), or the test fails saying WHAT.
 eventually() {
@@ -68,13 +59,6 @@ same_file() { cmp -s "$1" "$2"; }
 absent() { [[ ! -e $1 ]]; }
 # listed DIR NAME: a readdir of DIR (not a lookup) has NAME.
 listed() { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | grep -qxF "$2"; }
-
-check_fsck() {
-  "$densefs" fsck "$store" >"$work/fsck.out" 2>&1 || {
-    cat "$work/fsck.out" >&2
-    fail "fsck $1 failed"
-  }
-}
 
 step "mkfs; the writer mounts; the follower mounts read-only by URI"
 "$densefs" mkfs --meta "$(pg_conninfo vol1)" --data "$location" "$store" >/dev/null ||
