@@ -427,10 +427,12 @@ run_tests() {
       # Lepton and preflate under TSan; the re-encoder's threads are also
       # in mount.codecs' other tests), and the mount suites of the codecs'
       # files (deflate, large_jpeg, export_files) and of files of many
-      # chunks (3.5 minutes).
+      # chunks (3.5 minutes); the kill -9 rounds (a killed daemon's TSan
+      # report is lost anyway), 100,000 creates, and a remount's wait
+      # (2.5 minutes).
       TSAN_OPTIONS="suppressions=$repo/tests/tsan.supp:halt_on_error=0" \
         ctest_phase tsan "$build_dir-tsan" -LE '^(lint|script|bench|fuzz)$' \
-        -E '^(analyze\.unreadable_files_are_counted_and_skipped|store_blob_backend|deflate_codec\.a_zip_of_thousands_of_entries_stays_bounded|lepton_corpus\.every_jpeg_round_trips_through_each_codec|deflate_codec\.man_pages_round_trip_and_most_are_taken|analyze\.sampling_extrapolates_and_says_so|czip\.FlippedBytesAreDetected|mount\.codecs\.reads_stay_exact_while_background_recompression_swaps_payloads|mount\.(deflate|deflate_no_threads|large_jpeg|large_jpeg_offline|export_files)\..*|mount\.dedup\.a_(file|truncate)_of_many_chunks_.*)$'
+        -E '^(analyze\.unreadable_files_are_counted_and_skipped|store_blob_backend|deflate_codec\.a_zip_of_thousands_of_entries_stays_bounded|lepton_corpus\.every_jpeg_round_trips_through_each_codec|deflate_codec\.man_pages_round_trip_and_most_are_taken|analyze\.sampling_extrapolates_and_says_so|czip\.FlippedBytesAreDetected|mount\.codecs\.reads_stay_exact_while_background_recompression_swaps_payloads|mount\.(deflate|deflate_no_threads|large_jpeg|large_jpeg_offline|export_files)\..*|mount\.dedup\.a_(file|truncate)_of_many_chunks_.*|mount\.crash\.kill_minus_nine_rounds_keep_synced_data_and_never_garbage|mount\.names\.directory_with_100k_entries|mount\.remount_wait\.umount_then_mount_at_once_works)$'
     else
       build_failed tsan
     fi
