@@ -905,24 +905,14 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
       // more straight to the ranged scan below.
       cached_extents whole;
       scan_options o;
-      engine_->scan(
-          table::extents, u64_prefix(ino), o, "reading extents of inode " + std::to_string(ino),
-          [&](std::string_view key, std::string_view value) {
-            if (whole.list.size() == k_cached_extents) {
-              whole.too_many = true;
-              return false;
-            }
-            const std::uint64_t offset = extent_offset(ino, key);
-            whole.list.emplace_back(offset, detail::decode_extent(value, extent_what(ino, offset)));
-            return true;
-          });
-      {
-        std::lock_guard lock(extent_cache_mutex_);
-        if (gen == extents_gen_) {
-          if (extent_cache_.size() >= k_extent_cache_files) extent_cache_.clear();
-          extent_cache_[ino] = whole.too_many ? cached_extents{true, {}} : whole;
-        }
-      }
+      engine_->scan(table::extents, u64_prefix(ino), o,
+                    "reading extents of inode " + std::to_string(ino),
+                    [&](std::string_view key, std::string_view value) {
+                      return add_cached_extent(whole, ino, key, value);
+                    });
+      std::unordered_map<std::uint64_t, cached_extents> found;
+      found[ino] = whole;
+      cache_extents(gen, std::move(found));
       if (!whole.too_many) return pick(whole.list);
     }
   }
@@ -996,16 +986,7 @@ void store::prefetch_extents(std::span<const std::uint64_t> inodes) const {
                       done = ino;
                       if (++rows > k_max_rows) return false;
                       if (!run.contains(ino)) return true;
-                      cached_extents& c = seen[ino];
-                      if (c.too_many) return true;
-                      if (c.list.size() == k_cached_extents) {
-                        c.too_many = true;
-                        c.list.clear();
-                        return true;
-                      }
-                      const std::uint64_t offset = extent_offset(ino, key);
-                      c.list.emplace_back(offset,
-                                          detail::decode_extent(value, extent_what(ino, offset)));
+                      add_cached_extent(seen[ino], ino, key, value);
                       return true;
                     });
       if (rows <= k_max_rows) done = last + 1;  // the whole range was read
@@ -1015,10 +996,28 @@ void store::prefetch_extents(std::span<const std::uint64_t> inodes) const {
     for (const std::uint64_t ino : run)
       if (ino < done) found[ino] = seen.contains(ino) ? std::move(seen[ino]) : cached_extents{};
   }
+  cache_extents(gen, std::move(found));
+}
+
+bool store::add_cached_extent(cached_extents& c, std::uint64_t ino, std::string_view key,
+                              std::string_view value) {
+  if (c.too_many) return false;
+  if (c.list.size() == k_cached_extents) {
+    c.too_many = true;
+    c.list.clear();
+    return false;
+  }
+  const std::uint64_t offset = extent_offset(ino, key);
+  c.list.emplace_back(offset, detail::decode_extent(value, extent_what(ino, offset)));
+  return true;
+}
+
+void store::cache_extents(std::uint64_t gen,
+                          std::unordered_map<std::uint64_t, cached_extents> found) const {
   std::lock_guard lock(extent_cache_mutex_);
-  if (gen != extents_gen_) return;  // a commit came in between
+  if (gen != extents_gen_) return;  // a commit came in between: they may be stale
   if (extent_cache_.size() + found.size() > k_extent_cache_files) extent_cache_.clear();
-  for (auto& [ino, c] : found) extent_cache_.try_emplace(ino, std::move(c));
+  for (auto& [ino, c] : found) extent_cache_.insert_or_assign(ino, std::move(c));
 }
 
 void store::forget_extents(std::uint64_t ino) const {

@@ -663,6 +663,13 @@ class store {
   static constexpr std::size_t k_extent_cache_files = 65536;
   bool caches_extents() const { return keeps_sessions(); }
   void drop_cached_extents(std::span<const std::uint64_t> inodes, bool all) const;
+  // Appends the extent record (`key`, `value`) of `ino` to `c`, or marks it
+  // too_many (emptied) past k_cached_extents; false once it is.
+  static bool add_cached_extent(cached_extents& c, std::uint64_t ino, std::string_view key,
+                                std::string_view value);
+  // Keeps `found` unless a commit bumped extents_gen_ since `gen` was read.
+  void cache_extents(std::uint64_t gen,
+                     std::unordered_map<std::uint64_t, cached_extents> found) const;
   mutable std::mutex extent_cache_mutex_;
   mutable std::unordered_map<std::uint64_t, cached_extents> extent_cache_;
   mutable std::uint64_t extents_gen_ = 0;
