@@ -440,6 +440,12 @@ void mount_test::mount() {
     }
     std::this_thread::sleep_for(10ms);
   }
+  // The kernel shows the mount before the daemon has opened its store and
+  // logged "mounted"; a stat through the mount waits for both (the kernel
+  // holds requests until the session loop runs), so a test may read the
+  // daemon's log at once.
+  struct stat ready {};
+  ::stat(mnt_.c_str(), &ready);
   daemon_pid_ = pid;
 }
 
