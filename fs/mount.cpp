@@ -383,9 +383,50 @@ int lock_store(const std::filesystem::path& store_dir) {
   }
 }
 
+// The kernel serves FUSE over io_uring only when fuse's enable_uring
+// parameter is on (Linux 6.14 and later; off by default). Empty when it is
+// on, else why not, for a log line or -o transport=uring's error.
+std::string why_no_fuse_uring() {
+#ifndef FUSE_CAP_OVER_IO_URING
+  return "this densefs was built with libfuse " + std::to_string(FUSE_MAJOR_VERSION) + "." +
+         std::to_string(FUSE_MINOR_VERSION) +
+         ", which has no io_uring transport (3.18 and later; tools/setup.sh builds it)";
+#else
+  const char* const parameter = "/sys/module/fuse/parameters/enable_uring";
+  std::ifstream in(parameter);
+  std::string value;
+  if (!(in >> value))
+    return std::string("this kernel has no ") + parameter + " (Linux 6.14 and later)";
+  if (value != "Y" && value != "1")
+    return std::string("the kernel's FUSE io_uring is off (echo Y > ") + parameter + ", as root)";
+  return "";
+#endif
+}
+
+// Resolves -o transport=auto to uring or device; uring where it cannot be
+// had is a one-line error before anything is mounted.
+fuse_transport choose_transport(fuse_transport asked) {
+  if (asked == fuse_transport::device) return asked;
+  const std::string why_not = why_no_fuse_uring();
+  if (why_not.empty()) return fuse_transport::uring;
+  if (asked == fuse_transport::uring) throw std::runtime_error("-o transport=uring: " + why_not);
+  return fuse_transport::device;
+}
+
 }  // namespace
 
 void filesystem::init(fuse_conn_info* conn) {
+#ifdef FUSE_CAP_OVER_IO_URING
+  // Asked for in mount() (transport); libfuse starts the rings after this
+  // reply, or stays on /dev/fuse when the kernel does not offer them.
+  if (options_.transport == fuse_transport::uring) {
+    if (conn->capable_ext & FUSE_CAP_OVER_IO_URING) {
+      log_info("FUSE requests over io_uring");
+    } else {
+      log_warning("the kernel does not offer FUSE over io_uring; requests go through /dev/fuse");
+    }
+  }
+#endif
   if (options_.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) {
     conn->want |= FUSE_CAP_WRITEBACK_CACHE;
   } else {
@@ -479,6 +520,10 @@ int mount(const mount_options& requested) {
   if (!S_ISDIR(st.st_mode))
     throw std::runtime_error("mountpoint " + options.mountpoint.string() + " is not a directory");
   if (!options.codec_spec.empty()) codec::parse_policy(options.codec_spec);
+  // -s keeps one thread; the rings would add one per core.
+  if (options.single_threaded && options.transport == fuse_transport::automatic)
+    options.transport = fuse_transport::device;
+  options.transport = choose_transport(options.transport);
   // As /proc/self/mountinfo will show it (lock_store compares the two);
   // resolved now, before the mount would route the lookup to ourselves.
   std::error_code ec;
@@ -489,6 +534,8 @@ int mount(const mount_options& requested) {
                           ",subtype=densefs,default_permissions";
   if (options.allow_other) fuse_opts += ",allow_other";
   if (options.read_only) fuse_opts += ",ro";
+  // libfuse's own option (3.18): a ring per core instead of /dev/fuse reads.
+  if (options.transport == fuse_transport::uring) fuse_opts += ",io_uring";
   for (const auto& o : options.fuse_options) fuse_opts += "," + o;
   std::vector<std::string> argv_storage = {"densefs", "-o", fuse_opts};
   if (options.debug) argv_storage.push_back("-d");

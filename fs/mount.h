@@ -13,6 +13,18 @@
 
 namespace densefs::fs {
 
+// How FUSE requests reach the daemon (-o transport=auto|uring|device).
+enum class fuse_transport {
+  // io_uring where this build's libfuse has it (3.18 and later) and the
+  // kernel offers it (fuse's enable_uring parameter is Y); else device.
+  automatic,
+  // fuse-over-io-uring: one ring per core, requests and replies without a
+  // read(2)/writev(2) pair each; the mount fails where it is not available.
+  uring,
+  // read(2) and writev(2) on /dev/fuse by libfuse's worker threads.
+  device,
+};
+
 struct mount_options {
   std::filesystem::path store_dir;
   std::filesystem::path mountpoint;
@@ -88,6 +100,7 @@ struct mount_options {
   // STORE/cache) and bound (-o cache_dir=, cache_size=; docs/scale-out.md).
   std::filesystem::path cache_dir{};
   std::uint64_t cache_bytes = 10ull << 30;
+  fuse_transport transport = fuse_transport::automatic;
   // Other -o options passed to the kernel/libfuse as they are (e.g. "noatime").
   std::vector<std::string> fuse_options;
 };

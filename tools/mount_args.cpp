@@ -47,6 +47,10 @@ const char* const k_mount_usage =
                         to pread with a log line where the kernel refuses it
                         (default auto), or one of them (uring fails the mount
                         without io_uring)
+     transport=auto|uring|device  how FUSE requests reach densefs: io_uring
+                        where libfuse and the kernel offer it (default auto:
+                        /sys/module/fuse/parameters/enable_uring is Y), or
+                        one of them (uring fails the mount without it)
      entry_timeout=SEC  kernel dentry cache (default 86400)
      attr_timeout=SEC   kernel attribute cache (default 86400)
      negative_timeout=SEC  cache of missing names (default 86400)
@@ -214,10 +218,20 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     const auto mode = store::parse_io_mode(value);
     if (!mode) bad_value(key, value, "auto, uring or pread");
     o.io = *mode;
+  } else if (key == "transport" && has_value) {
+    if (value == "auto") {
+      o.transport = fs::fuse_transport::automatic;
+    } else if (value == "uring") {
+      o.transport = fs::fuse_transport::uring;
+    } else if (value == "device") {
+      o.transport = fs::fuse_transport::device;
+    } else {
+      bad_value(key, value, "auto, uring or device");
+    }
   } else if (key == "entry_timeout" || key == "attr_timeout" || key == "negative_timeout" ||
              key == "encode_threads" || key == "max_staged" || key == "chunk_cache" ||
              key == "io" || key == "lepton" || key == "ingest" || key == "recompress_threads" ||
-             key == "commit" || key == "cache_size" || key == "cache_dir") {
+             key == "commit" || key == "cache_size" || key == "cache_dir" || key == "transport") {
     throw usage_error("-o " + std::string(key) + " needs a value (" + std::string(key) + "=...)");
   } else {
     // libfuse and the kernel know the rest (noatime, nosuid, max_read=, ...)

@@ -118,6 +118,63 @@ apt_install() {
   apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 "${missing[@]}" >/dev/null
 }
 
+# --- libfuse 3.18 ------------------------------------------------------------
+
+# densefs builds with Debian 12's libfuse 3.14 (libfuse3-dev) and serves
+# requests through /dev/fuse. libfuse 3.18 adds FUSE over io_uring: a ring
+# per core, no read(2)/writev(2) pair per request (docs/read-path.md,
+# "FUSE over io_uring"). Debian carries 3.18 in unstable only, so this builds
+# the upstream tarball of Debian's source package (checked against the
+# SHA-256 in Debian's Sources index), static, into $libfuse_prefix; densefs
+# links it and needs nothing of it at run time but libnuma. Where it cannot
+# be fetched or built, densefs builds with 3.14, after a line saying so.
+libfuse_version=3.18.3
+libfuse_sha256=bcd19582c5e30f7fe45dd86a5540e998590aa01903afc7ebcbeea6c8ac5421ee
+libfuse_url=http://deb.debian.org/debian/pool/main/f/fuse3/fuse3_${libfuse_version}.orig.tar.gz
+libfuse_prefix=${DENSEFS_LIBFUSE_PREFIX:-/opt/densefs-libfuse-$libfuse_version}
+libfuse_cmake_args=()
+libfuse_checked=0
+ensure_libfuse() {
+  [[ $libfuse_checked -eq 1 ]] && return 0
+  libfuse_checked=1
+  if [[ ! -f $libfuse_prefix/lib/pkgconfig/fuse3.pc ]]; then
+    apt_install meson libnuma-dev liburing-dev curl
+    log "building libfuse $libfuse_version (Debian's source package) into $libfuse_prefix"
+    local src
+    src=$(mktemp -d)
+    if curl -fsS --retry 3 -o "$src/libfuse.tar.gz" "$libfuse_url" &&
+      echo "$libfuse_sha256  $src/libfuse.tar.gz" | sha256sum -c --quiet &&
+      tar -xzf "$src/libfuse.tar.gz" -C "$src" &&
+      meson setup "$src/build" "$src/fuse-$libfuse_version" --prefix="$libfuse_prefix" \
+        --libdir=lib --buildtype=release -Ddefault_library=static -Dutils=false \
+        -Dexamples=false -Dtests=false -Denable-io-uring=true >"$src/meson.log" 2>&1 &&
+      ninja -C "$src/build" install >"$src/ninja.log" 2>&1; then
+      rm -rf "$src"
+    else
+      tail -n 20 "$src"/*.log 2>/dev/null >&2 || true
+      rm -rf "$src" "$libfuse_prefix"
+      echo "setup.sh: could not build libfuse $libfuse_version; densefs builds with" \
+        "Debian's libfuse 3.14 (no FUSE over io_uring)" >&2
+      return 0
+    fi
+  fi
+  echo "libfuse: $libfuse_version in $libfuse_prefix"
+  libfuse_cmake_args=(-DCMAKE_PREFIX_PATH="$libfuse_prefix")
+}
+
+# The kernel serves FUSE over io_uring only when fuse's enable_uring
+# parameter is on (Linux 6.14 and later, off by default); densefs uses it
+# when it is (-o transport=auto, docs/mounting.md). Best effort: a kernel
+# without it keeps /dev/fuse.
+enable_fuse_uring() {
+  local parameter=/sys/module/fuse/parameters/enable_uring
+  [[ -w $parameter ]] || return 0
+  [[ $(cat "$parameter") == Y ]] && return 0
+  if echo Y >"$parameter" 2>/dev/null; then
+    echo "fuse: enabled FUSE over io_uring ($parameter; until reboot)"
+  fi
+}
+
 # --- Test tools --------------------------------------------------------------
 
 cargo_version_ok() {
@@ -234,9 +291,10 @@ build() {
   local tests=$1
   log "configuring $build_dir (tests: $tests)"
   ensure_rust_toolchain
+  ensure_libfuse
   CARGO_HOME=$cargo_home cmake -S "$repo" -B "$build_dir" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDENSEFS_BUILD_TESTS="$tests" \
-    -DDENSEFS_CARGO="$cargo" >/dev/null
+    -DDENSEFS_CARGO="$cargo" "${libfuse_cmake_args[@]}" >/dev/null
   log "building (ninja -C $build_dir)"
   CARGO_HOME=$cargo_home ninja -C "$build_dir"
   log "installing densefs to /usr/local/bin"
@@ -258,6 +316,7 @@ run_demo() {
       "densefs needs FUSE (in a container: --device /dev/fuse --cap-add SYS_ADMIN)" >&2
     exit 1
   }
+  enable_fuse_uring
   build OFF
 
   local store=$demo_dir/store mnt=$demo_dir/mnt
@@ -326,10 +385,11 @@ build_sanitized() {
   local dir=$1 sanitizers=$2
   shift 2
   log "configuring $dir (-fsanitize=$sanitizers)"
+  ensure_libfuse
   # Explicit &&: callers run this as an `if` condition, where set -e is off.
   CARGO_HOME=$cargo_home cmake -S "$repo" -B "$dir" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDENSEFS_BUILD_TESTS=ON \
-    -DDENSEFS_SANITIZE="$sanitizers" -DDENSEFS_CARGO="$cargo" "$@" >/dev/null &&
+    -DDENSEFS_SANITIZE="$sanitizers" -DDENSEFS_CARGO="$cargo" "${libfuse_cmake_args[@]}" "$@" >/dev/null &&
     log "building (ninja -C $dir)" &&
     CARGO_HOME=$cargo_home ninja -C "$dir"
 }
@@ -388,6 +448,7 @@ run_tests() {
   install_hypothesis
   ensure_test_users
   ensure_fuse_device || echo "note: /dev/fuse is missing: the mount tests will report skipped"
+  enable_fuse_uring
   build ON
 
   # Tools the tests need must be present: a missing one is a failure here,

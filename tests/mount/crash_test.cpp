@@ -173,7 +173,8 @@ class writer {
   }
 
   [[noreturn]] void run() {
-    // Each op ends the child when the mount is gone (ENOTCONN/ECONNABORTED).
+    // Each op ends the child when the mount is gone (ENOTCONN/ECONNABORTED;
+    // ECANCELED for a request in flight on fuse-over-io-uring).
     for (;;) {
       step();
       ++ops_;
@@ -183,7 +184,7 @@ class writer {
  private:
   [[noreturn]] void die(const std::string& what, int e) {
     constexpr int k_exit_eio = 5;
-    if (e == ENOTCONN || e == ECONNABORTED) {
+    if (e == ENOTCONN || e == ECONNABORTED || e == ECANCELED) {
       journal("X " + std::to_string(ops_) + " ops, then " + what + ": " + std::strerror(e));
       ::_exit(0);
     }

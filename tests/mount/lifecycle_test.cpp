@@ -6,6 +6,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -278,6 +280,55 @@ TEST_F(lifecycle, cli_refuses_bad_mounts_with_one_line_and_keeps_the_mount_worki
   remount();
   EXPECT_EQ(read_file(path("keep")), "still here");
   EXPECT_EQ(read_file(path("new")), "written after the refusals");
+}
+
+// -o transport: FUSE over io_uring when the kernel offers it (fuse's
+// enable_uring parameter, which tools/setup.sh turns on) and the build's
+// libfuse has it (3.18, which setup.sh builds); /dev/fuse when asked for.
+// The fixture's own mount is transport=auto.
+TEST_F(lifecycle, transport_follows_the_kernel_and_both_transports_serve) {
+  std::ifstream parameter("/sys/module/fuse/parameters/enable_uring");
+  std::string value;
+  const bool kernel_offers = static_cast<bool>(parameter >> value) && value == "Y";
+  std::size_t uring_lines = 0;
+  {
+    std::istringstream log(daemon_log());
+    for (std::string line; std::getline(log, line);)
+      if (line.find("FUSE requests over io_uring") != std::string::npos) ++uring_lines;
+  }
+  if (!kernel_offers) EXPECT_EQ(uring_lines, 0u) << daemon_log();
+
+  stdfs::path const second = work_ / "second-store";
+  stdfs::path const second_mnt = work_ / "second-mnt";
+  ASSERT_EQ(::mkdir(second_mnt.c_str(), 0755), 0);
+  ASSERT_EQ(run_command({densefs_binary(), "mkfs", second.string()}).exit_code, 0);
+  bool uring_accepted = false;
+  for (const char* transport : {"transport=device", "transport=uring"}) {
+    const auto r = run_command(
+        {densefs_binary(), "mount", second.string(), second_mnt.string(), "-o", transport},
+        std::chrono::seconds(30));
+    ASSERT_FALSE(r.timed_out) << transport;
+    if (r.exit_code != 0) {
+      // Only uring may be refused, only where it cannot be had, in one line
+      // that says why; auto then took /dev/fuse, so no ring was logged.
+      EXPECT_EQ(std::string(transport), "transport=uring") << r.err;
+      EXPECT_TRUE(r.err.find(kernel_offers ? "libfuse" : "enable_uring") != std::string::npos)
+          << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+      EXPECT_EQ(uring_lines, 0u) << "auto took io_uring where uring is refused";
+      EXPECT_FALSE(mounted_fs_type(second_mnt));
+      continue;
+    }
+    EXPECT_TRUE(kernel_offers || std::string(transport) == "transport=device");
+    if (std::string(transport) == "transport=uring") uring_accepted = true;
+    const std::string bytes = random_bytes(3 << 20, 7);
+    write_file(second_mnt / "f", bytes);
+    EXPECT_TRUE(same_bytes(bytes, read_file(second_mnt / "f"))) << transport;
+    ASSERT_EQ(run_command({densefs_binary(), "umount", second_mnt.string()}).exit_code, 0)
+        << transport;
+  }
+  // auto took the ring exactly where uring is accepted.
+  EXPECT_EQ(uring_lines > 0, uring_accepted) << daemon_log();
 }
 
 // `mount -o remount,ro` reaches densefs as `densefs STORE MNT -o remount,ro`

@@ -34,6 +34,17 @@ TEST(mount_args, defaults_with_two_paths) {
   EXPECT_EQ(o.commit_interval, std::chrono::milliseconds(1000));
   EXPECT_TRUE(o.codec_spec.empty());
   EXPECT_TRUE(o.fuse_options.empty());
+  EXPECT_EQ(o.transport, fs::fuse_transport::automatic);
+}
+
+TEST(mount_args, transport_picks_how_requests_arrive_and_is_not_passed_to_fuse) {
+  EXPECT_EQ(parse_mount_args({"s", "m", "-o", "transport=uring"}).transport,
+            fs::fuse_transport::uring);
+  EXPECT_EQ(parse_mount_args({"s", "m", "-o", "transport=device"}).transport,
+            fs::fuse_transport::device);
+  const fs::mount_options o = parse_mount_args({"s", "m", "-o", "transport=uring,transport=auto"});
+  EXPECT_EQ(o.transport, fs::fuse_transport::automatic);
+  EXPECT_TRUE(o.fuse_options.empty());
 }
 
 TEST(mount_args, remount_is_understood_not_passed_to_fuse) {
@@ -160,6 +171,8 @@ TEST(mount_args, bad_values_are_usage_errors_naming_the_option) {
   expect_usage_error({"s", "m", "-o", "commit=-1"}, "commit");
   expect_usage_error({"s", "m", "-o", "commit=301"}, "commit");
   expect_usage_error({"s", "m", "-o", "commit"}, "commit");
+  expect_usage_error({"s", "m", "-o", "transport=rings"}, "transport");
+  expect_usage_error({"s", "m", "-o", "transport"}, "transport");
   expect_usage_error({"s", "m", "-o", "codec=gzip"}, "gzip");
   expect_usage_error({"s", "m", "-o", "codec=zstd:level=99"}, "99");
   expect_usage_error({"s", "m", "-o", "ro=1"}, "ro");
