@@ -404,9 +404,11 @@ std::string why_no_fuse_uring() {
 }
 
 // Resolves -o transport=auto to uring or device; uring where it cannot be
-// had is a one-line error before anything is mounted.
-fuse_transport choose_transport(fuse_transport asked) {
+// had is a one-line error before anything is mounted. -s keeps one thread
+// under auto: the rings would add one per core.
+fuse_transport choose_transport(fuse_transport asked, bool single_threaded) {
   if (asked == fuse_transport::device) return asked;
+  if (single_threaded && asked == fuse_transport::automatic) return fuse_transport::device;
   const std::string why_not = why_no_fuse_uring();
   if (why_not.empty()) return fuse_transport::uring;
   if (asked == fuse_transport::uring) throw std::runtime_error("-o transport=uring: " + why_not);
@@ -520,10 +522,7 @@ int mount(const mount_options& requested) {
   if (!S_ISDIR(st.st_mode))
     throw std::runtime_error("mountpoint " + options.mountpoint.string() + " is not a directory");
   if (!options.codec_spec.empty()) codec::parse_policy(options.codec_spec);
-  // -s keeps one thread; the rings would add one per core.
-  if (options.single_threaded && options.transport == fuse_transport::automatic)
-    options.transport = fuse_transport::device;
-  options.transport = choose_transport(options.transport);
+  options.transport = choose_transport(options.transport, options.single_threaded);
   // As /proc/self/mountinfo will show it (lock_store compares the two);
   // resolved now, before the mount would route the lookup to ourselves.
   std::error_code ec;

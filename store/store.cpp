@@ -910,9 +910,7 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
                     [&](std::string_view key, std::string_view value) {
                       return add_cached_extent(whole, ino, key, value);
                     });
-      std::unordered_map<std::uint64_t, cached_extents> found;
-      found[ino] = whole;
-      cache_extents(gen, std::move(found));
+      cache_extents(gen, {{ino, whole}});
       if (!whole.too_many) return pick(whole.list);
     }
   }

@@ -52,14 +52,6 @@ class faults : public mount_test {
     ::unsetenv("DENSEFS_FAULT_INJECTION");
   }
 
-  std::size_t log_lines_containing(std::string_view what) const {
-    std::istringstream in(daemon_log());
-    std::size_t n = 0;
-    for (std::string line; std::getline(in, line);)
-      if (line.find(what) != std::string::npos) ++n;
-    return n;
-  }
-
   // Reads a whole file; the errno of the first failing call, 0 if none.
   static int read_errno(const stdfs::path& p) {
     const int fd = ::open(p.c_str(), O_RDONLY);

@@ -290,12 +290,7 @@ TEST_F(lifecycle, transport_follows_the_kernel_and_both_transports_serve) {
   std::ifstream parameter("/sys/module/fuse/parameters/enable_uring");
   std::string value;
   const bool kernel_offers = static_cast<bool>(parameter >> value) && value == "Y";
-  std::size_t uring_lines = 0;
-  {
-    std::istringstream log(daemon_log());
-    for (std::string line; std::getline(log, line);)
-      if (line.find("FUSE requests over io_uring") != std::string::npos) ++uring_lines;
-  }
+  const std::size_t uring_lines = log_lines_containing("FUSE requests over io_uring");
   if (!kernel_offers) EXPECT_EQ(uring_lines, 0u) << daemon_log();
 
   stdfs::path const second = work_ / "second-store";

@@ -400,6 +400,14 @@ void mount_test::TearDown() {
   stdfs::remove_all(work_, ec);
 }
 
+std::size_t mount_test::log_lines_containing(std::string_view what) const {
+  std::istringstream in(daemon_log());
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.find(what) != std::string::npos) ++n;
+  return n;
+}
+
 void mount_test::mount() {
   ASSERT_FALSE(mounted()) << "mount() while mounted";
   std::string const log_path = (work_ / "daemon.log").string();

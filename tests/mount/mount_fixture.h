@@ -115,6 +115,8 @@ class mount_test : public ::testing::Test {
 
   // The daemon's stderr so far (for failure messages).
   std::string daemon_log() const;
+  // How many lines of daemon_log() contain `what`.
+  std::size_t log_lines_containing(std::string_view what) const;
 
   stdfs::path path(std::string_view relative) const { return mnt_ / relative; }
 
