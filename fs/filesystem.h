@@ -204,7 +204,8 @@ class filesystem {
   // the counts still cover every chunk): an xattr value is at most 64 KiB.
   std::string info_json(node& n, std::size_t max_chunk_list_bytes);
   // The store's statistics (store::to_json) plus this mount's request
-  // counts ("requests": {kind: count}).
+  // counts and time ("requests": {kind: count}, "request_seconds": {kind:
+  // seconds in the daemon}).
   std::string stats_json() const;
 
   // --- POSIX ACLs (ops_xattr.cpp; the rules are in posix_acl.h) ---

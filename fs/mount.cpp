@@ -30,149 +30,166 @@ namespace {
 filesystem* fs_of(fuse_req_t req) {
   return static_cast<filesystem*>(fuse_req_userdata(req));
 }
-void count_request(fuse_req_t req, fuse_request r) {
-  fs_of(req)->requests().add(r);
-}
+// Counts one request and the daemon's time on it, until the callback
+// returns. Keeps the file system, not the request: a reply frees `req`.
+class counted_request {
+ public:
+  counted_request(fuse_req_t req, fuse_request kind)
+      : fs_(fs_of(req)), kind_(kind), start_(std::chrono::steady_clock::now()) {}
+  ~counted_request() {
+    const auto spent = std::chrono::steady_clock::now() - start_;
+    fs_->requests().add(kind_,
+                        static_cast<std::uint64_t>(
+                            std::chrono::duration_cast<std::chrono::nanoseconds>(spent).count()));
+  }
+  counted_request(const counted_request&) = delete;
+  counted_request& operator=(const counted_request&) = delete;
+
+ private:
+  filesystem* fs_;
+  fuse_request kind_;
+  std::chrono::steady_clock::time_point start_;
+};
 
 void op_init(void* userdata, fuse_conn_info* conn) {
   static_cast<filesystem*>(userdata)->init(conn);
 }
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  count_request(req, fuse_request::lookup);
+  const counted_request counted(req, fuse_request::lookup);
   fs_of(req)->lookup(req, parent, name);
 }
 void op_forget(fuse_req_t req, fuse_ino_t ino, std::uint64_t nlookup) {
-  count_request(req, fuse_request::forget);
+  const counted_request counted(req, fuse_request::forget);
   fs_of(req)->forget(ino, nlookup);
   fuse_reply_none(req);
 }
 void op_forget_multi(fuse_req_t req, std::size_t count, fuse_forget_data* forgets) {
-  count_request(req, fuse_request::batch_forget);
+  const counted_request counted(req, fuse_request::batch_forget);
   for (std::size_t i = 0; i < count; ++i) fs_of(req)->forget(forgets[i].ino, forgets[i].nlookup);
   fuse_reply_none(req);
 }
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  count_request(req, fuse_request::getattr);
+  const counted_request counted(req, fuse_request::getattr);
   fs_of(req)->getattr(req, ino);
 }
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
-  count_request(req, fuse_request::setattr);
+  const counted_request counted(req, fuse_request::setattr);
   fs_of(req)->setattr(req, ino, attr, to_set, fi);
 }
 void op_readlink(fuse_req_t req, fuse_ino_t ino) {
-  count_request(req, fuse_request::readlink);
+  const counted_request counted(req, fuse_request::readlink);
   fs_of(req)->readlink(req, ino);
 }
 void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
-  count_request(req, fuse_request::mknod);
+  const counted_request counted(req, fuse_request::mknod);
   fs_of(req)->mknod(req, parent, name, mode, rdev);
 }
 void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-  count_request(req, fuse_request::mkdir);
+  const counted_request counted(req, fuse_request::mkdir);
   fs_of(req)->mkdir(req, parent, name, mode);
 }
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  count_request(req, fuse_request::unlink);
+  const counted_request counted(req, fuse_request::unlink);
   fs_of(req)->unlink(req, parent, name);
 }
 void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  count_request(req, fuse_request::rmdir);
+  const counted_request counted(req, fuse_request::rmdir);
   fs_of(req)->rmdir(req, parent, name);
 }
 void op_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
-  count_request(req, fuse_request::symlink);
+  const counted_request counted(req, fuse_request::symlink);
   fs_of(req)->symlink(req, target, parent, name);
 }
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
                const char* newname, unsigned int flags) {
-  count_request(req, fuse_request::rename);
+  const counted_request counted(req, fuse_request::rename);
   fs_of(req)->rename(req, parent, name, newparent, newname, flags);
 }
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
-  count_request(req, fuse_request::link);
+  const counted_request counted(req, fuse_request::link);
   fs_of(req)->link(req, ino, newparent, newname);
 }
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  count_request(req, fuse_request::open);
+  const counted_request counted(req, fuse_request::open);
   fs_of(req)->open(req, ino, fi);
 }
 void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                fuse_file_info* fi) {
-  count_request(req, fuse_request::create);
+  const counted_request counted(req, fuse_request::create);
   fs_of(req)->create(req, parent, name, mode, fi);
 }
 void op_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
-  count_request(req, fuse_request::read);
+  const counted_request counted(req, fuse_request::read);
   fs_of(req)->read(req, ino, size, off, fi);
 }
 void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off,
               fuse_file_info* fi) {
-  count_request(req, fuse_request::write);
+  const counted_request counted(req, fuse_request::write);
   fs_of(req)->write(req, ino, buf, size, off, fi);
 }
 void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  count_request(req, fuse_request::flush);
+  const counted_request counted(req, fuse_request::flush);
   fs_of(req)->flush(req, ino, fi);
 }
 void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  count_request(req, fuse_request::release);
+  const counted_request counted(req, fuse_request::release);
   fs_of(req)->release(req, ino, fi);
 }
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
-  count_request(req, fuse_request::fsync);
+  const counted_request counted(req, fuse_request::fsync);
   fs_of(req)->fsync(req, ino, datasync, fi);
 }
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  count_request(req, fuse_request::opendir);
+  const counted_request counted(req, fuse_request::opendir);
   fs_of(req)->opendir(req, ino, fi);
 }
 void op_readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
-  count_request(req, fuse_request::readdir);
+  const counted_request counted(req, fuse_request::readdir);
   fs_of(req)->readdir(req, ino, size, off, fi, false);
 }
 void op_readdirplus(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off,
                     fuse_file_info* fi) {
-  count_request(req, fuse_request::readdirplus);
+  const counted_request counted(req, fuse_request::readdirplus);
   fs_of(req)->readdir(req, ino, size, off, fi, true);
 }
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  count_request(req, fuse_request::releasedir);
+  const counted_request counted(req, fuse_request::releasedir);
   fs_of(req)->releasedir(req, ino, fi);
 }
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
-  count_request(req, fuse_request::fsyncdir);
+  const counted_request counted(req, fuse_request::fsyncdir);
   fs_of(req)->fsyncdir(req, ino, datasync, fi);
 }
 void op_statfs(fuse_req_t req, fuse_ino_t ino) {
-  count_request(req, fuse_request::statfs);
+  const counted_request counted(req, fuse_request::statfs);
   fs_of(req)->statfs(req, ino);
 }
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value,
                  std::size_t size, int flags) {
-  count_request(req, fuse_request::setxattr);
+  const counted_request counted(req, fuse_request::setxattr);
   fs_of(req)->setxattr(req, ino, name, value, size, flags);
 }
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std::size_t size) {
-  count_request(req, fuse_request::getxattr);
+  const counted_request counted(req, fuse_request::getxattr);
   fs_of(req)->getxattr(req, ino, name, size);
 }
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
-  count_request(req, fuse_request::listxattr);
+  const counted_request counted(req, fuse_request::listxattr);
   fs_of(req)->listxattr(req, ino, size);
 }
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  count_request(req, fuse_request::removexattr);
+  const counted_request counted(req, fuse_request::removexattr);
   fs_of(req)->removexattr(req, ino, name);
 }
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                   fuse_file_info* fi) {
-  count_request(req, fuse_request::fallocate);
+  const counted_request counted(req, fuse_request::fallocate);
   fs_of(req)->fallocate(req, ino, mode, offset, length, fi);
 }
 void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info* fi_in,
                         fuse_ino_t ino_out, off_t off_out, fuse_file_info* fi_out, std::size_t len,
                         int flags) {
-  count_request(req, fuse_request::copy_file_range);
+  const counted_request counted(req, fuse_request::copy_file_range);
   fs_of(req)->copy_file_range(req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len, flags);
 }
 

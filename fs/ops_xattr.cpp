@@ -90,7 +90,11 @@ posix_acl::caller_credentials filesystem::caller_credentials(fuse_req_t req) {
 std::string filesystem::stats_json() const {
   auto j = nlohmann::json::parse(store::to_json(store_->stats()));
   auto& requests = j["requests"] = nlohmann::json::object();
-  for (const auto& [name, count] : requests_.nonzero()) requests[name] = count;
+  auto& seconds = j["request_seconds"] = nlohmann::json::object();
+  for (const auto& kind : requests_.nonzero()) {
+    requests[kind.name] = kind.count;
+    seconds[kind.name] = static_cast<double>(kind.nanoseconds) / 1e9;
+  }
   return j.dump();
 }
 

@@ -1,8 +1,10 @@
 // FUSE requests a mount has received, by operation: what a workload costs
 // in round trips between the kernel and the daemon (docs/read-path.md,
-// "Requests per file"). Counted once per request where the callback table
-// hands it to the file system (fs/mount.cpp), and shown in the stats xattr
-// (`densefs stats MNT --json`, "requests").
+// "Requests per file"), and how long the daemon spent on each kind (from the
+// callback's start to its return, reply included; not the kernel's side of
+// the round trip). Counted once per request where the callback table hands
+// it to the file system (fs/mount.cpp), and shown in the stats xattr
+// (`densefs stats MNT --json`, "requests" and "request_seconds").
 #pragma once
 
 #include <array>
@@ -74,23 +76,35 @@ class request_counts {
  public:
   // Relaxed: a counter nobody orders anything by; the FUSE threads touch
   // it once per request, next to a syscall round trip.
-  void add(fuse_request r) { counts_[index(r)].fetch_add(1, std::memory_order_relaxed); }
+  void add(fuse_request r, std::uint64_t nanoseconds) {
+    counts_[index(r)].fetch_add(1, std::memory_order_relaxed);
+    nanos_[index(r)].fetch_add(nanoseconds, std::memory_order_relaxed);
+  }
   std::uint64_t get(fuse_request r) const {
     return counts_[index(r)].load(std::memory_order_relaxed);
   }
-  // The kinds seen at least once, in enum order, with their counts.
-  std::vector<std::pair<const char*, std::uint64_t>> nonzero() const {
-    std::vector<std::pair<const char*, std::uint64_t>> out;
+  struct seen {
+    const char* name;
+    std::uint64_t count;
+    std::uint64_t nanoseconds;  // spent in the daemon, all requests of the kind
+  };
+  // The kinds seen at least once, in enum order.
+  std::vector<seen> nonzero() const {
+    std::vector<seen> out;
     for (std::size_t i = 0; i < counts_.size(); ++i) {
       const std::uint64_t n = counts_[i].load(std::memory_order_relaxed);
-      if (n != 0) out.emplace_back(request_name(static_cast<fuse_request>(i)), n);
+      if (n != 0)
+        out.push_back({request_name(static_cast<fuse_request>(i)), n,
+                       nanos_[i].load(std::memory_order_relaxed)});
     }
     return out;
   }
 
  private:
   static std::size_t index(fuse_request r) { return static_cast<std::size_t>(r); }
-  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(fuse_request::count_)> counts_{};
+  static constexpr std::size_t k_kinds = static_cast<std::size_t>(fuse_request::count_);
+  std::array<std::atomic<std::uint64_t>, k_kinds> counts_{};
+  std::array<std::atomic<std::uint64_t>, k_kinds> nanos_{};
 };
 
 }  // namespace densefs::fs

@@ -1,6 +1,7 @@
 #include "fs/worker_pool.h"
 
 #include <exception>
+#include <iterator>
 #include <string>
 
 #include "store/log.h"
@@ -22,12 +23,39 @@ worker_pool::~worker_pool() {
   for (auto& t : threads_) t.join();
 }
 
-void worker_pool::submit(std::function<void()> job) {
+void worker_pool::submit(std::function<void()> job, const void* owner) {
   {
     std::lock_guard lock(mutex_);
-    jobs_.push_back(std::move(job));
+    jobs_.push_back({std::move(job), owner});
   }
   cv_.notify_one();
+}
+
+bool worker_pool::run_one_queued(const void* owner) {
+  if (owner == nullptr) return false;
+  std::function<void()> job;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
+      if (it->owner != owner) continue;
+      job = std::move(it->run);
+      jobs_.erase(std::next(it).base());
+      break;
+    }
+  }
+  if (!job) return false;
+  run_guarded(job);
+  return true;
+}
+
+void worker_pool::run_guarded(const std::function<void()>& job) {
+  try {
+    job();
+  } catch (const std::exception& e) {
+    // Jobs report their own errors to the file they belong to; this is a
+    // last line of defence so one bad job cannot take the daemon down.
+    log_error(std::string("worker job failed: ") + e.what());
+  }
 }
 
 void worker_pool::run() {
@@ -37,16 +65,10 @@ void worker_pool::run() {
       std::unique_lock lock(mutex_);
       cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
       if (jobs_.empty()) return;  // stopping and drained
-      job = std::move(jobs_.front());
+      job = std::move(jobs_.front().run);
       jobs_.pop_front();
     }
-    try {
-      job();
-    } catch (const std::exception& e) {
-      // Jobs report their own errors to the file they belong to; this is a
-      // last line of defence so one bad job cannot take the daemon down.
-      log_error(std::string("worker job failed: ") + e.what());
-    }
+    run_guarded(job);
   }
 }
 

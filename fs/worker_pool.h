@@ -19,15 +19,28 @@ class worker_pool {
   worker_pool(const worker_pool&) = delete;
   worker_pool& operator=(const worker_pool&) = delete;
 
-  void submit(std::function<void()> job);
+  // `owner` tags the job for run_one_queued (a file's slot encodings carry
+  // their file); untagged jobs are only ever run by the pool.
+  void submit(std::function<void()> job, const void* owner = nullptr);
+  // Someone waits for `owner`'s work: runs the last-queued job of `owner`
+  // that no worker has started, on the calling thread, rather than waiting
+  // for a worker to wake and reach it. One job, so that a file with many
+  // queued slots still has them encoded in parallel by the workers. Returns
+  // whether there was one. The caller must hold no lock the job takes.
+  bool run_one_queued(const void* owner);
   unsigned size() const { return static_cast<unsigned>(threads_.size()); }
 
  private:
+  struct job_entry {
+    std::function<void()> run;
+    const void* owner = nullptr;
+  };
   void run();
+  static void run_guarded(const std::function<void()>& job);
 
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
+  std::deque<job_entry> jobs_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

@@ -1,5 +1,6 @@
 #include "fs/write_back.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace densefs::fs {
@@ -54,32 +55,64 @@ void write_back::run() {
       continue;
     }
     if (!due()) {
-      cv_.wait_until(lock, oldest_ + interval_, due);
+      // Also back to the top once the queue is empty: a waiter
+      // (commit_queued) may have committed it meanwhile, and an empty queue
+      // is never due, not even when stopping.
+      cv_.wait_until(lock, oldest_ + interval_, [&] { return queue_.empty() || due(); });
       if (!due()) continue;
     }
-    // One group: at most k_group_slots versions, k_group_bytes (the first
-    // version always, however big) and k_group_files files.
-    std::vector<encoded_slot> group;
-    std::set<const node*> files;
-    std::size_t bytes = 0;
-    while (!queue_.empty() && group.size() < k_group_slots &&
-           (group.empty() || bytes < k_group_bytes)) {
-      const node* file = queue_.front().n.get();
-      if (!files.contains(file) && files.size() >= k_group_files) break;
-      files.insert(file);
-      const std::size_t size = queue_.front().data ? queue_.front().data->size() : 0;
-      bytes += size;
-      queued_bytes_ -= size;
-      group.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-    }
-    // What is left has waited since this group's commit began, at most.
-    oldest_ = std::chrono::steady_clock::now();
     lock.unlock();
-    commit_(group);
-    group.clear();  // the nodes' last references may go here, off the lock
+    {
+      std::lock_guard committing(commit_mutex_);
+      commit_next_group();
+    }
     lock.lock();
   }
+}
+
+bool write_back::commit_queued(const node* file) {
+  std::lock_guard committing(commit_mutex_);
+  {
+    std::lock_guard lock(mutex_);
+    const bool queued = std::any_of(queue_.begin(), queue_.end(),
+                                    [&](const encoded_slot& e) { return e.n.get() == file; });
+    if (!queued) return false;
+  }
+  commit_next_group();
+  return true;
+}
+
+void write_back::commit_next_group() {
+  std::vector<encoded_slot> group;
+  {
+    std::lock_guard lock(mutex_);
+    group = take_group();
+  }
+  // The queue may have been emptied by another committing thread meanwhile.
+  if (!group.empty()) commit_(group);
+  group.clear();  // the nodes' last references may go here, off mutex_
+}
+
+std::vector<encoded_slot> write_back::take_group() {
+  // One group: at most k_group_slots versions, k_group_bytes (the first
+  // version always, however big) and k_group_files files.
+  std::vector<encoded_slot> group;
+  std::set<const node*> files;
+  std::size_t bytes = 0;
+  while (!queue_.empty() && group.size() < k_group_slots &&
+         (group.empty() || bytes < k_group_bytes)) {
+    const node* file = queue_.front().n.get();
+    if (!files.contains(file) && files.size() >= k_group_files) break;
+    files.insert(file);
+    const std::size_t size = queue_.front().data ? queue_.front().data->size() : 0;
+    bytes += size;
+    queued_bytes_ -= size;
+    group.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  // What is left has waited since this group's commit began, at most.
+  oldest_ = std::chrono::steady_clock::now();
+  return group;
 }
 
 }  // namespace densefs::fs

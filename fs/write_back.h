@@ -80,6 +80,15 @@ class write_back {
   // From a worker, once a slot version is encoded.
   void add(encoded_slot slot);
 
+  // Someone waits for `file`'s data (a rename of it, fsync): if a version
+  // of it is queued, commits the group at the front of the queue on the
+  // calling thread, rather than waking the committer and waiting to be
+  // woken (two thread hand-offs, most of a rename's wait in rsync).
+  // Groups still commit one at a time and in queue order, whoever runs
+  // them. Returns whether it committed one. The caller must hold no lock a
+  // group commit takes (files' data_mutex, the metadata lock).
+  bool commit_queued(const node* file);
+
   // While an `urgent` object lives, queued versions are committed as soon
   // as they arrive: someone is waiting for them.
   class urgent {
@@ -95,6 +104,12 @@ class write_back {
 
  private:
   void run();
+  // Takes the next group off the queue. Caller holds commit_mutex_ and
+  // mutex_.
+  std::vector<encoded_slot> take_group();
+  // Takes and commits the next group. Caller holds commit_mutex_, not
+  // mutex_.
+  void commit_next_group();
   // Enough is queued, or someone waits: commit without waiting for the
   // interval. Caller holds mutex_.
   bool group_ready() const {
@@ -103,6 +118,9 @@ class write_back {
 
   const std::chrono::milliseconds interval_;
   const commit_fn commit_;
+  // Held while a group is taken off the queue and committed: by the
+  // committer, or by a waiter in commit_queued. Taken before mutex_.
+  std::mutex commit_mutex_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<encoded_slot> queue_;

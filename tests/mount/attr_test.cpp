@@ -196,6 +196,11 @@ TEST_F(attrs, stats_count_fuse_requests_by_kind) {
   const auto thrice = stats();
   EXPECT_EQ(count(thrice, "flush") - count(once, "flush"), 0u) << thrice.dump();
   EXPECT_EQ(count(thrice, "open") - count(once, "open"), 3u) << thrice.dump();
+  // And the daemon's time on each kind seen: positive, for exactly the kinds
+  // counted.
+  ASSERT_TRUE(thrice.contains("request_seconds")) << thrice.dump();
+  EXPECT_EQ(thrice["request_seconds"].size(), thrice["requests"].size()) << thrice.dump();
+  EXPECT_GT(thrice["request_seconds"].value("create", 0.0), 0.0) << thrice.dump();
   // The text form says it too.
   const auto r = run_command({densefs_binary(), "stats", mnt_.string()});
   EXPECT_NE(r.out.find("requests since mount: "), std::string::npos) << r.out;
