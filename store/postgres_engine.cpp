@@ -1,6 +1,7 @@
 #include "store/postgres_engine.h"
 
 #include <libpq-fe.h>
+#include <openssl/rand.h>
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -8,10 +9,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -53,6 +57,11 @@ constexpr std::size_t k_page_bytes = 16u << 20;
 // PostgreSQL refuses a message or an array over 1 GiB, and smaller arrays
 // keep the client's and the server's peak memory bounded.
 constexpr std::size_t k_statement_rows = 4096;
+// A batch whose connection was lost before it committed is sent again, up
+// to this many sends in all.
+constexpr int k_max_write_attempts = 3;
+// densefs_meta keys of the writers' commit outcome rows (docs/format.md).
+constexpr std::string_view k_outcome_prefix = "commit_outcome/";
 constexpr std::size_t k_statement_bytes = 64u << 20;
 // bytea's own limit (a varlena holds under 1 GiB).
 constexpr std::size_t k_max_value_bytes = (1u << 30) - 1024;
@@ -245,6 +254,10 @@ struct postgres_engine::connection {
   // A finished scan's COMMIT and Sync were sent without waiting (its
   // results do not matter to anyone): the next lease reads them first.
   int unread_syncs = 0;
+  // The server process serving it: its id and start time (text, as
+  // pg_stat_activity shows it), kept after the connection is lost.
+  int backend_pid = 0;
+  std::string backend_start;
 
   connection() = default;
   connection(const connection&) = delete;
@@ -254,6 +267,8 @@ struct postgres_engine::connection {
     if (pg) PQfinish(pg);
     pg = nullptr;
     unread_syncs = 0;
+    backend_pid = 0;
+    backend_start.clear();
   }
 };
 
@@ -263,7 +278,7 @@ namespace {
 // synchronous_commit on (a write is durable when it returns, whatever the
 // server's default), read-only sessions for a read-only engine.
 PGconn* connect(const std::string& conninfo, bool read_only, const std::string& where,
-                std::string_view what) {
+                std::string_view what, std::string* backend_start = nullptr) {
   // A daemon must not hang forever on an unreachable server: libpq waits
   // indefinitely unless connect_timeout is set. Earlier keywords are
   // defaults the expanded connection string overrides.
@@ -315,6 +330,16 @@ PGconn* connect(const std::string& conninfo, bool read_only, const std::string& 
   if (read_only) {
     r.reset(PQexec(pg, "SET default_transaction_read_only = on"));
     if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) fail(one_line(PQresultErrorMessage(r.get())));
+  }
+  if (backend_start) {
+    // With the process id, names this server process even after the
+    // connection is gone (a process id alone may be reused): see
+    // postgres_engine::await_outcome.
+    r.reset(PQexec(pg,
+                   "SELECT backend_start::text FROM pg_stat_activity WHERE pid = "
+                   "pg_backend_pid()"));
+    if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) fail(one_line(PQresultErrorMessage(r.get())));
+    *backend_start = PQntuples(r.get()) == 1 ? PQgetvalue(r.get(), 0, 0) : "";
   }
   r.reset();
   if (PQenterPipelineMode(pg) != 1) fail("cannot enter pipeline mode");
@@ -419,6 +444,14 @@ class rows {
   const std::string& where_;
 };
 
+// A commit outcome row's value: the token, u64 little-endian.
+std::string encode_outcome(std::uint64_t token) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<char>(token >> (8 * i));
+  return out;
+}
+
 std::int64_t be_int(std::string_view bytes) {
   std::int64_t v = (!bytes.empty() && static_cast<signed char>(bytes[0]) < 0) ? -1 : 0;
   for (char c : bytes) v = (v << 8) | static_cast<unsigned char>(c);
@@ -468,11 +501,16 @@ class postgres_engine::lease {
   // transaction.
   PGconn* pg() {
     if (!checked_ && conn_->pg && !ready()) conn_->close();
-    if (!conn_->pg)
-      conn_->pg = connect(engine_.conninfo_, engine_.read_only_, engine_.where_, what_);
+    if (!conn_->pg) {
+      conn_->pg = connect(engine_.conninfo_, engine_.read_only_, engine_.where_, what_,
+                          engine_.read_only_ ? nullptr : &conn_->backend_start);
+      conn_->backend_pid = PQbackendPID(conn_->pg);
+    }
     checked_ = true;
     return conn_->pg;
   }
+  // The server process of the connection (kept after it is lost).
+  std::pair<int, std::string> backend() const { return {conn_->backend_pid, conn_->backend_start}; }
   // Drops the connection; the next pg() connects anew.
   void reconnect() {
     conn_->close();
@@ -723,7 +761,31 @@ std::unique_ptr<postgres_engine> postgres_engine::open(const postgres_engine_opt
       e->channel_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
     c.bad("an odd channel name");
 
-  if (!options.read_only && options.lock_volume) e->take_volume_lock(what);
+  if (!options.read_only) {
+    unsigned char id[8];
+    if (RAND_bytes(id, sizeof id) != 1)
+      throw store_error(EIO, what + ": cannot draw a random writer id (OpenSSL RAND_bytes failed)");
+    static const char* const hex = "0123456789abcdef";
+    e->outcome_key_ = std::string(k_outcome_prefix);
+    for (const unsigned char b : id) {
+      e->outcome_key_ += hex[b >> 4];
+      e->outcome_key_ += hex[b & 15];
+    }
+  }
+  if (!options.read_only && options.lock_volume) {
+    e->take_volume_lock(what);
+    // The volume's one writer now: the outcome rows of writers before it
+    // (a row outlives a writer that crashed) matter to nobody.
+    std::vector<statement> clear;
+    statement d(std::string("DELETE FROM ") + k_tables[static_cast<std::size_t>(table::meta)] +
+                " WHERE k >= $1 AND k < $2");
+    std::string end(k_outcome_prefix);
+    ++end.back();  // the first key past the prefix
+    d.param(k_outcome_prefix, k_bytea_oid);
+    d.own(end, k_bytea_oid);
+    clear.push_back(std::move(d));
+    check(l.run(clear), what, e->where_);
+  }
   return e;
 }
 
@@ -985,6 +1047,16 @@ void postgres_engine::write(metadata_batch& batch, bool) {
       if (volume_lock_) q.emplace_back(lock_check_sql_);
     }
     for (statement& s : batch_statements(b->ops())) q.push_back(std::move(s));
+    // In the batch's transaction: the token that says, after a lost
+    // connection, whether it committed (await_outcome).
+    const std::uint64_t token = next_token_.fetch_add(1, std::memory_order_relaxed);
+    if (!outcome_key_.empty()) {
+      statement mark(std::string("INSERT INTO ") + k_tables[static_cast<std::size_t>(table::meta)] +
+                     " (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v");
+      mark.param(outcome_key_, k_bytea_oid);
+      mark.own(encode_outcome(token), k_bytea_oid);
+      q.push_back(std::move(mark));
+    }
     // In the batch's transaction: listeners hear it when it commits, never
     // when it does not.
     if (!b->notice().empty()) {
@@ -999,10 +1071,21 @@ void postgres_engine::write(metadata_batch& batch, bool) {
       results = l.run(q);
     } catch (const connection_lost& e) {
       // The statements (and the Sync that commits them) may have reached the
-      // server: whether they committed is unknown, so no retry here. The
-      // next call connects anew.
-      throw store_error(EIO, what + ": the connection was lost, the commit may or may not " +
-                                 "have happened: " + e.what());
+      // server: ask the server which, on a new connection. A batch applied
+      // twice would count its chunk references twice.
+      const auto lost_backend = l.backend();
+      if (outcome_key_.empty() || attempt >= k_max_write_attempts - 1)
+        throw store_error(EIO, what + ": the connection was lost, the commit may or may not " +
+                                   "have happened: " + e.what());
+      l.reconnect();
+      if (await_outcome(l, lost_backend, token, what) == outcome::committed) {
+        log_info(what + ": the connection was lost after the commit (" + e.what() +
+                 "); it had committed");
+        return;
+      }
+      log_info(what + ": the connection was lost before the commit (" + e.what() +
+               "); writing the batch again");
+      continue;
     }
     const char* state =
         !results.empty() ? PQresultErrorField(results[0].get(), PG_DIAG_SQLSTATE) : nullptr;
@@ -1031,6 +1114,55 @@ void postgres_engine::write(metadata_batch& batch, bool) {
     check(results, "committing", where_);
     return;
   }
+}
+
+postgres_engine::outcome postgres_engine::await_outcome(lease& l,
+                                                        const std::pair<int, std::string>& lost,
+                                                        std::uint64_t token,
+                                                        const std::string& what) {
+  const auto unknown = [&](const std::string& why) {
+    return store_error(EIO, what +
+                                ": the connection was lost, and whether the commit happened "
+                                "is unknown: " +
+                                why);
+  };
+  if (lost.first == 0 || lost.second.empty()) throw unknown("the server process was not known");
+  // A server process whose client is gone may still be running its
+  // transaction (a network cut is seen by the server only when it next
+  // reads or writes): until it has ended, the row may still change.
+  // Ending it settles the transaction either way.
+  std::string pid = std::to_string(lost.first);
+  for (int i = 0;; ++i) {
+    std::vector<statement> q;
+    statement s(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE pid = $1::text::int AND backend_start::text = $2");
+    s.param(pid, k_text_oid);
+    s.param(lost.second, k_text_oid);
+    q.push_back(std::move(s));
+    std::vector<result_ptr> results;
+    try {
+      results = l.run(q);
+    } catch (const connection_lost& e) {
+      throw unknown(e.what());
+    }
+    try {
+      check(results, what, where_);
+    } catch (const store_error& e) {
+      throw unknown(e.what());
+    }
+    if (PQntuples(results[0].get()) == 0) break;  // gone
+    if (i >= 100) throw unknown("its server process " + pid + " did not end within 10 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::optional<std::string> row;
+  try {
+    row = get(table::meta, outcome_key_, what);
+  } catch (const store_error& e) {
+    throw unknown(e.what());
+  }
+  if (row && *row == encode_outcome(token)) return outcome::committed;
+  return outcome::not_committed;
 }
 
 // ---------------------------------------------------------------- watch

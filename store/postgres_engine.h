@@ -10,6 +10,7 @@
 // string, and where() and every message name only host, port and database.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
@@ -109,6 +110,21 @@ class postgres_engine final : public metadata_engine {
   // unless the lock's session still holds it.
   std::string lock_check_sql_;
   static constexpr const char* k_lock_lost_sqlstate = "DF001";
+
+  // Each write of a read-write engine also rewrites one row of its own in
+  // densefs_meta, `commit_outcome/` + 16 hex digits drawn at open, with a
+  // token that write alone uses: after a connection lost during a write,
+  // the row tells whether that write committed (await_outcome;
+  // docs/scale-out.md, "A commit whose outcome is unknown").
+  std::string outcome_key_;
+  std::atomic<std::uint64_t> next_token_{1};
+  enum class outcome { committed, not_committed };
+  // On a new connection: waits (at most ~10 s, ending it if need be) until
+  // the server process of the lost connection is gone, so that its
+  // transaction has ended one way or the other, then reads the row. Throws
+  // store_error(EIO) when it cannot tell.
+  outcome await_outcome(class lease& l, const std::pair<int, std::string>& lost_backend,
+                        std::uint64_t token, const std::string& what);
 
   // The channel of the volume's change notices: "densefs_" and 16 hex
   // digits of the md5 of the schema's name (so volumes in schemas of one

@@ -7,7 +7,10 @@
 #include "store/metadata_engine.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -841,6 +844,152 @@ TEST_F(metadata_engine_postgres, lost_connections_are_made_again) {
   EXPECT_NE(kill(), "0\n");
   put(*e, table::dirents, "k10", "v10");  // a write checks its connection first
   EXPECT_EQ(e->get(table::dirents, "k10", "test"), "v10");
+}
+
+// Between libpq and the test server: a unix-socket proxy that can cut a
+// connection at the moment that makes a commit's outcome unknown to the
+// client. Armed with `after_commit`, it passes the client's next bytes on
+// and then drops the connection instead of passing the server's answer
+// back (PostgreSQL answers a pipeline at its Sync, after the COMMIT: the
+// batch is stored, the client cannot know). Armed with `before_commit`, it
+// drops the client's next bytes and the connection (nothing reached the
+// server). One cut per arming.
+class cutting_proxy {
+ public:
+  enum class cut { none, after_commit, before_commit };
+
+  explicit cutting_proxy(const std::filesystem::path& server_socket)
+      : server_socket_(server_socket) {
+    listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a = address(socket_path());
+    if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(listener_, 16) != 0)
+      throw std::runtime_error(std::string("proxy socket: ") + std::strerror(errno));
+    thread_ = std::thread([this] { accept_loop(); });
+  }
+  ~cutting_proxy() {
+    stopping_ = true;
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+    std::lock_guard lock(mutex_);
+    for (auto& t : pipes_) t.join();
+  }
+  // A libpq connection string through the proxy for database `db`.
+  std::string conninfo(const std::string& db) const {
+    return "host=" + dir_.path().string() + " port=5432 user=postgres dbname=" + db;
+  }
+  void arm(cut c) { armed_ = c; }
+  bool fired() const { return fired_; }
+
+ private:
+  std::filesystem::path socket_path() const { return dir_.path() / ".s.PGSQL.5432"; }
+  static sockaddr_un address(const std::filesystem::path& p) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, p.c_str(), sizeof a.sun_path - 1);
+    return a;
+  }
+  void accept_loop() {
+    for (;;) {
+      const int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client < 0) return;  // shut down
+      const int server = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_un a = address(server_socket_);
+      if (server < 0 || ::connect(server, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        ::close(client);
+        if (server >= 0) ::close(server);
+        continue;
+      }
+      std::lock_guard lock(mutex_);
+      pipes_.emplace_back([this, client, server] { pipe(client, server); });
+    }
+  }
+  // Passes bytes both ways until either side closes, or a cut.
+  void pipe(int client, int server) {
+    bool doomed = false;  // cut when the server next answers
+    char buffer[65536];
+    for (;;) {
+      pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      if (::poll(fds, 2, 200) < 0) break;
+      if (stopping_) break;
+      if (fds[0].revents) {
+        const ssize_t n = ::read(client, buffer, sizeof buffer);
+        if (n <= 0) break;
+        cut expected = cut::before_commit;
+        if (armed_.compare_exchange_strong(expected, cut::none)) {
+          fired_ = true;
+          break;
+        }
+        expected = cut::after_commit;
+        if (armed_.compare_exchange_strong(expected, cut::none)) doomed = true;
+        if (::write(server, buffer, static_cast<std::size_t>(n)) != n) break;
+      }
+      if (fds[1].revents) {
+        const ssize_t n = ::read(server, buffer, sizeof buffer);
+        if (n <= 0) break;
+        if (doomed) {
+          fired_ = true;
+          break;
+        }
+        if (::write(client, buffer, static_cast<std::size_t>(n)) != n) break;
+      }
+    }
+    ::close(client);
+    ::close(server);
+  }
+
+  std::filesystem::path server_socket_;
+  temp_dir dir_;
+  int listener_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::atomic<cut> armed_{cut::none};
+  std::atomic<bool> fired_{false};
+  std::mutex mutex_;
+  std::vector<std::thread> pipes_;
+  std::thread thread_;
+};
+
+// A connection lost while a batch commits (a server restart, a network
+// cut): the engine asks the server, on a new connection, whether the batch
+// committed (its outcome row, docs/scale-out.md) instead of failing with
+// EIO. Committed: it returns, the batch applied once. Not committed: it
+// sends the batch again.
+TEST_F(metadata_engine_postgres, a_commit_whose_connection_was_lost_is_settled_not_failed) {
+  make();  // the schema, through the server's own socket
+  cutting_proxy proxy(server_->socket_dir() / ".s.PGSQL.5432");
+  store::postgres_engine_options through = options_;
+  through.conninfo = proxy.conninfo(db_);
+  auto e = store::postgres_engine::open(through);
+  const auto token_row = [&] {
+    return sql(
+        "SELECT encode(v, 'hex') FROM densefs_meta WHERE k >= 'commit_outcome/' AND "
+        "k < 'commit_outcome0'");
+  };
+
+  put(*e, table::inodes, "first", "1");
+  EXPECT_EQ(token_row(), "0100000000000000\n") << "the first write's token";
+
+  // Stored, answer lost: settled as committed, not sent again (the token
+  // row keeps the second write's token; a resend would have stored the
+  // third's).
+  proxy.arm(cutting_proxy::cut::after_commit);
+  put(*e, table::inodes, "second", "2");
+  EXPECT_TRUE(proxy.fired());
+  EXPECT_EQ(sql("SELECT count(*) FROM densefs_inodes WHERE k = 'second'"), "1\n");
+  EXPECT_EQ(token_row(), "0200000000000000\n") << "committed once, not written again";
+
+  // Never reached the server: written again, with the next token.
+  proxy.arm(cutting_proxy::cut::before_commit);
+  put(*e, table::inodes, "third", "3");
+  EXPECT_EQ(sql("SELECT count(*) FROM densefs_inodes WHERE k = 'third'"), "1\n");
+  EXPECT_EQ(token_row(), "0400000000000000\n") << "the lost send, then the one that landed";
+  EXPECT_EQ(e->get(table::inodes, "second", "test"), "2");
+
+  // A writer that opens the volume next clears the rows of those before.
+  e.reset();
+  auto next = store::postgres_engine::open(options_);
+  EXPECT_EQ(token_row(), "") << "the previous writer's row";
 }
 
 TEST_F(metadata_engine_postgres, read_only_refuses_writes) {
