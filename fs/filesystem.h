@@ -150,8 +150,10 @@ class filesystem {
   // On a worker: the batches, then purge() of the rest and the inode.
   void release_big_orphan(const store::inode_record& r);
   void purge_orphans();
-  // A follower (fs/follower.cpp): another client committed `c`.
+  // A follower (fs/follower.cpp): another client committed `c`. The
+  // writer: `c` names followers that just mounted.
   void apply_remote_change(const store::change_notice& c);
+  void answer_new_clients(const std::vector<std::string>& sessions);
   bool refresh_from_store(node& n);
   // Adds to txn the removal of every extent of `ino` that starts in
   // [begin, end), dropping its chunk reference; returns the stored bytes

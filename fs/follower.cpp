@@ -3,11 +3,13 @@
 // this daemon as change notices (store::watch), and each one drops what
 // this daemon and its kernel cache of the inodes and entries it names.
 // Without this the kernel would keep serving attributes, names and pages
-// for its one-day timeouts.
+// for its one-day timeouts. The writer hears one kind of notice: a
+// follower that just mounted (answer_new_clients).
 //
 // Runs on the store's listening thread, holding no lock on entry. The
 // kernel notifications go out with no lock held either: invalidating an
 // inode's pages waits for reads of them, which FUSE threads answer.
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,22 @@
 #include "store/log.h"
 
 namespace densefs::fs {
+
+// The writer: followers mounted and wait (store::begin_session). From now
+// on close commits (close-to-open for them); what was closed before, and is
+// still staged, is committed now; then they are told.
+void filesystem::answer_new_clients(const std::vector<std::string>& sessions) {
+  if (sessions.empty()) return;
+  store_->note_other_client();
+  if (const int error = sync_all(nullptr))
+    log_error(std::string("committing staged files for a client that mounted: ") +
+              std::strerror(error));
+  try {
+    store_->answer_sessions(sessions);
+  } catch (const std::exception& e) {
+    log_error(std::string("answering a client that mounted: ") + e.what());
+  }
+}
 
 // The record as the writer committed it; the node's cached listing and
 // xattr names are dropped, and an open after this does not keep the page
@@ -41,6 +59,10 @@ bool filesystem::refresh_from_store(node& n) {
 }
 
 void filesystem::apply_remote_change(const store::change_notice& c) {
+  if (!store_->follows()) {
+    answer_new_clients(c.sessions_started);
+    return;
+  }
   std::vector<std::shared_ptr<node>> changed;
   std::vector<std::pair<std::uint64_t, std::string>> entries = c.entries;
   if (c.everything) {

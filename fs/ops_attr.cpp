@@ -74,7 +74,8 @@ void filesystem::start(std::unique_ptr<store::store> store) {
 
   // A read-only store (a follower) leaves the orphans to the writer.
   if (!store_->read_only()) purge_orphans();
-  // A follower hears the writer's commits (fs/follower.cpp).
+  // A follower hears the writer's commits, the writer hears followers that
+  // mount (fs/follower.cpp).
   store_->watch([this](const store::change_notice& c) { apply_remote_change(c); });
   if (options_.recompress_threads > 0 && !options_.read_only) {
     recompressor_ = std::make_unique<recompressor>(

@@ -17,6 +17,7 @@
 // that returned before they started.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -146,6 +147,19 @@ class metadata_engine {
   virtual bool watch(std::function<void(std::string_view notice)>) { return false; }
   // Stops the watch; when it returns, `fn` runs no more.
   virtual void unwatch() {}
+  // Writes `batch` while listening for notices, then waits up to `timeout`
+  // for one that `answer` accepts (a question to the other clients that
+  // one of them answers with a notice). The listening starts before the
+  // write, so an answer cannot come too early to be heard. Returns whether
+  // one came. Engines without other clients just write (false).
+  virtual bool write_and_await(metadata_batch& batch,
+                               const std::function<bool(std::string_view notice)>& answer,
+                               std::chrono::milliseconds timeout) {
+    (void)answer;
+    (void)timeout;
+    write(batch, false);
+    return false;
+  }
 };
 
 }  // namespace densefs::store

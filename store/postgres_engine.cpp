@@ -1167,6 +1167,37 @@ postgres_engine::outcome postgres_engine::await_outcome(lease& l,
 
 // ---------------------------------------------------------------- watch
 
+bool postgres_engine::write_and_await(metadata_batch& batch,
+                                      const std::function<bool(std::string_view)>& answer,
+                                      std::chrono::milliseconds timeout) {
+  const std::string what = "waiting for an answer in " + where_;
+  // A connection of its own, listening before the batch is written.
+  PGconn* pg = connect(conninfo_, false, where_, what);
+  std::unique_ptr<PGconn, decltype(&PQfinish)> owner(pg, &PQfinish);
+  bool listening = PQexitPipelineMode(pg) == 1;
+  if (listening) {
+    result_ptr r(PQexec(pg, ("LISTEN " + channel_).c_str()));
+    listening = PQresultStatus(r.get()) == PGRES_COMMAND_OK;
+  }
+  if (!listening) throw store_error(EIO, what + ": LISTEN failed: " + one_line(PQerrorMessage(pg)));
+  write(batch, false);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (PQconsumeInput(pg) != 1) throw store_error(EIO, what + ": " + one_line(PQerrorMessage(pg)));
+    while (PGnotify* n = PQnotifies(pg)) {
+      const std::string notice = n->extra ? n->extra : "";
+      PQfreemem(n);
+      if (answer(notice)) return true;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd fd{PQsocket(pg), POLLIN, 0};
+    if (::poll(&fd, 1, static_cast<int>(left.count())) < 0 && errno != EINTR)
+      throw store_error(errno, what + ": poll: " + std::strerror(errno));
+  }
+}
+
 bool postgres_engine::watch(std::function<void(std::string_view notice)> fn) {
   unwatch();
   watch_wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

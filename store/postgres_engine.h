@@ -79,6 +79,9 @@ class postgres_engine final : public metadata_engine {
   // are NOTIFYs that write() sends in the batch's transaction.
   bool watch(std::function<void(std::string_view notice)> fn) override;
   void unwatch() override;
+  bool write_and_await(metadata_batch& batch,
+                       const std::function<bool(std::string_view notice)>& answer,
+                       std::chrono::milliseconds timeout) override;
 
   // Private parts, public for postgres_engine.cpp's helpers only.
   struct connection;

@@ -2105,6 +2105,11 @@ std::string random_session_id() {
 
 }  // namespace
 
+namespace {
+// How long a follower's mount waits for the writer's answer.
+constexpr std::chrono::milliseconds k_writer_answer_timeout{30000};
+}  // namespace
+
 std::chrono::seconds store::heartbeat_interval() {
   if (const char* env = std::getenv("DENSEFS_HEARTBEAT_SECONDS"); env && *env) {
     char* end = nullptr;
@@ -2159,7 +2164,36 @@ void store::begin_session(const std::string& mountpoint) {
     for (const session_record& old : all)
       if (session_expired(old, r.started)) batch->erase(table::meta, session_key(old.id));
   batch->put(table::meta, session_key(r.id), encode_session(r));
-  engine_->write(*batch, false);
+  const bool writer_alive = std::any_of(all.begin(), all.end(), [&](const session_record& s) {
+    return !s.read_only && !session_expired(s, r.started);
+  });
+  if (follower_ && writer_alive) {
+    // Close-to-open from the first open: the writer commits at close only
+    // once it knows of another client, and files it closed before that may
+    // still be staged in its memory. So the follower asks, in the batch
+    // that makes its session, and waits until the writer has committed
+    // them and answers (fs::filesystem::answer_new_clients). A writer that
+    // does not answer in time is logged, not fatal: it learns of this
+    // session at its next heartbeat anyway.
+    change_notice ask;
+    ask.sessions_started.push_back(r.id);
+    batch->set_notice(encode_change_notice(ask));
+    const bool answered = engine_->write_and_await(
+        *batch,
+        [&](std::string_view text) {
+          const std::optional<change_notice> c = decode_change_notice(text);
+          return c && std::find(c->sessions_answered.begin(), c->sessions_answered.end(), r.id) !=
+                          c->sessions_answered.end();
+        },
+        k_writer_answer_timeout);
+    if (!answered)
+      log_warning("the writer did not answer within " +
+                  std::to_string(k_writer_answer_timeout.count() / 1000) +
+                  " s; files it closed just before this mount may be seen only once it "
+                  "commits them");
+  } else {
+    engine_->write(*batch, false);
+  }
   std::lock_guard lock(session_mutex_);
   session_ = r;
   session_id_ = r.id;
@@ -2268,6 +2302,8 @@ std::string encode_change_notice(const change_notice& c) {
     }
     if (out.size() > k_max_notice_bytes) break;
   }
+  for (const std::string& id : c.sessions_started) out += " s" + id;
+  for (const std::string& id : c.sessions_answered) out += " a" + id;
   if (out.size() > k_max_notice_bytes) return std::string(k_notice_version) + " *";
   return out;
 }
@@ -2304,6 +2340,12 @@ std::optional<change_notice> decode_change_notice(std::string_view text) {
         name += static_cast<char>(hi << 4 | lo);
       }
       c.entries.emplace_back(*parent, std::move(name));
+    } else if (token.size() == 17 && (token[0] == 's' || token[0] == 'a')) {
+      // A session id: 16 lower-case hex digits (random_session_id).
+      const std::string_view id = token.substr(1);
+      if (!std::all_of(id.begin(), id.end(), [](char ch) { return hex_value(ch) >= 0; }))
+        return std::nullopt;
+      (token[0] == 's' ? c.sessions_started : c.sessions_answered).emplace_back(id);
     } else {
       return std::nullopt;
     }
@@ -2313,7 +2355,21 @@ std::optional<change_notice> decode_change_notice(std::string_view text) {
 }
 
 bool store::watch(std::function<void(const change_notice&)> fn) {
-  if (!follower_) return false;
+  if (!keeps_sessions()) return false;
+  if (!follower_) {
+    if (options_.read_only) return false;
+    // The writer hears its own commits' notices too: only followers that
+    // mounted matter to it.
+    return engine_->watch([fn = std::move(fn)](std::string_view text) {
+      if (text.empty()) return;
+      const std::optional<change_notice> c = decode_change_notice(text);
+      if (c && !c->sessions_started.empty()) {
+        change_notice started;
+        started.sessions_started = c->sessions_started;
+        fn(started);
+      }
+    });
+  }
   return engine_->watch([this, fn = std::move(fn)](std::string_view text) {
     std::optional<change_notice> c;
     if (!text.empty()) c = decode_change_notice(text);
@@ -2331,6 +2387,24 @@ bool store::watch(std::function<void(const change_notice&)> fn) {
 
 void store::unwatch() {
   if (engine_) engine_->unwatch();
+}
+
+void store::answer_sessions(const std::vector<std::string>& ids) {
+  std::optional<session_record> own;
+  {
+    std::lock_guard lock(session_mutex_);
+    own = session_;
+  }
+  if (!own || ids.empty()) return;
+  // Its own session row again (a batch must write something), carrying the
+  // answer.
+  own->heartbeat = unix_now();
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  batch->put(table::meta, session_key(own->id), encode_session(*own));
+  change_notice answer;
+  answer.sessions_answered = ids;
+  batch->set_notice(encode_change_notice(answer));
+  engine_->write(*batch, false);
 }
 
 // ---------------------------------------------------------------- stats

@@ -76,6 +76,10 @@ struct change_notice {
   bool everything = false;
   std::vector<std::uint64_t> inodes;  // attributes, data, extents or xattrs
   std::vector<std::pair<std::uint64_t, std::string>> entries;  // parent, name
+  // Sessions (their ids) of followers that just mounted and wait for the
+  // writer to answer (store::begin_session), and the writer's answers.
+  std::vector<std::string> sessions_started;
+  std::vector<std::string> sessions_answered;
 };
 // The text a commit of `inodes` and `entries` sends, and its decoding
 // (nullopt: not a notice this build reads, which the caller treats as
@@ -497,9 +501,18 @@ class store {
   // that client sees the file whole (close-to-open; docs/scale-out.md).
   bool others_mounted() const { return others_mounted_.load(std::memory_order_relaxed); }
   // A follower: calls `fn` from a thread of the store with every change the
-  // writer commits, decoded (change_notice); false on other stores.
-  // unwatch() (also at destruction) returns once `fn` runs no more.
+  // writer commits, decoded (change_notice). The writer of a shared volume:
+  // calls `fn` only with the sessions of followers that just mounted
+  // (change_notice::sessions_started), which wait until answer_sessions
+  // tells them that everything closed so far is committed. False on other
+  // stores. unwatch() (also at destruction) returns once `fn` runs no more.
   bool watch(std::function<void(const change_notice&)> fn);
+  // The writer: another client has mounted (heard from it at once, not at
+  // the next heartbeat): close commits from now on.
+  void note_other_client() { others_mounted_.store(true, std::memory_order_relaxed); }
+  // The writer: tells the followers `ids` (change_notice::sessions_started)
+  // that what was closed before they mounted is committed.
+  void answer_sessions(const std::vector<std::string>& ids);
   void unwatch();
   // Scale-out volumes: the pack objects' location (no credential); else "".
   std::string payload_location() const;

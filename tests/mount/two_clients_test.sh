@@ -4,6 +4,8 @@
 # radosgw, the writer mounted from the mkfs directory and a follower
 # mounted read-only by the database's URI from a client directory of its
 # own (another machine's view). Checked on the follower: a file the writer
+# closed just before the follower mounted is whole at its first open (the
+# mount waits for the writer's answer); a file the writer
 # closed is whole at the next open (close-to-open), also rewritten in place
 # and grown; a rename, an unlink, a new directory and a tree copied in with
 # rsync -aHAX show up in its listings and stats within a few seconds (change
@@ -63,6 +65,21 @@ listed() { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | grep -qxF "$2"; }
 step "mkfs; the writer mounts; the follower mounts read-only by URI"
 "$densefs" mkfs --meta "$(pg_conninfo vol1)" --data "$location" "$store" >/dev/null ||
   fail "densefs mkfs --data failed"
+
+# A writer that keeps closed files staged for five minutes (-o commit=300)
+# and would hear of a follower only at a heartbeat ten minutes away: only
+# the follower's question at mount (its session's notice, answered once the
+# writer has committed) makes the file it closed just before readable there.
+DENSEFS_HEARTBEAT_SECONDS=600 mount_densefs "$store" "$writer" -o commit=300
+head -c 300000 /dev/urandom >"$work/early.bin"
+cp "$work/early.bin" "$writer/early.bin"
+mount_densefs "$uri" "$reader" -o "ro,cache_dir=$work/client2"
+same_file "$work/early.bin" "$reader/early.bin" ||
+  fail "the follower's first open: a file the writer closed before the follower mounted is not whole"
+echo "follower: a file closed before it mounted is whole at its first open"
+umount_densefs "$reader"
+umount_densefs "$writer"
+
 mount_densefs "$store" "$writer"
 mount_densefs "$uri" "$reader" -o "ro,cache_dir=$work/client2"
 status=$("$densefs" status "$uri" --json) || fail "densefs status failed"

@@ -1056,11 +1056,22 @@ TEST(change_notice, round_trip_and_spec_text) {
     many.entries.emplace_back(1, std::string(250, 'n') + std::to_string(i));
   EXPECT_EQ(encode_change_notice(many), "1 *");
   EXPECT_TRUE(decode_change_notice("1 *")->everything);
+  // A follower that mounted asks the writer, which answers (store::begin_session).
+  change_notice ask;
+  ask.sessions_started = {"0123456789abcdef"};
+  ask.sessions_answered = {"fedcba9876543210"};
+  EXPECT_EQ(encode_change_notice(ask), "1 s0123456789abcdef afedcba9876543210");
+  const auto asked = decode_change_notice("1 s0123456789abcdef afedcba9876543210");
+  ASSERT_TRUE(asked);
+  EXPECT_EQ(asked->sessions_started, ask.sessions_started);
+  EXPECT_EQ(asked->sessions_answered, ask.sessions_answered);
+  EXPECT_TRUE(asked->inodes.empty());
 }
 
 TEST(change_notice, refuses_what_it_cannot_read) {
-  for (const char* bad : {"", "2 i1", "1 x", "1 i", "1 ig", "1 i11111111111111111", "1 e1",
-                          "1 e1:", "1 e1:6", "1 e1:zz", "1 e:61", "1  i1", "1 i1 "})
+  for (const char* bad : {"", "2 i1", "1 x", "1 i", "1 ig", "1 i11111111111111111", "1 e1", "1 e1:",
+                          "1 e1:6", "1 e1:zz", "1 e:61", "1  i1", "1 i1 ", "1 s", "1 s0123",
+                          "1 s0123456789abcdef0", "1 s0123456789ABCDEF", "1 a0123456789abcdeg"})
     EXPECT_FALSE(decode_change_notice(bad)) << bad;
   EXPECT_FALSE(decode_change_notice("1 e1:" + std::string(512, 'a')));
   EXPECT_TRUE(decode_change_notice("1 e1:" + std::string(510, 'a')));
