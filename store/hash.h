@@ -30,6 +30,10 @@ struct chunk_hash {
 };
 
 chunk_hash sha256_of(std::string_view plain);
+// 16 lower-case hex digits from OpenSSL's RAND_bytes: names that must not
+// collide across machines (a mount's session, a writer's commit outcome
+// row). Throws store_error(EIO) saying it could not draw `what`.
+std::string random_hex_id(std::string_view what);
 std::uint64_t stored_checksum(std::string_view stored);
 
 struct chunk_hash_hasher {

@@ -1,7 +1,6 @@
 #include "store/postgres_engine.h"
 
 #include <libpq-fe.h>
-#include <openssl/rand.h>
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -20,6 +19,7 @@
 #include <unordered_set>
 
 #include "store/error.h"
+#include "store/hash.h"
 #include "store/log.h"
 
 namespace densefs::store {
@@ -57,14 +57,14 @@ constexpr std::size_t k_page_bytes = 16u << 20;
 // PostgreSQL refuses a message or an array over 1 GiB, and smaller arrays
 // keep the client's and the server's peak memory bounded.
 constexpr std::size_t k_statement_rows = 4096;
+constexpr std::size_t k_statement_bytes = 64u << 20;
+// bytea's own limit (a varlena holds under 1 GiB).
+constexpr std::size_t k_max_value_bytes = (1u << 30) - 1024;
 // A batch whose connection was lost before it committed is sent again, up
 // to this many sends in all.
 constexpr int k_max_write_attempts = 3;
 // densefs_meta keys of the writers' commit outcome rows (docs/format.md).
 constexpr std::string_view k_outcome_prefix = "commit_outcome/";
-constexpr std::size_t k_statement_bytes = 64u << 20;
-// bytea's own limit (a varlena holds under 1 GiB).
-constexpr std::size_t k_max_value_bytes = (1u << 30) - 1024;
 // metadata_batch: a batch over 4 GiB is a bug, not a commit.
 constexpr std::uint64_t k_max_batch_bytes = std::uint64_t{4} << 30;
 
@@ -761,24 +761,14 @@ std::unique_ptr<postgres_engine> postgres_engine::open(const postgres_engine_opt
       e->channel_.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
     c.bad("an odd channel name");
 
-  if (!options.read_only) {
-    unsigned char id[8];
-    if (RAND_bytes(id, sizeof id) != 1)
-      throw store_error(EIO, what + ": cannot draw a random writer id (OpenSSL RAND_bytes failed)");
-    static const char* const hex = "0123456789abcdef";
-    e->outcome_key_ = std::string(k_outcome_prefix);
-    for (const unsigned char b : id) {
-      e->outcome_key_ += hex[b >> 4];
-      e->outcome_key_ += hex[b & 15];
-    }
-  }
+  if (!options.read_only)
+    e->outcome_key_ = std::string(k_outcome_prefix) + random_hex_id("a random writer id");
   if (!options.read_only && options.lock_volume) {
     e->take_volume_lock(what);
     // The volume's one writer now: the outcome rows of writers before it
     // (a row outlives a writer that crashed) matter to nobody.
     std::vector<statement> clear;
-    statement d(std::string("DELETE FROM ") + k_tables[static_cast<std::size_t>(table::meta)] +
-                " WHERE k >= $1 AND k < $2");
+    statement d(std::string("DELETE FROM ") + table_sql(table::meta) + " WHERE k >= $1 AND k < $2");
     std::string end(k_outcome_prefix);
     ++end.back();  // the first key past the prefix
     d.param(k_outcome_prefix, k_bytea_oid);
@@ -1051,7 +1041,7 @@ void postgres_engine::write(metadata_batch& batch, bool) {
     // connection, whether it committed (await_outcome).
     const std::uint64_t token = next_token_.fetch_add(1, std::memory_order_relaxed);
     if (!outcome_key_.empty()) {
-      statement mark(std::string("INSERT INTO ") + k_tables[static_cast<std::size_t>(table::meta)] +
+      statement mark(std::string("INSERT INTO ") + table_sql(table::meta) +
                      " (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v");
       mark.param(outcome_key_, k_bytea_oid);
       mark.own(encode_outcome(token), k_bytea_oid);
@@ -1167,19 +1157,27 @@ postgres_engine::outcome postgres_engine::await_outcome(lease& l,
 
 // ---------------------------------------------------------------- watch
 
+postgres_engine::listening_connection postgres_engine::listen(const std::string& what) const {
+  listening_connection pg(connect(conninfo_, false, where_, what), &PQfinish);
+  // Notifications arrive outside pipeline mode only.
+  bool listening = PQexitPipelineMode(pg.get()) == 1;
+  if (listening) {
+    result_ptr r(PQexec(pg.get(), ("LISTEN " + channel_).c_str()));
+    listening = PQresultStatus(r.get()) == PGRES_COMMAND_OK;
+  }
+  if (!listening)
+    throw store_error(
+        EIO, what + " in " + where_ + ": LISTEN failed: " + one_line(PQerrorMessage(pg.get())));
+  return pg;
+}
+
 bool postgres_engine::write_and_await(metadata_batch& batch,
                                       const std::function<bool(std::string_view)>& answer,
                                       std::chrono::milliseconds timeout) {
   const std::string what = "waiting for an answer in " + where_;
-  // A connection of its own, listening before the batch is written.
-  PGconn* pg = connect(conninfo_, false, where_, what);
-  std::unique_ptr<PGconn, decltype(&PQfinish)> owner(pg, &PQfinish);
-  bool listening = PQexitPipelineMode(pg) == 1;
-  if (listening) {
-    result_ptr r(PQexec(pg, ("LISTEN " + channel_).c_str()));
-    listening = PQresultStatus(r.get()) == PGRES_COMMAND_OK;
-  }
-  if (!listening) throw store_error(EIO, what + ": LISTEN failed: " + one_line(PQerrorMessage(pg)));
+  // Listening before the batch is written.
+  const listening_connection owner = listen(what);
+  PGconn* pg = owner.get();
   write(batch, false);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
@@ -1240,27 +1238,16 @@ void postgres_engine::watch_loop(std::function<void(std::string_view)> fn) {
     return n > 0 && fd >= 0 && (fds[1].revents & (POLLIN | POLLERR | POLLHUP));
   };
   while (!stopping) {
-    PGconn* pg = nullptr;
+    listening_connection owner(nullptr, &PQfinish);
     try {
-      pg = connect(conninfo_, false, where_, what);
+      owner = listen(what);
     } catch (const store_error& e) {
       log_error(std::string(e.what()) + " (trying again)");
       missed = true;
       wait(-1, 1000);
       continue;
     }
-    std::unique_ptr<PGconn, decltype(&PQfinish)> owner(pg, &PQfinish);
-    bool listening = PQexitPipelineMode(pg) == 1;
-    if (listening) {
-      result_ptr r(PQexec(pg, ("LISTEN " + channel_).c_str()));
-      listening = PQresultStatus(r.get()) == PGRES_COMMAND_OK;
-    }
-    if (!listening) {
-      log_error(what + " in " + where_ + ": LISTEN failed: " + one_line(PQerrorMessage(pg)));
-      missed = true;
-      wait(-1, 1000);
-      continue;
-    }
+    PGconn* pg = owner.get();
     if (missed) {
       log_info(where_ + ": listening for changes again; dropping what this client caches");
       deliver(fn, "");

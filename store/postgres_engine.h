@@ -22,6 +22,8 @@
 
 #include "store/metadata_engine.h"
 
+struct pg_conn;  // libpq's PGconn
+
 namespace densefs::store {
 
 struct postgres_engine_options {
@@ -133,6 +135,10 @@ class postgres_engine final : public metadata_engine {
   // digits of the md5 of the schema's name (so volumes in schemas of one
   // database do not hear each other), set by open().
   std::string channel_;
+  // A connection of its own that LISTENs on channel_ (watch,
+  // write_and_await); store_error(EIO) naming `what` when it cannot.
+  using listening_connection = std::unique_ptr<::pg_conn, void (*)(::pg_conn*)>;
+  listening_connection listen(const std::string& what) const;
   // watch(): the listening thread and the eventfd that wakes it to stop.
   std::thread watcher_;
   int watch_wake_fd_ = -1;

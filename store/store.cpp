@@ -2089,23 +2089,6 @@ struct statvfs store::statvfs() const {
 // ---------------------------------------------------------------- sessions
 
 namespace {
-
-std::string random_session_id() {
-  unsigned char bytes[8];
-  if (RAND_bytes(bytes, sizeof bytes) != 1)
-    throw store_error(EIO, "cannot draw a random session id (OpenSSL RAND_bytes failed)");
-  static const char* const hex = "0123456789abcdef";
-  std::string id;
-  for (const unsigned char b : bytes) {
-    id += hex[b >> 4];
-    id += hex[b & 15];
-  }
-  return id;
-}
-
-}  // namespace
-
-namespace {
 // How long a follower's mount waits for the writer's answer.
 constexpr std::chrono::milliseconds k_writer_answer_timeout{30000};
 }  // namespace
@@ -2147,7 +2130,7 @@ std::vector<session_record> store::sessions() const {
 void store::begin_session(const std::string& mountpoint) {
   if (!keeps_sessions() || (options_.read_only && !follower_)) return;
   session_record r;
-  r.id = random_session_id();
+  r.id = random_hex_id("a random session id");
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   r.host = host;
@@ -2341,7 +2324,7 @@ std::optional<change_notice> decode_change_notice(std::string_view text) {
       }
       c.entries.emplace_back(*parent, std::move(name));
     } else if (token.size() == 17 && (token[0] == 's' || token[0] == 'a')) {
-      // A session id: 16 lower-case hex digits (random_session_id).
+      // A session id: 16 lower-case hex digits (random_hex_id).
       const std::string_view id = token.substr(1);
       if (!std::all_of(id.begin(), id.end(), [](char ch) { return hex_value(ch) >= 0; }))
         return std::nullopt;
@@ -2361,7 +2344,9 @@ bool store::watch(std::function<void(const change_notice&)> fn) {
     // The writer hears its own commits' notices too: only followers that
     // mounted matter to it.
     return engine_->watch([fn = std::move(fn)](std::string_view text) {
-      if (text.empty()) return;
+      // Most notices are its own commits' (inodes and entries): not decoded.
+      // Only a session token begins with " s".
+      if (text.find(" s") == std::string_view::npos) return;
       const std::optional<change_notice> c = decode_change_notice(text);
       if (c && !c->sessions_started.empty()) {
         change_notice started;

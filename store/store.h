@@ -497,8 +497,8 @@ class store {
   // Opened as a follower (store_open_options::follower) of a shared volume.
   bool follows() const { return follower_; }
   // The writer: whether another client (a follower) had a live session at
-  // the last heartbeat. Then close waits for the commit, so that an open on
-  // that client sees the file whole (close-to-open; docs/scale-out.md).
+  // the last heartbeat, or has mounted since (note_other_client). Then close waits for the commit,
+  // so that an open on that client sees the file whole (close-to-open; docs/scale-out.md).
   bool others_mounted() const { return others_mounted_.load(std::memory_order_relaxed); }
   // A follower: calls `fn` from a thread of the store with every change the
   // writer commits, decoded (change_notice). The writer of a shared volume:
