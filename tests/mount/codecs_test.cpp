@@ -120,13 +120,19 @@ TEST_F(codecs, reads_stay_exact_while_background_recompression_swaps_payloads) {
             ADD_FAILURE() << it->first << ": errno " << error << ", " << got.size() << " of "
                           << it->second.size() << " bytes";
           }
+          // Each read decodes a photo (Lepton once it is swapped): two
+          // readers flat out took both cores from the re-encoder, and the
+          // pass 475 s on the 2-core CI machine. Paced, the reads still
+          // interleave with every swap.
+          std::this_thread::sleep_for(100ms);
         }
         ++rounds;
       }
     });
   }
   // Two readers compete with the re-encoder for the CPU the whole time: on
-  // a loaded 2-core machine under TSan the pass has taken over 300 s.
+  // a loaded 2-core machine under TSan the pass has taken over 300 s (before
+  // the readers were paced).
   const bool done = background_done(900s);
   stop = true;
   for (auto& t : readers) t.join();
