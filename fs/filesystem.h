@@ -165,7 +165,10 @@ class filesystem {
   // that no client can use any more; at mount, at unmount and after every
   // heartbeat.
   void release_orphans(orphan_scan scan);
-  void release_orphan(std::uint64_t ino);
+  // After a heartbeat: release_orphans(deferred) on a worker, one at a time
+  // (thousands of files removed at once must not delay the heartbeats).
+  void release_deferred_orphans_later();
+  std::atomic<bool> releasing_orphans_{false};
   // A follower: holds `n` when it is open here and the writer unlinked it
   // (after an open or a change notice re-read its record), and lets it go
   // at the last close.

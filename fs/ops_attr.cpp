@@ -78,14 +78,7 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   if (!store_->read_only()) {
     release_orphans(orphan_scan::whole_store);
     if (store_->keeps_sessions())
-      store_->on_heartbeat([this] {
-        try {
-          release_orphans(orphan_scan::deferred);
-        } catch (const std::exception& e) {
-          log_error(std::string("releasing unlinked files (the next heartbeat retries): ") +
-                    e.what());
-        }
-      });
+      store_->on_heartbeat([this] { release_deferred_orphans_later(); });
   }
   // A follower hears the writer's commits, the writer hears followers that
   // mount (fs/follower.cpp).

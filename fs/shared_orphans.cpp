@@ -14,6 +14,8 @@
 // - after every heartbeat the writer releases the deferred orphans past the
 //   grace that no live session holds; at mount and unmount it looks at
 //   every orphan in the store the same way.
+#include <sys/stat.h>
+
 #include <cstring>
 #include <string>
 
@@ -43,6 +45,24 @@ void filesystem::release_orphans(orphan_scan scan) {
   const std::set<std::uint64_t> held = store_->held_inodes();
   const bool others = store_->keeps_sessions() && store_->others_mounted();
   const auto now = std::chrono::steady_clock::now();
+  // Small files go many to a commit: a tree removed while a follower is
+  // mounted comes back here whole, and one commit per file would take
+  // minutes on PostgreSQL.
+  store::transaction txn;
+  std::size_t txn_ops = 0;
+  std::vector<std::uint64_t> in_txn;
+  const auto commit_batch = [&] {
+    if (in_txn.empty()) return;
+    {
+      std::lock_guard meta(meta_mutex_);
+      commit(txn);
+    }
+    for (const std::uint64_t ino : in_txn)
+      log_debug("released orphaned inode " + std::to_string(ino));
+    txn = store::transaction();
+    txn_ops = 0;
+    in_txn.clear();
+  };
   for (const std::uint64_t ino : candidates) {
     // Still this daemon's (open, known to the kernel, or staged): its last
     // release decides (maybe_release). At unmount the kernel is gone.
@@ -61,21 +81,36 @@ void filesystem::release_orphans(orphan_scan scan) {
       }
       deferred_orphans_.erase(ino);
     }
-    release_orphan(ino);
+    const std::optional<store::inode_record> r = store_->get_inode(ino);
+    std::optional<store::extent_list> extents = store::extent_list{};
+    if (r && S_ISREG(r->mode)) extents = extents_if_one_batch(ino);
+    if (!extents) {
+      release_big_orphan(*r);  // its own commits; logs a failure (the next mount retries)
+      continue;
+    }
+    if (r) {
+      node n(*r);
+      purge(txn, n, *extents);
+    } else {
+      txn.remove_orphan(ino);
+    }
+    in_txn.push_back(ino);
+    txn_ops += 1 + extents->size();
+    if (txn_ops >= k_purge_batch) commit_batch();
   }
+  commit_batch();
 }
 
-void filesystem::release_orphan(std::uint64_t ino) {
-  const std::optional<store::inode_record> r = store_->get_inode(ino);
-  if (r) {
-    release_big_orphan(*r);  // in batches; logs a failure (the next mount retries)
-  } else {
-    std::lock_guard meta(meta_mutex_);
-    store::transaction txn;
-    txn.remove_orphan(ino);
-    commit(txn);
-  }
-  log_debug("released orphaned inode " + std::to_string(ino));
+void filesystem::release_deferred_orphans_later() {
+  if (!workers_ || releasing_orphans_.exchange(true)) return;
+  workers_->submit([this] {
+    try {
+      release_orphans(orphan_scan::deferred);
+    } catch (const std::exception& e) {
+      log_error(std::string("releasing unlinked files (the next heartbeat retries): ") + e.what());
+    }
+    releasing_orphans_ = false;
+  });
 }
 
 void filesystem::hold_if_unlinked(node& n) {
