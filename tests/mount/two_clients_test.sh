@@ -197,6 +197,12 @@ cp "$work/held.bin" "$writer/held.bin"
 "$densefs" sync "$writer" >/dev/null || fail "densefs sync failed"
 exec 7<"$reader/held.bin"  # open, not read: none of it in the follower's page cache
 rm "$writer/held.bin"
+# With them, files nobody holds: kept for the grace, then released many
+# to a commit.
+mkdir "$writer/many"
+for i in $(seq 1 60); do echo "file $i" >"$writer/many/$i.txt"; done
+"$densefs" sync "$writer" >/dev/null || fail "densefs sync failed"
+rm -r "$writer/many"
 eventually 5 "no longer sees the file the writer unlinked" absent "$reader/held.bin"
 eventually 5 "holds the unlinked file it has open" holds_one
 # Past the writer's grace (4 heartbeats) and more: it would have released
