@@ -9,9 +9,11 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -149,7 +151,32 @@ class filesystem {
   store::extent_list drop_orphan_extents_in_batches(std::uint64_t ino);
   // On a worker: the batches, then purge() of the rest and the inode.
   void release_big_orphan(const store::inode_record& r);
-  void purge_orphans();
+
+  // --- unlinked files on a volume other clients mount (shared_orphans.cpp) ---
+  // Whether an unlinked file must keep its data after this daemon's last use
+  // of it: on a follower always (the writer releases it), on the writer
+  // while another client is mounted (it may have the file open).
+  bool others_may_hold(const node& n) const;
+  // The writer: keeps orphan `ino` at least other_clients_grace() from now,
+  // and as long as a live session holds it.
+  void defer_orphan(std::uint64_t ino);
+  enum class orphan_scan { whole_store, deferred };
+  // The writer: releases the orphans (all in the store, or those deferred)
+  // that no client can use any more; at mount, at unmount and after every
+  // heartbeat.
+  void release_orphans(orphan_scan scan);
+  // After a heartbeat: release_orphans(deferred) on a worker, one at a time
+  // (thousands of files removed at once must not delay the heartbeats).
+  void release_deferred_orphans_later();
+  std::atomic<bool> releasing_orphans_{false};
+  // A follower: holds `n` when it is open here and the writer unlinked it
+  // (after an open or a change notice re-read its record), and lets it go
+  // at the last close.
+  void hold_if_unlinked(node& n);
+  void drop_hold(std::uint64_t ino);
+  std::mutex deferred_mutex_;
+  std::map<std::uint64_t, std::chrono::steady_clock::time_point> deferred_orphans_;
+  std::mutex holds_mutex_;  // a follower's hold writes in order; taken before meta_mutex_
   // A follower (fs/follower.cpp): another client committed `c`. The
   // writer: `c` names followers that just mounted.
   void apply_remote_change(const store::change_notice& c);

@@ -87,6 +87,8 @@ void filesystem::apply_remote_change(const store::change_notice& c) {
       log_error("inode " + std::to_string(n->ino) +
                 ": re-reading after another client's change: " + e.what());
     }
+    // Unlinked by the writer while open here: kept for the open handles.
+    hold_if_unlinked(*n);
   }
   if (!session_) return;
   for (const auto& n : changed) fuse_lowlevel_notify_inval_inode(session_, n->ino, 0, 0);

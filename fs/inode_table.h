@@ -78,6 +78,10 @@ struct node : std::enable_shared_from_this<node> {
   // from memory.
   std::optional<std::set<std::string>> xattr_names;
   bool purged = false;  // deleted from the store; late background commits are dropped
+  // A follower: this file is open here and the writer unlinked it; a hold
+  // row keeps its data (fs/shared_orphans.cpp). Under holds_mutex_ and
+  // meta_mutex_.
+  bool held = false;
   // The data_version when the kernel's cache of this file was last known
   // fresh: taken by an open that made the kernel drop the file's pages (no
   // keep_cache), set once that handle is flushed or released. Opens keep
@@ -121,6 +125,8 @@ struct node : std::enable_shared_from_this<node> {
   int write_error = 0;  // first failed background commit, reported on flush/fsync
 
   bool has_staged() const { return dirty_slots != 0 || in_flight_slots != 0; }
+  // Nothing here needs it: no kernel reference, open handle or staged data.
+  bool unused() const { return lookups == 0 && opens == 0 && !has_staged(); }
 
   // Bumped when the file's bytes change as seen by a READ (a write, zeroing
   // fallocate or copy_file_range staged or committed, a truncate), with

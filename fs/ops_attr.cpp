@@ -72,8 +72,14 @@ void filesystem::start(std::unique_ptr<store::store> store) {
     read_ahead_ = std::make_unique<read_ahead>(*store_, options_.chunk_cache_bytes,
                                                std::max(1u, std::thread::hardware_concurrency()));
 
-  // A read-only store (a follower) leaves the orphans to the writer.
-  if (!store_->read_only()) purge_orphans();
+  // A read-only store (a follower) leaves the orphans to the writer. A
+  // writer beside followers keeps those they may have open, and looks at
+  // them again after every heartbeat (shared_orphans.cpp).
+  if (!store_->read_only()) {
+    release_orphans(orphan_scan::whole_store);
+    if (store_->keeps_sessions())
+      store_->on_heartbeat([this] { release_deferred_orphans_later(); });
+  }
   // A follower hears the writer's commits, the writer hears followers that
   // mount (fs/follower.cpp).
   store_->watch([this](const store::change_notice& c) { apply_remote_change(c); });
@@ -87,26 +93,10 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   if (!options_.read_only) gc_ = std::make_unique<garbage_collector>(*store_);
 }
 
-// Files unlinked while open (or still known to the kernel): once no session
-// can reach them, at mount after a crash and at unmount, their data goes.
-void filesystem::purge_orphans() {
-  for (std::uint64_t ino : store_->orphans()) {
-    auto r = store_->get_inode(ino);
-    store::transaction txn;
-    if (r) {
-      node n(*r);
-      purge(txn, n, S_ISREG(r->mode) ? drop_orphan_extents_in_batches(ino) : store::extent_list{});
-    } else {
-      txn.remove_orphan(ino);
-    }
-    commit(txn, true);
-    log_debug("released orphaned inode " + std::to_string(ino));
-  }
-}
-
 void filesystem::shutdown() {
   if (!store_) return;
-  store_->unwatch();  // apply_remote_change runs no more
+  store_->on_heartbeat({});  // release_orphans runs no more on its own
+  store_->unwatch();         // apply_remote_change runs no more
   // No collection at unmount: it costs I/O in proportion to the live
   // payloads, and unmount must be prompt. The next mount estimates what is
   // left (garbage_collector), or `densefs gc STORE` collects it.
@@ -134,7 +124,8 @@ void filesystem::shutdown() {
   read_ahead_.reset();    // drops the prefetches still queued
   decoders_.reset();      // answers the reads still queued
   try {
-    if (!store_->read_only()) purge_orphans();  // the kernel is gone: nothing references them now
+    // The kernel is gone: nothing here references them now.
+    if (!store_->read_only()) release_orphans(orphan_scan::whole_store);
   } catch (const std::exception& e) {
     log_error(std::string("releasing unlinked files failed (the next mount retries): ") + e.what());
   }
@@ -304,7 +295,11 @@ void filesystem::release_big_orphan(const store::inode_record& r) {
 void filesystem::maybe_release(const std::shared_ptr<node>& n) {
   if (n->lookups != 0 || n->opens != 0 || n->ino == store::k_root_ino) return;
   if (n->has_staged()) return;  // the last background commit calls us again
-  if (n->record.nlink == 0 && !n->purged) {
+  // A follower leaves unlinked files to the writer; so does the writer
+  // while another client may have this one open (shared_orphans.cpp).
+  if (n->record.nlink == 0 && !n->purged && others_may_hold(*n)) {
+    if (!store_->follows()) defer_orphan(n->ino);
+  } else if (n->record.nlink == 0 && !n->purged) {
     const auto extents =
         n->regular ? extents_if_one_batch(n->ino) : std::optional(store::extent_list{});
     if (!extents && workers_) {

@@ -151,12 +151,13 @@ void filesystem::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     r.ctime = t;
     bool purge_now = false;
     if (r.nlink == 0) {
-      if (n->lookups == 0 && n->opens == 0 && !n->has_staged()) {
+      if (n->unused() && !others_may_hold(*n)) {
         purge_now = true;
         purge(txn, *n);
       } else {
-        // Open or still known to the kernel: readable until the last close
-        // and forget. Recorded so a crash cannot leak it.
+        // Open or still known to the kernel (or maybe open on another
+        // client): readable until the last close and forget. Recorded so a
+        // crash cannot leak it.
         txn.add_orphan(n->ino);
         txn.put_inode(persistable(*n, r));
       }
@@ -169,6 +170,9 @@ void filesystem::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     n->record = r;
     if (purge_now) {
       n->purged = true;
+      table_.erase(n->ino);
+    } else if (r.nlink == 0 && n->unused()) {
+      defer_orphan(n->ino);
       table_.erase(n->ino);
     }
     fuse_reply_err(req, 0);
@@ -299,7 +303,7 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
           purge(txn, *dst);
           dst->purged = true;
         } else if (--dr.nlink == 0) {
-          if (dst->lookups == 0 && dst->opens == 0 && !dst->has_staged()) {
+          if (dst->unused() && !others_may_hold(*dst)) {
             purge(txn, *dst);
             dst->purged = true;
           } else {
@@ -331,7 +335,12 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
     for (auto& [ino, entry] : changed) {
       auto& [n, r] = entry;
       n->record = r;
-      if (n->purged && n->lookups == 0) table_.erase(ino);
+      if (n->purged && n->lookups == 0) {
+        table_.erase(ino);
+      } else if (!n->purged && r.nlink == 0 && n->unused()) {
+        defer_orphan(ino);  // replaced while another client may have it open
+        table_.erase(ino);
+      }
     }
     // Told before the reply, so that a readdir right after rename() returns
     // never gets the old ".." from the kernel's cache (told after it, a

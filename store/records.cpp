@@ -622,6 +622,33 @@ std::string session_key(std::string_view id) {
   return std::string(k_session_prefix) + std::string(id);
 }
 
+std::string hold_prefix(std::string_view session_id) {
+  return std::string(k_hold_prefix) + std::string(session_id) + "/";
+}
+
+std::string hold_key(std::string_view session_id, std::uint64_t ino) {
+  std::string k = hold_prefix(session_id);
+  put_be64(k, ino);
+  return k;
+}
+
+std::string encode_hold() {
+  return start_value();
+}
+
+hold_record decode_hold(std::string_view key, std::string_view value) {
+  reader in(value, "hold", std::string(key));
+  in.expect_version();
+  in.expect_end();
+  const std::size_t id_at = k_hold_prefix.size();
+  if (!key.starts_with(k_hold_prefix) || key.size() != id_at + 16 + 1 + 8 || key[id_at + 16] != '/')
+    in.fail("the key is not \"hold/\", 16 hex digits, \"/\" and an inode number");
+  hold_record r;
+  r.session_id = std::string(key.substr(id_at, 16));
+  r.ino = decode_u64_be(key.substr(id_at + 17));
+  return r;
+}
+
 namespace {
 constexpr std::uint8_t k_session_read_only = 1;
 }  // namespace

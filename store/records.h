@@ -174,6 +174,20 @@ inline constexpr std::string_view k_payload_location_key = "payload_location";
 // k_cf_meta (docs/scale-out.md, "Sessions").
 inline constexpr std::string_view k_session_prefix = "session/";
 inline constexpr std::string_view k_next_pack_key = "next_pack";
+// Formats 5 and 6: an unlinked file a follower still has open, so the
+// writer keeps its data (docs/scale-out.md, "Unlinked while open
+// elsewhere"): "hold/" + the follower's session id (16 hex digits) + "/" +
+// ino BE, in k_cf_meta; the value is the version byte alone.
+inline constexpr std::string_view k_hold_prefix = "hold/";
+std::string hold_key(std::string_view session_id, std::uint64_t ino);
+std::string hold_prefix(std::string_view session_id);  // one session's holds
+struct hold_record {
+  std::string session_id;
+  std::uint64_t ino = 0;
+};
+std::string encode_hold();
+// `key` is the whole key; throws store_error(EIO) on corruption.
+hold_record decode_hold(std::string_view key, std::string_view value);
 
 std::uint64_t decode_u64_be(std::string_view eight_bytes);
 

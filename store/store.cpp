@@ -762,7 +762,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     // objects outlive the heartbeat expiry (3 intervals) by one more.
     if (po.remote)
       packs->set_delete_grace([s = self.get()] {
-        return s->others_mounted() ? 4 * heartbeat_interval() : std::chrono::seconds(0);
+        return s->others_mounted() ? other_clients_grace() : std::chrono::seconds(0);
       });
     self->payloads_ = std::move(packs);
     // Pack bytes durable before a memtable flush makes the index entries
@@ -2196,6 +2196,10 @@ void store::begin_session(const std::string& mountpoint) {
         // meanwhile, which is the truth as others can see it.
         log_error(std::string("session heartbeat: ") + e.what());
       }
+      {
+        std::lock_guard hook(heartbeat_hook_mutex_);
+        if (heartbeat_hook_) heartbeat_hook_();
+      }
       lock.lock();
       session_->heartbeat = beat.heartbeat;
     }
@@ -2227,7 +2231,57 @@ void store::end_session() {
   }
   const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
   batch->erase(table::meta, session_key(ended->id));
+  // A follower's holds end with it: the writer may release those files.
+  if (follower_) {
+    const std::string prefix = hold_prefix(ended->id);
+    scan_prefix(table::meta, prefix, prefix, "listing holds",
+                [&](std::string_view key, std::string_view) {
+                  batch->erase(table::meta, key);
+                  return true;
+                });
+  }
   engine_->write(*batch, false);
+}
+
+void store::on_heartbeat(std::function<void()> fn) {
+  std::lock_guard hook(heartbeat_hook_mutex_);
+  heartbeat_hook_ = std::move(fn);
+}
+
+void store::hold_inode(std::uint64_t ino) {
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  batch->put(table::meta, hold_key(session_id_, ino), encode_hold());
+  engine_->write(*batch, false);
+}
+
+void store::release_inode_hold(std::uint64_t ino) {
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  batch->erase(table::meta, hold_key(session_id_, ino));
+  engine_->write(*batch, false);
+}
+
+std::set<std::uint64_t> store::held_inodes() {
+  std::set<std::uint64_t> held;
+  if (!keeps_sessions()) return held;
+  std::set<std::string> live;
+  const std::int64_t now = unix_now();
+  for (const session_record& r : sessions())
+    if (!session_expired(r, now)) live.insert(r.id);
+  const std::unique_ptr<metadata_batch> stale = engine_->new_batch();
+  bool any_stale = false;
+  scan_prefix(table::meta, k_hold_prefix, k_hold_prefix, "listing holds",
+              [&](std::string_view key, std::string_view value) {
+                const hold_record h = decode_hold(key, value);
+                if (live.contains(h.session_id)) {
+                  held.insert(h.ino);
+                } else {
+                  stale->erase(table::meta, key);
+                  any_stale = true;
+                }
+                return true;
+              });
+  if (any_stale) engine_->write(*stale, false);
+  return held;
 }
 
 // ---------------------------------------------------------------- change notices

@@ -24,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <semaphore>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -522,6 +523,25 @@ class store {
   // DENSEFS_HEARTBEAT_SECONDS (1..3600; tests) or 10 s; a session is
   // expired after three intervals without a heartbeat.
   static std::chrono::seconds heartbeat_interval();
+  // How long the writer keeps what another client may still be about to
+  // use (an emptied pack object, an unlinked file): one interval past a
+  // session's expiry.
+  static std::chrono::seconds other_clients_grace() { return 4 * heartbeat_interval(); }
+  // The writer: `fn` runs on the heartbeat thread after each heartbeat
+  // (fs releases unlinked files no client holds any more); an empty `fn`
+  // stops it, and returns once a running call has finished.
+  void on_heartbeat(std::function<void()> fn);
+
+  // Unlinked files open on a follower (docs/scale-out.md, "Unlinked while
+  // open elsewhere"). A follower holds a file it has open once it learns
+  // that the writer unlinked it, and releases it at its last close (its
+  // rows also go when its session ends); the writer releases an unlinked
+  // file's data only while no live session holds it.
+  void hold_inode(std::uint64_t ino);
+  void release_inode_hold(std::uint64_t ino);
+  // The writer: the inodes that live sessions hold. Rows of sessions that
+  // expired or ended are erased on the way.
+  std::set<std::uint64_t> held_inodes();
   static bool session_expired(const session_record& r, std::int64_t now_unix);
 
   // The codec policy for new chunks (settings, overridable per mount).
@@ -655,6 +675,8 @@ class store {
   std::optional<session_record> session_;
   bool session_stop_ = false;
   std::thread heartbeat_thread_;
+  std::mutex heartbeat_hook_mutex_;  // held while the hook runs
+  std::function<void()> heartbeat_hook_;
   void write_session(const session_record& r);
   // Another live session at the last heartbeat (the writer; others_mounted).
   std::atomic<bool> others_mounted_{false};

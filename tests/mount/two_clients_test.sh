@@ -16,7 +16,9 @@
 # (the emptied pack objects kept for a grace, deleted by the next gc);
 # kill -9 of the writer mid-write leaves the follower serving everything
 # the writer committed; the writer mounts again, fsck is clean, and the
-# follower sees the writer's new files.
+# follower sees the writer's new files. A file the follower has open and
+# the writer unlinks stays readable there (the follower holds it) until
+# its last close, and then the writer releases it.
 # usage: two_clients_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
@@ -184,6 +186,31 @@ printf 'after the crash\n' >"$writer/after.txt"
 [[ $(cat "$reader/after.txt" 2>/dev/null) == "after the crash" ]] ||
   eventually 5 "sees a file written after the writer's restart" test -e "$reader/after.txt"
 [[ $(cat "$reader/after.txt") == "after the crash" ]] || fail "the follower read after.txt differently"
+
+step "a file open on the follower and unlinked on the writer stays readable there until its last close"
+# rows ROW-PREFIX: how many densefs_meta rows the key prefix has.
+rows() { pg_sql vol1 "SELECT count(*) FROM densefs_meta WHERE substring(k FROM 1 FOR length('$1')) = '$1'::bytea"; }
+no_orphans() { [[ $(rows orphan/) == 0 && $(rows hold/) == 0 ]]; }
+holds_one() { [[ $(rows hold/) == 1 ]]; }
+head -c 2000000 /dev/urandom >"$work/held.bin"
+cp "$work/held.bin" "$writer/held.bin"
+"$densefs" sync "$writer" >/dev/null || fail "densefs sync failed"
+exec 7<"$reader/held.bin"  # open, not read: none of it in the follower's page cache
+rm "$writer/held.bin"
+# With them, files nobody holds: kept for the grace, then released many
+# to a commit.
+mkdir "$writer/many"
+for i in $(seq 1 60); do echo "file $i" >"$writer/many/$i.txt"; done
+"$densefs" sync "$writer" >/dev/null || fail "densefs sync failed"
+rm -r "$writer/many"
+eventually 5 "no longer sees the file the writer unlinked" absent "$reader/held.bin"
+eventually 5 "holds the unlinked file it has open" holds_one
+# Past the writer's grace (4 heartbeats) and more: it would have released
+# the file by now if nothing held it.
+sleep 6
+cmp - "$work/held.bin" <&7 || fail "the follower's open handle read the unlinked file differently"
+exec 7<&-
+eventually 10 "lets the writer release the unlinked file at its last close" no_orphans
 umount_densefs "$writer"
 check_fsck "after the writer's kill -9"
 umount_densefs "$reader"

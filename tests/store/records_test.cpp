@@ -517,6 +517,23 @@ TEST(store_records, session_golden_bytes) {
   EXPECT_THROW(decode_session(session_key(r.id), from_hex(hex + "0100")), store_error);
 }
 
+TEST(store_records, hold_golden_bytes) {
+  const std::string key = hold_key("0123456789abcdef", 5);
+  EXPECT_EQ(to_hex(key), to_hex("hold/0123456789abcdef/") + "0000000000000005");
+  EXPECT_EQ(hold_prefix("0123456789abcdef"), "hold/0123456789abcdef/");
+  EXPECT_EQ(to_hex(encode_hold()), "01");
+  const hold_record h = decode_hold(key, from_hex("01"));
+  EXPECT_EQ(h.session_id, "0123456789abcdef");
+  EXPECT_EQ(h.ino, 5u);
+  // Corruption: another value, a short key, no "/" after the session id.
+  EXPECT_THROW(decode_hold(key, from_hex("0100")), store_error);
+  EXPECT_THROW(decode_hold(key, from_hex("02")), store_error);
+  EXPECT_THROW(decode_hold(key.substr(0, key.size() - 1), from_hex("01")), store_error);
+  std::string no_slash = key;
+  no_slash[5 + 16] = 'x';
+  EXPECT_THROW(decode_hold(no_slash, from_hex("01")), store_error);
+}
+
 TEST(store_records, key_layouts) {
   EXPECT_EQ(to_hex(inode_key(1)), "0000000000000001");
   EXPECT_EQ(to_hex(dirent_key(2, "a")), "000000000000000261");

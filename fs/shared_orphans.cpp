@@ -1,0 +1,143 @@
+// Unlinked files on a volume that other clients mount (docs/scale-out.md,
+// "Unlinked while open elsewhere"). A file keeps its data after its last
+// name goes for as long as someone has it open. On one machine the daemon
+// sees every open; on a shared volume a follower may have the file open
+// too, and the writer cannot see that. So:
+//
+// - the writer keeps an unlinked file whose last local user is gone as an
+//   orphan (the same record a crash leaves) while another client is
+//   mounted, for other_clients_grace(): time enough for every follower to
+//   hear the unlink's change notice;
+// - a follower that has the file open, on hearing it (or on an open that
+//   re-reads the record), writes a hold row, and erases it at its last
+//   close; a session that ends or expires loses its holds;
+// - after every heartbeat the writer releases the deferred orphans past the
+//   grace that no live session holds; at mount and unmount it looks at
+//   every orphan in the store the same way.
+#include <sys/stat.h>
+
+#include <cstring>
+#include <string>
+
+#include "fs/filesystem.h"
+#include "store/log.h"
+
+namespace densefs::fs {
+
+bool filesystem::others_may_hold(const node& n) const {
+  return store_->follows() || (n.regular && store_->keeps_sessions() && store_->others_mounted());
+}
+
+void filesystem::defer_orphan(std::uint64_t ino) {
+  std::lock_guard lock(deferred_mutex_);
+  deferred_orphans_.try_emplace(ino, std::chrono::steady_clock::now());
+}
+
+void filesystem::release_orphans(orphan_scan scan) {
+  std::vector<std::uint64_t> candidates;
+  if (scan == orphan_scan::whole_store) {
+    candidates = store_->orphans();
+  } else {
+    std::lock_guard lock(deferred_mutex_);
+    for (const auto& [ino, since] : deferred_orphans_) candidates.push_back(ino);
+  }
+  if (candidates.empty()) return;
+  const std::set<std::uint64_t> held = store_->held_inodes();
+  const bool others = store_->keeps_sessions() && store_->others_mounted();
+  const auto now = std::chrono::steady_clock::now();
+  // Small files go many to a commit: a tree removed while a follower is
+  // mounted comes back here whole, and one commit per file would take
+  // minutes on PostgreSQL.
+  store::transaction txn;
+  std::size_t txn_ops = 0;
+  std::vector<std::uint64_t> in_txn;
+  const auto commit_batch = [&] {
+    if (in_txn.empty()) return;
+    {
+      std::lock_guard meta(meta_mutex_);
+      commit(txn);
+    }
+    for (const std::uint64_t ino : in_txn)
+      log_debug("released orphaned inode " + std::to_string(ino));
+    txn = store::transaction();
+    txn_ops = 0;
+    in_txn.clear();
+  };
+  for (const std::uint64_t ino : candidates) {
+    // Still this daemon's (open, known to the kernel, or staged): its last
+    // release decides (maybe_release). At unmount the kernel is gone.
+    if (scan == orphan_scan::deferred && table_.find(ino)) continue;
+    {
+      std::lock_guard lock(deferred_mutex_);
+      if (held.contains(ino)) {
+        deferred_orphans_.try_emplace(ino, now);
+        continue;
+      }
+      if (others) {
+        // Found at mount or unmount: unlinked at some unknown time, so the
+        // grace starts now.
+        const auto since = deferred_orphans_.try_emplace(ino, now).first->second;
+        if (now - since < store::store::other_clients_grace()) continue;
+      }
+      deferred_orphans_.erase(ino);
+    }
+    const std::optional<store::inode_record> r = store_->get_inode(ino);
+    std::optional<store::extent_list> extents = store::extent_list{};
+    if (r && S_ISREG(r->mode)) extents = extents_if_one_batch(ino);
+    if (!extents) {
+      release_big_orphan(*r);  // its own commits; logs a failure (the next mount retries)
+      continue;
+    }
+    if (r) {
+      node n(*r);
+      purge(txn, n, *extents);
+    } else {
+      txn.remove_orphan(ino);
+    }
+    in_txn.push_back(ino);
+    txn_ops += 1 + extents->size();
+    if (txn_ops >= k_purge_batch) commit_batch();
+  }
+  commit_batch();
+}
+
+void filesystem::release_deferred_orphans_later() {
+  if (!workers_ || releasing_orphans_.exchange(true)) return;
+  workers_->submit([this] {
+    try {
+      release_orphans(orphan_scan::deferred);
+    } catch (const std::exception& e) {
+      log_error(std::string("releasing unlinked files (the next heartbeat retries): ") + e.what());
+    }
+    releasing_orphans_ = false;
+  });
+}
+
+void filesystem::hold_if_unlinked(node& n) {
+  if (!store_->follows() || !n.regular) return;
+  std::lock_guard holds(holds_mutex_);
+  {
+    std::lock_guard meta(meta_mutex_);
+    if (n.held || n.opens == 0 || n.record.nlink != 0) return;
+  }
+  try {
+    store_->hold_inode(n.ino);
+  } catch (const std::exception& e) {
+    log_error("inode " + std::to_string(n.ino) +
+              ": keeping the unlinked file for its open handles: " + e.what());
+    return;
+  }
+  std::lock_guard meta(meta_mutex_);
+  n.held = true;
+}
+
+void filesystem::drop_hold(std::uint64_t ino) {
+  try {
+    store_->release_inode_hold(ino);
+  } catch (const std::exception& e) {
+    // The writer drops it when this session ends or expires.
+    log_error("inode " + std::to_string(ino) + ": letting the unlinked file go: " + e.what());
+  }
+}
+
+}  // namespace densefs::fs
