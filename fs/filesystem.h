@@ -170,13 +170,17 @@ class filesystem {
   void release_deferred_orphans_later();
   std::atomic<bool> releasing_orphans_{false};
   // A follower: holds `n` when it is open here and the writer unlinked it
-  // (after an open or a change notice re-read its record), and lets it go
-  // at the last close.
+  // (after an open or a change notice re-read its record)...
   void hold_if_unlinked(node& n);
-  void drop_hold(std::uint64_t ino);
+  // ...and lets it go at the last close. Every close of a handle: one open
+  // less, and the node released when nothing uses it.
+  void close_handle(const std::shared_ptr<node>& n);
+  void erase_hold(std::uint64_t ino);  // caller holds holds_mutex_
   std::mutex deferred_mutex_;
   std::map<std::uint64_t, std::chrono::steady_clock::time_point> deferred_orphans_;
-  std::mutex holds_mutex_;  // a follower's hold writes in order; taken before meta_mutex_
+  // A follower's hold rows are written and erased one at a time, in the
+  // order of the decisions; taken before meta_mutex_.
+  std::mutex holds_mutex_;
   // A follower (fs/follower.cpp): another client committed `c`. The
   // writer: `c` names followers that just mounted.
   void apply_remote_change(const store::change_notice& c);

@@ -52,10 +52,7 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // Attributes only, so it is safe inside this request.
     if (atime_changed || refreshed) invalidate_attributes(n->ino);
     hold_if_unlinked(*n);  // a follower's open of a file the writer unlinked
-    if (fuse_reply_open(req, fi) != 0) {
-      std::lock_guard meta(meta_mutex_);
-      --n->opens;
-    }
+    if (fuse_reply_open(req, fi) != 0) close_handle(n);  // the opener is gone
   });
 }
 
@@ -291,19 +288,7 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
                 ": data not stored at close: " + std::strerror(error));
     }
     vouch_for_cache(*n, fi);
-    // A follower's last close of a file it holds lets the writer release it
-    // (shared_orphans.cpp); in order with hold_if_unlinked.
-    std::unique_lock holds(holds_mutex_, std::defer_lock);
-    if (store_->follows()) holds.lock();
-    bool drop = false;
-    {
-      std::lock_guard meta(meta_mutex_);
-      if (n->opens > 0) --n->opens;
-      drop = n->held && n->opens == 0;
-      if (drop) n->held = false;
-      maybe_release(n);
-    }
-    if (drop) drop_hold(n->ino);
+    close_handle(n);
     fuse_reply_err(req, 0);
   });
 }

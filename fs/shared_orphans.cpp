@@ -47,58 +47,71 @@ void filesystem::release_orphans(orphan_scan scan) {
   const auto now = std::chrono::steady_clock::now();
   // Small files go many to a commit: a tree removed while a follower is
   // mounted comes back here whole, and one commit per file would take
-  // minutes on PostgreSQL.
+  // minutes on PostgreSQL. Synced at mount and unmount, as each release
+  // was before.
   store::transaction txn;
   std::size_t txn_ops = 0;
-  std::vector<std::uint64_t> in_txn;
+  // Taken off deferred_orphans_ and not released yet: put back when this
+  // fails, so that the next heartbeat tries them again.
+  std::vector<std::uint64_t> taken;
   const auto commit_batch = [&] {
-    if (in_txn.empty()) return;
+    if (txn_ops == 0) return;
     {
       std::lock_guard meta(meta_mutex_);
-      commit(txn);
+      commit(txn, scan == orphan_scan::whole_store);
     }
-    for (const std::uint64_t ino : in_txn)
+    for (const std::uint64_t ino : taken)
       log_debug("released orphaned inode " + std::to_string(ino));
     txn = store::transaction();
     txn_ops = 0;
-    in_txn.clear();
+    taken.clear();
   };
-  for (const std::uint64_t ino : candidates) {
-    // Still this daemon's (open, known to the kernel, or staged): its last
-    // release decides (maybe_release). At unmount the kernel is gone.
-    if (scan == orphan_scan::deferred && table_.find(ino)) continue;
-    {
-      std::lock_guard lock(deferred_mutex_);
-      if (held.contains(ino)) {
-        deferred_orphans_.try_emplace(ino, now);
+  try {
+    for (const std::uint64_t ino : candidates) {
+      // Still this daemon's (open, known to the kernel, or staged): its
+      // last release decides (maybe_release). At unmount the kernel is gone.
+      if (scan == orphan_scan::deferred && table_.find(ino)) continue;
+      {
+        std::lock_guard lock(deferred_mutex_);
+        if (held.contains(ino)) {
+          deferred_orphans_.try_emplace(ino, now);
+          continue;
+        }
+        if (others) {
+          // Found at mount or unmount: unlinked at some unknown time, so
+          // the grace starts now.
+          const auto since = deferred_orphans_.try_emplace(ino, now).first->second;
+          if (now - since < store::store::other_clients_grace()) continue;
+        }
+        deferred_orphans_.erase(ino);
+      }
+      taken.push_back(ino);
+      const std::optional<store::inode_record> r = store_->get_inode(ino);
+      std::optional<store::extent_list> extents = store::extent_list{};
+      if (r && S_ISREG(r->mode)) extents = extents_if_one_batch(ino);
+      if (!extents) {
+        // Its own commits; a failure is logged and stays an orphan in the
+        // store, for the next mount.
+        taken.pop_back();
+        release_big_orphan(*r);
         continue;
       }
-      if (others) {
-        // Found at mount or unmount: unlinked at some unknown time, so the
-        // grace starts now.
-        const auto since = deferred_orphans_.try_emplace(ino, now).first->second;
-        if (now - since < store::store::other_clients_grace()) continue;
+      if (r) {
+        node n(*r);
+        purge(txn, n, *extents);
+      } else {
+        txn.remove_orphan(ino);
       }
-      deferred_orphans_.erase(ino);
+      txn_ops += 1 + extents->size();
+      if (txn_ops >= k_purge_batch) commit_batch();
     }
-    const std::optional<store::inode_record> r = store_->get_inode(ino);
-    std::optional<store::extent_list> extents = store::extent_list{};
-    if (r && S_ISREG(r->mode)) extents = extents_if_one_batch(ino);
-    if (!extents) {
-      release_big_orphan(*r);  // its own commits; logs a failure (the next mount retries)
-      continue;
-    }
-    if (r) {
-      node n(*r);
-      purge(txn, n, *extents);
-    } else {
-      txn.remove_orphan(ino);
-    }
-    in_txn.push_back(ino);
-    txn_ops += 1 + extents->size();
-    if (txn_ops >= k_purge_batch) commit_batch();
+    commit_batch();
+  } catch (...) {
+    std::lock_guard lock(deferred_mutex_);
+    for (const std::uint64_t ino : taken)
+      deferred_orphans_.try_emplace(ino, std::chrono::steady_clock::time_point{});
+    throw;
   }
-  commit_batch();
 }
 
 void filesystem::release_deferred_orphans_later() {
@@ -127,15 +140,41 @@ void filesystem::hold_if_unlinked(node& n) {
               ": keeping the unlinked file for its open handles: " + e.what());
     return;
   }
-  std::lock_guard meta(meta_mutex_);
-  n.held = true;
+  {
+    std::lock_guard meta(meta_mutex_);
+    if (n.opens > 0) {
+      n.held = true;
+      return;
+    }
+  }
+  // Its last handle closed meanwhile, and that close found no hold to drop.
+  erase_hold(n.ino);
 }
 
-void filesystem::drop_hold(std::uint64_t ino) {
+void filesystem::close_handle(const std::shared_ptr<node>& n) {
+  bool drop = false;
+  {
+    std::lock_guard meta(meta_mutex_);
+    if (n->opens > 0) --n->opens;
+    drop = n->held && n->opens == 0;
+    if (drop) n->held = false;
+    maybe_release(n);
+  }
+  if (!drop) return;
+  std::lock_guard holds(holds_mutex_);
+  {
+    // Opened again and held again meanwhile: that hold is this row.
+    std::lock_guard meta(meta_mutex_);
+    if (n->held) return;
+  }
+  erase_hold(n->ino);
+}
+
+void filesystem::erase_hold(std::uint64_t ino) {
   try {
     store_->release_inode_hold(ino);
   } catch (const std::exception& e) {
-    // The writer drops it when this session ends or expires.
+    // The writer ignores it once this session ends (its rows go with it).
     log_error("inode " + std::to_string(ino) + ": letting the unlinked file go: " + e.what());
   }
 }

@@ -671,9 +671,9 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   } else {
     postgres_engine_options po;
     po.conninfo = marker.postgres;
-    // A follower writes its session row (so not a read-only engine) and
-    // nothing else (the store refuses every other write), beside the
-    // writer that holds the volume's lock.
+    // A follower writes its session row and its hold rows (so not a
+    // read-only engine) and nothing else (the store refuses every other
+    // write), beside the writer that holds the volume's lock.
     self->follower_ = options.follower;
     if (self->follower_) self->options_.read_only = true;
     po.read_only = options.read_only;
@@ -2263,23 +2263,32 @@ void store::release_inode_hold(std::uint64_t ino) {
 std::set<std::uint64_t> store::held_inodes() {
   std::set<std::uint64_t> held;
   if (!keeps_sessions()) return held;
-  std::set<std::string> live;
-  const std::int64_t now = unix_now();
-  for (const session_record& r : sessions())
-    if (!session_expired(r, now)) live.insert(r.id);
-  const std::unique_ptr<metadata_batch> stale = engine_->new_batch();
-  bool any_stale = false;
+  // The rows first, then the sessions: a follower that mounts in between
+  // and holds a file is then seen with its session.
+  std::vector<std::pair<std::string, hold_record>> rows;
   scan_prefix(table::meta, k_hold_prefix, k_hold_prefix, "listing holds",
               [&](std::string_view key, std::string_view value) {
-                const hold_record h = decode_hold(key, value);
-                if (live.contains(h.session_id)) {
-                  held.insert(h.ino);
-                } else {
-                  stale->erase(table::meta, key);
-                  any_stale = true;
-                }
+                rows.emplace_back(std::string(key), decode_hold(key, value));
                 return true;
               });
+  if (rows.empty()) return held;
+  std::map<std::string, session_record> by_id;
+  for (session_record& r : sessions()) by_id.emplace(r.id, std::move(r));
+  const std::int64_t now = unix_now();
+  const std::unique_ptr<metadata_batch> stale = engine_->new_batch();
+  bool any_stale = false;
+  for (const auto& [key, h] : rows) {
+    const auto session = by_id.find(h.session_id);
+    if (session == by_id.end()) {
+      // An ended session's row (its end erases them; a crash in between).
+      stale->erase(table::meta, key);
+      any_stale = true;
+    } else if (!session_expired(session->second, now)) {
+      held.insert(h.ino);
+    }
+    // Expired: counted as gone (three heartbeats missed: killed, or cut
+    // off, as far as anyone can tell); the row goes with its session's.
+  }
   if (any_stale) engine_->write(*stale, false);
   return held;
 }

@@ -527,9 +527,9 @@ class store {
   // use (an emptied pack object, an unlinked file): one interval past a
   // session's expiry.
   static std::chrono::seconds other_clients_grace() { return 4 * heartbeat_interval(); }
-  // The writer: `fn` runs on the heartbeat thread after each heartbeat
-  // (fs releases unlinked files no client holds any more); an empty `fn`
-  // stops it, and returns once a running call has finished.
+  // The writer: `fn` runs on the heartbeat thread after each heartbeat (fs
+  // queues the release of unlinked files no client holds any more); an
+  // empty `fn` stops it, and returns once a running call has finished.
   void on_heartbeat(std::function<void()> fn);
 
   // Unlinked files open on a follower (docs/scale-out.md, "Unlinked while
