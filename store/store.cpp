@@ -2139,13 +2139,20 @@ void store::begin_session(const std::string& mountpoint) {
   r.started = r.heartbeat = unix_now();
   r.read_only = follower_;
   // Rows of sessions that stopped without ending (kill -9, a lost machine):
-  // this mount holds the volume's lock, so none of them is writing. (A
-  // follower leaves them to the writer.)
+  // this mount holds the volume's lock, so none of them is writing. A
+  // writer's row is dead even before it expires (a writer killed and
+  // mounted again at once): counted as another client, it would make this
+  // one commit at every close and keep unlinked files for followers that
+  // are not there. (A follower leaves them to the writer.)
   const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
-  const std::vector<session_record> all = sessions();
-  if (!follower_)
-    for (const session_record& old : all)
-      if (session_expired(old, r.started)) batch->erase(table::meta, session_key(old.id));
+  std::vector<session_record> all = sessions();
+  if (!follower_) {
+    std::erase_if(all, [&](const session_record& old) {
+      const bool dead = !old.read_only || session_expired(old, r.started);
+      if (dead) batch->erase(table::meta, session_key(old.id));
+      return dead;
+    });
+  }
   batch->put(table::meta, session_key(r.id), encode_session(r));
   const bool writer_alive = std::any_of(all.begin(), all.end(), [&](const session_record& s) {
     return !s.read_only && !session_expired(s, r.started);

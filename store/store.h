@@ -491,8 +491,9 @@ class store {
   // writes a row naming its host, pid and mount point and refreshes it every
   // heartbeat_interval() from a thread of its own; `densefs status` lists
   // the rows. On the embedded store these do nothing (its lock file names
-  // the one mount). begin_session also deletes the rows of sessions whose
-  // heartbeat expired (a daemon that was killed). The destructor ends it.
+  // the one mount). A writer's begin_session also deletes the rows of
+  // sessions whose heartbeat expired (a daemon that was killed) and of
+  // every other writer (it holds the volume's lock). The destructor ends it.
   bool keeps_sessions() const { return rocksdb_ == nullptr; }
   bool read_only() const { return options_.read_only; }
   // Opened as a follower (store_open_options::follower) of a shared volume.

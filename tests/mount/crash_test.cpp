@@ -174,7 +174,9 @@ class writer {
 
   [[noreturn]] void run() {
     // Each op ends the child when the mount is gone (ENOTCONN/ECONNABORTED;
-    // ECANCELED for a request in flight on fuse-over-io-uring).
+    // ECANCELED, or EINTR as an fsync once got, for a request in flight on
+    // fuse-over-io-uring). Nothing signals the writer, and a writer that
+    // stops before the kill fails the round.
     for (;;) {
       step();
       ++ops_;
@@ -184,7 +186,7 @@ class writer {
  private:
   [[noreturn]] void die(const std::string& what, int e) {
     constexpr int k_exit_eio = 5;
-    if (e == ENOTCONN || e == ECONNABORTED || e == ECANCELED) {
+    if (e == ENOTCONN || e == ECONNABORTED || e == ECANCELED || e == EINTR) {
       journal("X " + std::to_string(ops_) + " ops, then " + what + ": " + std::strerror(e));
       ::_exit(0);
     }
