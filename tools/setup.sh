@@ -422,10 +422,15 @@ phase_summaries=() phase_logs=()
 ctest_phase() {
   local phase=$1 dir=$2
   shift 2
-  log "[$phase] ctest --test-dir $dir --output-on-failure --timeout $test_timeout $*"
+  # One test per core: the mount tests and shell suites are RUN_SERIAL (they
+  # run alone), the unit tests and fuzz runs two at a time on CI's two
+  # cores (7 of CI's minutes).
+  local jobs
+  jobs=$(nproc)
+  log "[$phase] ctest --test-dir $dir --parallel $jobs --output-on-failure --timeout $test_timeout $*"
   local out=$dir/ctest-$phase.out rc start=$SECONDS
   set +e
-  ctest --test-dir "$dir" --output-on-failure --timeout "$test_timeout" "$@" \
+  ctest --test-dir "$dir" --parallel "$jobs" --output-on-failure --timeout "$test_timeout" "$@" \
     </dev/null 2>&1 | tee "$out"
   rc=${PIPESTATUS[0]}
   set -e
@@ -516,10 +521,11 @@ run_tests() {
       # files (deflate, large_jpeg, export_files) and of files of many
       # chunks (3.5 minutes); the kill -9 rounds (a killed daemon's TSan
       # report is lost anyway), 100,000 creates, and a remount's wait
-      # (2.5 minutes).
+      # (2.5 minutes); the files of edge sizes written, reopened and
+      # remounted (one thread; 2 minutes).
       TSAN_OPTIONS="suppressions=$repo/tests/tsan.supp:halt_on_error=0" \
         ctest_phase tsan "$build_dir-tsan" -LE '^(lint|script|bench|fuzz|soak)$' \
-        -E '^(analyze\.unreadable_files_are_counted_and_skipped|store_blob_backend|deflate_codec\.a_zip_of_thousands_of_entries_stays_bounded|lepton_corpus\.every_jpeg_round_trips_through_each_codec|deflate_codec\.man_pages_round_trip_and_most_are_taken|analyze\.sampling_extrapolates_and_says_so|czip\.FlippedBytesAreDetected|mount\.codecs\.reads_stay_exact_while_background_recompression_swaps_payloads|mount\.(deflate|deflate_no_threads|large_jpeg|large_jpeg_offline|export_files)\..*|mount\.dedup\.a_(file|truncate)_of_many_chunks_.*|mount\.crash\.kill_minus_nine_rounds_keep_synced_data_and_never_garbage|mount\.names\.directory_with_100k_entries|mount\.remount_wait\.umount_then_mount_at_once_works)$'
+        -E '^(analyze\.unreadable_files_are_counted_and_skipped|store_blob_backend|deflate_codec\.a_zip_of_thousands_of_entries_stays_bounded|lepton_corpus\.every_jpeg_round_trips_through_each_codec|deflate_codec\.man_pages_round_trip_and_most_are_taken|analyze\.sampling_extrapolates_and_says_so|czip\.FlippedBytesAreDetected|mount\.codecs\.reads_stay_exact_while_background_recompression_swaps_payloads|mount\.(deflate|deflate_no_threads|large_jpeg|large_jpeg_offline|export_files)\..*|mount\.dedup\.a_(file|truncate)_of_many_chunks_.*|mount\.crash\.kill_minus_nine_rounds_keep_synced_data_and_never_garbage|mount\.names\.directory_with_100k_entries|mount\.remount_wait\.umount_then_mount_at_once_works|mount\.mount_options/data\.files_of_edge_sizes_round_trip_after_write_reopen_and_remount/.*)$'
     else
       build_failed tsan "$sanitizer_log"
     fi
