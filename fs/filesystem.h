@@ -240,6 +240,11 @@ class filesystem {
   // counts and time ("requests": {kind: count}, "request_seconds": {kind:
   // seconds in the daemon}).
   std::string stats_json() const;
+  // user.densefs.stats: a size query's value kept for the read after it.
+  std::string stats_value(bool size_query);
+  std::mutex stats_snapshot_mutex_;
+  std::optional<std::string> stats_snapshot_;
+  std::chrono::steady_clock::time_point stats_snapshot_time_;
 
   // --- POSIX ACLs (ops_xattr.cpp; the rules are in posix_acl.h) ---
   // A stored xattr of `n`, through its cached name set (caller holds

@@ -219,7 +219,7 @@ void filesystem::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std:
       // What the store holds once what was written before is in it:
       // write-behind must not make `densefs stats` after a copy lag.
       sync_all(nullptr);
-      reply_value(req, stats_json(), size);
+      reply_value(req, stats_value(size == 0), size);
       return;
     }
     std::shared_ptr<node> n;
@@ -240,6 +240,24 @@ void filesystem::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std:
     if (!value) throw fs_error(ENODATA);
     reply_value(req, *value, size);
   });
+}
+
+// The stats change with every request (their counts and times), so a size
+// query and the read after it would see values of different lengths: the
+// read could get ERANGE or a size query's answer not match (getfattr and
+// `densefs stats` ask for the size first). The value a size query was
+// answered with is kept for the read that follows it.
+std::string filesystem::stats_value(bool size_query) {
+  std::lock_guard lock(stats_snapshot_mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  if (!size_query && stats_snapshot_ && now - stats_snapshot_time_ < std::chrono::seconds(5))
+    return *std::exchange(stats_snapshot_, std::nullopt);
+  std::string value = stats_json();
+  if (size_query) {
+    stats_snapshot_ = value;
+    stats_snapshot_time_ = now;
+  }
+  return value;
 }
 
 void filesystem::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
