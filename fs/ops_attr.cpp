@@ -295,9 +295,9 @@ void filesystem::release_big_orphan(const store::inode_record& r) {
 void filesystem::maybe_release(const std::shared_ptr<node>& n) {
   if (n->lookups != 0 || n->opens != 0 || n->ino == store::k_root_ino) return;
   if (n->has_staged()) return;  // the last background commit calls us again
-  // A follower leaves unlinked files to the writer; so does the writer
-  // while another client may have this one open (shared_orphans.cpp).
   if (n->record.nlink == 0 && !n->purged && others_may_hold(*n)) {
+    // A follower leaves unlinked files to the writer; so does the writer
+    // while another client may have this one open (shared_orphans.cpp).
     if (!store_->follows()) defer_orphan(n->ino);
   } else if (n->record.nlink == 0 && !n->purged) {
     const auto extents =

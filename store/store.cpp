@@ -2106,10 +2106,17 @@ bool store::session_expired(const session_record& r, std::int64_t now_unix) {
   return now_unix - r.heartbeat > 3 * heartbeat_interval().count();
 }
 
-void store::write_session(const session_record& r) {
+void store::write_meta_row(std::string_view key, std::optional<std::string_view> value) {
   const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
-  batch->put(table::meta, session_key(r.id), encode_session(r));
+  if (value)
+    batch->put(table::meta, key, *value);
+  else
+    batch->erase(table::meta, key);
   engine_->write(*batch, false);
+}
+
+void store::write_session(const session_record& r) {
+  write_meta_row(session_key(r.id), encode_session(r));
 }
 
 std::string store::payload_location() const {
@@ -2256,15 +2263,11 @@ void store::on_heartbeat(std::function<void()> fn) {
 }
 
 void store::hold_inode(std::uint64_t ino) {
-  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
-  batch->put(table::meta, hold_key(session_id_, ino), encode_hold());
-  engine_->write(*batch, false);
+  write_meta_row(hold_key(session_id_, ino), encode_hold());
 }
 
 void store::release_inode_hold(std::uint64_t ino) {
-  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
-  batch->erase(table::meta, hold_key(session_id_, ino));
-  engine_->write(*batch, false);
+  write_meta_row(hold_key(session_id_, ino), std::nullopt);
 }
 
 std::set<std::uint64_t> store::held_inodes() {
@@ -2279,18 +2282,18 @@ std::set<std::uint64_t> store::held_inodes() {
                 return true;
               });
   if (rows.empty()) return held;
-  std::map<std::string, session_record> by_id;
-  for (session_record& r : sessions()) by_id.emplace(r.id, std::move(r));
+  std::map<std::string, bool> alive;  // by session id
   const std::int64_t now = unix_now();
+  for (const session_record& r : sessions()) alive.emplace(r.id, !session_expired(r, now));
   const std::unique_ptr<metadata_batch> stale = engine_->new_batch();
   bool any_stale = false;
   for (const auto& [key, h] : rows) {
-    const auto session = by_id.find(h.session_id);
-    if (session == by_id.end()) {
+    const auto session = alive.find(h.session_id);
+    if (session == alive.end()) {
       // An ended session's row (its end erases them; a crash in between).
       stale->erase(table::meta, key);
       any_stale = true;
-    } else if (!session_expired(session->second, now)) {
+    } else if (session->second) {
       held.insert(h.ino);
     }
     // Expired: counted as gone (three heartbeats missed: killed, or cut

@@ -678,6 +678,8 @@ class store {
   std::thread heartbeat_thread_;
   std::mutex heartbeat_hook_mutex_;  // held while the hook runs
   std::function<void()> heartbeat_hook_;
+  // One meta row put (`value`) or erased (nullopt) in a write of its own.
+  void write_meta_row(std::string_view key, std::optional<std::string_view> value);
   void write_session(const session_record& r);
   // Another live session at the last heartbeat (the writer; others_mounted).
   std::atomic<bool> others_mounted_{false};
