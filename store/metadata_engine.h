@@ -88,6 +88,9 @@ struct scan_options {
   // False for one pass over records nobody reads again soon (stats, gc,
   // fsck): they should not push the working set out of the engine's cache.
   bool fill_cache = true;
+  // Rows the caller expects to read, for engines that fetch a scan in pages
+  // (PostgreSQL: the first page's size); 0: a small first page.
+  std::size_t expected_rows = 0;
 };
 
 class metadata_engine {

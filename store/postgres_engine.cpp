@@ -966,7 +966,9 @@ void postgres_engine::scan(
     }
   } guard{l, in_transaction};
 
-  int limit = k_first_page_rows;
+  int limit = options.expected_rows > 0
+                  ? static_cast<int>(std::min<std::size_t>(options.expected_rows, k_max_page_rows))
+                  : k_first_page_rows;
   std::string last;
   bool first = true;
   for (;;) {

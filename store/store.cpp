@@ -893,6 +893,11 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
     bool known_big = false;
     {
       std::lock_guard lock(extent_cache_mutex_);
+      if (const auto it = extent_windows_.find(ino); it != extent_windows_.end()) {
+        for (const extent_window& w : it->second)
+          if (w.covers(begin, end)) return pick(w.list);
+        known_big = true;
+      }
       if (const auto it = extent_cache_.find(ino); it != extent_cache_.end()) {
         if (!it->second.too_many) return pick(it->second.list);
         known_big = true;
@@ -913,6 +918,8 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
       cache_extents(gen, {{ino, whole}});
       if (!whole.too_many) return pick(whole.list);
     }
+    const extent_window w = read_extent_window(ino, begin, gen);
+    if (w.covers(begin, end)) return pick(w.list);
   }
   const std::string start = extent_key(ino, begin);
   // An extent that starts before `begin` may still cover it: start from the
@@ -932,15 +939,51 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
   return out;
 }
 
+store::extent_window store::read_extent_window(std::uint64_t ino, std::uint64_t begin,
+                                               std::uint64_t gen) const {
+  extent_window w;
+  scan_options o;
+  const std::string start = extent_key(ino, begin);
+  o.start = start;
+  o.order = scan_order::forward_from_floor;
+  o.expected_rows = k_window_extents;
+  bool full = false;
+  engine_->scan(
+      table::extents, u64_prefix(ino), o, "reading extents of inode " + std::to_string(ino),
+      [&](std::string_view key, std::string_view value) {
+        const std::uint64_t offset = extent_offset(ino, key);
+        w.list.emplace_back(offset, detail::decode_extent(value, extent_what(ino, offset)));
+        return !(full = w.list.size() == k_window_extents);
+      });
+  // The first row is the floor (the last extent at or before `begin`);
+  // without one no extent starts at or before `begin`, so none comes before
+  // the list at all.
+  w.first = !w.list.empty() && w.list.front().first <= begin ? w.list.front().first : 0;
+  w.to_end = !full;
+  w.last = w.list.empty() ? begin : w.list.back().first;
+  std::lock_guard lock(extent_cache_mutex_);
+  if (gen != extents_gen_) return w;  // a commit came in between: it may be stale
+  if (extent_windows_.size() >= k_extent_windows && !extent_windows_.contains(ino))
+    extent_windows_.clear();
+  std::deque<extent_window>& kept = extent_windows_[ino];
+  if (kept.size() == k_windows_per_file) kept.pop_front();
+  kept.push_back(w);
+  return w;
+}
+
 void store::drop_cached_extents(std::span<const std::uint64_t> inodes, bool all) const {
   if (!caches_extents()) return;
   std::lock_guard lock(extent_cache_mutex_);
   ++extents_gen_;
   if (all) {
     extent_cache_.clear();
+    extent_windows_.clear();
     return;
   }
-  for (const std::uint64_t ino : inodes) extent_cache_.erase(ino);
+  for (const std::uint64_t ino : inodes) {
+    extent_cache_.erase(ino);
+    extent_windows_.erase(ino);
+  }
 }
 
 void store::prefetch_extents(std::span<const std::uint64_t> inodes) const {

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -708,8 +709,33 @@ class store {
   // Keeps `found` unless a commit bumped extents_gen_ since `gen` was read.
   void cache_extents(std::uint64_t gen,
                      std::unordered_map<std::uint64_t, cached_extents> found) const;
+  // Files with more extents: the window of extents read by the last ranged
+  // scan (up to k_window_extents from the extent at or before the read's
+  // start), so that a sequential read scans once per window instead of once
+  // per read (a 256 MiB file read warm: 1,526 scans, each a round trip).
+  // Every extent with an offset in [first, last] is in `list`; none before
+  // `first` reaches past it; `to_end`: none after `last`. Same rules as
+  // above; the last k_windows_per_file windows of at most
+  // k_extent_windows files (the kernel's reads and the read-ahead's run
+  // ahead of each other), emptied when full.
+  struct extent_window {
+    std::uint64_t first = 0;
+    std::uint64_t last = 0;
+    bool to_end = false;
+    extent_list list;
+    bool covers(std::uint64_t begin, std::uint64_t end) const {
+      return first <= begin && (to_end || end - 1 <= last);
+    }
+  };
+  static constexpr std::size_t k_window_extents = 1024;
+  static constexpr std::size_t k_extent_windows = 32;
+  static constexpr std::size_t k_windows_per_file = 4;
+  // Reads the window of `ino`'s extents from the floor of `begin` and keeps
+  // it unless a commit came in since `gen`.
+  extent_window read_extent_window(std::uint64_t ino, std::uint64_t begin, std::uint64_t gen) const;
   mutable std::mutex extent_cache_mutex_;
   mutable std::unordered_map<std::uint64_t, cached_extents> extent_cache_;
+  mutable std::unordered_map<std::uint64_t, std::deque<extent_window>> extent_windows_;
   mutable std::uint64_t extents_gen_ = 0;
   std::string session_id_;  // set by begin_session before its thread starts
   bool follower_ = false;

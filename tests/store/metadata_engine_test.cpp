@@ -1276,7 +1276,9 @@ TEST_F(metadata_engine_postgres, cached_extent_lists_follow_commits) {
   for (const auto& [ino, l] : expected) {
     EXPECT_EQ(whole(*s, ino), l) << "inode " << ino;
     // A range from the cached list: the extent covering 150, and no more.
-    if (l.size() > 1) EXPECT_EQ(s->extents(ino, 150, 160), list(l.begin() + 1, l.begin() + 2));
+    if (l.size() > 1) {
+      EXPECT_EQ(s->extents(ino, 150, 160), list(l.begin() + 1, l.begin() + 2));
+    }
   }
 
   auto follower = store::store::open(dir, {.read_only = true, .follower = true});
@@ -1319,6 +1321,85 @@ TEST_F(metadata_engine_postgres, cached_extent_lists_follow_commits) {
   follower->forget_extents(ino);
   EXPECT_EQ(whole(*follower, ino), list({{1000, added}}));
   follower.reset();
+  s.reset();
+  ::close(lock);
+}
+
+// A file with more extents than a cached list holds is read through
+// windows of its extents (store::extent_window): every range gives exactly
+// the extents a scan would, with holes between them, before and after
+// commits that change the file inside and outside the window read last.
+TEST_F(metadata_engine_postgres, windows_of_a_big_files_extents_follow_commits) {
+  temp_dir tmp;
+  const std::filesystem::path dir = tmp / "store";
+  store::store::create(dir, codec::default_policy(), store::payload_backend::pack,
+                       options_.conninfo);
+  const int lock = store::store::lock(dir);
+  auto s = store::store::open(dir);
+  const auto extent = [](std::uint32_t tag, std::uint32_t length) {
+    store::extent_record e;
+    e.hash = store::sha256_of(std::to_string(tag));
+    e.length = length;
+    return e;
+  };
+  // 2,600 extents of 100 bytes, 150 apart (holes of 50), from offset 1000:
+  // three windows and a bit.
+  const std::uint64_t ino = s->allocate_ino();
+  std::map<std::uint64_t, store::extent_record> file;
+  {
+    store::transaction t;
+    for (std::uint32_t k = 0; k < 2600; ++k) {
+      const std::uint64_t offset = 1000 + std::uint64_t{k} * 150;
+      file[offset] = extent(k, 100);
+      t.put_extent(ino, offset, file[offset]);
+    }
+    s->commit(t);
+  }
+  const auto expected = [&](std::uint64_t begin, std::uint64_t end, std::size_t limit) {
+    store::extent_list out;
+    for (const auto& [offset, e] : file)
+      if (offset < end && offset + e.length > begin && out.size() < limit)
+        out.emplace_back(offset, e);
+    return out;
+  };
+  const auto check = [&](std::uint64_t begin, std::uint64_t end,
+                         std::size_t limit = std::numeric_limits<std::size_t>::max()) {
+    EXPECT_EQ(s->extents(ino, begin, end, limit), expected(begin, end, limit))
+        << "[" << begin << ", " << end << ") limit " << limit;
+  };
+  const std::uint64_t size = 1000 + 2600 * 150;
+  // Sequential reads of 64 KiB, then backwards, then ranges across windows,
+  // starting in holes, before the first extent and past the last.
+  for (std::uint64_t at = 0; at < size + 1000; at += 65536) check(at, at + 65536);
+  for (std::uint64_t at = size; at > 65536; at -= 65536) check(at - 65536, at);
+  check(0, 1);
+  check(0, 1001);
+  check(1120, 1130);  // a hole
+  check(1099, 1101);
+  check(100000, 400000);  // more than a window
+  check(150000, 400000, 10);
+  check(size - 10, size + 10);
+  check(size + 10, size + 20);
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 300; ++i) {
+    const std::uint64_t begin = rng() % (size + 2000);
+    check(begin, begin + 1 + rng() % 300000, 1 + rng() % 3000);
+  }
+  // Inside the window read last, outside it, and past the end: replaced,
+  // deleted, added.
+  check(200000, 210000);
+  store::transaction t;
+  file[201100] = extent(9001, 40);
+  t.put_extent(ino, 201100, file[201100]);
+  file.erase(1000);
+  t.delete_extent(ino, 1000);
+  file[size + 500] = extent(9002, 100);
+  t.put_extent(ino, size + 500, file[size + 500]);
+  s->commit(t);
+  check(200000, 210000);
+  check(0, 5000);
+  check(size - 1000, size + 1000);
+  for (std::uint64_t at = 0; at < size + 1000; at += 65536) check(at, at + 65536);
   s.reset();
   ::close(lock);
 }
