@@ -185,7 +185,10 @@ class filesystem {
   // writer: `c` names followers that just mounted.
   void apply_remote_change(const store::change_notice& c);
   void answer_new_clients(const std::vector<std::string>& sessions);
-  bool refresh_from_store(node& n);
+  // Re-reads n's record (close-to-open). `gone`: the writer released the
+  // file (unlinked, and no client held it open).
+  enum class refreshed { unchanged, changed, gone };
+  refreshed refresh_from_store(node& n);
   // Adds to txn the removal of every extent of `ino` that starts in
   // [begin, end), dropping its chunk reference; returns the stored bytes
   // those extents accounted for (to subtract from the inode's stored_bytes).

@@ -40,12 +40,12 @@ void filesystem::answer_new_clients(const std::vector<std::string>& sessions) {
 // record: the kernel's entries naming it go with the dirent notices, and
 // its open handles read what is left (EIO once the extents are gone), as
 // NFS's stale handles do. Returns whether the record changed.
-bool filesystem::refresh_from_store(node& n) {
+filesystem::refreshed filesystem::refresh_from_store(node& n) {
   const std::optional<store::inode_record> r = store_->get_inode(n.ino);
-  if (!r) return false;
+  if (!r) return refreshed::gone;
   std::unique_lock data(n.data_mutex);
   std::lock_guard meta(meta_mutex_);
-  if (n.record == *r) return false;
+  if (n.record == *r) return refreshed::unchanged;
   store_->forget_extents(n.ino);
   n.record = *r;
   n.persisted_size = r->size;
@@ -55,7 +55,7 @@ bool filesystem::refresh_from_store(node& n) {
   n.bytes_changed();
   if (S_ISDIR(r->mode)) entries_changed(n);
   meta_gen_.fetch_add(1, std::memory_order_release);
-  return true;
+  return refreshed::changed;
 }
 
 void filesystem::apply_remote_change(const store::change_notice& c) {

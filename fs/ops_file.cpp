@@ -24,8 +24,16 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // A follower checks the record at every open (close-to-open): the
     // writer's change notice may still be on its way. A changed file's
     // pages go (no keep_cache below) and so do its attributes.
-    bool refreshed = false;
-    if (store_->follows()) refreshed = refresh_from_store(*n);
+    bool record_changed = false;
+    if (store_->follows()) {
+      const auto r = refresh_from_store(*n);
+      // Released by the writer while this kernel still had the inode (a
+      // handle: /proc/PID/fd, open_by_handle_at): NFS's stale handle. An
+      // open by path that gets ESTALE is walked again by the kernel with
+      // its entries revalidated, and finds the name gone (ENOENT).
+      if (r == refreshed::gone) throw fs_error(ESTALE);
+      record_changed = r == refreshed::changed;
+    }
     // O_TRUNC never arrives here: atomic_o_trunc is off (filesystem::init),
     // so the kernel truncates with a setattr after its ETXTBSY check.
     bool atime_changed = false;
@@ -50,7 +58,7 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // Before the reply: a stat right after a read served from the page cache
     // (no READ, and no FLUSH at close) must not get the cached attributes.
     // Attributes only, so it is safe inside this request.
-    if (atime_changed || refreshed) invalidate_attributes(n->ino);
+    if (atime_changed || record_changed) invalidate_attributes(n->ino);
     hold_if_unlinked(*n);  // a follower's open of a file the writer unlinked
     if (fuse_reply_open(req, fi) != 0) close_handle(n);  // the opener is gone
   });

@@ -211,6 +211,50 @@ sleep 6
 cmp - "$work/held.bin" <&7 || fail "the follower's open handle read the unlinked file differently"
 exec 7<&-
 eventually 10 "lets the writer release the unlinked file at its last close" no_orphans
+
+step "a handle the follower's kernel kept to a file the writer released: ESTALE, never bytes or EIO"
+# file_handle FILE: name_to_handle_at of FILE printed as hex; file_handle -
+# HEX: that handle opened with open_by_handle_at and read: prints "ok" or
+# the errno's name.
+file_handle() {
+  python3 - "$1" "$reader" "${2:-}" <<'PY'
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class handle(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_uint), ("type", ctypes.c_int), ("f", ctypes.c_ubyte * 128)]
+h = handle()
+if sys.argv[1] != "-":
+    h.bytes = 128
+    mount_id = ctypes.c_int()
+    if libc.name_to_handle_at(-100, sys.argv[1].encode(), ctypes.byref(h), ctypes.byref(mount_id), 0):
+        sys.exit("name_to_handle_at: " + os.strerror(ctypes.get_errno()))
+    print(bytes(ctypes.string_at(ctypes.byref(h), 8 + h.bytes)).hex())
+    sys.exit()
+raw = bytes.fromhex(sys.argv[3])
+ctypes.memmove(ctypes.byref(h), raw, len(raw))
+root = os.open(sys.argv[2], os.O_RDONLY | os.O_DIRECTORY)
+fd = libc.open_by_handle_at(root, ctypes.byref(h), os.O_RDONLY)
+if fd < 0:
+    print(errno.errorcode[ctypes.get_errno()])
+    sys.exit()
+try:
+    os.read(fd, 1 << 20)
+    print("ok")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+PY
+}
+printf 'released while only a handle names it\n' >"$writer/stale.txt"
+"$densefs" sync "$writer" >/dev/null || fail "densefs sync failed"
+handle=$(file_handle "$reader/stale.txt") || fail "no file handle for $reader/stale.txt: $handle"
+opened=$(file_handle - "$handle")
+[[ $opened == ok ]] || fail "the follower's file handle gave $opened while the file exists"
+rm "$writer/stale.txt"
+eventually 5 "no longer sees the file the writer unlinked" absent "$reader/stale.txt"
+sleep 5 # past the writer's grace (4 heartbeats): released, as nothing holds it
+eventually 10 "lets the writer release the unlinked file nobody holds" no_orphans
+opened=$(file_handle - "$handle")
+[[ $opened == ESTALE ]] || fail "a handle to a released file gave $opened instead of ESTALE"
 umount_densefs "$writer"
 check_fsck "after the writer's kill -9"
 umount_densefs "$reader"
