@@ -888,6 +888,19 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
     }
     return out;
   };
+  // From a window: true when it holds the whole answer (every extent the
+  // range needs, or `limit` of them); out is left empty otherwise.
+  const auto from_window = [&](const extent_window& w) {
+    if (w.first > begin) return false;
+    pick(w.list);
+    if (w.to_end || end - 1 <= w.last || out.size() >= limit) return true;
+    out.clear();
+    return false;
+  };
+  // Where the ranged scan below starts: the floor of `begin`, or right
+  // after a window that holds the start of the answer.
+  std::uint64_t scan_from = begin;
+  bool from_floor = true;
   if (caches_extents()) {
     std::uint64_t gen = 0;
     bool known_big = false;
@@ -895,7 +908,7 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
       std::lock_guard lock(extent_cache_mutex_);
       if (const auto it = extent_windows_.find(ino); it != extent_windows_.end()) {
         for (const extent_window& w : it->second)
-          if (w.covers(begin, end)) return pick(w.list);
+          if (from_window(w)) return out;
         known_big = true;
       }
       if (const auto it = extent_cache_.find(ino); it != extent_cache_.end()) {
@@ -919,14 +932,18 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
       if (!whole.too_many) return pick(whole.list);
     }
     const extent_window w = read_extent_window(ino, begin, gen);
-    if (w.covers(begin, end)) return pick(w.list);
+    if (from_window(w)) return out;
+    // The window has every extent up to w.last: the rest comes after it.
+    pick(w.list);
+    scan_from = w.last + 1;
+    from_floor = false;
   }
-  const std::string start = extent_key(ino, begin);
+  const std::string start = extent_key(ino, scan_from);
   // An extent that starts before `begin` may still cover it: start from the
   // last extent at or before `begin`.
   scan_options o;
   o.start = start;
-  o.order = scan_order::forward_from_floor;
+  o.order = from_floor ? scan_order::forward_from_floor : scan_order::forward;
   engine_->scan(table::extents, u64_prefix(ino), o,
                 "reading extents of inode " + std::to_string(ino),
                 [&](std::string_view key, std::string_view value) {

@@ -723,9 +723,6 @@ class store {
     std::uint64_t last = 0;
     bool to_end = false;
     extent_list list;
-    bool covers(std::uint64_t begin, std::uint64_t end) const {
-      return first <= begin && (to_end || end - 1 <= last);
-    }
   };
   static constexpr std::size_t k_window_extents = 1024;
   static constexpr std::size_t k_extent_windows = 32;

@@ -1380,6 +1380,13 @@ TEST_F(metadata_engine_postgres, windows_of_a_big_files_extents_follow_commits) 
   check(150000, 400000, 10);
   check(size - 10, size + 10);
   check(size + 10, size + 20);
+  // To the end of the file, with and without a limit (an unlink's purge, a
+  // seek for data): a window, then a scan after it.
+  const std::uint64_t all = std::numeric_limits<std::uint64_t>::max();
+  check(0, all);
+  check(0, all, 2000);
+  check(500000, all, 5);
+  check(1000 + 100 * 150, all);
   std::mt19937_64 rng(7);
   for (int i = 0; i < 300; ++i) {
     const std::uint64_t begin = rng() % (size + 2000);
