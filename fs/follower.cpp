@@ -39,7 +39,8 @@ void filesystem::answer_new_clients(const std::vector<std::string>& sessions) {
 // cache (data_version moved). A node the store no longer has keeps its
 // record: the kernel's entries naming it go with the dirent notices, and
 // its open handles read what is left (EIO once the extents are gone), as
-// NFS's stale handles do. Returns whether the record changed.
+// NFS's stale handles do; open() refuses it (ESTALE). Says whether the
+// record changed or is gone.
 filesystem::refreshed filesystem::refresh_from_store(node& n) {
   const std::optional<store::inode_record> r = store_->get_inode(n.ino);
   if (!r) return refreshed::gone;

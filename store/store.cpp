@@ -881,12 +881,12 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
                                                                     std::size_t limit) const {
   std::vector<std::pair<std::uint64_t, extent_record>> out;
   if (begin >= end || limit == 0) return out;
+  // Appends what `all` (sorted, from the floor of `begin` on) has of the answer.
   const auto pick = [&](const extent_list& all) {
     for (const auto& [offset, r] : all) {
       if (offset >= end || out.size() >= limit) break;
       if (offset + r.length > begin) out.emplace_back(offset, r);
     }
-    return out;
   };
   // From a window: true when it holds the whole answer (every extent the
   // range needs, or `limit` of them); out is left empty otherwise.
@@ -912,7 +912,10 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
         known_big = true;
       }
       if (const auto it = extent_cache_.find(ino); it != extent_cache_.end()) {
-        if (!it->second.too_many) return pick(it->second.list);
+        if (!it->second.too_many) {
+          pick(it->second.list);
+          return out;
+        }
         known_big = true;
       }
       gen = extents_gen_;
@@ -929,11 +932,17 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
                       return add_cached_extent(whole, ino, key, value);
                     });
       cache_extents(gen, {{ino, whole}});
-      if (!whole.too_many) return pick(whole.list);
+      if (!whole.too_many) {
+        pick(whole.list);
+        return out;
+      }
     }
     const extent_window w = read_extent_window(ino, begin, gen);
     if (from_window(w)) return out;
-    // The window has every extent up to w.last: the rest comes after it.
+    // The window has every extent up to w.last: the rest comes after it
+    // (in a snapshot of its own: a commit in between changes extents
+    // after w.last only as a scan after it would see them, one extent per
+    // offset either way).
     pick(w.list);
     scan_from = w.last + 1;
     from_floor = false;
@@ -981,8 +990,11 @@ store::extent_window store::read_extent_window(std::uint64_t ino, std::uint64_t 
   std::lock_guard lock(extent_cache_mutex_);
   if (gen != extents_gen_) return w;  // a commit came in between: it may be stale
   if (extent_windows_.size() >= k_extent_windows && !extent_windows_.contains(ino))
-    extent_windows_.clear();
+    extent_windows_.erase(extent_windows_.begin());  // another file's, any
   std::deque<extent_window>& kept = extent_windows_[ino];
+  // Two readers of one file that missed together read the same window.
+  for (const extent_window& k : kept)
+    if (k.first == w.first && k.last == w.last) return w;
   if (kept.size() == k_windows_per_file) kept.pop_front();
   kept.push_back(w);
   return w;

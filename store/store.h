@@ -717,7 +717,7 @@ class store {
   // `first` reaches past it; `to_end`: none after `last`. Same rules as
   // above; the last k_windows_per_file windows of at most
   // k_extent_windows files (the kernel's reads and the read-ahead's run
-  // ahead of each other), emptied when full.
+  // ahead of each other; one file's windows make way for another's).
   struct extent_window {
     std::uint64_t first = 0;
     std::uint64_t last = 0;

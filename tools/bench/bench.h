@@ -116,8 +116,9 @@ std::vector<space_result> run_space(const std::vector<std::string>& inputs, cons
 std::optional<std::int64_t> densefs_stored_bytes(const std::string& dir);
 // Waits until a densefs mount has re-encoded everything under `dir` that
 // its background re-encoder will (Lepton for JPEGs, ...), so that reads and
-// sizes measure how the data is finally stored. Nothing elsewhere. Returns
-// why it could not, or "".
+// sizes measure how the data is finally stored, then collects the payloads
+// that re-encoding replaced (the daemon's collector would do it during the
+// next rows). Nothing elsewhere. Returns why it could not, or "".
 std::string settle(const std::string& dir);
 // Empties a densefs daemon's own caches (decoded chunks, metadata blocks)
 // for a cold row; /proc/sys/vm/drop_caches does not reach them. Nothing
