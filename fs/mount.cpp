@@ -35,7 +35,9 @@ filesystem* fs_of(fuse_req_t req) {
 class counted_request {
  public:
   counted_request(fuse_req_t req, fuse_request kind)
-      : fs_(fs_of(req)), kind_(kind), start_(std::chrono::steady_clock::now()) {}
+      : fs_(fs_of(req)), kind_(kind), start_(std::chrono::steady_clock::now()) {
+    fs_->spinner().note_request();
+  }
   ~counted_request() {
     const auto spent = std::chrono::steady_clock::now() - start_;
     fs_->requests().add(kind_,

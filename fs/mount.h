@@ -101,6 +101,10 @@ struct mount_options {
   std::filesystem::path cache_dir{};
   std::uint64_t cache_bytes = 10ull << 30;
   fuse_transport transport = fuse_transport::automatic;
+  // Threads that keep cores from idling for a moment after each request
+  // (fs/idle_spinner.h); 0 (the default): none. Not on by default: faster
+  // single-process reads, slower copies (docs/read-path.md, "Idle cores").
+  unsigned idle_spin_threads = 0;
   // Other -o options passed to the kernel/libfuse as they are (e.g. "noatime").
   std::vector<std::string> fuse_options;
 };

@@ -91,6 +91,8 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   // Replaced payloads (re-encoding) and deleted ones (unlink, overwrite)
   // are both counted by the store; one collector gives their space back.
   if (!options_.read_only) gc_ = std::make_unique<garbage_collector>(*store_);
+  // A request's burst keeps cores awake (fs/idle_spinner.h).
+  spinner_.start(options_.idle_spin_threads, std::chrono::milliseconds(1));
 }
 
 void filesystem::shutdown() {

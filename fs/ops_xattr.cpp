@@ -95,6 +95,8 @@ std::string filesystem::stats_json() const {
     requests[kind.name] = kind.count;
     seconds[kind.name] = static_cast<double>(kind.nanoseconds) / 1e9;
   }
+  // -o idle_spin: the time its threads spun (fs/idle_spinner.h).
+  j["idle_spin_seconds"] = static_cast<double>(spinner_.spun_ns()) / 1e9;
   return j.dump();
 }
 

@@ -36,6 +36,10 @@ const char* const k_mount_usage =
                         up to 1 MiB, strong for larger ones (docs/policy.md)
      recompress_threads=N  background re-encoding threads, idle priority
                         (default 1; 0 leaves queued work for later)
+     idle_spin=N        threads that keep N cores awake, at idle priority,
+                        for 1 ms after each request, so that a burst of
+                        requests is not slowed by cores waking from idle
+                        (default 0 = off; docs/read-path.md, "Idle cores")
      chunk_cache=SIZE   decoded chunks kept in memory (default 256M; 0 = none)
      cache_size=SIZE    volumes with packs in object storage: the local cache
                         of payloads (default 10G; docs/scale-out.md)
@@ -184,6 +188,8 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     }
   } else if (key == "recompress_threads" && has_value) {
     o.recompress_threads = parse_count(key, value, 64);
+  } else if (key == "idle_spin" && has_value) {
+    o.idle_spin_threads = parse_count(key, value, 64);
   } else if (key == "entry_timeout" && has_value) {
     o.entry_timeout = parse_seconds(key, value);
   } else if (key == "attr_timeout" && has_value) {
@@ -231,7 +237,8 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
   } else if (key == "entry_timeout" || key == "attr_timeout" || key == "negative_timeout" ||
              key == "encode_threads" || key == "max_staged" || key == "chunk_cache" ||
              key == "io" || key == "lepton" || key == "ingest" || key == "recompress_threads" ||
-             key == "commit" || key == "cache_size" || key == "cache_dir" || key == "transport") {
+             key == "idle_spin" || key == "commit" || key == "cache_size" || key == "cache_dir" ||
+             key == "transport") {
     throw usage_error("-o " + std::string(key) + " needs a value (" + std::string(key) + "=...)");
   } else {
     // libfuse and the kernel know the rest (noatime, nosuid, max_read=, ...)

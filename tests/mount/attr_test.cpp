@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include "tests/mount/mount_fixture.h"
 
@@ -201,6 +203,8 @@ TEST_F(attrs, stats_count_fuse_requests_by_kind) {
   ASSERT_TRUE(thrice.contains("request_seconds")) << thrice.dump();
   EXPECT_EQ(thrice["request_seconds"].size(), thrice["requests"].size()) << thrice.dump();
   EXPECT_GT(thrice["request_seconds"].value("create", 0.0), 0.0) << thrice.dump();
+  // No idle spinner unless asked for.
+  EXPECT_EQ(thrice.value("idle_spin_seconds", -1.0), 0.0) << thrice.dump();
   // The text form says it too.
   const auto r = run_command({densefs_binary(), "stats", mnt_.string()});
   EXPECT_NE(r.out.find("requests since mount: "), std::string::npos) << r.out;
@@ -370,6 +374,29 @@ TEST_F(attrs, statfs_reports_the_store_file_system) {
   const double store_avail = static_cast<double>(s.f_bavail) * static_cast<double>(s.f_frsize);
   EXPECT_NEAR(mount_avail / store_avail, 1.0, 0.05)
       << "mount available " << mount_avail << " bytes, store file system " << store_avail;
+}
+
+// -o idle_spin=1 (fs/idle_spinner.h): a thread spins while requests come,
+// and sleeps between bursts.
+class idle_spin : public mount_test {
+ protected:
+  std::string mount_options() const override { return "idle_spin=1"; }
+};
+
+TEST_F(idle_spin, spins_while_requests_come_and_sleeps_between_bursts) {
+  for (int i = 0; i < 200; ++i) {
+    write_file(path("f" + std::to_string(i)), "x");
+    EXPECT_EQ(read_file(path("f" + std::to_string(i))), "x");
+  }
+  const double during = stats().value("idle_spin_seconds", -1.0);
+  EXPECT_GT(during, 0.0);
+  // Quiet: each stats request is followed by at most a millisecond of
+  // spinning, not by the half second in between.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const double a = stats().value("idle_spin_seconds", -1.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const double b = stats().value("idle_spin_seconds", -1.0);
+  EXPECT_LT(b - a, 0.1) << "the spinner did not go to sleep: " << a << " then " << b;
 }
 
 }  // namespace

@@ -250,5 +250,14 @@ TEST(mount_args, ingest_modes) {
   expect_usage_error({"/s", "/m", "-o", "ingest=quick"}, "auto, strong or fast");
 }
 
+TEST(mount_args, idle_spin_is_off_unless_asked_for) {
+  EXPECT_EQ(fs::mount_options{}.idle_spin_threads, 0u);
+  const fs::mount_options o = parse_mount_args({"/s", "/m", "-o", "idle_spin=2"});
+  EXPECT_EQ(o.idle_spin_threads, 2u);
+  EXPECT_TRUE(o.fuse_options.empty());
+  expect_usage_error({"/s", "/m", "-o", "idle_spin"}, "needs a value");
+  expect_usage_error({"/s", "/m", "-o", "idle_spin=lots"}, "idle_spin");
+}
+
 }  // namespace
 }  // namespace densefs::tools
