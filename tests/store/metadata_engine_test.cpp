@@ -590,6 +590,21 @@ class metadata_engine_postgres : public ::testing::Test {
     return store::postgres_engine::open(options_);
   }
   std::string sql(const std::string& text) { return server_->psql(db_, text); }
+  // A new store in `dir` with its records in this database, locked (the
+  // lock's descriptor in `lock`).
+  std::unique_ptr<store::store> new_store(const std::filesystem::path& dir, int& lock) {
+    store::store::create(dir, codec::default_policy(), store::payload_backend::pack,
+                         options_.conninfo);
+    lock = store::store::lock(dir);
+    return store::store::open(dir);
+  }
+  // An extent of `length` bytes whose chunk is named by `tag`.
+  static store::extent_record extent(std::uint32_t tag, std::uint32_t length) {
+    store::extent_record e;
+    e.hash = store::sha256_of(std::to_string(tag));
+    e.length = length;
+    return e;
+  }
 
   postgres_server* server_ = nullptr;
   std::string db_;
@@ -1240,16 +1255,8 @@ TEST_F(metadata_engine_postgres, a_writer_that_lost_the_lock_writes_only_while_i
 TEST_F(metadata_engine_postgres, cached_extent_lists_follow_commits) {
   temp_dir tmp;
   const std::filesystem::path dir = tmp / "store";
-  store::store::create(dir, codec::default_policy(), store::payload_backend::pack,
-                       options_.conninfo);
-  const int lock = store::store::lock(dir);
-  auto s = store::store::open(dir);
-  const auto extent = [](std::uint8_t tag, std::uint32_t length) {
-    store::extent_record e;
-    e.hash = store::sha256_of(std::string(1, static_cast<char>(tag)));
-    e.length = length;
-    return e;
-  };
+  int lock = -1;
+  auto s = new_store(dir, lock);
   using list = store::extent_list;
   const auto whole = [](store::store& st, std::uint64_t ino) {
     return st.extents(ino, 0, std::numeric_limits<std::uint64_t>::max());
@@ -1331,17 +1338,8 @@ TEST_F(metadata_engine_postgres, cached_extent_lists_follow_commits) {
 // commits that change the file inside and outside the window read last.
 TEST_F(metadata_engine_postgres, windows_of_a_big_files_extents_follow_commits) {
   temp_dir tmp;
-  const std::filesystem::path dir = tmp / "store";
-  store::store::create(dir, codec::default_policy(), store::payload_backend::pack,
-                       options_.conninfo);
-  const int lock = store::store::lock(dir);
-  auto s = store::store::open(dir);
-  const auto extent = [](std::uint32_t tag, std::uint32_t length) {
-    store::extent_record e;
-    e.hash = store::sha256_of(std::to_string(tag));
-    e.length = length;
-    return e;
-  };
+  int lock = -1;
+  auto s = new_store(tmp / "store", lock);
   // 2,600 extents of 100 bytes, 150 apart (holes of 50), from offset 1000:
   // three windows and a bit.
   const std::uint64_t ino = s->allocate_ino();
