@@ -888,14 +888,10 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
       if (offset + r.length > begin) out.emplace_back(offset, r);
     }
   };
-  // From a window: true when it holds the whole answer (every extent the
-  // range needs, or `limit` of them); out is left empty otherwise.
-  const auto from_window = [&](const extent_window& w) {
-    if (w.first > begin) return false;
-    pick(w.list);
-    if (w.to_end || end - 1 <= w.last || out.size() >= limit) return true;
-    out.clear();
-    return false;
+  // After pick(w.list) of a window starting at or before `begin`: whether
+  // out is the whole answer (every extent the range needs, or `limit`).
+  const auto whole_answer = [&](const extent_window& w) {
+    return w.to_end || end - 1 <= w.last || out.size() >= limit;
   };
   // Where the ranged scan below starts: the floor of `begin`, or right
   // after a window that holds the start of the answer.
@@ -907,8 +903,12 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
     {
       std::lock_guard lock(extent_cache_mutex_);
       if (const auto it = extent_windows_.find(ino); it != extent_windows_.end()) {
-        for (const extent_window& w : it->second)
-          if (from_window(w)) return out;
+        for (const extent_window& w : it->second) {
+          if (w.first > begin) continue;
+          pick(w.list);
+          if (whole_answer(w)) return out;
+          out.clear();
+        }
         known_big = true;
       }
       if (const auto it = extent_cache_.find(ino); it != extent_cache_.end()) {
@@ -937,13 +937,14 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
         return out;
       }
     }
+    // A window read now starts at the floor of `begin`.
     const extent_window w = read_extent_window(ino, begin, gen);
-    if (from_window(w)) return out;
+    pick(w.list);
+    if (whole_answer(w)) return out;
     // The window has every extent up to w.last: the rest comes after it
     // (in a snapshot of its own: a commit in between changes extents
     // after w.last only as a scan after it would see them, one extent per
     // offset either way).
-    pick(w.list);
     scan_from = w.last + 1;
     from_floor = false;
   }

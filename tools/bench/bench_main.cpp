@@ -444,6 +444,16 @@ class runner {
     }
   }
 
+  // Waits for every target's background re-encoding of `sub` (settle); a
+  // note for `workload` where it could not.
+  void settle_all(const std::string& sub, const std::string& workload) {
+    for (const auto& w : works_) {
+      p_.show("waiting for background re-encoding of " + sub + " on " + w.t.label);
+      const std::string why = settle(w.dir + "/" + sub);
+      if (!why.empty()) r_.notes.push_back(workload + " on " + w.t.label + ": not settled: " + why);
+    }
+  }
+
   void walks() {
     rows(
         "walk", o_.procs,
@@ -473,11 +483,7 @@ class runner {
     // what was written fast (ingest=auto) and gives gzip files the deflate
     // codec in the background, and a read during that pass would time the
     // faster interim form with the re-encoder beside it.
-    for (const auto& w : works_) {
-      p_.show("waiting for background re-encoding of the tree on " + w.t.label);
-      const std::string why = settle(w.dir + "/tree");
-      if (!why.empty()) r_.notes.push_back("read-small on " + w.t.label + ": not settled: " + why);
-    }
+    settle_all("tree", "read-small");
     rows("read-small", o_.procs, read_tree("tree"), warm_tree("tree"));
     // No JPEGs prepared (no corpus on this machine): a row of zero files
     // would time only fork and exit.
@@ -488,11 +494,7 @@ class runner {
       // JPEGs are read as they are finally stored (densefs: re-encoded with
       // Lepton in the background), by one process and by one per core, and
       // compared with the Lepton library decoding the same files in memory.
-      for (const auto& w : works_) {
-        p_.show("waiting for background re-encoding on " + w.t.label);
-        const std::string why = settle(w.dir + "/jpeg");
-        if (!why.empty()) r_.notes.push_back("read-jpeg on " + w.t.label + ": not settled: " + why);
-      }
+      settle_all("jpeg", "read-jpeg");
       std::vector<int> procs{1};
       if (cores() > 1) procs.push_back(cores());
       rows("read-jpeg", procs, read_tree("jpeg"), warm_tree("jpeg"));
