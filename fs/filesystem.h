@@ -293,6 +293,10 @@ class filesystem {
   // A read at the start of `n` missed the chunk cache: the files after it
   // in its directory's listing are prefetched (read_ahead::note_cold_file).
   void prefetch_siblings(const node& n);
+  // `dir`'s regular files in readdir's order and by name, read from the
+  // store for the sibling prefetch of a reader that did not list it;
+  // nullopt for a directory too big to remember (fs/read_ahead.h).
+  std::optional<read_ahead::listing_orders> listing_orders(std::uint64_t dir) const;
   // Bytes of [begin, end) that committed extents hold (not holes).
   std::uint64_t stored_bytes_in(std::uint64_t ino, std::uint64_t begin, std::uint64_t end) const;
   void submit_slot(node& n, std::uint64_t slot_index);

@@ -443,19 +443,43 @@ std::shared_ptr<const dir_listing> filesystem::listing_of(node& dir) {
         fresh->entries.push_back({name_cookie(name), std::string(name), d.ino, d.type});
         return true;
       });
+  // The store lists by name: that order of the files before the sort.
+  read_ahead::listing_orders orders;
+  if (read_ahead_)
+    for (const auto& e : fresh->entries)
+      if (e.type == S_IFREG) orders.by_name.push_back(e.ino);
   std::stable_sort(fresh->entries.begin(), fresh->entries.end(),
                    [](const auto& x, const auto& y) { return x.cookie < y.cookie; });
   dir.listing = fresh;
   dir.listing_version = version;
-  // The files' order outlives the listing, for the sibling prefetch of a
+  // The files' orders outlive the listing, for the sibling prefetch of a
   // reader that goes through them after the readdir ends.
   if (read_ahead_) {
-    std::vector<std::uint64_t> files;
     for (const auto& e : fresh->entries)
-      if (e.type == S_IFREG) files.push_back(e.ino);
-    read_ahead_->remember_listing(dir.ino, std::move(files));
+      if (e.type == S_IFREG) orders.listing.push_back(e.ino);
+    read_ahead_->remember_listing(dir.ino, std::move(orders));
   }
   return fresh;
+}
+
+std::optional<read_ahead::listing_orders> filesystem::listing_orders(std::uint64_t dir) const {
+  read_ahead::listing_orders orders;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> by_cookie;  // cookie, inode
+  std::size_t entries = 0;
+  store_->list_dir(dir, std::nullopt, [&](std::string_view name, const store::dirent_record& d) {
+    if (++entries > read_ahead::k_max_listed_files) return false;
+    if (d.type == S_IFREG) {
+      orders.by_name.push_back(d.ino);
+      by_cookie.emplace_back(name_cookie(name), d.ino);
+    }
+    return true;
+  });
+  if (entries > read_ahead::k_max_listed_files) return std::nullopt;
+  // As listing_of orders them for readdir.
+  std::stable_sort(by_cookie.begin(), by_cookie.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (const auto& [cookie, ino] : by_cookie) orders.listing.push_back(ino);
+  return orders;
 }
 
 std::size_t filesystem::fill_plus(fuse_req_t req, std::uint64_t dir,

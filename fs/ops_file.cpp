@@ -209,14 +209,13 @@ void filesystem::prefetch_siblings(const node& n) {
   if (!read_ahead_) return;
   const std::uint64_t dir_ino = n.parent_hint.load(std::memory_order_relaxed);
   if (dir_ino == 0 || read_ahead_->sibling_prefetch_running(dir_ino)) return;
-  // The order of the directory's files as its last listing gave them (a
-  // read never scans a directory, nor waits for a readdir that does).
   // Enough files to cover the window with small ones; the read-ahead stops
-  // at its byte budget.
+  // at its byte budget. The directory's orders come from its last listing,
+  // or from a scan on the read-ahead pool (a read never waits for one).
   constexpr std::size_t k_max_sibling_files = 1024;
-  auto after = read_ahead_->files_after(dir_ino, n.ino, k_max_sibling_files);
-  if (!after || !read_ahead_->note_cold_file(dir_ino, after->index)) return;
-  read_ahead_->prefetch_siblings(dir_ino, std::move(after->files));
+  std::vector<std::uint64_t> after = read_ahead_->note_cold_file(
+      dir_ino, n.ino, k_max_sibling_files, [this, dir_ino] { return listing_orders(dir_ino); });
+  if (!after.empty()) read_ahead_->prefetch_siblings(dir_ino, std::move(after));
 }
 
 bool filesystem::reply_read(fuse_req_t req, node& n, std::size_t size, off_t off, bool cached_only,

@@ -97,6 +97,12 @@ std::string filesystem::stats_json() const {
   }
   // -o idle_spin: the time its threads spun (fs/idle_spinner.h).
   j["idle_spin_seconds"] = static_cast<double>(spinner_.spun_ns()) / 1e9;
+  // What the read-ahead queued since mount (fs/read_ahead.h).
+  if (read_ahead_) {
+    j["read_ahead"] = {{"pieces", read_ahead_->pieces_queued()},
+                       {"sibling_prefetches", read_ahead_->sibling_prefetches()},
+                       {"listing_scans", read_ahead_->listing_scans()}};
+  }
   return j.dump();
 }
 

@@ -99,59 +99,118 @@ bool read_ahead::sibling_prefetch_running(std::uint64_t dir) {
   return dir_streams_.contains(dir);
 }
 
-void read_ahead::remember_listing(std::uint64_t dir, std::vector<std::uint64_t> files) {
-  if (files.size() < 2 || files.size() > k_max_listed_files) return;
+void read_ahead::remember_listing(std::uint64_t dir, listing_orders orders) {
+  const std::size_t n = orders.listing.size();
+  if (n < 2 || n > k_max_listed_files || orders.by_name.size() != n) return;
   remembered_listing l;
-  l.by_ino.reserve(files.size());
-  for (std::size_t i = 0; i < files.size(); ++i)
-    l.by_ino.emplace_back(files[i], static_cast<std::uint32_t>(i));
-  std::sort(l.by_ino.begin(), l.by_ino.end());
-  l.files = std::move(files);
+  l.by_ino.reserve(n);
+  {
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> name_index;
+    name_index.reserve(n);
+    for (std::size_t i = 0; i < n; ++i)
+      name_index.emplace_back(orders.by_name[i], static_cast<std::uint32_t>(i));
+    std::sort(name_index.begin(), name_index.end());
+    for (std::size_t i = 0; i < n; ++i) l.by_ino.emplace_back(orders.listing[i], i, 0);
+    std::sort(l.by_ino.begin(), l.by_ino.end());
+    // Both sorted by inode: the same inodes (a hard link listed twice
+    // keeps whichever place it pairs with).
+    for (std::size_t i = 0; i < n; ++i) {
+      if (name_index[i].first != std::get<0>(l.by_ino[i])) return;  // not one listing
+      std::get<2>(l.by_ino[i]) = name_index[i].second;
+    }
+  }
+  l.orders = std::move(orders);
   std::lock_guard lock(mutex_);
   if (const auto old = listings_.find(dir); old != listings_.end()) {
-    listed_files_ -= old->second.files.size();
+    listed_files_ -= old->second.orders.listing.size();
     listings_.erase(old);
   }
-  while (!listings_.empty() && (listings_.size() >= k_max_listings ||
-                                listed_files_ + l.files.size() > k_max_listed_files)) {
+  while (!listings_.empty() &&
+         (listings_.size() >= k_max_listings || listed_files_ + n > k_max_listed_files)) {
     const auto oldest = std::min_element(
         listings_.begin(), listings_.end(),
         [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
-    listed_files_ -= oldest->second.files.size();
+    listed_files_ -= oldest->second.orders.listing.size();
     listings_.erase(oldest);
   }
   l.last_use = ++clock_;
-  listed_files_ += l.files.size();
+  listed_files_ += n;
   listings_.emplace(dir, std::move(l));
 }
 
-std::optional<read_ahead::listed_after> read_ahead::files_after(std::uint64_t dir,
-                                                                std::uint64_t file,
-                                                                std::size_t max) {
-  std::lock_guard lock(mutex_);
-  const auto it = listings_.find(dir);
-  if (it == listings_.end()) return std::nullopt;
-  remembered_listing& l = it->second;
-  const auto at = std::lower_bound(l.by_ino.begin(), l.by_ino.end(),
-                                   std::pair<std::uint64_t, std::uint32_t>{file, 0});
-  if (at == l.by_ino.end() || at->first != file) return std::nullopt;
-  l.last_use = ++clock_;
-  listed_after out;
-  out.index = at->second;
-  const std::size_t from = out.index + 1;
-  const std::size_t to = std::min(l.files.size(), from + max);
-  if (from < to) out.files.assign(l.files.begin() + from, l.files.begin() + to);
-  return out;
+std::optional<read_ahead::cold_start> read_ahead::place_of(const remembered_listing& l,
+                                                           std::uint64_t file) {
+  const auto at =
+      std::lower_bound(l.by_ino.begin(), l.by_ino.end(),
+                       std::tuple<std::uint64_t, std::uint32_t, std::uint32_t>{file, 0, 0});
+  if (at == l.by_ino.end() || std::get<0>(*at) != file) return std::nullopt;
+  return cold_start{std::get<1>(*at), std::get<2>(*at), 0};
 }
 
-bool read_ahead::note_cold_file(std::uint64_t dir, std::size_t index) {
+std::vector<std::uint64_t> read_ahead::note_cold_file(std::uint64_t dir, std::uint64_t file,
+                                                      std::size_t max, const listing_scan& scan) {
   std::lock_guard lock(mutex_);
+  const auto it = listings_.find(dir);
+  if (it == listings_.end()) {
+    // No orders for this directory: the second cold file of it reads them.
+    make_room(unlisted_starts_, k_max_streams, dir);
+    const auto [start, first] = unlisted_starts_.try_emplace(dir, unlisted_start{file, ++clock_});
+    if (first || start->second.file == 0 || start->second.file == file || stopping_) return {};
+    start->second.file = 0;  // scanning
+    ++listing_scans_;
+    pool_->submit([this, dir, file, scan] {
+      std::optional<listing_orders> orders;
+      if (!stopping_) {
+        try {
+          orders = scan();
+        } catch (const std::exception&) {
+          // A hint: without the orders the reader just gets no prefetch.
+        }
+      }
+      if (orders) remember_listing(dir, std::move(*orders));
+      std::lock_guard lock(mutex_);
+      const auto l = listings_.find(dir);
+      // A directory not remembered (too big, under two files) keeps its
+      // entry at 0 and is not scanned again until that is forgotten.
+      if (l != listings_.end()) {
+        unlisted_starts_.erase(dir);
+        // The file that asked counts as the reader's first cold read here.
+        if (const auto place = place_of(l->second, file)) {
+          make_room(cold_starts_, k_max_streams, dir);
+          cold_starts_[dir] = cold_start{place->listing_index, place->name_index, ++clock_};
+        }
+      }
+    });
+    return {};
+  }
+  remembered_listing& l = it->second;
+  const auto place = place_of(l, file);
+  if (!place) return {};
+  l.last_use = ++clock_;
   make_room(cold_starts_, k_max_streams, dir);
-  const auto [it, first] = cold_starts_.try_emplace(dir);
-  const std::size_t previous = it->second.index;
-  it->second = cold_start{index, ++clock_};
-  return !first && index > previous && index - previous <= k_sibling_gap &&
-         !dir_streams_.contains(dir);
+  const auto [start, first] = cold_starts_.try_emplace(dir);
+  const cold_start previous = start->second;
+  start->second = cold_start{place->listing_index, place->name_index, clock_};
+  if (first || dir_streams_.contains(dir)) return {};
+  const auto follows = [](std::size_t before, std::size_t now) {
+    return now > before && now - before <= k_sibling_gap;
+  };
+  const std::vector<std::uint64_t>* order = nullptr;
+  std::size_t index = 0;
+  if (follows(previous.listing_index, place->listing_index)) {
+    order = &l.orders.listing;
+    index = place->listing_index;
+  } else if (follows(previous.name_index, place->name_index)) {
+    order = &l.orders.by_name;
+    index = place->name_index;
+  } else {
+    return {};
+  }
+  const std::size_t from = index + 1;
+  const std::size_t to = std::min(order->size(), from + max);
+  if (from >= to) return {};
+  return {order->begin() + static_cast<std::ptrdiff_t>(from),
+          order->begin() + static_cast<std::ptrdiff_t>(to)};
 }
 
 void read_ahead::prefetch_siblings(std::uint64_t dir, std::vector<std::uint64_t> files) {
@@ -170,6 +229,7 @@ void read_ahead::prefetch_siblings(std::uint64_t dir, std::vector<std::uint64_t>
     cancelled = std::make_shared<std::atomic<bool>>(false);
     dir_streams_[dir] = dir_stream{cancelled, ++clock_};
   }
+  ++sibling_prefetches_;
   auto run = std::make_shared<sibling_run>();
   run->dir = dir;
   run->cancelled = std::move(cancelled);

@@ -18,9 +18,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -48,50 +50,65 @@ class read_ahead {
   void on_read(std::uint64_t ino, std::uint64_t offset, std::size_t size, std::uint64_t file_size);
 
   // Sibling files. A reader of a directory's small files (cp -r, tar,
-  // rsync, grep -r) reads them one after another in listing order, and
-  // each would wait for its own fetch and decode. A cold read at the start
-  // of the file at `index` in directory `dir`'s listing is reported with
-  // note_cold_file; once two such reads come in listing order (the second
-  // at most k_sibling_gap entries after the first), it returns true and
-  // the caller hands the regular files after it to prefetch_siblings: the
-  // chunks of their first k_sibling_file_bytes are loaded ahead of the
+  // rsync, grep -r, a backup tool) reads them one after another, and each
+  // would wait for its own fetch and decode. Readers go in one of two
+  // orders: the listing's (readdir's order, by a hash of the name: tar,
+  // cp -r, find, grep -r) or by name (rsync, shell globs, ls, tools that
+  // sort their file lists). A cold read at the start of `file` in `dir` is
+  // reported with note_cold_file; once two such reads follow one of the
+  // directory's remembered orders (the second at most k_sibling_gap files
+  // after the first), it returns the regular files after `file` in that
+  // order (at most `max`) and the caller hands them to prefetch_siblings:
+  // the chunks of their first k_sibling_file_bytes are loaded ahead of the
   // reader in batched fetches of k_piece (io_uring: many payloads per
   // submission), at most `max_window` bytes. Each piece is its own job on
   // the pool, queued as soon as its files' extents are looked up, so every
   // pool thread decodes (a piece's chunks are claimed in the cache, and a
   // reader that reaches one waits for it: with one thread decoding a
-  // directory's gzip files, a reader waited for that one core). One prefetch per directory
-  // runs at a time (sibling_prefetch_running: a cold read meanwhile adds
-  // nothing); a fifth directory cancels the oldest: its reader went
-  // elsewhere. A random reader (maildir, a web server) never triggers it.
+  // directory's gzip files, a reader waited for that one core). One
+  // prefetch per directory runs at a time (sibling_prefetch_running: a
+  // cold read meanwhile adds nothing); a fifth directory cancels the
+  // oldest: its reader went elsewhere. A random reader (maildir, a web
+  // server) never triggers it.
   static constexpr std::uint64_t k_sibling_file_bytes = 1u << 20;
   static constexpr std::size_t k_max_dir_streams = 4;
   static constexpr std::size_t k_sibling_gap = 16;
   bool sibling_prefetch_running(std::uint64_t dir);
-  bool note_cold_file(std::uint64_t dir, std::size_t index);
+
+  // A directory's regular files in both orders.
+  struct listing_orders {
+    std::vector<std::uint64_t> listing;  // readdir's order
+    std::vector<std::uint64_t> by_name;  // bytewise name order
+  };
+  // Reads a directory's orders from the store; nullopt when it has more
+  // than k_max_listed_files entries (not worth remembering).
+  using listing_scan = std::function<std::optional<listing_orders>()>;
+  // When `dir`'s orders are not remembered (listed long ago, or never: a
+  // reader with a file list of its own, after a remount), the second cold
+  // file of `dir` queues `scan` on the pool, and its result counts the
+  // file that queued it as the first cold read: from the next one on the
+  // reader gets the prefetch. One scan per directory at a time.
+  std::vector<std::uint64_t> note_cold_file(std::uint64_t dir, std::uint64_t file, std::size_t max,
+                                            const listing_scan& scan);
   void prefetch_siblings(std::uint64_t dir, std::vector<std::uint64_t> files);
 
-  // The order of a directory's regular files, kept from each listing the
-  // daemon reads: the daemon drops the listing itself at the end of a
-  // readdir (the kernel caches it then), and tar, cp -r and `cat dir/*`
-  // list a directory whole before they read its files.
-  // At most k_max_listings directories and k_max_listed_files inodes in
-  // all (16 bytes each); the least recently listed are forgotten. Only a
-  // hint: a listing that changed since makes a prefetch load chunks
+  // The orders of a directory's regular files, kept from each listing the
+  // daemon reads (and each scan above): the daemon drops the listing
+  // itself at the end of a readdir (the kernel caches it then), and tar,
+  // cp -r and `cat dir/*` list a directory whole before they read its
+  // files. At most k_max_listings directories and k_max_listed_files
+  // inodes in all (24 bytes each); the least recently used are forgotten.
+  // Only a hint: a listing that changed since makes a prefetch load chunks
   // nobody reads, never wrong bytes.
   static constexpr std::size_t k_max_listings = 16;
   static constexpr std::size_t k_max_listed_files = 256u << 10;
-  void remember_listing(std::uint64_t dir, std::vector<std::uint64_t> files);
-  // Where `file` is in `dir`'s remembered listing, and up to `max` regular
-  // files after it; nullopt when either is not remembered.
-  struct listed_after {
-    std::size_t index = 0;
-    std::vector<std::uint64_t> files;
-  };
-  std::optional<listed_after> files_after(std::uint64_t dir, std::uint64_t file, std::size_t max);
+  void remember_listing(std::uint64_t dir, listing_orders orders);
 
-  // For tests and `densefs stats`: pieces queued so far.
+  // For `densefs stats` (and the tests): pieces queued so far, sibling
+  // prefetches started, directories scanned for their order.
   std::uint64_t pieces_queued() const { return pieces_queued_.load(); }
+  std::uint64_t sibling_prefetches() const { return sibling_prefetches_.load(); }
+  std::uint64_t listing_scans() const { return listing_scans_.load(); }
 
  private:
   struct stream {
@@ -125,20 +142,33 @@ class read_ahead {
   std::mutex mutex_;
   std::unordered_map<std::uint64_t, stream> streams_;          // by inode, at most k_max_streams
   std::unordered_map<std::uint64_t, dir_stream> dir_streams_;  // by directory, running
-  // Listing index of the last cold file start per directory, at most
-  // k_max_streams directories (the least recent forgotten).
+  // The places of the last cold file start per directory in both orders,
+  // at most k_max_streams directories (the least recent forgotten).
   struct cold_start {
-    std::size_t index = 0;
+    std::size_t listing_index = 0;
+    std::size_t name_index = 0;
     std::uint64_t last_use = 0;
   };
   std::unordered_map<std::uint64_t, cold_start> cold_starts_;
-  struct remembered_listing {
-    std::vector<std::uint64_t> files;                             // listing order
-    std::vector<std::pair<std::uint64_t, std::uint32_t>> by_ino;  // sorted: ino, index
+  // A directory without remembered orders: its first cold file, until the
+  // second queues the scan (then: 0 while the scan runs).
+  struct unlisted_start {
+    std::uint64_t file = 0;
     std::uint64_t last_use = 0;
   };
+  std::unordered_map<std::uint64_t, unlisted_start> unlisted_starts_;
+  struct remembered_listing {
+    listing_orders orders;
+    // Sorted by inode: its index in listing order, then in name order.
+    std::vector<std::tuple<std::uint64_t, std::uint32_t, std::uint32_t>> by_ino;
+    std::uint64_t last_use = 0;
+  };
+  // Where `file` is in `l`'s two orders; nullopt when it is not listed.
+  static std::optional<cold_start> place_of(const remembered_listing& l, std::uint64_t file);
   std::unordered_map<std::uint64_t, remembered_listing> listings_;  // by directory
   std::size_t listed_files_ = 0;                                    // in listings_
+  std::atomic<std::uint64_t> sibling_prefetches_{0};
+  std::atomic<std::uint64_t> listing_scans_{0};
   std::uint64_t clock_ = 0;
   std::unique_ptr<worker_pool> pool_;  // last: its jobs use the members above
 };

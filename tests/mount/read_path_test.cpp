@@ -5,10 +5,12 @@
 // Reads drop the kernel's cached pages of their range first
 // (POSIX_FADV_DONTNEED) so that they reach the daemon: with keep_cache the
 // kernel would otherwise serve most of them itself.
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -23,6 +25,8 @@
 
 namespace densefs::test {
 namespace {
+
+using namespace std::chrono_literals;
 
 // Reads [offset, offset + n) through FUSE, not from the page cache.
 std::string uncached_pread(int fd, std::size_t n, std::uint64_t offset) {
@@ -249,14 +253,17 @@ TEST_F(read_path_race, files_sharing_chunks_read_concurrently_cold) {
   EXPECT_EQ(daemon_log().find("error"), std::string::npos) << daemon_log();
 }
 
-// A directory's small files read cold in listing order start the sibling
+// A directory's small files read cold one after another start the sibling
 // prefetch (fs/read_ahead.h), which queues its 1 MiB pieces as separate
 // jobs: every byte read is the file's current content, also for files
 // overwritten after the prefetch may have loaded their old chunks, and an
-// unmount while pieces are still queued ends cleanly.
-TEST_F(read_path_race, a_directory_read_cold_in_listing_order_reads_current_bytes) {
+// unmount while pieces are still queued ends cleanly. The reader here goes
+// by name and never lists the directory (a file list of its own, as rsync
+// or a backup tool keeps), so the daemon reads the directory's orders
+// itself after the second cold file.
+TEST_F(read_path_race, a_directory_read_cold_by_name_reads_current_bytes) {
   ASSERT_EQ(::mkdir(path("dir").c_str(), 0755), 0);
-  std::map<std::string, std::string> files;  // name order = listing order
+  std::map<std::string, std::string> files;  // by name
   for (int i = 0; i < 400; ++i) {
     char name[16];
     std::snprintf(name, sizeof name, "f%04d", i);
@@ -278,12 +285,47 @@ TEST_F(read_path_race, a_directory_read_cold_in_listing_order_reads_current_byte
         }
       }
       EXPECT_TRUE(same_bytes(bytes, uncached_read_all(path("dir/" + name)))) << name;
+      // Give the scan of the directory's orders time to land: the reader
+      // does not wait for it, and this reader is faster than it on a
+      // loaded machine.
+      if (index == 1) std::this_thread::sleep_for(200ms);
       // The second round stops halfway: unmount with prefetch pieces queued.
       if (round == 1 && ++index > 200) break;
       if (round == 0) ++index;
     }
+    if (round == 0) {
+      const nlohmann::json s = stats();
+      EXPECT_GE(s["read_ahead"]["listing_scans"].get<std::uint64_t>(), 1u) << s.dump();
+      EXPECT_GE(s["read_ahead"]["sibling_prefetches"].get<std::uint64_t>(), 1u) << s.dump();
+    }
   }
   EXPECT_EQ(daemon_log().find("error"), std::string::npos) << daemon_log();
+}
+
+// A reader that lists the directory and reads in the listing's order (tar,
+// cp -r) gets the prefetch from that listing, without a scan of its own.
+TEST_F(read_path_race, a_directory_read_cold_in_listing_order_is_prefetched_from_the_listing) {
+  ASSERT_EQ(::mkdir(path("dir").c_str(), 0755), 0);
+  std::map<std::string, std::string> files;
+  for (int i = 0; i < 200; ++i) {
+    const std::string name = "g" + std::to_string(i);
+    files[name] = compressible_bytes(8000 + i * 13, i);
+    write_file(path("dir/" + name), files[name]);
+  }
+  sync_mount();
+  remount();
+  std::vector<std::string> listed;
+  DIR* d = ::opendir(path("dir").c_str());
+  ASSERT_NE(d, nullptr);
+  while (const dirent* e = ::readdir(d))
+    if (e->d_name[0] == 'g') listed.emplace_back(e->d_name);
+  ::closedir(d);
+  ASSERT_EQ(listed.size(), files.size());
+  for (const std::string& name : listed)
+    EXPECT_TRUE(same_bytes(files[name], uncached_read_all(path("dir/" + name)))) << name;
+  const nlohmann::json s = stats();
+  EXPECT_EQ(s["read_ahead"]["listing_scans"].get<std::uint64_t>(), 0u) << s.dump();
+  EXPECT_GE(s["read_ahead"]["sibling_prefetches"].get<std::uint64_t>(), 1u) << s.dump();
 }
 
 }  // namespace
