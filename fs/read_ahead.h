@@ -69,7 +69,9 @@ class read_ahead {
   // prefetch per directory runs at a time (sibling_prefetch_running: a
   // cold read meanwhile adds nothing); a fifth directory cancels the
   // oldest: its reader went elsewhere. A random reader (maildir, a web
-  // server) never triggers it.
+  // server) rarely triggers it in a big directory (two cold files within
+  // k_sibling_gap of each other in one order); in a directory of a few
+  // dozen files it may, and then loads little more than the directory.
   static constexpr std::uint64_t k_sibling_file_bytes = 1u << 20;
   static constexpr std::size_t k_max_dir_streams = 4;
   static constexpr std::size_t k_sibling_gap = 16;
