@@ -425,6 +425,20 @@ std::uint64_t name_cookie(std::string_view name) {
   return c < 3 ? c + 3 : c;
 }
 
+// A directory's regular files as (cookie, inode) in the store's order (by
+// name): both orders the read-ahead follows, the second as readdir hands
+// them out (a stable sort by cookie, as listing_of sorts the entries).
+read_ahead::listing_orders both_orders(std::vector<std::pair<std::uint64_t, std::uint64_t>> files) {
+  read_ahead::listing_orders orders;
+  orders.by_name.reserve(files.size());
+  for (const auto& [cookie, ino] : files) orders.by_name.push_back(ino);
+  std::stable_sort(files.begin(), files.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  orders.listing.reserve(files.size());
+  for (const auto& [cookie, ino] : files) orders.listing.push_back(ino);
+  return orders;
+}
+
 bool is_dot_or_dotdot(const char* name) {
   return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
 }
@@ -443,43 +457,31 @@ std::shared_ptr<const dir_listing> filesystem::listing_of(node& dir) {
         fresh->entries.push_back({name_cookie(name), std::string(name), d.ino, d.type});
         return true;
       });
-  // The store lists by name: that order of the files before the sort.
-  read_ahead::listing_orders orders;
+  // The files' orders outlive the listing, for the sibling prefetch of a
+  // reader that goes through them after the readdir ends. The store lists
+  // by name: the files' cookies in that order, before the sort.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> files;
   if (read_ahead_)
     for (const auto& e : fresh->entries)
-      if (e.type == S_IFREG) orders.by_name.push_back(e.ino);
+      if (e.type == S_IFREG) files.emplace_back(e.cookie, e.ino);
   std::stable_sort(fresh->entries.begin(), fresh->entries.end(),
                    [](const auto& x, const auto& y) { return x.cookie < y.cookie; });
   dir.listing = fresh;
   dir.listing_version = version;
-  // The files' orders outlive the listing, for the sibling prefetch of a
-  // reader that goes through them after the readdir ends.
-  if (read_ahead_) {
-    for (const auto& e : fresh->entries)
-      if (e.type == S_IFREG) orders.listing.push_back(e.ino);
-    read_ahead_->remember_listing(dir.ino, std::move(orders));
-  }
+  if (read_ahead_) read_ahead_->remember_listing(dir.ino, both_orders(std::move(files)));
   return fresh;
 }
 
 std::optional<read_ahead::listing_orders> filesystem::listing_orders(std::uint64_t dir) const {
-  read_ahead::listing_orders orders;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> by_cookie;  // cookie, inode
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> files;  // cookie, inode; by name
   std::size_t entries = 0;
   store_->list_dir(dir, std::nullopt, [&](std::string_view name, const store::dirent_record& d) {
     if (++entries > read_ahead::k_max_listed_files) return false;
-    if (d.type == S_IFREG) {
-      orders.by_name.push_back(d.ino);
-      by_cookie.emplace_back(name_cookie(name), d.ino);
-    }
+    if (d.type == S_IFREG) files.emplace_back(name_cookie(name), d.ino);
     return true;
   });
   if (entries > read_ahead::k_max_listed_files) return std::nullopt;
-  // As listing_of orders them for readdir.
-  std::stable_sort(by_cookie.begin(), by_cookie.end(),
-                   [](const auto& x, const auto& y) { return x.first < y.first; });
-  for (const auto& [cookie, ino] : by_cookie) orders.listing.push_back(ino);
-  return orders;
+  return both_orders(std::move(files));
 }
 
 std::size_t filesystem::fill_plus(fuse_req_t req, std::uint64_t dir,
