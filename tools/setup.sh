@@ -418,7 +418,7 @@ build_failed() {
 # counts to the totals and keeps its full log (passing tests' output
 # included) as DIR/ctest-PHASE.log for the COUNTS lines printed at the end.
 total_passed=0 total_failed=0 total_skipped=0 ctest_failed=0
-phase_summaries=() phase_logs=()
+phase_summaries=() phase_logs=() failure_digests=()
 ctest_phase() {
   local phase=$1 dir=$2
   shift 2
@@ -453,6 +453,45 @@ ctest_phase() {
   total_skipped=$((total_skipped + skipped))
   phase_summaries+=("$(printf '%-10s %5d passed, %d failed, %d skipped  (%d s)' \
     "$phase" "$passed" "$failed" "$skipped" $((SECONDS - start)))")
+  # Each failed test's name and the last lines of its output, repeated at the
+  # end of the run: CI's record keeps only the run's last lines, and a
+  # failure in the first phase would otherwise have scrolled out of it.
+  failure_digests+=("$(failure_digest "$phase" "$out")")
+}
+
+# PHASE OUT: one line per failed test of a ctest output (with
+# --output-on-failure), each followed by what says why: GoogleTest's failure
+# messages (each with the 6 lines after it) and the scripts' FAIL lines, at
+# most 40 lines; the last 25 lines of its output when it printed neither.
+failure_digest() {
+  awk -v phase="$1" '
+    function flush(   i, first, shown, after) {
+      if (name == "") return
+      printf "  [%s] %s\n", phase, name
+      for (i = 0; i < n && shown < 40; i++) {
+        if (lines[i] ~ /: Failure$|^FAIL|\*\*\* |[Ee]rror:/) after = 7
+        if (after > 0) { printf "      %s\n", lines[i]; shown++; after-- }
+      }
+      if (shown == 0) {
+        first = n > 25 ? n - 25 : 0
+        for (i = first; i < n; i++) printf "      %s\n", lines[i]
+      }
+      name = ""; n = 0
+    }
+    / Test +#[0-9]+: / {
+      flush()
+      if ($0 ~ /\*\*\*(Failed|Timeout|Exception)/) {
+        name = $0
+        sub(/^.* Test +#[0-9]+: /, "", name)
+        sub(/ [.][.][.]+.*$/, "", name)
+        name = name " (" ($0 ~ /\*\*\*Timeout/ ? "timeout" : "failed") ")"
+      }
+      next
+    }
+    /^ +Start +[0-9]+: / || /tests passed, [0-9]+ tests? failed/ { flush(); next }
+    name != "" { lines[n++] = $0 }
+    END { flush() }
+  ' "$2"
 }
 
 run_tests() {
@@ -552,6 +591,14 @@ run_tests() {
       if (replays) printf "  fuzz replay: %d targets, %d corpus and crasher inputs\n", replays, inputs
       if (targets) printf "  fuzzing: %d targets, %d executions in all\n", targets, runs
     }'
+
+  local digest
+  digest=$(printf '%s\n' "${failure_digests[@]}" | sed '/^$/d')
+  if [[ -n $digest ]]; then
+    echo
+    echo "failed tests (the last lines of each one's output):"
+    echo "$digest"
+  fi
 
   echo
   echo "per phase:"
