@@ -265,6 +265,10 @@ s3_options parse_s3_url(std::string_view url) {
   return o;
 }
 
+std::string describe_s3(const s3_options& o) {
+  return "s3://" + o.bucket + "/" + o.prefix + " at " + o.endpoint;
+}
+
 s3_object_store::s3_object_store(s3_options options) : options_(std::move(options)) {
   ensure_curl_initialized();
   if (options_.access_key.empty()) options_.access_key = env("AWS_ACCESS_KEY_ID");
@@ -276,7 +280,7 @@ s3_object_store::s3_object_store(s3_options options) : options_(std::move(option
   rest.remove_prefix(rest.find("://") + 3);
   host_ = std::string(rest.substr(0, rest.find('/')));
   if (host_.empty()) throw store_error(EINVAL, "S3 endpoint " + options_.endpoint + " has no host");
-  where_ = "s3://" + options_.bucket + "/" + options_.prefix + " at " + options_.endpoint;
+  where_ = describe_s3(options_);
 }
 
 s3_object_store::~s3_object_store() {

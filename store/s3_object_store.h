@@ -50,6 +50,9 @@ struct s3_options {
 // options (credentials from the environment). Throws store_error(EINVAL)
 // with one line for anything else.
 s3_options parse_s3_url(std::string_view url);
+// "s3://bucket/prefix at endpoint": how messages and `densefs status` name
+// a location (no credential).
+std::string describe_s3(const s3_options& o);
 
 // The largest listing page densefs buffers (a page of 1,000 keys is about
 // 300 KiB of XML).

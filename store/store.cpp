@@ -2207,6 +2207,38 @@ std::vector<session_record> store::sessions() const {
   return out;
 }
 
+std::optional<store::volume_status> store::read_volume_status(const std::string& store_or_uri,
+                                                              bool is_uri) {
+  std::string conninfo = store_or_uri;
+  if (!is_uri) {
+    check(store_or_uri);
+    conninfo = read_format_marker(store_or_uri).postgres;
+    if (conninfo.empty()) return std::nullopt;
+  } else if (postgres_engine::names_a_password(conninfo)) {
+    throw store_error(EINVAL,
+                      "the PostgreSQL connection string holds a password; give it in PGPASSWORD "
+                      "or ~/.pgpass (mode 0600) instead");
+  }
+  postgres_engine_options po;
+  po.conninfo = conninfo;
+  po.read_only = true;
+  po.connections = 1;
+  const std::unique_ptr<metadata_engine> engine = postgres_engine::open(po);
+  if (!engine->get(table::meta, k_settings_key, "the settings"))
+    throw store_error(EINVAL, engine->where() + " holds no densefs volume (no settings record)");
+  volume_status out;
+  out.metadata_location = engine->where();
+  if (const std::optional<std::string> location =
+          engine->get(table::meta, k_payload_location_key, "the payload location"))
+    out.payload_location = describe_s3(parse_s3_url(*location));
+  engine->scan(table::meta, prefix_range(k_session_prefix), scan_options{}, "listing sessions",
+               [&](std::string_view key, std::string_view value) {
+                 out.sessions.push_back(decode_session(key, value));
+                 return true;
+               });
+  return out;
+}
+
 void store::begin_session(const std::string& mountpoint) {
   if (!keeps_sessions() || (options_.read_only && !follower_)) return;
   session_record r;

@@ -522,6 +522,18 @@ class store {
   void begin_session(const std::string& mountpoint);
   void end_session();
   std::vector<session_record> sessions() const;
+  // What `densefs status` shows of a scale-out volume, read from its
+  // database alone (no client directory is made, no S3 credential needed).
+  // `store_or_uri`: a postgresql:// URI or connection string, or a client
+  // or mkfs directory of such a volume. nullopt for a directory of an
+  // embedded store.
+  struct volume_status {
+    std::string metadata_location;  // the engine's description (no password)
+    std::string payload_location;   // "s3://bucket/prefix/ at endpoint", or ""
+    std::vector<session_record> sessions;
+  };
+  static std::optional<volume_status> read_volume_status(const std::string& store_or_uri,
+                                                         bool is_uri);
   // DENSEFS_HEARTBEAT_SECONDS (1..3600; tests) or 10 s; a session is
   // expired after three intervals without a heartbeat.
   static std::chrono::seconds heartbeat_interval();

@@ -38,18 +38,16 @@ int status_main(const std::vector<std::string>& args, const tool_io& io) {
   app.add_flag("--json", as_json, "print the sessions as JSON");
   if (auto done = parse_cli(app, args, io)) return *done;
 
-  const std::filesystem::path path = store_path(dir);
-  store::store_open_options options;
-  options.read_only = true;
-  options.chunk_cache_bytes = 0;
-  const auto s = store::store::open(path, options);
   const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
-
+  json j;
   json sessions = json::array();
-  if (s->keeps_sessions()) {
-    for (const store::session_record& r : s->sessions()) {
+  // A scale-out volume: its database alone says who has it mounted (no
+  // client directory is made for a URI, no S3 credential is needed).
+  const bool uri = is_volume_uri(dir);
+  if (const auto volume = store::store::read_volume_status(dir, uri)) {
+    for (const store::session_record& r : volume->sessions) {
       sessions.push_back({{"id", r.id},
                           {"host", r.host},
                           {"pid", r.pid},
@@ -60,28 +58,39 @@ int status_main(const std::vector<std::string>& args, const tool_io& io) {
                           {"heartbeat_age_seconds", now - r.heartbeat},
                           {"alive", !store::store::session_expired(r, now)}});
     }
-  } else if (const auto holder = store::store::read_lock_holder(path);
-             holder && !holder->mountpoint.empty()) {
+    j = {{"store", dir},
+         {"metadata_engine", "postgresql"},
+         {"metadata_location", volume->metadata_location},
+         {"sessions", sessions}};
+    if (!volume->payload_location.empty()) j["payload_location"] = volume->payload_location;
+  } else {
     // The embedded store is one machine's: its lock file names the daemon.
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    const bool alive = ::kill(holder->pid, 0) == 0 || errno == EPERM;
-    sessions.push_back({{"host", std::string(host)},
-                        {"pid", holder->pid},
-                        {"mountpoint", holder->mountpoint},
-                        {"alive", alive && !holder->exiting}});
+    const std::filesystem::path path = dir;
+    store::store_open_options options;
+    options.read_only = true;
+    options.chunk_cache_bytes = 0;
+    const auto s = store::store::open(path, options);
+    if (const auto holder = store::store::read_lock_holder(path);
+        holder && !holder->mountpoint.empty()) {
+      char host[256] = {};
+      ::gethostname(host, sizeof host - 1);
+      const bool alive = ::kill(holder->pid, 0) == 0 || errno == EPERM;
+      sessions.push_back({{"host", std::string(host)},
+                          {"pid", holder->pid},
+                          {"mountpoint", holder->mountpoint},
+                          {"alive", alive && !holder->exiting}});
+    }
+    j = {{"store", path.string()},
+         {"metadata_engine", std::string(s->metadata_engine_kind())},
+         {"metadata_location", s->metadata_location()},
+         {"sessions", sessions}};
   }
-  json j = {{"store", path.string()},
-            {"metadata_engine", std::string(s->metadata_engine_kind())},
-            {"metadata_location", s->metadata_location()},
-            {"sessions", sessions}};
-  if (const std::string where = s->payload_location(); !where.empty())
-    j["payload_location"] = where;
   if (as_json) {
     io.out << j.dump(2) << '\n';
     return k_exit_ok;
   }
-  io.out << path.string() << ": records in " << s->metadata_location();
+  io.out << j["store"].get<std::string>() << ": records in "
+         << j["metadata_location"].get<std::string>();
   if (j.contains("payload_location"))
     io.out << ", packs in " << j["payload_location"].get<std::string>();
   io.out << "\n";

@@ -352,6 +352,13 @@ uuid=$(sed -n 's/^uuid=//p' "$store/FORMAT")
 status=$("$densefs" status "$uri" --json) || fail "densefs status URI failed"
 [[ $(jq -r '.sessions[0].mountpoint' <<<"$status") == "$(realpath "$mnt")" ]] ||
   fail "densefs status by URI does not list the mount: $status"
+# status reads the database alone: no client directory of its own, no S3
+# credential needed.
+status=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY DENSEFS_CACHE_HOME="$work/client3" \
+  "$densefs" status "$uri" --json) || fail "densefs status URI without S3 credentials failed"
+[[ ! -e $work/client3 ]] || fail "densefs status URI made a client directory"
+[[ $(jq -r '.sessions | length' <<<"$status") == 1 && $(jq -r '.payload_location' <<<"$status") == "s3://"* ]] ||
+  fail "densefs status URI without S3 credentials: $status"
 # The volume's other directory cannot take it meanwhile: one writer.
 mkdir -p "$work/mnt2"
 if out=$("$densefs" mount "$store" "$work/mnt2" 2>&1); then
