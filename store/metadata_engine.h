@@ -28,6 +28,8 @@
 #include <string_view>
 #include <vector>
 
+#include "store/error.h"
+
 namespace densefs::store {
 
 // The tables, in the order RocksDB opens them as column families (their
@@ -45,6 +47,15 @@ inline constexpr std::size_t k_table_count = 7;
 // "default", "inodes", ...: the column family names of records.h.
 const char* table_name(table t);
 
+// Thrown by metadata_engine::write when an expectation of the batch
+// (metadata_batch::expect) did not hold: another writer of a shared volume
+// changed the record after it was read. Nothing was applied; the caller
+// reads again and builds the batch anew.
+class write_conflict : public store_error {
+ public:
+  explicit write_conflict(const std::string& what) : store_error(EAGAIN, what) {}
+};
+
 // The writes of one commit: applied together or not at all by
 // metadata_engine::write. Built in one thread.
 class metadata_batch {
@@ -59,6 +70,14 @@ class metadata_batch {
   // the batch's transaction). Short ASCII text (under 8,000 bytes). Engines
   // without other clients ignore it.
   virtual void set_notice(std::string) {}
+  // A condition of the batch: record `key` of `t` holds `value` (nullopt:
+  // there is none) when the batch applies, else write() applies nothing and
+  // throws write_conflict. For read-modify-writes (a chunk's refcount, the
+  // inode counter) that several writers of one volume may do at once.
+  // Engines with one writer check nothing: the store serialises its
+  // commits, so what it read is what is there (RocksDB, whose store lock
+  // admits one process).
+  virtual void expect(table, std::string_view /*key*/, std::optional<std::string_view> /*value*/) {}
 };
 
 // Which keys a scan visits: those in [lower, upper) (an empty upper: no
@@ -126,7 +145,8 @@ class metadata_engine {
   virtual std::unique_ptr<metadata_batch> new_batch() const = 0;
   // Applies `batch` atomically; `sync` also makes it (and every earlier
   // write) durable before returning. Throws store_error: ENOSPC when the
-  // disk is full (nothing applied), EIO or the engine's errno otherwise.
+  // disk is full (nothing applied), write_conflict when an expectation did
+  // not hold (nothing applied), EIO or the engine's errno otherwise.
   // After a failed write the engine recovers on the next write when it can.
   virtual void write(metadata_batch& batch, bool sync) = 0;
   // Makes every write so far durable.

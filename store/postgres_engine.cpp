@@ -65,6 +65,13 @@ constexpr std::size_t k_max_value_bytes = (1u << 30) - 1024;
 constexpr int k_max_write_attempts = 3;
 // densefs_meta keys of the writers' commit outcome rows (docs/format.md).
 constexpr std::string_view k_outcome_prefix = "commit_outcome/";
+// The SQLSTATE of a batch whose expectation did not hold (write_conflict).
+constexpr const char* k_conflict_sqlstate = "DF002";
+// The lock that orders commits across a volume's writers: keyed by the
+// volume's schema, like the volume's lock, but another key and held by a
+// transaction only.
+constexpr const char* k_commit_lock_sql =
+    "SELECT pg_advisory_xact_lock(hashtextextended('densefs commit ' || current_schema(), 0))";
 // metadata_batch: a batch over 4 GiB is a bug, not a commit.
 constexpr std::uint64_t k_max_batch_bytes = std::uint64_t{4} << 30;
 
@@ -611,8 +618,14 @@ class postgres_batch final : public metadata_batch {
   std::string notice_;
   bool empty() const override { return ops_.empty(); }
   void set_notice(std::string notice) override { notice_ = std::move(notice); }
+  void expect(table t, std::string_view key, std::optional<std::string_view> value) override {
+    add(t, key, value ? value->size() : 0);
+    expected_.push_back({t, !value, std::string(key), value ? std::string(*value) : std::string()});
+  }
   const std::vector<op>& ops() const { return ops_; }
   const std::string& notice() const { return notice_; }
+  // What expect() asked: `erase` true for a record expected absent.
+  const std::vector<op>& expected() const { return expected_; }
 
  private:
   void add(table t, std::string_view key, std::size_t value_size) {
@@ -627,8 +640,46 @@ class postgres_batch final : public metadata_batch {
   }
 
   std::vector<op> ops_;
+  std::vector<op> expected_;
   std::uint64_t bytes_ = 0;
 };
+
+// '\x...': a bytea literal for SQL text (hex digits only, so it cannot end
+// the literal or a DO block's $$ quoting).
+std::string bytea_literal(std::string_view bytes) {
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string out = "'\\x";
+  out.reserve(out.size() + bytes.size() * 2 + 9);
+  for (const unsigned char c : bytes) {
+    out += k_hex[c >> 4];
+    out += k_hex[c & 15];
+  }
+  return out + "'::bytea";
+}
+
+// The statement that fails with k_conflict_sqlstate unless every expected
+// record is as expected: a DO block (it cannot take parameters; the bytes go
+// in as hex literals), run after the commit lock in the batch's
+// transaction.
+std::string expectation_sql(const std::vector<postgres_batch::op>& expected) {
+  std::string cond;
+  for (std::size_t ti = 0; ti < k_table_count; ++ti) {
+    std::string values;
+    for (const postgres_batch::op& e : expected) {
+      if (static_cast<std::size_t>(e.t) != ti) continue;
+      values += values.empty() ? "(" : ", (";
+      values += bytea_literal(e.key) + ", " + (e.erase ? "NULL::bytea" : bytea_literal(e.value));
+      values += ")";
+    }
+    if (values.empty()) continue;
+    if (!cond.empty()) cond += " OR ";
+    cond += std::string("EXISTS (SELECT 1 FROM (VALUES ") + values + ") AS e(k, v) LEFT JOIN " +
+            k_tables[ti] + " r ON r.k = e.k WHERE r.v IS DISTINCT FROM e.v)";
+  }
+  return "DO $$BEGIN IF " + cond +
+         " THEN RAISE EXCEPTION 'a record changed since it was read' USING ERRCODE = '" +
+         std::string(k_conflict_sqlstate) + "'; END IF; END$$";
+}
 
 // The statements that apply a batch: per table, one INSERT ... ON CONFLICT
 // of the keys whose last op is a put and one DELETE of those whose last op
@@ -1037,7 +1088,14 @@ void postgres_engine::write(metadata_batch& batch, bool) {
       // engine holds the volume's lock (a restarted server or a dropped
       // connection lost it, and another writer may have it now).
       if (volume_lock_) q.emplace_back(lock_check_sql_);
+      // Writers beside others on one volume, and any batch that expects
+      // records to be as read: commits one at a time across the volume's
+      // clients (a transaction-level advisory lock, let go at commit), so
+      // the expectations are checked against every commit before this one
+      // and nothing commits between the check and this batch's writes.
+      if (!volume_lock_ || !b->expected().empty()) q.emplace_back(k_commit_lock_sql);
     }
+    if (!b->expected().empty()) q.emplace_back(expectation_sql(b->expected()));
     for (statement& s : batch_statements(b->ops())) q.push_back(std::move(s));
     // In the batch's transaction: the token that says, after a lost
     // connection, whether it committed (await_outcome).
@@ -1081,6 +1139,10 @@ void postgres_engine::write(metadata_batch& batch, bool) {
     }
     const char* state =
         !results.empty() ? PQresultErrorField(results[0].get(), PG_DIAG_SQLSTATE) : nullptr;
+    for (const result_ptr& r : results)
+      if (const char* st = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
+          st && std::string_view(st) == k_conflict_sqlstate)
+        throw write_conflict(what + ": a record it expected was changed by another writer");
     if (state && std::string_view(state) == k_lock_lost_sqlstate) {
       // Nothing was applied. Take the lock again if nobody else has: then
       // this engine is the volume's one writer again, and the batch goes
