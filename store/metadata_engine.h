@@ -151,18 +151,6 @@ class metadata_engine {
   virtual void write(metadata_batch& batch, bool sync) = 0;
   // Makes every write so far durable.
   virtual void sync() = 0;
-
-  // Holds off the volume's other writers until the returned guard goes:
-  // their commits wait, this engine's go on, so what it reads meanwhile is
-  // what its writes will find. For a read-modify-write that lost a race
-  // (write_conflict): read, build and write again under it, which cannot
-  // lose again unless the hold itself is lost (a dropped connection: the
-  // write then throws write_conflict too). Engines with one writer have
-  // nobody to hold off: nullptr.
-  struct hold {
-    virtual ~hold() = default;
-  };
-  virtual std::unique_ptr<hold> hold_off_other_writers() { return nullptr; }
   // Whether every write is durable when it returns, sync or not
   // (PostgreSQL). Then a write must not name bytes outside the engine (a
   // pack record) before they are durable themselves; an engine whose

@@ -301,26 +301,8 @@ std::string pack_store::pack_location(std::uint32_t id) const {
 }
 
 std::uint32_t pack_store::allocate_remote_pack_id() {
-  // The number is durable before any pack of that name is uploaded. Other
-  // writers of the volume may take one at the same time: the counter is
-  // expected unchanged when it is written, and read again when it changed.
-  // After a lost race the others are held off, so it cannot lose again
-  // (unless the hold itself is lost).
-  std::unique_ptr<metadata_engine::hold> hold;
-  for (int attempt = 1;; ++attempt) {
-    try {
-      return take_remote_pack_id();
-    } catch (const write_conflict& e) {
-      if (attempt >= 5)
-        throw store_error(EIO, std::string(e.what()) + " (the pack counter), " +
-                                   std::to_string(attempt) + " times in a row; giving up");
-    }
-    hold.reset();
-    hold = engine_.hold_off_other_writers();
-  }
-}
-
-std::uint32_t pack_store::take_remote_pack_id() {
+  // One writer per volume (the engine's lock), so a read and a write do;
+  // the number is durable before any pack of that name is uploaded.
   const std::optional<std::string> v =
       engine_.get(table::meta, k_next_pack_key, "the pack counter");
   std::uint64_t next = 1;
@@ -336,7 +318,6 @@ std::uint32_t pack_store::take_remote_pack_id() {
   std::string value(8, '\0');
   put_le(value.data(), next + 1, 8);
   const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
-  batch->expect(table::meta, k_next_pack_key, v);
   batch->put(table::meta, k_next_pack_key, value);
   engine_.write(*batch, true);
   return static_cast<std::uint32_t>(next);

@@ -219,8 +219,6 @@ class pack_store final : public payload_store {
   std::vector<std::string> fetch_run(std::span<const chunk_hash> hashes,
                                      std::span<const pack_ref> refs);
   std::uint32_t allocate_remote_pack_id();
-  // One try of it: write_conflict when another writer took a number first.
-  std::uint32_t take_remote_pack_id();
   // Scale-out: uploads sealed pack `f` and moves its file into the cache.
   void upload(const pack_file& f);
   // Deletes pack `id` (compaction): the file, or the object and its cache.

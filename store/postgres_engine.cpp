@@ -67,19 +67,11 @@ constexpr int k_max_write_attempts = 3;
 constexpr std::string_view k_outcome_prefix = "commit_outcome/";
 // The SQLSTATE of a batch whose expectation did not hold (write_conflict).
 constexpr const char* k_conflict_sqlstate = "DF002";
-// The SQLSTATE of a write that expected this engine to hold off the other
-// writers (hold_off_other_writers) when it no longer did.
-constexpr const char* k_hold_lost_sqlstate = "DF003";
 // The lock that orders commits across a volume's writers: keyed by the
 // volume's schema, like the volume's lock, but another key and held by a
 // transaction only.
-#define DENSEFS_COMMIT_LOCK_KEY "hashtextextended('densefs commit ' || current_schema(), 0)"
 constexpr const char* k_commit_lock_sql =
-    "SELECT pg_advisory_xact_lock(" DENSEFS_COMMIT_LOCK_KEY ")";
-// The same lock held by a session (hold_off_other_writers).
-constexpr const char* k_hold_sql = "SELECT pg_advisory_lock(" DENSEFS_COMMIT_LOCK_KEY ")";
-constexpr const char* k_unhold_sql = "SELECT pg_advisory_unlock(" DENSEFS_COMMIT_LOCK_KEY ")";
-#undef DENSEFS_COMMIT_LOCK_KEY
+    "SELECT pg_advisory_xact_lock(hashtextextended('densefs commit ' || current_schema(), 0))";
 // metadata_batch: a batch over 4 GiB is a bug, not a commit.
 constexpr std::uint64_t k_max_batch_bytes = std::uint64_t{4} << 30;
 
@@ -652,17 +644,18 @@ class postgres_batch final : public metadata_batch {
   std::uint64_t bytes_ = 0;
 };
 
-// '\x...': a bytea literal for SQL text (hex digits only, so it cannot end
-// the literal or a DO block's $$ quoting).
+// decode('...', 'hex'): bytes for SQL text, as hex digits only (they cannot
+// end the literal or a DO block's $$ quoting), read the same whatever the
+// session's standard_conforming_strings.
 std::string bytea_literal(std::string_view bytes) {
   static constexpr char k_hex[] = "0123456789abcdef";
-  std::string out = "'\\x";
-  out.reserve(out.size() + bytes.size() * 2 + 9);
+  std::string out = "decode('";
+  out.reserve(out.size() + bytes.size() * 2 + 10);
   for (const unsigned char c : bytes) {
     out += k_hex[c >> 4];
     out += k_hex[c & 15];
   }
-  return out + "'::bytea";
+  return out + "', 'hex')";
 }
 
 // The statement that fails with k_conflict_sqlstate unless every expected
@@ -868,61 +861,6 @@ void postgres_engine::take_volume_lock(const std::string& what) {
       "'" +
       std::string(k_lock_lost_sqlstate) + "'; END IF; END$$";
   volume_lock_ = std::move(held);
-}
-
-// ---------------------------------------------------------------- hold
-
-class postgres_engine::commit_hold final : public metadata_engine::hold {
- public:
-  explicit commit_hold(postgres_engine& e) : e_(e), lock_(e.hold_mutex_) {
-    const std::string what = "holding off the other writers of " + e_.where_;
-    PGconn* pg = static_cast<PGconn*>(e_.hold_pg_.get());
-    if (!pg || PQstatus(pg) != CONNECTION_OK) {
-      pg = connect(e_.conninfo_, false, e_.where_, what);
-      e_.hold_pg_.reset(pg, [](void* p) { PQfinish(static_cast<PGconn*>(p)); });
-      if (PQexitPipelineMode(pg) != 1) {
-        e_.hold_pg_.reset();
-        throw store_error(EIO, what + ": cannot leave pipeline mode");
-      }
-    }
-    // Waits for a commit of another writer in flight (statement_timeout
-    // bounds it).
-    result_ptr r(PQexec(pg, k_hold_sql));
-    if (failed(r.get())) {
-      e_.hold_pg_.reset();
-      throw_result(r.get(), what, e_.where_);
-    }
-    // A number from the server, not user bytes: safe to put into SQL text.
-    std::lock_guard l(e_.lock_mutex_);
-    e_.hold_check_sql_ =
-        "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND "
-        "granted AND pid = " +
-        std::to_string(PQbackendPID(pg)) +
-        ") THEN RAISE EXCEPTION 'the hold on the volume''s other writers was lost' USING "
-        "ERRCODE = '" +
-        std::string(k_hold_lost_sqlstate) + "'; END IF; END$$";
-  }
-  ~commit_hold() override {
-    {
-      std::lock_guard l(e_.lock_mutex_);
-      e_.hold_check_sql_.clear();
-    }
-    PGconn* pg = static_cast<PGconn*>(e_.hold_pg_.get());
-    result_ptr r(PQexec(pg, k_unhold_sql));
-    // Closing the connection lets go of the lock too.
-    if (failed(r.get()) || PQstatus(pg) != CONNECTION_OK) e_.hold_pg_.reset();
-  }
-  commit_hold(const commit_hold&) = delete;
-  commit_hold& operator=(const commit_hold&) = delete;
-
- private:
-  postgres_engine& e_;
-  std::unique_lock<std::mutex> lock_;
-};
-
-std::unique_ptr<metadata_engine::hold> postgres_engine::hold_off_other_writers() {
-  if (read_only_) throw store_error(EROFS, where_ + " is open read-only");
-  return std::make_unique<commit_hold>(*this);
 }
 
 void postgres_engine::create(const postgres_engine_options& options) {
@@ -1156,12 +1094,7 @@ void postgres_engine::write(metadata_batch& batch, bool) {
       // clients (a transaction-level advisory lock, let go at commit), so
       // the expectations are checked against every commit before this one
       // and nothing commits between the check and this batch's writes.
-      // While this engine holds the others off (the same lock, held by a
-      // session of its own), it checks that it still does instead.
-      if (!hold_check_sql_.empty())
-        q.emplace_back(hold_check_sql_);
-      else if (!volume_lock_ || !b->expected().empty())
-        q.emplace_back(k_commit_lock_sql);
+      if (!volume_lock_ || !b->expected().empty()) q.emplace_back(k_commit_lock_sql);
     }
     if (!b->expected().empty()) q.emplace_back(expectation_sql(b->expected()));
     for (statement& s : batch_statements(b->ops())) q.push_back(std::move(s));
@@ -1207,35 +1140,10 @@ void postgres_engine::write(metadata_batch& batch, bool) {
     }
     const char* state =
         !results.empty() ? PQresultErrorField(results[0].get(), PG_DIAG_SQLSTATE) : nullptr;
-    bool hold_lost = false;
-    const auto forget_hold = [&] {
-      // Lost for good (its connection is gone): later writes take the
-      // commit lock themselves; the hold's guard closes the connection.
-      std::lock_guard lock(lock_mutex_);
-      if (std::any_of(q.begin(), q.end(), [&](const statement& st) {
-            return !hold_check_sql_.empty() && st.sql == hold_check_sql_;
-          }))
-        hold_check_sql_.clear();
-    };
-    for (const result_ptr& r : results) {
-      const char* st = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
-      if (!st) continue;
-      if (std::string_view(st) == k_conflict_sqlstate)
+    for (const result_ptr& r : results)
+      if (const char* st = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
+          st && std::string_view(st) == k_conflict_sqlstate)
         throw write_conflict(what + ": a record it expected was changed by another writer");
-      // The hold ended (or its connection was lost) after this write looked
-      // at it: nothing was applied. A batch that expects records may have
-      // read them under the hold, so its caller reads again; any other is
-      // written again, taking the commit lock itself.
-      if (std::string_view(st) == k_hold_lost_sqlstate) {
-        forget_hold();
-        if (!b->expected().empty())
-          throw write_conflict(what + ": the hold on the volume's other writers ended first");
-        if (attempt >= k_max_write_attempts - 1)
-          throw store_error(EIO, what + ": the hold on the volume's other writers kept ending");
-        hold_lost = true;
-      }
-    }
-    if (hold_lost) continue;
     if (state && std::string_view(state) == k_lock_lost_sqlstate) {
       // Nothing was applied. Take the lock again if nobody else has: then
       // this engine is the volume's one writer again, and the batch goes

@@ -77,11 +77,6 @@ class postgres_engine final : public metadata_engine {
   // Every write is durable when it returns (synchronous_commit), so bytes
   // outside the database a write names must be durable before it.
   bool writes_are_durable() const override { return true; }
-  // The commit lock as a session-level lock, on a connection of its own:
-  // other writers' commits (which take it per transaction) wait; this
-  // engine's writes check that the connection still holds it instead of
-  // taking it.
-  std::unique_ptr<hold> hold_off_other_writers() override;
   // LISTEN on the volume's channel, on a connection of its own; notices
   // are NOTIFYs that write() sends in the batch's transaction.
   bool watch(std::function<void(std::string_view notice)> fn) override;
@@ -135,15 +130,6 @@ class postgres_engine final : public metadata_engine {
   // store_error(EIO) when it cannot tell.
   outcome await_outcome(class lease& l, const std::pair<int, std::string>& lost_backend,
                         std::uint64_t token, const std::string& what);
-
-  // hold_off_other_writers(): one hold at a time (hold_mutex_, held by the
-  // guard), on hold_pg_, a connection kept between holds. While one is
-  // held, hold_check_sql_ (under lock_mutex_) is the statement each write
-  // begins with instead of taking the commit lock.
-  class commit_hold;
-  std::mutex hold_mutex_;
-  std::shared_ptr<void> hold_pg_;
-  std::string hold_check_sql_;
 
   // The channel of the volume's change notices: "densefs_" and 16 hex
   // digits of the md5 of the schema's name (so volumes in schemas of one

@@ -52,10 +52,6 @@ constexpr std::string_view k_format_magic = "densefs store";
 // allocation costs a disk sync once per 1024 creates, and a crash loses at
 // most the unused rest of a range (numbers are never reused).
 constexpr std::uint64_t k_ino_reserve = 1024;
-// A commit or an inode reservation that conflicts with other writers of the
-// volume this many times in a row gives up (EIO): all but the first try
-// hold the others off, so only a hold lost each time gets there.
-constexpr int k_max_commit_attempts = 5;
 
 // gc rewrites a pack once this share of its bytes is dead: each rewrite
 // copies at most 4x the space it gives back.
@@ -681,7 +677,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     self->follower_ = options.follower;
     if (self->follower_) self->options_.read_only = true;
     po.read_only = options.read_only;
-    po.lock_volume = !self->options_.read_only && !options.shared_writer;
+    po.lock_volume = !self->options_.read_only;
     // FUSE threads and encoders commit and read at once; each statement
     // holds a connection for one round trip.
     po.connections = 8;
@@ -787,37 +783,16 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
 std::uint64_t store::allocate_ino() {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   std::lock_guard lock(ino_mutex_);
-  // The next block of numbers: from the counter as stored, which other
-  // writers of the volume move too (each reserves blocks of its own),
-  // expected unchanged when the new mark is written.
-  std::unique_ptr<metadata_engine::hold> hold;  // after a lost race
-  for (int attempt = 1; next_ino_ >= ino_reserved_; ++attempt) {
-    std::optional<std::string> stored;
-    try {
-      stored = engine_->get(table::meta, k_next_ino_key, "the inode counter");
-    } catch (const store_error& e) {
-      throw store_error(e.error_number(), "reserving inode numbers: " + std::string(e.what()));
-    }
-    const std::uint64_t from = std::max(next_ino_, stored ? decode_next_ino(*stored) : 0);
-    const std::uint64_t mark = from + k_ino_reserve;
+  if (next_ino_ >= ino_reserved_) {
+    const std::uint64_t mark = next_ino_ + k_ino_reserve;
     const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
-    if (options_.shared_writer) batch->expect(table::meta, k_next_ino_key, stored);
     batch->put(table::meta, k_next_ino_key, encode_next_ino(mark));
     try {
       // The mark must be durable before any number below it is used.
       engine_->write(*batch, true);
-    } catch (const write_conflict& e) {
-      if (attempt >= k_max_commit_attempts)
-        throw store_error(EIO, "reserving inode numbers: " + std::string(e.what()) + ", " +
-                                   std::to_string(attempt) + " times in a row; giving up");
-      write_conflicts_.fetch_add(1, std::memory_order_relaxed);
-      hold.reset();
-      hold = engine_->hold_off_other_writers();
-      continue;
     } catch (const store_error& e) {
       throw store_error(e.error_number(), "reserving inode numbers: " + std::string(e.what()));
     }
-    next_ino_ = from;
     ino_reserved_ = mark;
   }
   return next_ino_++;
@@ -1893,29 +1868,10 @@ void store::check_space_for(std::uint64_t bytes) const {
 void store::commit(transaction& txn, bool sync) {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   if (txn.empty()) return;
-  std::lock_guard lock(commit_mutex_);
-  // A conflict: another writer of the volume changed a chunk record this
-  // commit read (its refcount) between the read and the write. Nothing was
-  // applied; read again and build the batch anew, with the other writers
-  // held off, so it cannot lose again (unless the hold itself is lost).
-  std::unique_ptr<metadata_engine::hold> hold;
-  for (int attempt = 1;; ++attempt) {
-    try {
-      commit_locked(txn, sync);
-      return;
-    } catch (const write_conflict& e) {
-      if (attempt >= k_max_commit_attempts)
-        throw store_error(EIO, std::string(e.what()) + ", " + std::to_string(attempt) +
-                                   " times in a row; giving up");
-    }
-    write_conflicts_.fetch_add(1, std::memory_order_relaxed);
-    hold.reset();
-    hold = engine_->hold_off_other_writers();
-  }
-}
-
-void store::commit_locked(transaction& txn, bool sync) {
   transaction::impl& t = *txn.impl_;
+
+  std::lock_guard lock(commit_mutex_);
+
   const std::unique_ptr<metadata_batch> batch_owner = engine_->new_batch();
   metadata_batch& batch = *batch_owner;
   for (const txn_op& op : t.ops) {
@@ -1962,17 +1918,9 @@ void store::commit_locked(transaction& txn, bool sync) {
   // reference on its first chunk back, and that chunk may change in this
   // commit too.
   std::map<chunk_hash, std::optional<chunk_record>> touched;
-  // Each chunk record read from the engine is expected unchanged when the
-  // batch applies: another writer of the volume may change it meanwhile.
-  std::set<chunk_hash> read_once;
   const auto current = [&](const chunk_hash& h) -> std::optional<chunk_record> {
     if (const auto it = touched.find(h); it != touched.end()) return it->second;
-    const std::string what = "chunk " + h.hex();
-    const std::optional<std::string> raw = engine_->get(table::chunks, h.view(), what);
-    if (options_.shared_writer && read_once.insert(h).second)
-      batch.expect(table::chunks, h.view(), raw);
-    if (!raw) return std::nullopt;
-    return detail::decode_chunk(*raw, what);
+    return get_chunk(h);
   };
   // First chunks whose members left them, one entry per reference. Only a
   // member fsck would count gives a reference back (fsck.cpp,

@@ -97,14 +97,6 @@ struct store_open_options {
   // change notices (watch()). Ignored for the embedded store, whose -o ro
   // mounts open it read-write (`-o remount,rw` may make them writable).
   bool follower = false;
-  // On a volume whose records are in PostgreSQL: write beside the volume's
-  // other writers instead of taking its lock. Commits take turns with
-  // theirs, and the chunk records, the inode counter and the pack counter
-  // they read are expected unchanged when they apply (metadata_batch::
-  // expect; a commit that finds one changed reads again). The store's part
-  // of several writers on one volume; mounts cannot share a volume for
-  // writing yet (docs/scale-out.md, "Several writers").
-  bool shared_writer = false;
   // Decoded-chunk cache shared by all files (bytes of plain data).
   std::size_t chunk_cache_bytes = 256u << 20;
   // RocksDB block cache for metadata.
@@ -481,9 +473,6 @@ class store {
   // Throws store_error: ENOSPC when the disk is full (nothing applied),
   // EIO otherwise; chunk_missing as described above.
   void commit(transaction& txn, bool sync = false);
-  // Commits, inode and pack number reservations that lost a race with
-  // another writer of a shared volume and were done again.
-  std::uint64_t write_conflicts() const { return write_conflicts_.load(std::memory_order_relaxed); }
 
   // Makes every committed change durable (syncs the WAL).
   void sync();
@@ -668,7 +657,6 @@ class store {
 
   std::filesystem::path dir_;
   store_open_options options_;
-  std::atomic<std::uint64_t> write_conflicts_{0};
   store_settings settings_;
   // What this store writes: fixed for formats 1 and 2, compact for 3.
   record_encoding encoding_ = record_encoding::fixed;
@@ -726,10 +714,6 @@ class store {
   static constexpr std::size_t k_extent_cache_files = 65536;
   bool caches_extents() const { return keeps_sessions(); }
   void drop_cached_extents(std::span<const std::uint64_t> inodes, bool all) const;
-  // One try of commit(), under commit_mutex_: throws write_conflict when a
-  // chunk record it read changed before its batch applied (another writer
-  // of a shared volume), having applied nothing.
-  void commit_locked(transaction& txn, bool sync);
   // Appends the extent record (`key`, `value`) of `ino` to `c`, or marks it
   // too_many (emptied) past k_cached_extents; false once it is.
   static bool add_cached_extent(cached_extents& c, std::uint64_t ino, std::string_view key,

