@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <type_traits>
+#include <utility>
 #include <variant>
 
 #include "codec/lepton_file.h"
@@ -531,8 +532,13 @@ std::filesystem::path store::default_client_base() {
   throw store_error(ENOENT, "no place for the volume's cache: set HOME or -o cache_dir=");
 }
 
-std::filesystem::path store::client_directory(const std::string& conninfo,
-                                              const std::filesystem::path& base) {
+namespace {
+
+// A scale-out volume's database, opened read-only by its connection string
+// (refused with a password in it: the string goes into FORMAT files), and
+// its settings record.
+std::pair<std::unique_ptr<metadata_engine>, std::string> open_volume_database(
+    const std::string& conninfo) {
   if (postgres_engine::names_a_password(conninfo))
     throw store_error(EINVAL,
                       "the PostgreSQL connection string holds a password; give it in PGPASSWORD "
@@ -541,11 +547,19 @@ std::filesystem::path store::client_directory(const std::string& conninfo,
   po.conninfo = conninfo;
   po.read_only = true;
   po.connections = 1;
-  const std::unique_ptr<metadata_engine> engine = postgres_engine::open(po);
-  const std::optional<std::string> value = engine->get(table::meta, k_settings_key, "the settings");
+  std::unique_ptr<metadata_engine> engine = postgres_engine::open(po);
+  std::optional<std::string> value = engine->get(table::meta, k_settings_key, "the settings");
   if (!value)
     throw store_error(EINVAL, engine->where() + " holds no densefs volume (no settings record)");
-  const store_settings settings = decode_settings(*value);
+  return {std::move(engine), std::move(*value)};
+}
+
+}  // namespace
+
+std::filesystem::path store::client_directory(const std::string& conninfo,
+                                              const std::filesystem::path& base) {
+  const auto [engine, settings_record] = open_volume_database(conninfo);
+  const store_settings settings = decode_settings(settings_record);
   if (settings.format_version > k_format_version)
     throw store_error(EPROTONOSUPPORT, engine->where() + " holds a volume of format version " +
                                            std::to_string(settings.format_version) +
@@ -2214,18 +2228,8 @@ std::optional<store::volume_status> store::read_volume_status(const std::string&
     check(store_or_uri);
     conninfo = read_format_marker(store_or_uri).postgres;
     if (conninfo.empty()) return std::nullopt;
-  } else if (postgres_engine::names_a_password(conninfo)) {
-    throw store_error(EINVAL,
-                      "the PostgreSQL connection string holds a password; give it in PGPASSWORD "
-                      "or ~/.pgpass (mode 0600) instead");
   }
-  postgres_engine_options po;
-  po.conninfo = conninfo;
-  po.read_only = true;
-  po.connections = 1;
-  const std::unique_ptr<metadata_engine> engine = postgres_engine::open(po);
-  if (!engine->get(table::meta, k_settings_key, "the settings"))
-    throw store_error(EINVAL, engine->where() + " holds no densefs volume (no settings record)");
+  const auto [engine, settings_record] = open_volume_database(conninfo);
   volume_status out;
   out.metadata_location = engine->where();
   if (const std::optional<std::string> location =
