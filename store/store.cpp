@@ -2210,15 +2210,26 @@ std::string store::payload_location() const {
   return packs_ && packs_->remote() ? packs_->remote()->where() : std::string();
 }
 
-std::vector<session_record> store::sessions() const {
+namespace {
+
+// The session rows of a volume's database.
+std::vector<session_record> sessions_in(const metadata_engine& engine) {
   std::vector<session_record> out;
-  if (!keeps_sessions()) return out;
-  scan_prefix(table::meta, k_session_prefix, k_session_prefix, "listing sessions",
+  scan_options o;
+  o.fill_cache = false;
+  engine.scan(table::meta, prefix_range(k_session_prefix), o, "listing sessions",
               [&](std::string_view key, std::string_view value) {
                 out.push_back(decode_session(key, value));
                 return true;
               });
   return out;
+}
+
+}  // namespace
+
+std::vector<session_record> store::sessions() const {
+  if (!keeps_sessions()) return {};
+  return sessions_in(*engine_);
 }
 
 std::optional<store::volume_status> store::read_volume_status(const std::string& store_or_uri,
@@ -2235,11 +2246,7 @@ std::optional<store::volume_status> store::read_volume_status(const std::string&
   if (const std::optional<std::string> location =
           engine->get(table::meta, k_payload_location_key, "the payload location"))
     out.payload_location = describe_s3(parse_s3_url(*location));
-  engine->scan(table::meta, prefix_range(k_session_prefix), scan_options{}, "listing sessions",
-               [&](std::string_view key, std::string_view value) {
-                 out.sessions.push_back(decode_session(key, value));
-                 return true;
-               });
+  out.sessions = sessions_in(*engine);
   return out;
 }
 

@@ -447,17 +447,17 @@ ctest_phase() {
     echo "setup.sh: [$phase] no test ran" >&2
     failed=$((failed + 1))
   fi
-  # Each failed test's name and the last lines of its output, repeated at the
-  # end of the run: CI's record keeps only the run's last lines, and a
-  # failure in the first phase would otherwise have scrolled out of it.
+  # Each failed test's name and what its output says, repeated at the end of
+  # the run: CI's record keeps only the run's last lines, and a failure in
+  # the first phase would otherwise have scrolled out of it.
   local digest
   digest=$(failure_digest "$phase" "$out")
 
   # One or two failures among hundreds of tests on a loaded machine: run
   # those once more. One that passes then is reported as flaky (with its
-  # first failure's digest, and counted in the closing line) but does not
-  # fail the run; one that fails again does. More failures than that are
-  # not rerun: something is broken.
+  # first failure's digest, and counted on a line before the closing line)
+  # but does not fail the run; one that fails again does. More failures
+  # than that are not rerun: something is broken.
   local flaky=0
   if [[ $rc -ne 0 && $total -gt 0 && $failed -ge 1 && $failed -le 2 ]]; then
     log "[$phase] running the $failed failed test(s) once more"
