@@ -34,4 +34,25 @@ key_range prefix_range(std::string_view prefix) {
   return r;
 }
 
+void metadata_engine::write_locked(std::string_view,
+                                   const std::function<void(locked_reads&, metadata_batch&)>& build,
+                                   bool sync) {
+  // One writer: what it reads stays as read until it writes.
+  class plain_reads final : public locked_reads {
+   public:
+    explicit plain_reads(const metadata_engine& engine) : engine_(engine) {}
+    std::vector<std::optional<std::string>> get_many(table t, std::span<const std::string> keys,
+                                                     std::string_view what) override {
+      return engine_.get_many(t, keys, what);
+    }
+
+   private:
+    const metadata_engine& engine_;
+  };
+  plain_reads reads(*this);
+  const std::unique_ptr<metadata_batch> batch = new_batch();
+  build(reads, *batch);
+  write(*batch, sync);
+}
+
 }  // namespace densefs::store

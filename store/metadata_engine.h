@@ -112,6 +112,30 @@ struct scan_options {
   std::size_t expected_rows = 0;
 };
 
+// The reads of a read-modify-write (metadata_engine::write_locked): they see
+// every batch committed before the write began, and none of its section's
+// writers commits until its batch has applied.
+class locked_reads {
+ public:
+  virtual ~locked_reads() = default;
+  // As metadata_engine::get_many: one result per key, in order.
+  virtual std::vector<std::optional<std::string>> get_many(table t,
+                                                           std::span<const std::string> keys,
+                                                           std::string_view what) = 0;
+  std::optional<std::string> get(table t, std::string_view key, std::string_view what) {
+    const std::string k(key);
+    return std::move(get_many(t, std::span(&k, 1), what)[0]);
+  }
+};
+
+// write_locked's sections, by the records their writers read and write.
+// "commit": chunk records and the pack index (the store's commits, gc's
+// moves of pack records); a sharing writer's plain writes take it too.
+inline constexpr std::string_view k_commit_section = "commit";
+// "counters": the inode and pack counters, reserved in blocks. Kept apart
+// from "commit" so that a pack started inside a commit can take a number.
+inline constexpr std::string_view k_counters_section = "counters";
+
 class metadata_engine {
  public:
   virtual ~metadata_engine() = default;
@@ -149,6 +173,20 @@ class metadata_engine {
   // not hold (nothing applied), EIO or the engine's errno otherwise.
   // After a failed write the engine recovers on the next write when it can.
   virtual void write(metadata_batch& batch, bool sync) = 0;
+  // A read-modify-write that the volume's other writers cannot come
+  // between: `build` reads through its locked_reads and fills the batch,
+  // which then applies as write() would. For several writers of one volume
+  // (a chunk's refcount, a counter): from before the first read until the
+  // batch has applied, no other engine commits a write_locked of the same
+  // `section` or a plain write() while it writes beside others
+  // (postgres_engine_options::volume_lock shared). `build` may run more than
+  // once (a connection lost before the commit) and must not write itself:
+  // a plain write() would wait for this one, which waits for `build`.
+  // Engines with one writer per volume (RocksDB, whose store lock admits one
+  // process that serialises its own commits) read and write as usual.
+  virtual void write_locked(std::string_view section,
+                            const std::function<void(locked_reads&, metadata_batch&)>& build,
+                            bool sync);
   // Makes every write so far durable.
   virtual void sync() = 0;
   // Whether every write is durable when it returns, sync or not

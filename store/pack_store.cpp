@@ -301,25 +301,30 @@ std::string pack_store::pack_location(std::uint32_t id) const {
 }
 
 std::uint32_t pack_store::allocate_remote_pack_id() {
-  // One writer per volume (the engine's lock), so a read and a write do;
-  // the number is durable before any pack of that name is uploaded.
-  const std::optional<std::string> v =
-      engine_.get(table::meta, k_next_pack_key, "the pack counter");
+  // Read and written in one locked transaction: writers beside each other
+  // on one volume take numbers from the same counter. The number is durable
+  // before any pack of that name is uploaded.
   std::uint64_t next = 1;
-  if (v) {
-    if (v->size() != 8)
-      throw store_error(EIO, "the pack counter of the volume is corrupt (" +
-                                 std::to_string(v->size()) + " bytes, expected 8)");
-    next = get_le(v->data(), 8);
-  }
-  if (next == 0 || next > 99'999'999)
-    throw store_error(
-        EIO, "the pack counter of the volume is " + std::to_string(next) + ", outside 1..99999999");
-  std::string value(8, '\0');
-  put_le(value.data(), next + 1, 8);
-  const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
-  batch->put(table::meta, k_next_pack_key, value);
-  engine_.write(*batch, true);
+  engine_.write_locked(
+      k_counters_section,
+      [&](locked_reads& reads, metadata_batch& batch) {
+        const std::optional<std::string> v =
+            reads.get(table::meta, k_next_pack_key, "the pack counter");
+        next = 1;
+        if (v) {
+          if (v->size() != 8)
+            throw store_error(EIO, "the pack counter of the volume is corrupt (" +
+                                       std::to_string(v->size()) + " bytes, expected 8)");
+          next = get_le(v->data(), 8);
+        }
+        if (next == 0 || next > 99'999'999)
+          throw store_error(EIO, "the pack counter of the volume is " + std::to_string(next) +
+                                     ", outside 1..99999999");
+        std::string value(8, '\0');
+        put_le(value.data(), next + 1, 8);
+        batch.put(table::meta, k_next_pack_key, value);
+      },
+      true);
   return static_cast<std::uint32_t>(next);
 }
 
@@ -1052,23 +1057,34 @@ pack_store::compaction pack_store::compact(double dead_share, std::mutex& commit
     sync();
     // 3. The entries moved in one synced commit; an entry a commit changed
     //    since the plan keeps its new value.
+    //    Read and written in one locked transaction: another writer of a
+    //    shared volume may change an entry meanwhile too.
     {
       std::lock_guard commit(commit_mutex);
-      const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
-      for (const moved& m : copies) {
-        const std::optional<std::string> value =
-            engine_.get(table::payloads, key_of(m.hash), "the pack index entry of " + m.hash.hex());
-        if (value != encode_pack_ref(m.from)) continue;
-        batch->put(table::payloads, key_of(m.hash), encode_pack_ref(m.to));
-        ++result.records_moved;
-      }
       std::unique_lock readers(index_lock_);
+      std::uint64_t moved_now = 0;
       try {
-        engine_.write(*batch, true);
+        engine_.write_locked(
+            k_commit_section,
+            [&](locked_reads& reads, metadata_batch& batch) {
+              moved_now = 0;
+              std::vector<std::string> keys;
+              keys.reserve(copies.size());
+              for (const moved& m : copies) keys.emplace_back(key_of(m.hash));
+              const std::vector<std::optional<std::string>> values =
+                  reads.get_many(table::payloads, keys, "the pack index entries being moved");
+              for (std::size_t i = 0; i < copies.size(); ++i) {
+                if (values[i] != encode_pack_ref(copies[i].from)) continue;
+                batch.put(table::payloads, keys[i], encode_pack_ref(copies[i].to));
+                ++moved_now;
+              }
+            },
+            true);
       } catch (const store_error& e) {
         throw store_error(e.error_number(),
                           "gc: committing moved pack records: " + std::string(e.what()));
       }
+      result.records_moved += moved_now;
       if (all_copied) {
         std::lock_guard lock(files_mutex_);
         files_.erase(id);

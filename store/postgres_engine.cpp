@@ -69,7 +69,7 @@ constexpr std::string_view k_outcome_prefix = "commit_outcome/";
 constexpr const char* k_conflict_sqlstate = "DF002";
 // The lock that orders commits across a volume's writers: keyed by the
 // volume's schema, like the volume's lock, but another key and held by a
-// transaction only.
+// transaction only. The key of write_locked's k_commit_section.
 constexpr const char* k_commit_lock_sql =
     "SELECT pg_advisory_xact_lock(hashtextextended('densefs commit ' || current_schema(), 0))";
 // metadata_batch: a batch over 4 GiB is a bug, not a commit.
@@ -746,6 +746,7 @@ std::vector<statement> batch_statements(const std::vector<postgres_batch::op>& o
 postgres_engine::postgres_engine(const postgres_engine_options& options)
     : conninfo_(options.conninfo),
       read_only_(options.read_only),
+      shares_volume_(!options.read_only && options.lock_volume && options.share_volume),
       capacity_(std::max<std::size_t>(options.connections, 1)) {}
 
 postgres_engine::~postgres_engine() {
@@ -815,10 +816,12 @@ std::unique_ptr<postgres_engine> postgres_engine::open(const postgres_engine_opt
 
   if (!options.read_only)
     e->outcome_key_ = std::string(k_outcome_prefix) + random_hex_id("a random writer id");
-  if (!options.read_only && options.lock_volume) {
-    e->take_volume_lock(what);
+  if (!options.read_only && options.lock_volume) e->take_volume_lock(what);
+  if (!options.read_only && options.lock_volume && !e->shares_volume_) {
     // The volume's one writer now: the outcome rows of writers before it
-    // (a row outlives a writer that crashed) matter to nobody.
+    // (a row outlives a writer that crashed) matter to nobody. (Beside
+    // other writers, their rows are theirs: a row is left per writer that
+    // shared the volume, until a writer alone opens it.)
     std::vector<statement> clear;
     statement d(std::string("DELETE FROM ") + table_sql(table::meta) + " WHERE k >= $1 AND k < $2");
     std::string end(k_outcome_prefix);
@@ -831,36 +834,77 @@ std::unique_ptr<postgres_engine> postgres_engine::open(const postgres_engine_opt
   return e;
 }
 
-// Until several clients can share a volume (their read-modify-writes of
-// refcounts would race), one writer at a time: a session-level advisory
-// lock, keyed by the volume's schema so that volumes in schemas of one
-// database do not exclude each other, on a connection of its own. The
-// server drops it when that connection closes, also when the process dies
-// or the server restarts; every write checks it still holds it (write()).
+// The volume's writers: one alone, or several that share it
+// (share_volume), never both. A session-level advisory lock, keyed by the
+// volume's schema so that volumes in schemas of one database do not exclude
+// each other, on a connection of its own. The server drops it when that
+// connection closes, also when the process dies or the server restarts;
+// every write checks it still holds it (write()).
 void postgres_engine::take_volume_lock(const std::string& what) {
   PGconn* lock_pg = connect(conninfo_, false, where_, what);
   std::shared_ptr<void> held(lock_pg, [](void* p) { PQfinish(static_cast<PGconn*>(p)); });
   if (PQexitPipelineMode(lock_pg) != 1)
     throw store_error(EIO, what + ": cannot leave pipeline mode");
-  result_ptr r(PQexec(lock_pg,
-                      "SELECT pg_try_advisory_lock(hashtextextended("
-                      "'densefs volume ' || current_schema(), 0))"));
+  result_ptr r(PQexec(lock_pg, shares_volume_
+                                   ? "SELECT pg_try_advisory_lock_shared(hashtextextended("
+                                     "'densefs volume ' || current_schema(), 0))"
+                                   : "SELECT pg_try_advisory_lock(hashtextextended("
+                                     "'densefs volume ' || current_schema(), 0))"));
   if (failed(r.get())) throw_result(r.get(), what, where_);
   if (PQntuples(r.get()) != 1 || PQnfields(r.get()) != 1)
     throw store_error(EIO, what + ": " + where_ + " answered the lock request oddly");
   if (std::string_view(PQgetvalue(r.get(), 0, 0)) != "t")
-    throw store_error(EBUSY, where_ +
-                                 " is in use: another densefs (a mount or a tool, on this or "
-                                 "another machine) has it open for writing");
-  // A number from the server, not user bytes: safe to put into SQL text.
+    throw store_error(
+        EBUSY, where_ + (shares_volume_ ? " is in use: a densefs that writes it alone (a mount "
+                                          "or a tool, on this or another machine) has it open"
+                                        : " is in use: another densefs (a mount or a tool, on "
+                                          "this or another machine) has it open for writing"));
+  // The server process holding the lock, named by its id and its start
+  // time (an id alone may be given to another connection later, which may
+  // hold an advisory lock of its own). Both from the server, not user
+  // bytes, and checked to be digits (and a point) before going into SQL
+  // text.
+  r.reset(PQexec(lock_pg,
+                 "SELECT pg_backend_pid()::text, extract(epoch FROM backend_start)::text FROM "
+                 "pg_stat_activity WHERE pid = pg_backend_pid()"));
+  if (failed(r.get())) throw_result(r.get(), what, where_);
+  const auto digits = [&](int column) {
+    const std::string v = PQntuples(r.get()) == 1 && PQnfields(r.get()) == 2
+                              ? PQgetvalue(r.get(), 0, column)
+                              : std::string();
+    if (v.empty() || v.find_first_not_of("0123456789.") != std::string::npos)
+      throw store_error(EIO, what + ": " + where_ + " named its server process oddly");
+    return v;
+  };
   lock_check_sql_ =
-      "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
-      "AND pid = " +
-      std::to_string(PQbackendPID(lock_pg)) +
-      ") THEN RAISE EXCEPTION 'this densefs no longer holds the volume''s lock' USING ERRCODE = "
+      "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = "
+      "l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.pid = " +
+      digits(0) + " AND extract(epoch FROM a.backend_start)::text = '" + digits(1) +
+      "') THEN RAISE EXCEPTION 'this densefs no longer holds the volume''s lock' USING ERRCODE = "
       "'" +
       std::string(k_lock_lost_sqlstate) + "'; END IF; END$$";
   volume_lock_ = std::move(held);
+}
+
+void postgres_engine::retake_volume_lock(int attempt, const std::string& what) {
+  // Take the lock again if nobody else has: then this engine is a writer of
+  // the volume again, and the batch goes through on a second try.
+  if (attempt > 0)
+    throw store_error(EIO, what +
+                               ": the volume's lock was lost and taken again, but "
+                               "the commit still finds it missing");
+  std::lock_guard lock(lock_mutex_);
+  volume_lock_.reset();
+  try {
+    take_volume_lock(what);
+  } catch (const store_error& e) {
+    throw store_error(EIO, what +
+                               ": this densefs lost the volume's lock (the server "
+                               "restarted or the connection dropped) and cannot take "
+                               "it again: " +
+                               e.what());
+  }
+  log_info(where_ + ": took the volume's lock again after losing it");
 }
 
 void postgres_engine::create(const postgres_engine_options& options) {
@@ -900,6 +944,39 @@ void postgres_engine::create(const postgres_engine_options& options) {
   }
 }
 
+namespace {
+
+std::vector<statement> get_many_query(table t, std::span<const std::string> keys) {
+  std::vector<statement> q;
+  q.emplace_back(std::string("SELECT k, v FROM ") + table_sql(t) + " WHERE k = ANY($1::bytea[])");
+  q.back().own(bytea_array(keys), k_bytea_array_oid);
+  return q;
+}
+
+// get_many_query's answer: one result per key, in order.
+std::vector<std::optional<std::string>> get_many_rows(const std::vector<result_ptr>& results,
+                                                      std::span<const std::string> keys,
+                                                      std::string_view what,
+                                                      const std::string& where) {
+  std::vector<std::optional<std::string>> out(keys.size());
+  check(results, what, where);
+  const rows found(results[0].get(), 2, what, where);
+  if (static_cast<std::size_t>(found.count()) > keys.size()) found.bad("more rows than keys");
+  const std::unordered_set<std::string_view> asked(keys.begin(), keys.end());
+  std::unordered_map<std::string_view, std::string_view> values;
+  values.reserve(static_cast<std::size_t>(found.count()));
+  for (int i = 0; i < found.count(); ++i) {
+    const std::string_view k = found.at(i, 0);
+    if (!asked.contains(k)) found.bad("a key not asked for");
+    values.emplace(k, found.at(i, 1));
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    if (auto it = values.find(keys[i]); it != values.end()) out[i].emplace(it->second);
+  return out;
+}
+
+}  // namespace
+
 std::optional<std::string> postgres_engine::get(table t, std::string_view key,
                                                 std::string_view what) const {
   std::vector<statement> q;
@@ -917,27 +994,10 @@ std::optional<std::string> postgres_engine::get(table t, std::string_view key,
 std::vector<std::optional<std::string>> postgres_engine::get_many(table t,
                                                                   std::span<const std::string> keys,
                                                                   std::string_view what) const {
-  std::vector<std::optional<std::string>> out(keys.size());
-  if (keys.empty()) return out;
-  std::vector<statement> q;
-  q.emplace_back(std::string("SELECT k, v FROM ") + table_sql(t) + " WHERE k = ANY($1::bytea[])");
-  q.back().own(bytea_array(keys), k_bytea_array_oid);
+  if (keys.empty()) return std::vector<std::optional<std::string>>(keys.size());
   lease l(*this, what);
-  const std::vector<result_ptr> results = l.run_read(q, what, where_);
-  check(results, what, where_);
-  const rows found(results[0].get(), 2, what, where_);
-  if (static_cast<std::size_t>(found.count()) > keys.size()) found.bad("more rows than keys");
-  const std::unordered_set<std::string_view> asked(keys.begin(), keys.end());
-  std::unordered_map<std::string_view, std::string_view> values;
-  values.reserve(static_cast<std::size_t>(found.count()));
-  for (int i = 0; i < found.count(); ++i) {
-    const std::string_view k = found.at(i, 0);
-    if (!asked.contains(k)) found.bad("a key not asked for");
-    values.emplace(k, found.at(i, 1));
-  }
-  for (std::size_t i = 0; i < keys.size(); ++i)
-    if (auto it = values.find(keys[i]); it != values.end()) out[i].emplace(it->second);
-  return out;
+  const std::vector<result_ptr> results = l.run_read(get_many_query(t, keys), what, where_);
+  return get_many_rows(results, keys, what, where_);
 }
 
 void postgres_engine::scan(
@@ -1075,6 +1135,38 @@ std::unique_ptr<metadata_batch> postgres_engine::new_batch() const {
   return std::make_unique<postgres_batch>();
 }
 
+namespace {
+
+// The statements of a batch after its locks: its expectations, its writes,
+// the token of its outcome row (none for an empty `outcome_key`) and its
+// notice on `channel`.
+std::vector<statement> batch_transaction(const postgres_batch& b, const std::string& outcome_key,
+                                         std::uint64_t token, const std::string& channel) {
+  std::vector<statement> q;
+  if (!b.expected().empty()) q.emplace_back(expectation_sql(b.expected()));
+  for (statement& s : batch_statements(b.ops())) q.push_back(std::move(s));
+  // In the batch's transaction: the token that says, after a lost
+  // connection, whether it committed (await_outcome).
+  if (!outcome_key.empty()) {
+    statement mark(std::string("INSERT INTO ") + table_sql(table::meta) +
+                   " (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v");
+    mark.param(outcome_key, k_bytea_oid);
+    mark.own(encode_outcome(token), k_bytea_oid);
+    q.push_back(std::move(mark));
+  }
+  // In the batch's transaction: listeners hear it when it commits, never
+  // when it does not.
+  if (!b.notice().empty()) {
+    statement notify("SELECT pg_notify($1, $2)");
+    notify.param(channel, k_text_oid);
+    notify.param(b.notice(), k_text_oid);
+    q.push_back(std::move(notify));
+  }
+  return q;
+}
+
+}  // namespace
+
 void postgres_engine::write(metadata_batch& batch, bool) {
   if (read_only_) throw store_error(EROFS, where_ + " is open read-only");
   auto* b = dynamic_cast<postgres_batch*>(&batch);
@@ -1091,31 +1183,16 @@ void postgres_engine::write(metadata_batch& batch, bool) {
       if (volume_lock_) q.emplace_back(lock_check_sql_);
       // Writers beside others on one volume, and any batch that expects
       // records to be as read: commits one at a time across the volume's
-      // clients (a transaction-level advisory lock, let go at commit), so
-      // the expectations are checked against every commit before this one
-      // and nothing commits between the check and this batch's writes.
-      if (!volume_lock_ || !b->expected().empty()) q.emplace_back(k_commit_lock_sql);
+      // clients (a transaction-level advisory lock, let go at commit, also
+      // held by write_locked's "commit" section from its reads on), so the
+      // expectations are checked against every commit before this one and
+      // nothing commits between the check and this batch's writes.
+      if (!volume_lock_ || shares_volume_ || !b->expected().empty())
+        q.emplace_back(k_commit_lock_sql);
     }
-    if (!b->expected().empty()) q.emplace_back(expectation_sql(b->expected()));
-    for (statement& s : batch_statements(b->ops())) q.push_back(std::move(s));
-    // In the batch's transaction: the token that says, after a lost
-    // connection, whether it committed (await_outcome).
     const std::uint64_t token = next_token_.fetch_add(1, std::memory_order_relaxed);
-    if (!outcome_key_.empty()) {
-      statement mark(std::string("INSERT INTO ") + table_sql(table::meta) +
-                     " (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v");
-      mark.param(outcome_key_, k_bytea_oid);
-      mark.own(encode_outcome(token), k_bytea_oid);
-      q.push_back(std::move(mark));
-    }
-    // In the batch's transaction: listeners hear it when it commits, never
-    // when it does not.
-    if (!b->notice().empty()) {
-      statement notify("SELECT pg_notify($1, $2)");
-      notify.param(channel_, k_text_oid);
-      notify.param(b->notice(), k_text_oid);
-      q.push_back(std::move(notify));
-    }
+    for (statement& s : batch_transaction(*b, outcome_key_, token, channel_))
+      q.push_back(std::move(s));
     lease l(*this, what);
     std::vector<result_ptr> results;
     try {
@@ -1145,28 +1222,109 @@ void postgres_engine::write(metadata_batch& batch, bool) {
           st && std::string_view(st) == k_conflict_sqlstate)
         throw write_conflict(what + ": a record it expected was changed by another writer");
     if (state && std::string_view(state) == k_lock_lost_sqlstate) {
-      // Nothing was applied. Take the lock again if nobody else has: then
-      // this engine is the volume's one writer again, and the batch goes
-      // through on a second try.
-      if (attempt > 0)
-        throw store_error(EIO, what +
-                                   ": the volume's lock was lost and taken again, but "
-                                   "the commit still finds it missing");
-      std::lock_guard lock(lock_mutex_);
-      volume_lock_.reset();
-      try {
-        take_volume_lock(what);
-      } catch (const store_error& e) {
-        throw store_error(EIO, what +
-                                   ": this densefs lost the volume's lock (the server "
-                                   "restarted or the connection dropped) and cannot take "
-                                   "it again: " +
-                                   e.what());
-      }
-      log_info(where_ + ": took the volume's lock again after losing it");
+      // Nothing was applied.
+      retake_volume_lock(attempt, what);
       continue;
     }
     check(results, "committing", where_);
+    return;
+  }
+}
+
+// The reads of write_locked: statements in its transaction, on its
+// connection, after its lock.
+class postgres_engine::transaction_reads final : public locked_reads {
+ public:
+  transaction_reads(lease& l, const std::string& where) : lease_(l), where_(where) {}
+  std::vector<std::optional<std::string>> get_many(table t, std::span<const std::string> keys,
+                                                   std::string_view what) override {
+    if (keys.empty()) return std::vector<std::optional<std::string>>(keys.size());
+    // A lost connection ends the transaction: write_locked starts again.
+    return get_many_rows(lease_.run(get_many_query(t, keys)), keys, what, where_);
+  }
+
+ private:
+  lease& lease_;
+  const std::string& where_;
+};
+
+void postgres_engine::write_locked(std::string_view section,
+                                   const std::function<void(locked_reads&, metadata_batch&)>& build,
+                                   bool sync) {
+  if (!shares_volume_) return metadata_engine::write_locked(section, build, sync);
+  const std::string what = "committing to " + where_;
+  for (int attempt = 0;; ++attempt) {
+    lease l(*this, what);
+    // 1. The transaction, the volume's lock checked, the section's lock.
+    std::vector<statement> begin;
+    begin.emplace_back("BEGIN");
+    {
+      std::lock_guard lock(lock_mutex_);
+      if (volume_lock_) begin.emplace_back(lock_check_sql_);
+    }
+    const bool checks_lock = begin.size() == 2;
+    statement take(
+        "SELECT pg_advisory_xact_lock(hashtextextended('densefs ' || $1 || ' ' || "
+        "current_schema(), 0))");
+    take.own(std::string(section), k_text_oid);
+    begin.push_back(std::move(take));
+    postgres_batch batch;
+    try {
+      try {
+        const std::vector<result_ptr> results = l.run(begin);
+        const char* state =
+            checks_lock ? PQresultErrorField(results[1].get(), PG_DIAG_SQLSTATE) : nullptr;
+        if (state && std::string_view(state) == k_lock_lost_sqlstate) {
+          l.reconnect();  // out of the failed transaction
+          retake_volume_lock(attempt, what);
+          continue;
+        }
+        check(results, what, where_);
+        // 2. What the caller reads and writes.
+        transaction_reads reads(l, where_);
+        build(reads, batch);
+      } catch (const connection_lost& e) {
+        // Nothing was sent that commits: start again on a new connection
+        // (the server ends the transaction and its lock with the old one).
+        if (attempt >= k_max_write_attempts - 1) throw store_error(EIO, what + ": " + e.what());
+        l.reconnect();
+        continue;
+      }
+    } catch (...) {
+      l.reconnect();  // the transaction and its lock end with the connection
+      throw;
+    }
+    // 3. The batch, committed.
+    const std::uint64_t token = next_token_.fetch_add(1, std::memory_order_relaxed);
+    std::vector<statement> q = batch_transaction(batch, outcome_key_, token, channel_);
+    q.emplace_back("COMMIT");
+    std::vector<result_ptr> results;
+    try {
+      results = l.run(q);
+    } catch (const connection_lost& e) {
+      const auto lost_backend = l.backend();
+      if (outcome_key_.empty() || attempt >= k_max_write_attempts - 1)
+        throw store_error(EIO, what + ": the connection was lost, the commit may or may not " +
+                                   "have happened: " + e.what());
+      l.reconnect();
+      if (await_outcome(l, lost_backend, token, what) == outcome::committed) {
+        log_info(what + ": the connection was lost after the commit (" + e.what() +
+                 "); it had committed");
+        return;
+      }
+      // What was read may have changed since: read and build again.
+      log_info(what + ": the connection was lost before the commit (" + e.what() +
+               "); reading and writing again");
+      continue;
+    }
+    for (const result_ptr& r : results) {
+      if (!failed(r.get())) continue;
+      l.reconnect();  // out of the failed transaction
+      if (const char* st = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
+          st && std::string_view(st) == k_conflict_sqlstate)
+        throw write_conflict(what + ": a record it expected was changed by another writer");
+      check(results, "committing", where_);
+    }
     return;
   }
 }

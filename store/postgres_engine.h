@@ -37,6 +37,13 @@ struct postgres_engine_options {
   // volume). False: a follower beside the writer, which writes nothing but
   // its own session row (store_open_options::follower).
   bool lock_volume = true;
+  // With lock_volume: one of several writers of the volume. The volume's
+  // lock is taken shared (beside other sharing writers, never beside a
+  // writer that has it alone), and every write takes turns with the
+  // others' (metadata_engine::write_locked). Several writers need the
+  // store's read-modify-writes to go through write_locked
+  // (store_open_options::shared_writer).
+  bool share_volume = false;
 };
 
 // The version of the schema create() makes (the densefs_schema row). open()
@@ -70,6 +77,13 @@ class postgres_engine final : public metadata_engine {
       table t, const key_range& range, const scan_options& options, std::string_view what,
       const std::function<bool(std::string_view key, std::string_view value)>& fn) const override;
   std::unique_ptr<metadata_batch> new_batch() const override;
+  // A sharing writer (postgres_engine_options::share_volume): one
+  // transaction that takes the section's transaction-level advisory lock,
+  // runs `build`'s reads and applies its batch; the lock goes with the
+  // commit. Others: metadata_engine's.
+  void write_locked(std::string_view section,
+                    const std::function<void(locked_reads&, metadata_batch&)>& build,
+                    bool sync) override;
   // One implicit transaction of pipelined statements. Durable when it
   // returns, with `sync` or without (the sessions keep synchronous_commit on).
   void write(metadata_batch& batch, bool sync) override;
@@ -88,12 +102,14 @@ class postgres_engine final : public metadata_engine {
   // Private parts, public for postgres_engine.cpp's helpers only.
   struct connection;
   class lease;
+  class transaction_reads;
 
  private:
   explicit postgres_engine(const postgres_engine_options& options);
 
   std::string conninfo_;
   bool read_only_ = false;
+  bool shares_volume_ = false;
   std::string where_;
   // The pool: connections not in use (`idle_`, some not connected yet)
   // and the count of those in use (`busy_`), at most `capacity_` together
@@ -105,10 +121,14 @@ class postgres_engine final : public metadata_engine {
   mutable std::vector<std::unique_ptr<connection>> idle_;
   mutable std::size_t busy_ = 0;
   // Read-write engines: a connection of its own holding the volume's
-  // advisory lock for the engine's life (one writer per volume until
-  // several clients can share one; docs/scale-out.md). PGconn, closed with
-  // PQfinish. Under lock_mutex_ after open().
+  // advisory lock for the engine's life, alone (one writer per volume) or
+  // shared with other sharing writers (docs/scale-out.md). PGconn, closed
+  // with PQfinish. Under lock_mutex_ after open().
   void take_volume_lock(const std::string& what);
+  // After a write found the volume's lock lost (k_lock_lost_sqlstate,
+  // nothing applied): takes it again, or throws EIO saying why not. A
+  // second loss in one write (`attempt` > 0) is EIO too.
+  void retake_volume_lock(int attempt, const std::string& what);
   std::mutex lock_mutex_;
   std::shared_ptr<void> volume_lock_;
   // The statement each write begins with: fails with k_lock_lost_sqlstate

@@ -692,6 +692,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     if (self->follower_) self->options_.read_only = true;
     po.read_only = options.read_only;
     po.lock_volume = !self->options_.read_only;
+    po.share_volume = options.shared_writer;
     // FUSE threads and encoders commit and read at once; each statement
     // holds a connection for one round trip.
     po.connections = 8;
@@ -798,15 +799,25 @@ std::uint64_t store::allocate_ino() {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   std::lock_guard lock(ino_mutex_);
   if (next_ino_ >= ino_reserved_) {
-    const std::uint64_t mark = next_ino_ + k_ino_reserve;
-    const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
-    batch->put(table::meta, k_next_ino_key, encode_next_ino(mark));
+    // The next block of numbers, from the counter as stored: other writers
+    // of a shared volume reserve blocks of their own from it.
+    std::uint64_t from = 0, mark = 0;
     try {
       // The mark must be durable before any number below it is used.
-      engine_->write(*batch, true);
+      engine_->write_locked(
+          k_counters_section,
+          [&](locked_reads& reads, metadata_batch& batch) {
+            const std::optional<std::string> stored =
+                reads.get(table::meta, k_next_ino_key, "the inode counter");
+            from = std::max(next_ino_, stored ? decode_next_ino(*stored) : 0);
+            mark = from + k_ino_reserve;
+            batch.put(table::meta, k_next_ino_key, encode_next_ino(mark));
+          },
+          true);
     } catch (const store_error& e) {
       throw store_error(e.error_number(), "reserving inode numbers: " + std::string(e.what()));
     }
+    next_ino_ = from;
     ino_reserved_ = mark;
   }
   return next_ino_++;
@@ -1879,6 +1890,100 @@ void store::check_space_for(std::uint64_t bytes) const {
   }
 }
 
+// A commit's payloads put into the payload store ahead of its locked
+// transaction (store::commit, a writer beside others): the index entries
+// (or inline payloads) each put left in its batch, to be written by the
+// commit if the chunk is still new then. Keyed by the bytes they came from.
+struct store::staged_payload {
+  chunk_hash hash;
+  payload_meta meta;
+  std::vector<std::pair<std::string, std::string>> payload_rows;  // payloads table: key, value
+};
+
+namespace {
+
+// The rows payload_store::put writes, kept for later (staged payloads).
+class payload_rows_batch final : public metadata_batch {
+ public:
+  explicit payload_rows_batch(std::vector<std::pair<std::string, std::string>>& rows)
+      : rows_(rows) {}
+  void put(table t, std::string_view key, std::string_view value) override {
+    if (t != table::payloads)
+      throw store_error(EIO, "staging a payload: a write outside the payloads table");
+    rows_.emplace_back(key, value);
+  }
+  void erase(table, std::string_view) override {
+    throw store_error(EIO, "staging a payload: an erase");
+  }
+  bool empty() const override { return rows_.empty(); }
+
+ private:
+  std::vector<std::pair<std::string, std::string>>& rows_;
+};
+
+// Thrown out of a commit's locked transaction when it needs a payload that
+// was not staged (a chunk another writer deleted since the staging): the
+// commit stages it and tries again.
+struct payload_not_staged {
+  chunk_hash hash;
+  const std::string* bytes;
+  payload_meta meta;
+};
+
+}  // namespace
+
+void store::stage_payload(staged_payloads& staged, const chunk_hash& hash, const std::string& bytes,
+                          const payload_meta& meta) {
+  staged_payload& p = staged[&bytes];
+  p.hash = hash;
+  p.meta = meta;
+  p.payload_rows.clear();
+  payload_rows_batch rows(p.payload_rows);
+  payloads_->put(rows, hash, bytes, meta);
+}
+
+void store::stage_payloads(const transaction::impl& t, staged_payloads& staged, bool every_chunk) {
+  // The chunks that look new now (or all that come with their bytes), and
+  // every swap's bytes; none staged already.
+  std::vector<std::string> keys;
+  std::vector<const std::pair<const chunk_hash, chunk_delta>*> candidates;
+  for (const auto& c : t.chunks) {
+    if (c.second.delta <= 0 || !c.second.encoded) continue;
+    keys.emplace_back(c.first.view());
+    candidates.push_back(&c);
+  }
+  for (const auto& group : t.replacements)
+    for (const transaction::payload_swap& r : group) keys.emplace_back(r.hash.view());
+  const std::vector<std::optional<std::string>> records =
+      engine_->get_many(table::chunks, keys, "the chunks of a commit");
+  std::uint64_t bytes = 0;
+  std::vector<std::function<void()>> puts;
+  std::size_t i = 0;
+  for (; i < candidates.size(); ++i) {
+    const auto& [hash, d] = *candidates[i];
+    if ((records[i] && !every_chunk) || staged.contains(&d.encoded->bytes)) continue;
+    bytes += d.encoded->bytes.size();
+    puts.push_back([&, h = &hash, dl = &d] {
+      stage_payload(staged, *h, dl->encoded->bytes, {dl->encoded->codec, dl->plain_size});
+    });
+  }
+  for (const auto& group : t.replacements)
+    for (const transaction::payload_swap& r : group) {
+      const std::optional<std::string>& raw = records[i++];
+      if (!raw || staged.contains(&r.encoded.bytes)) continue;  // gone: the swap will not apply
+      const chunk_record rec = detail::decode_chunk(*raw, "chunk " + r.hash.hex());
+      bytes += r.encoded.bytes.size();
+      puts.push_back([&, sw = &r, plain = rec.plain_size] {
+        stage_payload(staged, sw->hash, sw->encoded.bytes, {sw->encoded.codec, plain});
+      });
+    }
+  if (puts.empty()) return;
+  check_space_for(bytes);
+  for (const auto& put : puts) put();
+  // Durable (uploaded, for a scale-out volume) before a commit names them.
+  payloads_->sync();
+}
+
 void store::commit(transaction& txn, bool sync) {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   if (txn.empty()) return;
@@ -1886,14 +1991,6 @@ void store::commit(transaction& txn, bool sync) {
 
   std::lock_guard lock(commit_mutex_);
 
-  const std::unique_ptr<metadata_batch> batch_owner = engine_->new_batch();
-  metadata_batch& batch = *batch_owner;
-  for (const txn_op& op : t.ops) {
-    if (op.erase)
-      batch.erase(op.cf, op.key);
-    else
-      batch.put(op.cf, op.key, encode_value(op, encoding_));
-  }
   // Inodes whose cached extent lists this commit makes stale.
   std::vector<std::uint64_t> extents_changed;
   if (caches_extents())
@@ -1901,6 +1998,7 @@ void store::commit(transaction& txn, bool sync) {
       if ((op.cf == table::extents || op.cf == table::inodes) && op.key.size() >= 8)
         extents_changed.push_back(decode_u64_be(std::string_view(op.key).substr(0, 8)));
   // Followers of a shared volume drop what they cache of these (watch()).
+  std::string notice;
   if (keeps_sessions()) {
     change_notice changed;
     for (const txn_op& op : t.ops) {
@@ -1911,237 +2009,313 @@ void store::commit(transaction& txn, bool sync) {
       else if (op.cf == table::inodes || op.cf == table::extents || op.cf == table::xattrs)
         changed.inodes.push_back(ino);
     }
-    if (!changed.inodes.empty() || !changed.entries.empty())
-      batch.set_notice(encode_change_notice(changed));
+    if (!changed.inodes.empty() || !changed.entries.empty()) notice = encode_change_notice(changed);
   }
 
+  // A writer beside others on one volume reads the chunk records and
+  // writes the batch in one locked transaction (write_locked), which must
+  // not hold the others off for a pack upload: the payloads that may be new
+  // go to the payload store first, and the transaction writes the index
+  // entries of those still new then. (A payload found to exist by then is
+  // left in its pack as dead bytes, for gc.)
+  std::optional<staged_payloads> staged;
+  if (options_.shared_writer && !postgres_.empty()) stage_payloads(t, staged.emplace(), false);
+
+  // What the commit did, for after it (set by each try of `build`).
   std::vector<chunk_hash> deleted;
-  // Payloads are put after the space check: a pack store writes them out
-  // at once.
-  struct new_payload {
-    const chunk_hash* hash;
-    const std::string* bytes;
-    payload_meta meta;
-  };
-  std::vector<new_payload> new_payloads;
-  std::uint64_t new_payload_bytes = 0;
   std::uint64_t garbage = 0;  // payload bytes this commit deletes or replaces
+  bool raise_format = false;  // the store's first Lepton file
+  store_settings raised;
 
-  // Chunk records as this commit leaves them (nullopt: deleted), written to
-  // the batch at the end: a Lepton member deleted or swapped here gives its
-  // reference on its first chunk back, and that chunk may change in this
-  // commit too.
-  std::map<chunk_hash, std::optional<chunk_record>> touched;
-  const auto current = [&](const chunk_hash& h) -> std::optional<chunk_record> {
-    if (const auto it = touched.find(h); it != touched.end()) return it->second;
-    return get_chunk(h);
-  };
-  // First chunks whose members left them, one entry per reference. Only a
-  // member fsck would count gives a reference back (fsck.cpp,
-  // count_member_references): its payload matches its record's checksum and
-  // names a chunk that is a Lepton file (checked in apply_releases). A
-  // damaged member must not take a reference from a chunk others still use.
-  std::vector<chunk_hash> releases;
-  const auto release_member = [&](const chunk_hash& member, const chunk_record& rec) {
-    try {
-      const std::string stored = payloads_->get(member);
-      if (!payload_matches(rec, stored))
-        throw store_error(EIO, "payload does not match its record's checksum");
-      const codec::lepton_member m = codec::parse_lepton_member(stored);
-      if (m.first_chunk.size() == chunk_hash::k_size)
-        releases.push_back(chunk_hash::from_bytes(m.first_chunk));
-    } catch (const std::exception& e) {
-      // Its first chunk keeps one reference too many (fsck reports it as a
-      // wrong refcount); no bytes are at risk.
-      log_error("chunk " + member.hex() +
-                ": cannot read the Lepton member being dropped: " + e.what());
+  const auto build = [&](locked_reads& reads, metadata_batch& batch) {
+    deleted.clear();
+    garbage = 0;
+    raise_format = false;
+    for (const txn_op& op : t.ops) {
+      if (op.erase)
+        batch.erase(op.cf, op.key);
+      else
+        batch.put(op.cf, op.key, encode_value(op, encoding_));
     }
-  };
-  const auto apply_delta = [&](const chunk_hash& hash, chunk_record rec, std::int64_t delta) {
-    std::uint64_t count = rec.refcount;
-    if (delta > 0) {
-      count += static_cast<std::uint64_t>(delta);
-    } else if (static_cast<std::uint64_t>(-delta) > count) {
-      // A bug elsewhere; a negative count would wrap around and keep the
-      // chunk forever, so clamp and say so.
-      log_error("chunk " + hash.hex() + ": refcount " + std::to_string(count) + " minus " +
-                std::to_string(-delta) + " would go below zero; treating it as 0");
-      count = 0;
-    } else {
-      count -= static_cast<std::uint64_t>(-delta);
+    if (!notice.empty()) batch.set_notice(notice);
+    // The chunk records this commit changes, read in one go.
+    std::map<chunk_hash, std::optional<std::string>> read;
+    {
+      std::vector<chunk_hash> hashes;
+      for (const auto& [hash, d] : t.chunks)
+        if (d.delta != 0) hashes.push_back(hash);
+      for (const auto& group : t.replacements)
+        for (const transaction::payload_swap& r : group) hashes.push_back(r.hash);
+      std::vector<std::string> keys;
+      keys.reserve(hashes.size());
+      for (const chunk_hash& h : hashes) keys.emplace_back(h.view());
+      std::vector<std::optional<std::string>> values =
+          reads.get_many(table::chunks, keys, "the chunks of a commit");
+      for (std::size_t i = 0; i < hashes.size(); ++i) read[hashes[i]] = std::move(values[i]);
     }
-    if (count == 0) {
-      if (rec.codec == codec::codec_id::lepton_member) release_member(hash, rec);
-      touched[hash] = std::nullopt;
-      deleted.push_back(hash);
-      garbage += rec.stored_size;
-    } else {
-      rec.refcount = count;
-      touched[hash] = rec;
-    }
-  };
-  const auto apply_releases = [&] {
-    while (!releases.empty()) {
-      const chunk_hash first = releases.back();
-      releases.pop_back();
-      if (std::optional<chunk_record> rec = current(first);
-          rec && rec->codec == codec::codec_id::lepton_file) {
-        apply_delta(first, *rec, -1);
-      } else if (rec) {
-        log_error("chunk " + first.hex() +
-                  ": a Lepton member named it as its Lepton file, but it is not one; "
-                  "its references are left as they are");
-      } else {
-        log_error("chunk " + first.hex() +
-                  ": a Lepton member gave back a reference to it, but it "
-                  "does not exist");
+
+    // Payloads are put after the space check: a pack store writes them out
+    // at once.
+    struct new_payload {
+      const chunk_hash* hash;
+      const std::string* bytes;
+      payload_meta meta;
+    };
+    std::vector<new_payload> new_payloads;
+    std::uint64_t new_payload_bytes = 0;
+
+    // Chunk records as this commit leaves them (nullopt: deleted), written to
+    // the batch at the end: a Lepton member deleted or swapped here gives its
+    // reference on its first chunk back, and that chunk may change in this
+    // commit too.
+    std::map<chunk_hash, std::optional<chunk_record>> touched;
+    const auto current = [&](const chunk_hash& h) -> std::optional<chunk_record> {
+      if (const auto it = touched.find(h); it != touched.end()) return it->second;
+      const std::string what = "chunk " + h.hex();
+      std::optional<std::string> raw;
+      if (const auto it = read.find(h); it != read.end())
+        raw = it->second;
+      else
+        raw = reads.get(table::chunks, h.view(), what);
+      if (!raw) return std::nullopt;
+      return detail::decode_chunk(*raw, what);
+    };
+    // First chunks whose members left them, one entry per reference. Only a
+    // member fsck would count gives a reference back (fsck.cpp,
+    // count_member_references): its payload matches its record's checksum and
+    // names a chunk that is a Lepton file (checked in apply_releases). A
+    // damaged member must not take a reference from a chunk others still use.
+    std::vector<chunk_hash> releases;
+    const auto release_member = [&](const chunk_hash& member, const chunk_record& rec) {
+      try {
+        const std::string stored = payloads_->get(member);
+        if (!payload_matches(rec, stored))
+          throw store_error(EIO, "payload does not match its record's checksum");
+        const codec::lepton_member m = codec::parse_lepton_member(stored);
+        if (m.first_chunk.size() == chunk_hash::k_size)
+          releases.push_back(chunk_hash::from_bytes(m.first_chunk));
+      } catch (const std::exception& e) {
+        // Its first chunk keeps one reference too many (fsck reports it as a
+        // wrong refcount); no bytes are at risk.
+        log_error("chunk " + member.hex() +
+                  ": cannot read the Lepton member being dropped: " + e.what());
       }
-    }
-  };
+    };
+    const auto apply_delta = [&](const chunk_hash& hash, chunk_record rec, std::int64_t delta) {
+      std::uint64_t count = rec.refcount;
+      if (delta > 0) {
+        count += static_cast<std::uint64_t>(delta);
+      } else if (static_cast<std::uint64_t>(-delta) > count) {
+        // A bug elsewhere; a negative count would wrap around and keep the
+        // chunk forever, so clamp and say so.
+        log_error("chunk " + hash.hex() + ": refcount " + std::to_string(count) + " minus " +
+                  std::to_string(-delta) + " would go below zero; treating it as 0");
+        count = 0;
+      } else {
+        count -= static_cast<std::uint64_t>(-delta);
+      }
+      if (count == 0) {
+        if (rec.codec == codec::codec_id::lepton_member) release_member(hash, rec);
+        touched[hash] = std::nullopt;
+        deleted.push_back(hash);
+        garbage += rec.stored_size;
+      } else {
+        rec.refcount = count;
+        touched[hash] = rec;
+      }
+    };
+    const auto apply_releases = [&] {
+      while (!releases.empty()) {
+        const chunk_hash first = releases.back();
+        releases.pop_back();
+        if (std::optional<chunk_record> rec = current(first);
+            rec && rec->codec == codec::codec_id::lepton_file) {
+          apply_delta(first, *rec, -1);
+        } else if (rec) {
+          log_error("chunk " + first.hex() +
+                    ": a Lepton member named it as its Lepton file, but it is not one; "
+                    "its references are left as they are");
+        } else {
+          log_error("chunk " + first.hex() +
+                    ": a Lepton member gave back a reference to it, but it "
+                    "does not exist");
+        }
+      }
+    };
 
-  for (const auto& [hash, d] : t.chunks) {
-    if (d.delta == 0) continue;
-    std::optional<chunk_record> rec = current(hash);
-    if (!rec) {
-      if (d.delta < 0) {
-        log_error("chunk " + hash.hex() + ": dropping " + std::to_string(-d.delta) +
-                  " reference(s) to a chunk that does not exist");
+    for (const auto& [hash, d] : t.chunks) {
+      if (d.delta == 0) continue;
+      std::optional<chunk_record> rec = current(hash);
+      if (!rec) {
+        if (d.delta < 0) {
+          log_error("chunk " + hash.hex() + ": dropping " + std::to_string(-d.delta) +
+                    " reference(s) to a chunk that does not exist");
+          continue;
+        }
+        if (!d.encoded) throw chunk_missing(hash);
+        const std::string& bytes = d.encoded->bytes;
+        if (bytes.size() > std::numeric_limits<std::uint32_t>::max())
+          throw store_error(EIO, "chunk " + hash.hex() + ": stored size too large");
+        chunk_record r;
+        r.codec = d.encoded->codec;
+        r.plain_size = d.plain_size;
+        r.stored_size = static_cast<std::uint32_t>(bytes.size());
+        r.refcount = static_cast<std::uint64_t>(d.delta);
+        r.checksum = stored_checksum(bytes);
+        r.location = payload_location::rocksdb;
+        touched[hash] = r;
+        new_payloads.push_back({&hash, &bytes, {r.codec, r.plain_size}});
+        new_payload_bytes += bytes.size();
         continue;
       }
-      if (!d.encoded) throw chunk_missing(hash);
-      const std::string& bytes = d.encoded->bytes;
-      if (bytes.size() > std::numeric_limits<std::uint32_t>::max())
-        throw store_error(EIO, "chunk " + hash.hex() + ": stored size too large");
-      chunk_record r;
-      r.codec = d.encoded->codec;
-      r.plain_size = d.plain_size;
-      r.stored_size = static_cast<std::uint32_t>(bytes.size());
-      r.refcount = static_cast<std::uint64_t>(d.delta);
-      r.checksum = stored_checksum(bytes);
-      r.location = payload_location::rocksdb;
-      touched[hash] = r;
-      new_payloads.push_back({&hash, &bytes, {r.codec, r.plain_size}});
-      new_payload_bytes += bytes.size();
-      continue;
+      apply_delta(hash, *rec, d.delta);
     }
-    apply_delta(hash, *rec, d.delta);
-  }
-  // After every chunk's own references: a first chunk that gains one in
-  // this commit is not deleted by its member's release first.
-  apply_releases();
-
-  std::set<chunk_hash> swapped;  // one swap per chunk and commit
-  bool raise_format = false;     // the store's first Lepton file
-  for (std::vector<transaction::payload_swap>& group : t.replacements) {
-    // All of the group or none of it.
-    std::vector<chunk_record> recs;
-    bool ok = true;
-    for (const transaction::payload_swap& r : group) {
-      std::optional<chunk_record> rec = current(r.hash);
-      // Deleted or swapped meanwhile, never mixed with reference changes,
-      // never a Lepton file (its members depend on it).
-      if (!rec || rec->checksum != r.expected_checksum || t.chunks.count(r.hash) ||
-          swapped.count(r.hash) || rec->codec == codec::codec_id::lepton_file ||
-          r.encoded.bytes.size() > std::numeric_limits<std::uint32_t>::max()) {
-        ok = false;
-        break;
-      }
-      recs.push_back(*rec);
-    }
-    // Each new member names a chunk that is a Lepton file after the swap.
-    std::vector<chunk_hash> takes;
-    for (std::size_t i = 0; ok && i < group.size(); ++i) {
-      if (group[i].encoded.codec != codec::codec_id::lepton_member) continue;
-      codec::lepton_member m;
-      try {
-        m = codec::parse_lepton_member(group[i].encoded.bytes);
-      } catch (const codec::codec_error&) {
-        ok = false;
-        break;
-      }
-      if (m.first_chunk.size() != chunk_hash::k_size || m.plain_size != recs[i].plain_size) {
-        ok = false;
-        break;
-      }
-      const chunk_hash first = chunk_hash::from_bytes(m.first_chunk);
-      const auto in_group =
-          std::find_if(group.begin(), group.end(), [&](const auto& g) { return g.hash == first; });
-      std::optional<chunk_record> first_rec = current(first);
-      const bool is_file = in_group != group.end()
-                               ? in_group->encoded.codec == codec::codec_id::lepton_file
-                               : first_rec && first_rec->codec == codec::codec_id::lepton_file;
-      if (!is_file || first == group[i].hash) {
-        ok = false;
-        break;
-      }
-      takes.push_back(first);
-    }
-    if (!ok) continue;
-    for (std::size_t i = 0; i < group.size(); ++i) {
-      const std::string& bytes = group[i].encoded.bytes;
-      chunk_record rec = recs[i];
-      if (rec.codec == codec::codec_id::lepton_member) release_member(group[i].hash, rec);
-      garbage += rec.stored_size;
-      rec.codec = group[i].encoded.codec;
-      rec.stored_size = static_cast<std::uint32_t>(bytes.size());
-      rec.checksum = stored_checksum(bytes);
-      touched[group[i].hash] = rec;
-      swapped.insert(group[i].hash);
-      new_payloads.push_back({&group[i].hash, &bytes, {rec.codec, rec.plain_size}});
-      new_payload_bytes += bytes.size();
-    }
-    for (const transaction::payload_swap& r : group)
-      raise_format =
-          raise_format || (r.encoded.codec == codec::codec_id::lepton_file && !holds_lepton_files_);
-    for (const chunk_hash& first : takes) {
-      chunk_record rec = *current(first);  // present: checked above
-      ++rec.refcount;
-      touched[first] = rec;
-    }
+    // After every chunk's own references: a first chunk that gains one in
+    // this commit is not deleted by its member's release first.
     apply_releases();
-  }
 
-  store_settings raised = settings_;
-  if (raise_format) {
-    raised.format_version = k_lepton_file_format_version;
-    batch.put(table::meta, k_settings_key, encode_settings(raised));
-  }
-  // Queue entries this transaction puts (a deleted chunk's entry goes too);
-  // gathered once, and only for a commit that deletes a chunk.
-  std::optional<std::set<std::string_view>> queued_here;
-  for (const auto& [hash, rec] : touched) {
-    if (rec) {
-      batch.put(table::chunks, hash.view(), encode_chunk(*rec, encoding_));
-    } else {
-      // No other commit runs now: the store's queue cannot change meanwhile.
-      if (!queued_here) {
-        queued_here.emplace();
-        for (const txn_op& op : t.ops)
-          if (op.cf == table::meta && !op.erase && op.key.starts_with(k_recompress_prefix))
-            queued_here->insert(op.key);
+    std::set<chunk_hash> swapped;  // one swap per chunk and commit
+    for (std::vector<transaction::payload_swap>& group : t.replacements) {
+      // All of the group or none of it.
+      std::vector<chunk_record> recs;
+      bool ok = true;
+      for (const transaction::payload_swap& r : group) {
+        std::optional<chunk_record> rec = current(r.hash);
+        // Deleted or swapped meanwhile, never mixed with reference changes,
+        // never a Lepton file (its members depend on it).
+        if (!rec || rec->checksum != r.expected_checksum || t.chunks.count(r.hash) ||
+            swapped.count(r.hash) || rec->codec == codec::codec_id::lepton_file ||
+            r.encoded.bytes.size() > std::numeric_limits<std::uint32_t>::max()) {
+          ok = false;
+          break;
+        }
+        recs.push_back(*rec);
       }
-      const bool queued =
-          queued_here->contains(recompress_key(hash)) || is_queued_for_recompress(hash);
-      delete_chunk(batch, hash, queued);
+      // Each new member names a chunk that is a Lepton file after the swap.
+      std::vector<chunk_hash> takes;
+      for (std::size_t i = 0; ok && i < group.size(); ++i) {
+        if (group[i].encoded.codec != codec::codec_id::lepton_member) continue;
+        codec::lepton_member m;
+        try {
+          m = codec::parse_lepton_member(group[i].encoded.bytes);
+        } catch (const codec::codec_error&) {
+          ok = false;
+          break;
+        }
+        if (m.first_chunk.size() != chunk_hash::k_size || m.plain_size != recs[i].plain_size) {
+          ok = false;
+          break;
+        }
+        const chunk_hash first = chunk_hash::from_bytes(m.first_chunk);
+        const auto in_group = std::find_if(group.begin(), group.end(),
+                                           [&](const auto& g) { return g.hash == first; });
+        std::optional<chunk_record> first_rec = current(first);
+        const bool is_file = in_group != group.end()
+                                 ? in_group->encoded.codec == codec::codec_id::lepton_file
+                                 : first_rec && first_rec->codec == codec::codec_id::lepton_file;
+        if (!is_file || first == group[i].hash) {
+          ok = false;
+          break;
+        }
+        takes.push_back(first);
+      }
+      if (!ok) continue;
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        const std::string& bytes = group[i].encoded.bytes;
+        chunk_record rec = recs[i];
+        if (rec.codec == codec::codec_id::lepton_member) release_member(group[i].hash, rec);
+        garbage += rec.stored_size;
+        rec.codec = group[i].encoded.codec;
+        rec.stored_size = static_cast<std::uint32_t>(bytes.size());
+        rec.checksum = stored_checksum(bytes);
+        touched[group[i].hash] = rec;
+        swapped.insert(group[i].hash);
+        new_payloads.push_back({&group[i].hash, &bytes, {rec.codec, rec.plain_size}});
+        new_payload_bytes += bytes.size();
+      }
+      for (const transaction::payload_swap& r : group)
+        raise_format = raise_format ||
+                       (r.encoded.codec == codec::codec_id::lepton_file && !holds_lepton_files_);
+      for (const chunk_hash& first : takes) {
+        chunk_record rec = *current(first);  // present: checked above
+        ++rec.refcount;
+        touched[first] = rec;
+      }
+      apply_releases();
     }
-  }
 
-  if (new_payload_bytes > 0) check_space_for(new_payload_bytes);
-  for (const new_payload& p : new_payloads) payloads_->put(batch, *p.hash, *p.bytes, p.meta);
-  // Pack bytes durable before the log that names them.
-  // (Also those of earlier commits, which the synced log includes.) An
-  // engine whose every write is durable at once (PostgreSQL) names them
-  // durably with this write: a power loss after it must not leave an index
-  // entry naming bytes the page cache lost.
-  if (sync || (engine_->writes_are_durable() && !new_payloads.empty())) payloads_->sync();
+    raised = settings_;
+    if (raise_format) {
+      raised.format_version = k_lepton_file_format_version;
+      batch.put(table::meta, k_settings_key, encode_settings(raised));
+    }
+    // Queue entries this transaction puts (a deleted chunk's entry goes too);
+    // gathered once, and only for a commit that deletes a chunk.
+    std::optional<std::set<std::string_view>> queued_here;
+    for (const auto& [hash, rec] : touched) {
+      if (rec) {
+        batch.put(table::chunks, hash.view(), encode_chunk(*rec, encoding_));
+      } else {
+        // No other commit of this store runs now: its queue cannot change
+        // meanwhile.
+        if (!queued_here) {
+          queued_here.emplace();
+          for (const txn_op& op : t.ops)
+            if (op.cf == table::meta && !op.erase && op.key.starts_with(k_recompress_prefix))
+              queued_here->insert(op.key);
+        }
+        const bool queued =
+            queued_here->contains(recompress_key(hash)) || is_queued_for_recompress(hash);
+        delete_chunk(batch, hash, queued);
+      }
+    }
 
-  try {
-    engine_->write(batch, sync);
-  } catch (...) {
-    // Applied or not (a lost connection leaves it unknown): nothing cached
-    // of these inodes may stay.
-    drop_cached_extents(extents_changed, false);
-    throw;
+    if (staged) {
+      // Staged before the transaction, or not yet: then stage and try again.
+      for (const new_payload& p : new_payloads) {
+        const auto it = staged->find(p.bytes);
+        if (it == staged->end() || it->second.hash != *p.hash ||
+            it->second.meta.codec != p.meta.codec ||
+            it->second.meta.plain_size != p.meta.plain_size)
+          throw payload_not_staged{*p.hash, p.bytes, p.meta};
+        for (const auto& [key, value] : it->second.payload_rows)
+          batch.put(table::payloads, key, value);
+      }
+      return;
+    }
+    if (new_payload_bytes > 0) check_space_for(new_payload_bytes);
+    for (const new_payload& p : new_payloads) payloads_->put(batch, *p.hash, *p.bytes, p.meta);
+    // Pack bytes durable before the log that names them.
+    // (Also those of earlier commits, which the synced log includes.) An
+    // engine whose every write is durable at once (PostgreSQL) names them
+    // durably with this write: a power loss after it must not leave an index
+    // entry naming bytes the page cache lost.
+    if (sync || (engine_->writes_are_durable() && !new_payloads.empty())) payloads_->sync();
+  };
+
+  for (int attempt = 1;; ++attempt) {
+    try {
+      engine_->write_locked(k_commit_section, build, sync);
+      break;
+    } catch (const payload_not_staged& missing) {
+      // Nothing was applied. A chunk that existed at the staging was
+      // deleted by another writer since: stage every chunk that came with
+      // its bytes, so that this cannot happen again.
+      if (attempt >= 3)
+        throw store_error(EIO, "chunk " + missing.hash.hex() +
+                                   ": its payload was not staged for the commit that makes it");
+      stage_payloads(t, *staged, true);
+      if (!staged->contains(missing.bytes)) {
+        check_space_for(missing.bytes->size());
+        stage_payload(*staged, missing.hash, *missing.bytes, missing.meta);
+        payloads_->sync();
+      }
+    } catch (...) {
+      // Applied or not (a lost connection leaves it unknown): nothing cached
+      // of these inodes may stay.
+      drop_cached_extents(extents_changed, false);
+      throw;
+    }
   }
   drop_cached_extents(extents_changed, false);
   garbage_bytes_ += garbage;

@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -44,6 +45,7 @@
 namespace densefs::store {
 
 class payload_store;
+struct payload_meta;
 class pack_store;
 class chunk_cache;
 class rocksdb_engine;
@@ -97,6 +99,16 @@ struct store_open_options {
   // change notices (watch()). Ignored for the embedded store, whose -o ro
   // mounts open it read-write (`-o remount,rw` may make them writable).
   bool follower = false;
+  // On a volume whose records are in PostgreSQL: write beside the volume's
+  // other shared writers instead of alone (the volume's lock taken shared).
+  // Every read-modify-write of records others may change too (a commit's
+  // chunk refcounts, the inode and pack counters, gc's moves of pack
+  // records) reads and writes in one locked transaction
+  // (metadata_engine::write_locked), so no update is lost. The store's part
+  // of several writers on one volume; mounts cannot share a volume for
+  // writing yet (docs/scale-out.md, "Several writers"). Ignored for the
+  // embedded store, whose lock admits one process.
+  bool shared_writer = false;
   // Decoded-chunk cache shared by all files (bytes of plain data).
   std::size_t chunk_cache_bytes = 256u << 20;
   // RocksDB block cache for metadata.
@@ -714,6 +726,13 @@ class store {
   static constexpr std::size_t k_extent_cache_files = 65536;
   bool caches_extents() const { return keeps_sessions(); }
   void drop_cached_extents(std::span<const std::uint64_t> inodes, bool all) const;
+  // A shared writer's commit puts the payloads that may be new before its
+  // locked transaction (commit()): staged, by the bytes they came from.
+  struct staged_payload;
+  using staged_payloads = std::map<const std::string*, staged_payload>;
+  void stage_payloads(const transaction::impl& t, staged_payloads& staged, bool every_chunk);
+  void stage_payload(staged_payloads& staged, const chunk_hash& hash, const std::string& bytes,
+                     const payload_meta& meta);
   // Appends the extent record (`key`, `value`) of `ino` to `c`, or marks it
   // too_many (emptied) past k_cached_extents; false once it is.
   static bool add_cached_extent(cached_extents& c, std::uint64_t ino, std::string_view key,
