@@ -265,6 +265,9 @@ struct postgres_engine::connection {
   // pg_stat_activity shows it), kept after the connection is lost.
   int backend_pid = 0;
   std::string backend_start;
+  // Its number among the engine's connections (postgres_engine::slots_):
+  // names its commit outcome row.
+  std::size_t slot = 0;
 
   connection() = default;
   connection(const connection&) = delete;
@@ -485,6 +488,11 @@ class postgres_engine::lease {
       engine_.idle_.pop_back();
     } else {
       conn_ = std::make_unique<connection>();
+      auto& slots = engine_.slots_;
+      conn_->slot =
+          static_cast<std::size_t>(std::find(slots.begin(), slots.end(), false) - slots.begin());
+      if (conn_->slot == slots.size()) slots.push_back(false);
+      slots[conn_->slot] = true;
     }
     ++engine_.busy_;
     ++t_held_;
@@ -497,6 +505,8 @@ class postgres_engine::lease {
     --engine_.busy_;
     if (engine_.busy_ + engine_.idle_.size() < engine_.capacity_)
       engine_.idle_.push_back(std::move(conn_));
+    else
+      engine_.slots_[conn_->slot] = false;
     engine_.available_.notify_one();
   }
   lease(const lease&) = delete;
@@ -518,6 +528,8 @@ class postgres_engine::lease {
   }
   // The server process of the connection (kept after it is lost).
   std::pair<int, std::string> backend() const { return {conn_->backend_pid, conn_->backend_start}; }
+  // The connection's number among the engine's.
+  std::size_t slot() const { return conn_->slot; }
   // Drops the connection; the next pg() connects anew.
   void reconnect() {
     conn_->close();
@@ -595,6 +607,11 @@ class postgres_engine::lease {
 };
 
 thread_local int postgres_engine::lease::t_held_ = 0;
+
+std::string postgres_engine::outcome_row(const lease& l) const {
+  if (outcome_key_.empty()) return {};
+  return outcome_key_ + "/" + std::to_string(l.slot());
+}
 
 namespace {
 
@@ -816,7 +833,8 @@ std::unique_ptr<postgres_engine> postgres_engine::open(const postgres_engine_opt
 
   if (!options.read_only)
     e->outcome_key_ = std::string(k_outcome_prefix) + random_hex_id("a random writer id");
-  if (!options.read_only && options.lock_volume) e->take_volume_lock(what);
+  e->locks_volume_ = !options.read_only && options.lock_volume;
+  if (e->locks_volume_) e->take_volume_lock(what);
   if (!options.read_only && options.lock_volume && !e->shares_volume_) {
     // The volume's one writer now: the outcome rows of writers before it
     // (a row outlives a writer that crashed) matter to nobody. (Beside
@@ -893,18 +911,30 @@ void postgres_engine::retake_volume_lock(int attempt, const std::string& what) {
     throw store_error(EIO, what +
                                ": the volume's lock was lost and taken again, but "
                                "the commit still finds it missing");
-  std::lock_guard lock(lock_mutex_);
-  volume_lock_.reset();
-  try {
-    take_volume_lock(what);
-  } catch (const store_error& e) {
-    throw store_error(EIO, what +
-                               ": this densefs lost the volume's lock (the server "
-                               "restarted or the connection dropped) and cannot take "
-                               "it again: " +
-                               e.what());
+  {
+    std::lock_guard lock(lock_mutex_);
+    volume_lock_.reset();
   }
+  (void)volume_lock_check(what);
   log_info(where_ + ": took the volume's lock again after losing it");
+}
+
+std::string postgres_engine::volume_lock_check(const std::string& what) {
+  std::lock_guard lock(lock_mutex_);
+  if (!locks_volume_) return {};
+  if (!volume_lock_) {
+    // Lost, and not taken again yet: no write goes through without it.
+    try {
+      take_volume_lock(what);
+    } catch (const store_error& e) {
+      throw store_error(EIO, what +
+                                 ": this densefs lost the volume's lock (the server "
+                                 "restarted or the connection dropped) and cannot take "
+                                 "it again: " +
+                                 e.what());
+    }
+  }
+  return lock_check_sql_;
 }
 
 void postgres_engine::create(const postgres_engine_options& options) {
@@ -1174,26 +1204,25 @@ void postgres_engine::write(metadata_batch& batch, bool) {
   if (b->empty()) return;
   const std::string what = "committing to " + where_;
   for (int attempt = 0;; ++attempt) {
-    std::vector<statement> q;
-    {
-      std::lock_guard lock(lock_mutex_);
-      // First in the batch's transaction: the batch applies only while this
-      // engine holds the volume's lock (a restarted server or a dropped
-      // connection lost it, and another writer may have it now).
-      if (volume_lock_) q.emplace_back(lock_check_sql_);
-      // Writers beside others on one volume, and any batch that expects
-      // records to be as read: commits one at a time across the volume's
-      // clients (a transaction-level advisory lock, let go at commit, also
-      // held by write_locked's "commit" section from its reads on), so the
-      // expectations are checked against every commit before this one and
-      // nothing commits between the check and this batch's writes.
-      if (!volume_lock_ || shares_volume_ || !b->expected().empty())
-        q.emplace_back(k_commit_lock_sql);
-    }
-    const std::uint64_t token = next_token_.fetch_add(1, std::memory_order_relaxed);
-    for (statement& s : batch_transaction(*b, outcome_key_, token, channel_))
-      q.push_back(std::move(s));
     lease l(*this, what);
+    std::vector<statement> q;
+    // First in the batch's transaction: the batch applies only while this
+    // engine holds the volume's lock (a restarted server or a dropped
+    // connection lost it, and another writer may have it now).
+    if (std::string check = volume_lock_check(what); !check.empty())
+      q.emplace_back(std::move(check));
+    // Writers beside others on one volume, and any batch that expects
+    // records to be as read: commits one at a time across the volume's
+    // clients (a transaction-level advisory lock, let go at commit, also
+    // held by write_locked's "commit" section from its reads on), so the
+    // expectations are checked against every commit before this one and
+    // nothing commits between the check and this batch's writes.
+    if (!locks_volume_ || shares_volume_ || !b->expected().empty())
+      q.emplace_back(k_commit_lock_sql);
+    const std::uint64_t token = next_token_.fetch_add(1, std::memory_order_relaxed);
+    const std::string outcome_key = outcome_row(l);
+    for (statement& s : batch_transaction(*b, outcome_key, token, channel_))
+      q.push_back(std::move(s));
     std::vector<result_ptr> results;
     try {
       results = l.run(q);
@@ -1206,7 +1235,7 @@ void postgres_engine::write(metadata_batch& batch, bool) {
         throw store_error(EIO, what + ": the connection was lost, the commit may or may not " +
                                    "have happened: " + e.what());
       l.reconnect();
-      if (await_outcome(l, lost_backend, token, what) == outcome::committed) {
+      if (await_outcome(l, lost_backend, outcome_key, token, what) == outcome::committed) {
         log_info(what + ": the connection was lost after the commit (" + e.what() +
                  "); it had committed");
         return;
@@ -1258,11 +1287,15 @@ void postgres_engine::write_locked(std::string_view section,
     // 1. The transaction, the volume's lock checked, the section's lock.
     std::vector<statement> begin;
     begin.emplace_back("BEGIN");
-    {
-      std::lock_guard lock(lock_mutex_);
-      if (volume_lock_) begin.emplace_back(lock_check_sql_);
-    }
+    if (std::string check = volume_lock_check(what); !check.empty())
+      begin.emplace_back(std::move(check));
     const bool checks_lock = begin.size() == 2;
+    // A server process whose client went away mid-transaction (a network
+    // cut) would hold the section's lock until TCP gives up, hours later:
+    // the server ends it after a minute of waiting for its client instead.
+    begin.emplace_back(
+        "SELECT set_config('idle_in_transaction_session_timeout', '60s', true) WHERE "
+        "current_setting('idle_in_transaction_session_timeout') IN ('0', '0ms')");
     statement take(
         "SELECT pg_advisory_xact_lock(hashtextextended('densefs ' || $1 || ' ' || "
         "current_schema(), 0))");
@@ -1284,10 +1317,13 @@ void postgres_engine::write_locked(std::string_view section,
         transaction_reads reads(l, where_);
         build(reads, batch);
       } catch (const connection_lost& e) {
-        // Nothing was sent that commits: start again on a new connection
-        // (the server ends the transaction and its lock with the old one).
+        // Nothing was sent that commits: start again on a new connection,
+        // once the old one's server process (which may still hold the
+        // section's lock) is gone.
         if (attempt >= k_max_write_attempts - 1) throw store_error(EIO, what + ": " + e.what());
+        const auto lost_backend = l.backend();
         l.reconnect();
+        end_backend(l, lost_backend, what + ": ending the lost connection's transaction");
         continue;
       }
     } catch (...) {
@@ -1296,8 +1332,15 @@ void postgres_engine::write_locked(std::string_view section,
     }
     // 3. The batch, committed.
     const std::uint64_t token = next_token_.fetch_add(1, std::memory_order_relaxed);
-    std::vector<statement> q = batch_transaction(batch, outcome_key_, token, channel_);
-    q.emplace_back("COMMIT");
+    const std::string outcome_key = outcome_row(l);
+    std::vector<statement> q;
+    try {
+      q = batch_transaction(batch, outcome_key, token, channel_);
+      q.emplace_back("COMMIT");
+    } catch (...) {
+      l.reconnect();
+      throw;
+    }
     std::vector<result_ptr> results;
     try {
       results = l.run(q);
@@ -1307,7 +1350,7 @@ void postgres_engine::write_locked(std::string_view section,
         throw store_error(EIO, what + ": the connection was lost, the commit may or may not " +
                                    "have happened: " + e.what());
       l.reconnect();
-      if (await_outcome(l, lost_backend, token, what) == outcome::committed) {
+      if (await_outcome(l, lost_backend, outcome_key, token, what) == outcome::committed) {
         log_info(what + ": the connection was lost after the commit (" + e.what() +
                  "); it had committed");
         return;
@@ -1329,21 +1372,14 @@ void postgres_engine::write_locked(std::string_view section,
   }
 }
 
-postgres_engine::outcome postgres_engine::await_outcome(lease& l,
-                                                        const std::pair<int, std::string>& lost,
-                                                        std::uint64_t token,
-                                                        const std::string& what) {
-  const auto unknown = [&](const std::string& why) {
-    return store_error(EIO, what +
-                                ": the connection was lost, and whether the commit happened "
-                                "is unknown: " +
-                                why);
-  };
+void postgres_engine::end_backend(lease& l, const std::pair<int, std::string>& lost,
+                                  const std::string& what) {
+  const auto unknown = [&](const std::string& why) { return store_error(EIO, what + ": " + why); };
   if (lost.first == 0 || lost.second.empty()) throw unknown("the server process was not known");
   // A server process whose client is gone may still be running its
   // transaction (a network cut is seen by the server only when it next
-  // reads or writes): until it has ended, the row may still change.
-  // Ending it settles the transaction either way.
+  // reads or writes), and holding its locks. Ending it ends the
+  // transaction either way.
   std::string pid = std::to_string(lost.first);
   for (int i = 0;; ++i) {
     std::vector<statement> q;
@@ -1359,20 +1395,28 @@ postgres_engine::outcome postgres_engine::await_outcome(lease& l,
     } catch (const connection_lost& e) {
       throw unknown(e.what());
     }
-    try {
-      check(results, what, where_);
-    } catch (const store_error& e) {
-      throw unknown(e.what());
-    }
-    if (PQntuples(results[0].get()) == 0) break;  // gone
+    check(results, what, where_);
+    if (PQntuples(results[0].get()) == 0) return;  // gone
     if (i >= 100) throw unknown("its server process " + pid + " did not end within 10 s");
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+postgres_engine::outcome postgres_engine::await_outcome(lease& l,
+                                                        const std::pair<int, std::string>& lost,
+                                                        const std::string& key, std::uint64_t token,
+                                                        const std::string& what) {
+  const std::string unknown =
+      what + ": the connection was lost, and whether the commit happened is unknown";
+  // Until the lost connection's server process has ended, the row may
+  // still change.
   std::optional<std::string> row;
   try {
-    row = get(table::meta, outcome_key_, what);
+    end_backend(l, lost, unknown);
+    row = get(table::meta, key, what);
   } catch (const store_error& e) {
-    throw unknown(e.what());
+    if (std::string_view(e.what()).starts_with(unknown)) throw;
+    throw store_error(EIO, unknown + ": " + e.what());
   }
   if (row && *row == encode_outcome(token)) return outcome::committed;
   return outcome::not_committed;

@@ -131,25 +131,46 @@ class postgres_engine final : public metadata_engine {
   void retake_volume_lock(int attempt, const std::string& what);
   std::mutex lock_mutex_;
   std::shared_ptr<void> volume_lock_;
+  // The engine writes only while it holds the volume's lock (once lost and
+  // not taken again, every write tries to take it first).
+  bool locks_volume_ = false;
+  // The statement a write checks the volume's lock with, once this engine
+  // holds it again if it had lost it; "" for an engine without the lock.
+  // Throws EIO when the lock cannot be taken again.
+  std::string volume_lock_check(const std::string& what);
   // The statement each write begins with: fails with k_lock_lost_sqlstate
   // unless the lock's session still holds it.
   std::string lock_check_sql_;
   static constexpr const char* k_lock_lost_sqlstate = "DF001";
 
   // Each write of a read-write engine also rewrites one row of its own in
-  // densefs_meta, `commit_outcome/` + 16 hex digits drawn at open, with a
-  // token that write alone uses: after a connection lost during a write,
-  // the row tells whether that write committed (await_outcome;
-  // docs/scale-out.md, "A commit whose outcome is unknown").
+  // densefs_meta, `commit_outcome/` + 16 hex digits drawn at open + `/` +
+  // the number of the pool's connection it runs on, with a token that
+  // write alone uses: after a connection lost during a write, the row tells
+  // whether that write committed (await_outcome; docs/scale-out.md, "A
+  // commit whose outcome is unknown"). One row per connection, not per
+  // engine: a write on another connection must not overwrite the row before
+  // it is read.
   std::string outcome_key_;
   std::atomic<std::uint64_t> next_token_{1};
+  // The connection numbers in use (the pool's and the extra ones), under
+  // mutex_: the lowest free one goes to a new connection.
+  mutable std::vector<bool> slots_;
+  // The key of the outcome row of writes on `l`'s connection ("" for an
+  // engine without them).
+  std::string outcome_row(const class lease& l) const;
   enum class outcome { committed, not_committed };
   // On a new connection: waits (at most ~10 s, ending it if need be) until
   // the server process of the lost connection is gone, so that its
-  // transaction has ended one way or the other, then reads the row. Throws
-  // store_error(EIO) when it cannot tell.
+  // transaction has ended one way or the other, then reads the row `key`.
+  // Throws store_error(EIO) when it cannot tell.
   outcome await_outcome(class lease& l, const std::pair<int, std::string>& lost_backend,
-                        std::uint64_t token, const std::string& what);
+                        const std::string& key, std::uint64_t token, const std::string& what);
+  // Waits (at most ~10 s) until the server process `lost_backend` is gone,
+  // ending it if need be; throws store_error(EIO) naming `what` when it
+  // cannot tell.
+  void end_backend(class lease& l, const std::pair<int, std::string>& lost_backend,
+                   const std::string& what);
 
   // The channel of the volume's change notices: "densefs_" and 16 hex
   // digits of the md5 of the schema's name (so volumes in schemas of one

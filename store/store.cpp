@@ -1357,7 +1357,14 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   // 0. Pack stores: packs with enough dead bytes rewritten (their live
   //    records copied to the current pack, the index moved in one synced
   //    commit, the old pack deleted). Needs room for the copies only.
-  if (packs_) {
+  //    Not while writing beside other writers of the volume: another
+  //    writer's packs are uploaded before the commit that names them (its
+  //    staged payloads), so a pack this process sees without a live record
+  //    may be about to get some. That waits for one gc at a time across
+  //    the writers (a lease; docs/scale-out.md, "Several writers").
+  if (packs_ && writes_beside_others())
+    log_info("gc: not compacting packs beside other writers of the volume");
+  if (packs_ && !writes_beside_others()) {
     std::uint64_t to_move = 0;
     for (const pack_store::pack_usage& u : packs_->usage(&gc_canceled_))
       if (u.file_bytes > 0 && static_cast<double>(u.dead_bytes()) >=
@@ -2019,7 +2026,7 @@ void store::commit(transaction& txn, bool sync) {
   // entries of those still new then. (A payload found to exist by then is
   // left in its pack as dead bytes, for gc.)
   std::optional<staged_payloads> staged;
-  if (options_.shared_writer && !postgres_.empty()) stage_payloads(t, staged.emplace(), false);
+  if (writes_beside_others()) stage_payloads(t, staged.emplace(), false);
 
   // What the commit did, for after it (set by each try of `build`).
   std::vector<chunk_hash> deleted;

@@ -726,6 +726,9 @@ class store {
   static constexpr std::size_t k_extent_cache_files = 65536;
   bool caches_extents() const { return keeps_sessions(); }
   void drop_cached_extents(std::span<const std::uint64_t> inodes, bool all) const;
+  // Open as one of several writers of a PostgreSQL volume
+  // (store_open_options::shared_writer).
+  bool writes_beside_others() const { return options_.shared_writer && !postgres_.empty(); }
   // A shared writer's commit puts the payloads that may be new before its
   // locked transaction (commit()): staged, by the bytes they came from.
   struct staged_payload;

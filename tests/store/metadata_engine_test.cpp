@@ -1227,8 +1227,9 @@ TEST_F(metadata_engine_postgres, shared_writers_and_a_writer_alone_exclude_each_
 // Read-modify-writes of writers beside each other (write_locked): three
 // threads on each of two engines increment one counter, reading it in the
 // locked transaction: no increment is lost and none has to be done again.
-// One build has its connection ended by the server before its commit: it
-// runs again, and that increment still counts once.
+// Two builds have their connection ended by the server, one before a read
+// of its own and one before its commit: each runs again, and each
+// increment still counts once.
 TEST_F(metadata_engine_postgres, locked_writes_of_writers_beside_each_other_lose_no_update) {
   make().reset();
   store::postgres_engine_options shared = options_;
@@ -1238,7 +1239,7 @@ TEST_F(metadata_engine_postgres, locked_writes_of_writers_beside_each_other_lose
   put(*engines[0], table::meta, "counter", "0");
   constexpr int k_threads_per_engine = 3, k_increments = 40;
   std::atomic<int> builds{0};
-  std::atomic<bool> cut{false};
+  std::atomic<int> cuts{0};
   std::vector<std::thread> threads;
   for (auto& e : engines) {
     for (int t = 0; t < k_threads_per_engine; ++t) {
@@ -1248,8 +1249,8 @@ TEST_F(metadata_engine_postgres, locked_writes_of_writers_beside_each_other_lose
               store::k_commit_section,
               [&](store::locked_reads& reads, store::metadata_batch& batch) {
                 ++builds;
-                const std::string n = reads.get(table::meta, "counter", "test").value();
-                if (!cut.exchange(true)) {
+                std::string n = reads.get(table::meta, "counter", "test").value();
+                if (const int cut = cuts.fetch_add(1); cut < 2) {
                   // This transaction's server process, idle between its reads
                   // and its commit: ended.
                   EXPECT_EQ(sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
@@ -1257,6 +1258,7 @@ TEST_F(metadata_engine_postgres, locked_writes_of_writers_beside_each_other_lose
                                 "transaction'"),
                             "1\n");
                   std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                  if (cut == 0) n = reads.get(table::meta, "counter", "test").value();
                 }
                 batch.put(table::meta, "counter", std::to_string(std::stoull(n) + 1));
               },
@@ -1268,7 +1270,7 @@ TEST_F(metadata_engine_postgres, locked_writes_of_writers_beside_each_other_lose
   for (std::thread& t : threads) t.join();
   constexpr int k_total = 2 * k_threads_per_engine * k_increments;
   EXPECT_EQ(engines[0]->get(table::meta, "counter", "test"), std::to_string(k_total));
-  EXPECT_EQ(builds.load(), k_total + 1);
+  EXPECT_EQ(builds.load(), k_total + 2);
 }
 
 // Two stores writing one volume beside each other (store_open_options::
@@ -1497,8 +1499,21 @@ TEST_F(metadata_engine_postgres, a_writer_that_lost_the_lock_writes_only_while_i
     EXPECT_NE(std::string(e.what()).find("lost the volume's lock"), std::string::npos) << e.what();
   }
   EXPECT_EQ(other->get(table::meta, "c", "test"), std::nullopt);
+  // Nor later: each write tries to take the lock first.
+  EXPECT_THROW(put(*writer, table::meta, "d", "1"), store::store_error);
   put(*other, table::meta, "c", "4");
   EXPECT_EQ(other->get(table::meta, "c", "test"), "4");
+  EXPECT_EQ(other->get(table::meta, "d", "test"), std::nullopt);
+  // Once the other writer has gone, the first takes the lock and writes.
+  other.reset();
+  put(*writer, table::meta, "e", "1");
+  EXPECT_EQ(writer->get(table::meta, "e", "test"), "1");
+  try {
+    store::postgres_engine::open(o);
+    ADD_FAILURE() << "a second writer opened the volume after the first took its lock again";
+  } catch (const store::store_error& e) {
+    EXPECT_EQ(e.error_number(), EBUSY) << e.what();
+  }
 }
 
 // A store on PostgreSQL end to end in-process (docs/scale-out.md): format 5,
