@@ -448,6 +448,7 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
     std::uint64_t data_end = 0;  // end of the highest slot bytes committed here
     std::uint64_t persisted = 0;
     bool queued = false;
+    bool ends_new_file = false;  // its new-file row goes in this commit
   };
   std::map<node*, file_update> updates;
   int error = 0;
@@ -509,10 +510,18 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
             break;
           }
         }
-        if (lowest_staged == std::numeric_limits<std::uint64_t>::max() && n.write_error == 0)
+        const bool settled =
+            lowest_staged == std::numeric_limits<std::uint64_t>::max() && n.write_error == 0;
+        if (settled)
           u.persisted = n.size;
         else
           u.persisted = std::max(n.persisted_size, std::min({n.size, u.data_end, lowest_staged}));
+        // A new file whose data as of its last close lands here stops
+        // being new in the same commit (new_files.cpp).
+        if (new_file_ends(n, settled)) {
+          txn.clear_new_file(n.ino);
+          u.ends_new_file = true;
+        }
         store::inode_record p = u.record;
         p.size = u.persisted;
         txn.put_inode(p);
@@ -568,6 +577,7 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
       n.record.flags = u.record.flags;
       n.persisted_size = u.persisted;
       n.record_dirty = false;  // the record just stored is n.record
+      if (u.ends_new_file) n.new_file = false;
       queued_any = queued_any || u.queued;
     }
   } else {

@@ -212,8 +212,11 @@ class filesystem {
   void invalidate_listing(std::uint64_t ino);
 
   // --- namespace helpers (ops_dir.cpp) ---
+  // `new_file`: a regular file opened by its create, whose data follows:
+  // marked as new in the same commit (node::new_file).
   std::shared_ptr<node> make_node(fuse_req_t req, node& parent, const char* name, mode_t mode,
-                                  dev_t rdev, std::string_view symlink_target);
+                                  dev_t rdev, std::string_view symlink_target,
+                                  bool new_file = false);
   void check_name(const char* name) const;
   // Before a rename: commits the staged data of the file `name` in `parent`
   // names, if it has any (write-behind ordering). No lock held.
@@ -316,6 +319,26 @@ class filesystem {
   // memory are ahead of the store. Takes meta_mutex_.
   void store_record_if_settled(node& n);
   void store_record_if_settled_locked(node& n);  // caller holds meta_mutex_
+  // New files (node::new_file). A file stays new until its data as of its
+  // last close is committed: the group commit that stores it, or its last
+  // release when nothing is staged, ends that in the same commit; so do an
+  // fsync (everything), a rename or link of it (its data is committed
+  // first), its deletion, and unmount. A file kept open for writing longer
+  // than k_new_file_grace ends it at its next group commit, so that a log
+  // written for hours is not removed by a crash.
+  static constexpr std::chrono::seconds k_new_file_grace{30};
+  // Whether `n` stops being new with a commit that leaves nothing of it
+  // staged (`settled`), or that leaves some. Caller holds n.data_mutex and
+  // meta_mutex_.
+  bool new_file_ends(const node& n, bool settled) const;
+  // After the last release of `n`: ends its being new if nothing is staged.
+  void settle_new_file(node& n);
+  // fsync, `densefs sync`, unmount: ends every file's being new whose data
+  // is all committed. Takes the files' data_mutex and meta_mutex_.
+  void settle_new_files();
+  // At mount: files still new after a crash are removed (their names, then
+  // their data as orphans), so that no name is found empty or cut short.
+  void remove_unfinished_new_files();
   // fsync, fsyncdir, `densefs sync`, the stats xattr: every file's staged
   // data committed (not synced: the caller syncs when it must). Returns
   // `own`'s error (cleared), never the others' (kept for them); with no

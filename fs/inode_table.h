@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -78,6 +79,13 @@ struct node : std::enable_shared_from_this<node> {
   // from memory.
   std::optional<std::set<std::string>> xattr_names;
   bool purged = false;  // deleted from the store; late background commits are dropped
+  // Created by this daemon, and its data as of its last close not all
+  // committed yet: the store holds a new-file row for it (a crash removes
+  // the file at the next mount rather than leave it empty or cut short;
+  // filesystem::settle_new_files). `created` starts the grace after which
+  // a file kept open for writing keeps its name anyway.
+  bool new_file = false;
+  std::chrono::steady_clock::time_point created{};
   // A follower: this file is open here and the writer unlinked it; a hold
   // row keeps its data (fs/shared_orphans.cpp). Under holds_mutex_ and
   // meta_mutex_.

@@ -76,6 +76,7 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   // writer beside followers keeps those they may have open, and looks at
   // them again after every heartbeat (shared_orphans.cpp).
   if (!store_->read_only()) {
+    remove_unfinished_new_files();
     release_orphans(orphan_scan::whole_store);
     if (store_->keeps_sessions())
       store_->on_heartbeat([this] { release_deferred_orphans_later(); });
@@ -116,6 +117,13 @@ void filesystem::shutdown() {
     } catch (const std::exception& e) {
       log_error("inode " + std::to_string(n->ino) + ": flush at unmount failed: " + e.what());
     }
+  }
+  // Every file's data is committed (or lost with an error above): none is
+  // new any more, unless its data was lost (the next mount removes it).
+  try {
+    settle_new_files();
+  } catch (const std::exception& e) {
+    log_error(std::string("ending new files at unmount failed: ") + e.what());
   }
   // Every encode the flushes waited for is committed: the committer is
   // idle and stops first (it notifies the re-encoder), then the re-encoder
@@ -236,6 +244,7 @@ void filesystem::purge(store::transaction& txn, node& n, const store::extent_lis
   for (const auto& name : store_->list_xattrs(n.ino)) txn.delete_xattr(n.ino, name);
   txn.delete_inode(n.ino);
   txn.remove_orphan(n.ino);
+  if (n.new_file) txn.clear_new_file(n.ino);
 }
 
 std::optional<store::extent_list> filesystem::extents_if_one_batch(std::uint64_t ino) const {

@@ -24,7 +24,7 @@ void filesystem::check_name(const char* name) const {
 // meta_mutex_.
 std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const char* name,
                                             mode_t mode, dev_t rdev,
-                                            std::string_view symlink_target) {
+                                            std::string_view symlink_target, bool new_file) {
   if (!S_ISDIR(parent.record.mode)) throw fs_error(ENOTDIR);
   if (parent.record.nlink == 0) throw fs_error(ENOENT);  // removed directory
   if (options_.read_only) throw fs_error(EROFS);
@@ -74,6 +74,8 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   if (acls.default_acl) txn.put_xattr(r.ino, posix_acl::k_default_name, *acls.default_acl);
   txn.put_dirent(parent.ino, name, {r.ino, r.mode & S_IFMT});
   txn.put_inode(persistable(parent, p));
+  new_file = new_file && S_ISREG(mode);
+  if (new_file) txn.mark_new_file(r.ino, parent.ino, name);
   commit(txn);
   entries_changed(parent);
   parent.record = p;
@@ -83,6 +85,8 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   n->xattr_names.emplace();  // a new inode has none but its ACLs
   if (acls.access) n->xattr_names->emplace(posix_acl::k_access_name);
   if (acls.default_acl) n->xattr_names->emplace(posix_acl::k_default_name);
+  n->new_file = new_file;
+  n->created = std::chrono::steady_clock::now();
   return table_.insert(std::move(n));
 }
 
@@ -282,6 +286,9 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
       }
       edit(src).ctime = t;
       edit(dst).ctime = t;
+      // Both named anew with their data committed (land_before_rename).
+      for (const auto& moved : {src, dst})
+        if (moved->new_file) txn.clear_new_file(moved->ino);
     } else {
       if (to_entry && (flags & RENAME_NOREPLACE)) throw fs_error(EEXIST);
       if (to_entry && to_entry->ino == from_entry->ino) {
@@ -320,6 +327,9 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
         ++edit(to_dir).nlink;
       }
       edit(src).ctime = t;
+      // Named anew with its data committed (land_before_rename): a crash
+      // leaves the name the old file or this one as it is now.
+      if (src->new_file) txn.clear_new_file(src->ino);
     }
     store::inode_record& fr = edit(from_dir);
     fr.mtime = fr.ctime = t;
@@ -330,6 +340,9 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
       if (!n->purged) txn.put_inode(persistable(*n, r));
     }
     commit(txn);
+    src->new_file = false;
+    if (flags & RENAME_EXCHANGE)
+      if (const auto dst = table_.find(to_entry->ino)) dst->new_file = false;
     entries_changed(*from_dir);
     entries_changed(*to_dir);
     for (auto& [ino, entry] : changed) {
@@ -382,8 +395,10 @@ void filesystem::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, cons
     txn.put_dirent(newparent, newname, {n->ino, r.mode & S_IFMT});
     txn.put_inode(persistable(*n, r));
     txn.put_inode(persistable(*p, pr));
-    txn.remove_orphan(n->ino);  // linkat(AT_EMPTY_PATH) of an unlinked file
+    txn.remove_orphan(n->ino);                    // linkat(AT_EMPTY_PATH) of an unlinked file
+    if (n->new_file) txn.clear_new_file(n->ino);  // its data was committed above
     commit(txn);
+    n->new_file = false;
     entries_changed(*p);
     n->record = r;
     p->record = pr;

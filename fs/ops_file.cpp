@@ -138,7 +138,7 @@ void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
     check_name(name);
     std::lock_guard meta(meta_mutex_);
     auto p = get_node(parent);
-    auto n = make_node(req, *p, name, S_IFREG | (mode & 07777), 0, {});
+    auto n = make_node(req, *p, name, S_IFREG | (mode & 07777), 0, {}, true);
     fuse_entry_param e = entry_for(*n);
     ++n->lookups;
     ++n->opens;
@@ -296,6 +296,7 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     }
     vouch_for_cache(*n, fi);
     close_handle(n);
+    if (n->regular) settle_new_file(*n);
     fuse_reply_err(req, 0);
   });
 }
@@ -315,6 +316,7 @@ void filesystem::fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
 
 int filesystem::sync_everything(const node* own) {
   const int error = sync_all(own);
+  settle_new_files();
   store_->sync();
   return error;
 }

@@ -253,6 +253,12 @@ std::string orphan_key(std::uint64_t ino) {
   return k;
 }
 
+std::string new_file_key(std::uint64_t ino) {
+  std::string k(k_new_file_prefix);
+  put_be64(k, ino);
+  return k;
+}
+
 std::uint64_t decode_u64_be(std::string_view eight_bytes) {
   // Exactly 8: every caller passes a whole key or key part, so trailing
   // bytes are corruption, not something to ignore (tests/fuzz, record_meta).
@@ -690,6 +696,33 @@ session_record decode_session(std::string_view key, std::string_view value) {
 
 std::string encode_orphan() {
   return start_value();
+}
+
+// ---- new file ----
+// version u8 | parent u64 | name (u32 length + bytes)
+
+std::string encode_new_file(std::uint64_t parent, std::string_view name) {
+  std::string out = start_value();
+  put_u64(out, parent);
+  put_string(out, name);
+  return out;
+}
+
+new_file_record decode_new_file(std::string_view key, std::string_view value) {
+  if (key.size() != k_new_file_prefix.size() + 8 || !key.starts_with(k_new_file_prefix))
+    throw store_error(EIO, "corrupt new-file key of " + std::to_string(key.size()) + " bytes");
+  new_file_record r;
+  r.ino = decode_u64_be(key.substr(k_new_file_prefix.size()));
+  reader in(value, "new file", "inode " + std::to_string(r.ino));
+  in.expect_version();
+  r.parent = in.u64();
+  r.name = in.string("name");
+  in.expect_end();
+  if (r.name.empty() || r.name.size() > 255 || r.name.find('/') != std::string::npos ||
+      r.name.find('\0') != std::string::npos)
+    throw store_error(EIO, "corrupt new-file record of inode " + std::to_string(r.ino) +
+                               ": a name of " + std::to_string(r.name.size()) + " bytes");
+  return r;
 }
 
 void check_orphan(std::uint64_t ino, std::string_view value) {

@@ -158,6 +158,12 @@ std::string xattr_key(std::uint64_t ino, std::string_view name);
 std::string xattr_prefix(std::uint64_t ino);
 std::string orphan_key(std::uint64_t ino);  // in k_cf_meta
 inline constexpr std::string_view k_orphan_prefix = "orphan/";
+// A regular file created through a mount whose data, as of its last close,
+// is not all committed yet: "new_file/" + ino BE, in k_cf_meta. After a
+// crash the next mount removes such a file, so that a name is found absent
+// or whole, never empty or cut short (docs/design.md, "Durability").
+std::string new_file_key(std::uint64_t ino);
+inline constexpr std::string_view k_new_file_prefix = "new_file/";
 // Chunks stored with a fast codec and waiting for background re-encoding
 // (Lepton): "recompress/" + 32-byte hash, in k_cf_meta.
 std::string recompress_key(const chunk_hash& hash);
@@ -212,6 +218,14 @@ std::string decode_xattr_value(std::string_view value);
 std::string encode_next_ino(std::uint64_t next_ino);
 std::uint64_t decode_next_ino(std::string_view value);
 std::string encode_orphan();
+// A new-file row: where the file was created (the directory and the name).
+struct new_file_record {
+  std::uint64_t ino = 0;
+  std::uint64_t parent = 0;
+  std::string name;
+};
+std::string encode_new_file(std::uint64_t parent, std::string_view name);
+new_file_record decode_new_file(std::string_view key, std::string_view value);  // throws EIO
 
 // A mount of a volume kept in a shared database: who, where, and when it
 // last said it is alive (unix seconds).

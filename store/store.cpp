@@ -348,6 +348,13 @@ void transaction::add_orphan(std::uint64_t ino) {
 void transaction::remove_orphan(std::uint64_t ino) {
   ensure(impl_).ops.push_back({table::meta, true, orphan_key(ino), {}});
 }
+void transaction::mark_new_file(std::uint64_t ino, std::uint64_t parent, std::string_view name) {
+  ensure(impl_).ops.push_back(
+      {table::meta, false, new_file_key(ino), encode_new_file(parent, name)});
+}
+void transaction::clear_new_file(std::uint64_t ino) {
+  ensure(impl_).ops.push_back({table::meta, true, new_file_key(ino), {}});
+}
 
 void transaction::ref_chunk(const prepared_chunk& chunk) {
   chunk_delta& d = ensure(impl_).chunks[chunk.hash];
@@ -1171,6 +1178,16 @@ void store::scan_prefix(
   o.start = start;
   o.fill_cache = false;  // scans pass once over records nobody reads again soon
   engine_->scan(t, prefix_range(prefix), o, what, fn);
+}
+
+std::vector<new_file_record> store::new_files() const {
+  std::vector<new_file_record> out;
+  scan_prefix(table::meta, k_new_file_prefix, k_new_file_prefix, "listing new files",
+              [&](std::string_view key, std::string_view value) {
+                out.push_back(decode_new_file(key, value));
+                return true;
+              });
+  return out;
 }
 
 std::vector<std::uint64_t> store::orphans() const {

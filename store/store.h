@@ -140,6 +140,10 @@ class transaction {
   void delete_xattr(std::uint64_t ino, std::string_view name);
   void add_orphan(std::uint64_t ino);
   void remove_orphan(std::uint64_t ino);
+  // A file created as `name` in `parent` whose data is not all committed
+  // yet (records.h, k_new_file_prefix), and the end of that.
+  void mark_new_file(std::uint64_t ino, std::uint64_t parent, std::string_view name);
+  void clear_new_file(std::uint64_t ino);
 
   // Chunk references. Several calls for one hash add up. At commit a chunk
   // whose count reaches 0 is deleted with its payload; a chunk that does not
@@ -396,6 +400,9 @@ class store {
   std::vector<std::string> list_xattrs(std::uint64_t ino) const;
   std::optional<chunk_record> get_chunk(const chunk_hash& hash) const;
   std::vector<std::uint64_t> orphans() const;
+  // The new-file rows (transaction::mark_new_file): after a crash, files
+  // whose data as of their last close was not all committed.
+  std::vector<new_file_record> new_files() const;
 
   // Hashes and encodes plain chunk data (CPU work: call it from a worker
   // pool, not a FUSE thread). Skips encoding when the chunk already exists.

@@ -15,11 +15,14 @@
 //   path must hold exactly what the writer last wrote;
 // * a rename of a file with staged data commits that data first, so a name
 //   holds one of the states of the file renamed to it, whole;
+// * a file created through the mount is found whole as of its last close,
+//   or absent: never empty or cut short (its new-file row, removed by the
+//   commit that stores the last of its data);
 // * a file's persisted size never runs ahead of committed data: a file being
-//   written sequentially is found as a prefix of what was written (never
-//   zeros that were not written); an overwrite leaves each byte old or new;
-//   a big truncate may stop part of the way (a prefix, no shorter than the
-//   new size).
+//   appended to is found as a prefix of what was written (never zeros that
+//   were not written); an overwrite leaves each byte old or new; a big
+//   truncate may stop part of the way (a prefix, no shorter than the new
+//   size).
 // Renames of a durable file are also checked as a pair: exactly one of the
 // two names holds the file.
 //
@@ -329,7 +332,9 @@ class writer {
   }
 
   void create(const std::string& p, const std::string& data, bool do_fsync) {
-    add(p, prefix_of(data, 0));
+    // A new file is found whole or not at all (its new-file row): never
+    // empty or a prefix, though it was created before its data came.
+    add(p, exact_of(data));
     const int fd = open_file(p, O_WRONLY | O_CREAT | O_EXCL);
     cur_[p] = data;
     fam_[p] = family::grow;

@@ -1,0 +1,105 @@
+// New files and crashes (docs/design.md, "Durability"). close(2) returns
+// before a file's data is committed (write-behind, write_back.h), while its
+// create was committed at once: a crash in between would leave the name
+// empty or cut short. So a file created through the mount carries a
+// new-file row in the store (records.h, k_new_file_prefix), written in its
+// create's commit, until its data as of its last close is committed; the
+// commit that stores the last of it removes the row. The next mount after
+// a crash removes every file still marked, its name and its data: a name
+// is found absent, or whole.
+#include <sys/stat.h>
+
+#include <string>
+#include <vector>
+
+#include "fs/filesystem.h"
+#include "store/log.h"
+
+namespace densefs::fs {
+
+bool filesystem::new_file_ends(const node& n, bool settled) const {
+  if (!n.new_file) return false;
+  if (settled && n.opens == 0 && n.write_error == 0) return true;
+  // Kept open for writing a long time (a log, a download): it keeps its
+  // name after a crash, with what is committed, as on ext4.
+  return std::chrono::steady_clock::now() - n.created >= k_new_file_grace;
+}
+
+void filesystem::settle_new_file(node& n) {
+  {
+    std::lock_guard meta(meta_mutex_);
+    if (!n.new_file) return;
+  }
+  try {
+    std::unique_lock data(n.data_mutex);
+    std::lock_guard meta(meta_mutex_);
+    if (n.purged || n.has_staged() || !new_file_ends(n, true)) return;
+    store::transaction txn;
+    txn.clear_new_file(n.ino);
+    commit(txn);
+    n.new_file = false;
+  } catch (const std::exception& e) {
+    // Still new: a crash before another commit removes it (absent, which
+    // the rule allows).
+    log_error("inode " + std::to_string(n.ino) + ": ending it as a new file: " + e.what());
+  }
+}
+
+void filesystem::settle_new_files() {
+  if (store_->read_only()) return;
+  store::transaction txn;
+  std::vector<std::shared_ptr<node>> ended;
+  for (const auto& n : table_.all()) {
+    if (!n->regular) continue;
+    std::unique_lock data(n->data_mutex);
+    std::lock_guard meta(meta_mutex_);
+    if (!n->new_file || n->purged || n->has_staged() || n->write_error != 0) continue;
+    txn.clear_new_file(n->ino);
+    ended.push_back(n);
+  }
+  if (ended.empty()) return;
+  std::lock_guard meta(meta_mutex_);
+  commit(txn);
+  for (const auto& n : ended) n->new_file = false;
+}
+
+void filesystem::remove_unfinished_new_files() {
+  const std::vector<store::new_file_record> rows = store_->new_files();
+  if (rows.empty()) return;
+  const store::timestamp t = now();
+  store::transaction txn;
+  std::map<std::uint64_t, store::inode_record> parents;
+  std::size_t removed = 0;
+  for (const store::new_file_record& r : rows) {
+    txn.clear_new_file(r.ino);
+    // Renamed, linked or unlinked since, the row would be gone: a name that
+    // is another file's now is left alone.
+    const std::optional<store::dirent_record> entry = store_->get_dirent(r.parent, r.name);
+    if (!entry || entry->ino != r.ino) continue;
+    std::optional<store::inode_record> inode = store_->get_inode(r.ino);
+    if (!inode || !S_ISREG(inode->mode) || inode->nlink != 1) continue;
+    auto parent = parents.find(r.parent);
+    if (parent == parents.end()) {
+      std::optional<store::inode_record> p = store_->get_inode(r.parent);
+      if (!p) continue;
+      parent = parents.emplace(r.parent, *p).first;
+    }
+    parent->second.mtime = parent->second.ctime = t;
+    txn.delete_dirent(r.parent, r.name);
+    inode->nlink = 0;
+    inode->ctime = t;
+    txn.put_inode(*inode);
+    txn.add_orphan(r.ino);  // its data goes with the orphans (release_orphans)
+    ++removed;
+    log_info("removed \"" + r.name + "\" (inode " + std::to_string(r.ino) + ") in directory " +
+             std::to_string(r.parent) +
+             ": created before the daemon stopped, and its data was not all stored");
+  }
+  for (const auto& [ino, p] : parents) txn.put_inode(p);
+  std::lock_guard meta(meta_mutex_);
+  commit(txn, true);
+  if (removed > 0)
+    log_info("removed " + std::to_string(removed) + " file(s) whose data a crash left incomplete");
+}
+
+}  // namespace densefs::fs
