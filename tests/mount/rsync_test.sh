@@ -4,7 +4,8 @@
 #   - rsync -aHAXc --dry-run --itemize-changes reports nothing,
 #   - diff -r is clean,
 #   - a second rsync -aHAX transfers nothing,
-#   and the same after densefs umount + mount. The stored size of the tree
+#   and the same after densefs umount + mount; then kill -9 of the daemon
+#   mid-rsync leaves only whole files. The stored size of the tree
 #   must be under half its logical size. A small tree with hard links,
 #   xattrs, a fifo, odd names and nanosecond times goes along, so -H and -X
 #   have something to preserve. Prints rsync times to densefs and to a plain
@@ -117,5 +118,43 @@ rsync_quiet_check "first mount"
 umount_densefs "$mnt"
 mount_densefs "$store" "$mnt"
 rsync_quiet_check "after remount"
+
+# kill -9 of the daemon in the middle of an rsync: after a remount every
+# file the interrupted rsync left is whole (its temporaries too, which are
+# a whole copy of their file or gone; docs/design.md, "Durability"), fsck
+# is clean, and a second rsync completes the copy.
+rsync -a "$data/" "$mnt/again/" &
+rsync_pid=$!
+sleep "${DENSEFS_RSYNC_KILL_AFTER:-1.5}"
+pid=$(sed -n 's/^pid //p' "$store/LOCK.densefs")
+[[ -n $pid ]] || fail "no daemon pid in $store/LOCK.densefs"
+kill -9 "$pid"
+wait "$rsync_pid" && echo "note: rsync finished before the kill"
+umount -l "$mnt" 2>/dev/null || true
+for _ in $(seq 1 100); do
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+"$densefs" fsck "$store" >"$work/fsck.out" 2>&1 || {
+  cat "$work/fsck.out" >&2
+  fail "fsck after kill -9 mid-rsync failed"
+}
+mount_densefs "$store" "$mnt"
+present=0
+while IFS= read -r -d '' f; do
+  rel=${f#"$mnt/again/"}
+  source_file=$data/$rel
+  base=${rel##*/}
+  # rsync's temporary for NAME is .NAME.XXXXXX in the same directory.
+  if [[ ! -e $source_file && $base =~ ^\.(.+)\.[A-Za-z0-9]{6}$ ]]; then
+    source_file=$data/${rel%"$base"}${BASH_REMATCH[1]}
+  fi
+  cmp -s "$source_file" "$f" ||
+    fail "after kill -9 mid-rsync: $rel is $(stat -c %s "$f") bytes, not the whole $source_file"
+  present=$((present + 1))
+done < <(find "$mnt/again" -type f -print0)
+echo "after kill -9 mid-rsync: $present files present, each whole"
+rsync -a "$data/" "$mnt/again/" || fail "rsync after kill -9 failed"
+diff -r --no-dereference "$data" "$mnt/again" >/dev/null || fail "diff -r after the second rsync finds differences"
 umount_densefs "$mnt"
 echo "PASS"
