@@ -728,18 +728,27 @@ void filesystem::store_record_if_settled(node& n) {
 }
 
 void filesystem::store_record_if_settled_locked(node& n) {
-  if (n.write_error == 0 && !n.has_staged() && !n.purged &&
-      (n.persisted_size != n.size || n.record_dirty)) {
+  if (n.write_error != 0 || n.has_staged() || n.purged) return;
+  const bool record = n.persisted_size != n.size || n.record_dirty;
+  // A new file whose last versions were obsolete here (a newer one landed
+  // earlier) ends its being new now, once closed.
+  const bool ends_new_file = new_file_ends(n, true);
+  if (!record && !ends_new_file) return;
+  store::transaction txn;
+  if (record) {
     // Everything is committed: the persisted size may now be the real one
     // (a truncate that extended the file, an mtime from a write).
-    store::transaction txn;
     store::inode_record r = n.record;
     r.size = n.size;
     txn.put_inode(r);
-    commit(txn);
+  }
+  if (ends_new_file) txn.clear_new_file(n.ino);
+  commit(txn);
+  if (record) {
     n.persisted_size = n.size;
     n.record_dirty = false;
   }
+  if (ends_new_file) n.new_file = false;
 }
 
 int filesystem::sync_all(const node* own) {

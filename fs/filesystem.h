@@ -175,8 +175,9 @@ class filesystem {
   // (after an open or a change notice re-read its record)...
   void hold_if_unlinked(node& n);
   // ...and lets it go at the last close. Every close of a handle: one open
-  // less, and the node released when nothing uses it.
-  void close_handle(const std::shared_ptr<node>& n);
+  // less (and one writer less for a handle open for writing), and the node
+  // released when nothing uses it.
+  void close_handle(const std::shared_ptr<node>& n, bool writer);
   void erase_hold(std::uint64_t ino);  // caller holds holds_mutex_
   std::mutex deferred_mutex_;
   std::map<std::uint64_t, std::chrono::steady_clock::time_point> deferred_orphans_;
@@ -333,9 +334,15 @@ class filesystem {
   bool new_file_ends(const node& n, bool settled) const;
   // After the last release of `n`: ends its being new if nothing is staged.
   void settle_new_file(node& n);
-  // fsync, `densefs sync`, unmount: ends every file's being new whose data
-  // is all committed. Takes the files' data_mutex and meta_mutex_.
-  void settle_new_files();
+  // A new file leaving the node table (maybe_release: nothing staged, no
+  // handle): ends its being new in `txn`. Caller holds meta_mutex_.
+  void end_new_file_locked(node& n);
+  // fsync of `own`, fsyncdir, `densefs sync`, unmount (`own` null): ends
+  // the being new of every file whose data is all committed and that no
+  // handle has open for writing (but `own`), from the store's rows, so
+  // that a file whose node left the table is not missed. Takes the files'
+  // data_mutex and meta_mutex_.
+  void settle_new_files(const node* own);
   // At mount: files still new after a crash are removed (their names, then
   // their data as orphans), so that no name is found empty or cut short.
   void remove_unfinished_new_files();

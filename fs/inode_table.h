@@ -73,6 +73,7 @@ struct node : std::enable_shared_from_this<node> {
   std::uint64_t persisted_size = 0;  // size as committed; never ahead of committed data
   std::uint64_t lookups = 0;
   std::uint32_t opens = 0;
+  std::uint32_t writers = 0;  // of `opens`, the handles open for writing
   bool record_dirty = false;  // attributes changed in memory only (mtime from writes)
   // Names of this inode's stored xattrs, loaded on first use, so the
   // security.capability probe the kernel makes on every write is answered

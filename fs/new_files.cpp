@@ -19,7 +19,9 @@ namespace densefs::fs {
 
 bool filesystem::new_file_ends(const node& n, bool settled) const {
   if (!n.new_file) return false;
-  if (settled && n.opens == 0 && n.write_error == 0) return true;
+  // Readers do not count: a file written, closed and then held open by a
+  // reader (a player, less, an indexer) is whole.
+  if (settled && n.writers == 0 && n.write_error == 0) return true;
   // Kept open for writing a long time (a log, a download): it keeps its
   // name after a crash, with what is committed, as on ext4.
   return std::chrono::steady_clock::now() - n.created >= k_new_file_grace;
@@ -39,31 +41,58 @@ void filesystem::settle_new_file(node& n) {
     commit(txn);
     n.new_file = false;
   } catch (const std::exception& e) {
-    // Still new: a crash before another commit removes it (absent, which
-    // the rule allows).
+    // Still new: the next sync, eviction or unmount ends it; a crash
+    // before that removes it (absent, which the rule allows).
     log_error("inode " + std::to_string(n.ino) + ": ending it as a new file: " + e.what());
   }
 }
 
-void filesystem::settle_new_files() {
-  if (store_->read_only()) return;
+void filesystem::settle_new_files(const node* own) {
+  if (store_->read_only() || options_.read_only) return;
+  const std::vector<store::new_file_record> rows = store_->new_files();
+  if (rows.empty()) return;
   store::transaction txn;
   std::vector<std::shared_ptr<node>> ended;
-  for (const auto& n : table_.all()) {
-    if (!n->regular) continue;
-    std::unique_lock data(n->data_mutex);
-    std::lock_guard meta(meta_mutex_);
-    if (!n->new_file || n->purged || n->has_staged() || n->write_error != 0) continue;
-    txn.clear_new_file(n->ino);
-    ended.push_back(n);
+  std::size_t cleared = 0;
+  for (const store::new_file_record& r : rows) {
+    const std::shared_ptr<node> n = table_.find(r.ino);
+    if (n) {
+      std::unique_lock data(n->data_mutex);
+      std::lock_guard meta(meta_mutex_);
+      // Still being written (a handle open for writing, other than the
+      // fsync's own): it stays new, so that a crash before its last close
+      // is stored removes it rather than leave it cut short.
+      if (n->has_staged() || n->write_error != 0 || (n->writers > 0 && n.get() != own)) continue;
+      ended.push_back(n);
+    }
+    // No node: nothing of it is staged or open here (a node leaves the
+    // table only then), so its data is all stored.
+    txn.clear_new_file(r.ino);
+    ++cleared;
   }
-  if (ended.empty()) return;
+  if (cleared == 0) return;
   std::lock_guard meta(meta_mutex_);
   commit(txn);
   for (const auto& n : ended) n->new_file = false;
 }
 
+void filesystem::end_new_file_locked(node& n) {
+  if (!n.new_file) return;
+  try {
+    store::transaction txn;
+    txn.clear_new_file(n.ino);
+    commit(txn);
+    n.new_file = false;
+  } catch (const std::exception& e) {
+    // The next sync or unmount clears the row from the store's list.
+    log_error("inode " + std::to_string(n.ino) + ": ending it as a new file: " + e.what());
+  }
+}
+
 void filesystem::remove_unfinished_new_files() {
+  // Not on a mount made read-only (-o ro): it changes nothing. Its rows
+  // wait for the next read-write mount.
+  if (options_.read_only) return;
   const std::vector<store::new_file_record> rows = store_->new_files();
   if (rows.empty()) return;
   const store::timestamp t = now();

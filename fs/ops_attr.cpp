@@ -121,7 +121,7 @@ void filesystem::shutdown() {
   // Every file's data is committed (or lost with an error above): none is
   // new any more, unless its data was lost (the next mount removes it).
   try {
-    settle_new_files();
+    settle_new_files(nullptr);
   } catch (const std::exception& e) {
     log_error(std::string("ending new files at unmount failed: ") + e.what());
   }
@@ -330,6 +330,10 @@ void filesystem::maybe_release(const std::shared_ptr<node>& n) {
       }
     }
     n->purged = true;
+  } else if (n->new_file && n->writers == 0 && n->write_error == 0) {
+    // Closed with everything stored, and leaving the table: a node loaded
+    // again later would not know it was new.
+    end_new_file_locked(*n);
   }
   table_.erase(n->ino);
 }

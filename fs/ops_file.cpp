@@ -54,13 +54,15 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       // -o relatime: a file the kernel serves from its cache sends no READ.
       if ((fi->flags & O_ACCMODE) != O_WRONLY) atime_changed = touch_atime(*n);
       ++n->opens;
+      if ((fi->flags & O_ACCMODE) != O_RDONLY) ++n->writers;
     }
     // Before the reply: a stat right after a read served from the page cache
     // (no READ, and no FLUSH at close) must not get the cached attributes.
     // Attributes only, so it is safe inside this request.
     if (atime_changed || record_changed) invalidate_attributes(n->ino);
     hold_if_unlinked(*n);  // a follower's open of a file the writer unlinked
-    if (fuse_reply_open(req, fi) != 0) close_handle(n);  // the opener is gone
+    if (fuse_reply_open(req, fi) != 0)
+      close_handle(n, (fi->flags & O_ACCMODE) != O_RDONLY);  // the opener is gone
   });
 }
 
@@ -142,6 +144,7 @@ void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
     fuse_entry_param e = entry_for(*n);
     ++n->lookups;
     ++n->opens;
+    if ((fi->flags & O_ACCMODE) != O_RDONLY) ++n->writers;
     // A new inode: the kernel caches nothing of it yet.
     n->cached_version = n->data_version.load();
     fi->keep_cache = 1;
@@ -149,7 +152,8 @@ void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
     if (fuse_reply_create(req, &e, fi) != 0) {
       --n->lookups;
       --n->opens;
-      maybe_release(n);
+      if ((fi->flags & O_ACCMODE) != O_RDONLY) --n->writers;
+      maybe_release(n);  // ends its being new too (nothing was written)
     }
   });
 }
@@ -295,7 +299,7 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
                 ": data not stored at close: " + std::strerror(error));
     }
     vouch_for_cache(*n, fi);
-    close_handle(n);
+    close_handle(n, (fi->flags & O_ACCMODE) != O_RDONLY);
     if (n->regular) settle_new_file(*n);
     fuse_reply_err(req, 0);
   });
@@ -316,7 +320,7 @@ void filesystem::fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
 
 int filesystem::sync_everything(const node* own) {
   const int error = sync_all(own);
-  settle_new_files();
+  settle_new_files(own);
   store_->sync();
   return error;
 }

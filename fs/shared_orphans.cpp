@@ -151,11 +151,12 @@ void filesystem::hold_if_unlinked(node& n) {
   erase_hold(n.ino);
 }
 
-void filesystem::close_handle(const std::shared_ptr<node>& n) {
+void filesystem::close_handle(const std::shared_ptr<node>& n, bool writer) {
   bool drop = false;
   {
     std::lock_guard meta(meta_mutex_);
     if (n->opens > 0) --n->opens;
+    if (writer && n->writers > 0) --n->writers;
     drop = n->held && n->opens == 0;
     if (drop) n->held = false;
     maybe_release(n);

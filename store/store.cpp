@@ -1184,7 +1184,13 @@ std::vector<new_file_record> store::new_files() const {
   std::vector<new_file_record> out;
   scan_prefix(table::meta, k_new_file_prefix, k_new_file_prefix, "listing new files",
               [&](std::string_view key, std::string_view value) {
-                out.push_back(decode_new_file(key, value));
+                // A damaged row must not stop a mount: it is left alone (and
+                // its file, if any, kept).
+                try {
+                  out.push_back(decode_new_file(key, value));
+                } catch (const store_error& e) {
+                  log_error("store " + dir_.string() + ": " + e.what() + "; ignored");
+                }
                 return true;
               });
   return out;

@@ -356,5 +356,25 @@ TEST_F(write_behind_kill, a_kill_during_a_writer_flood_leaves_each_file_whole_or
   EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
 }
 
+// A file written, closed and then held open by a reader (a player, less, an
+// indexer) is whole once its data is committed: the reader does not keep it
+// new, so a crash then leaves it as it is.
+TEST_F(write_behind_kill, a_reader_holding_a_closed_file_does_not_keep_it_new) {
+  const std::string data = compressible_bytes(300 * k_kib, 40);
+  write_file(path("held"), data);
+  const int fd = ::open(path("held").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  // Committed by a group commit (the default interval, 1 s) while the
+  // reader has it open.
+  const bool committed = eventually(
+      [&] { return info(path("held")).value("pending_bytes", std::uint64_t{1}) == 0; }, 30s);
+  if (!committed) ::close(fd);
+  ASSERT_TRUE(committed) << info(path("held")).dump();
+  kill_daemon([&] { ::close(fd); });
+  mount();
+  ASSERT_TRUE(stdfs::exists(path("held"))) << "removed as new though its data was stored";
+  EXPECT_TRUE(same_bytes(data, read_file(path("held"))));
+}
+
 }  // namespace
 }  // namespace densefs::test
