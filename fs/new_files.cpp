@@ -32,19 +32,10 @@ void filesystem::settle_new_file(node& n) {
     std::lock_guard meta(meta_mutex_);
     if (!n.new_file) return;
   }
-  try {
-    std::unique_lock data(n.data_mutex);
-    std::lock_guard meta(meta_mutex_);
-    if (n.purged || n.has_staged() || !new_file_ends(n, true)) return;
-    store::transaction txn;
-    txn.clear_new_file(n.ino);
-    commit(txn);
-    n.new_file = false;
-  } catch (const std::exception& e) {
-    // Still new: the next sync, eviction or unmount ends it; a crash
-    // before that removes it (absent, which the rule allows).
-    log_error("inode " + std::to_string(n.ino) + ": ending it as a new file: " + e.what());
-  }
+  std::unique_lock data(n.data_mutex);
+  std::lock_guard meta(meta_mutex_);
+  if (n.purged || n.has_staged() || !new_file_ends(n, true)) return;
+  end_new_file_locked(n);
 }
 
 void filesystem::settle_new_files(const node* own) {
@@ -84,7 +75,9 @@ void filesystem::end_new_file_locked(node& n) {
     commit(txn);
     n.new_file = false;
   } catch (const std::exception& e) {
-    // The next sync or unmount clears the row from the store's list.
+    // Still new: the next sync, eviction or unmount ends it (from the
+    // store's list); a crash before that removes it (absent, which the
+    // rule allows).
     log_error("inode " + std::to_string(n.ino) + ": ending it as a new file: " + e.what());
   }
 }

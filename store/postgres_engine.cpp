@@ -1197,6 +1197,27 @@ std::vector<statement> batch_transaction(const postgres_batch& b, const std::str
 
 }  // namespace
 
+bool postgres_engine::committed_before_loss(lease& l, const store_error& lost, int attempt,
+                                            const std::string& outcome_key, std::uint64_t token,
+                                            const std::string& what) {
+  // The statements (and the Sync that commits them) may have reached the
+  // server: ask the server which, on a new connection. A batch applied
+  // twice would count its chunk references twice.
+  const auto lost_backend = l.backend();
+  if (outcome_key.empty() || attempt >= k_max_write_attempts - 1)
+    throw store_error(EIO, what + ": the connection was lost, the commit may or may not " +
+                               "have happened: " + lost.what());
+  l.reconnect();
+  if (await_outcome(l, lost_backend, outcome_key, token, what) == outcome::committed) {
+    log_info(what + ": the connection was lost after the commit (" + lost.what() +
+             "); it had committed");
+    return true;
+  }
+  log_info(what + ": the connection was lost before the commit (" + lost.what() +
+           "); trying again");
+  return false;
+}
+
 void postgres_engine::write(metadata_batch& batch, bool) {
   if (read_only_) throw store_error(EROFS, where_ + " is open read-only");
   auto* b = dynamic_cast<postgres_batch*>(&batch);
@@ -1227,22 +1248,8 @@ void postgres_engine::write(metadata_batch& batch, bool) {
     try {
       results = l.run(q);
     } catch (const connection_lost& e) {
-      // The statements (and the Sync that commits them) may have reached the
-      // server: ask the server which, on a new connection. A batch applied
-      // twice would count its chunk references twice.
-      const auto lost_backend = l.backend();
-      if (outcome_key_.empty() || attempt >= k_max_write_attempts - 1)
-        throw store_error(EIO, what + ": the connection was lost, the commit may or may not " +
-                                   "have happened: " + e.what());
-      l.reconnect();
-      if (await_outcome(l, lost_backend, outcome_key, token, what) == outcome::committed) {
-        log_info(what + ": the connection was lost after the commit (" + e.what() +
-                 "); it had committed");
-        return;
-      }
-      log_info(what + ": the connection was lost before the commit (" + e.what() +
-               "); writing the batch again");
-      continue;
+      if (committed_before_loss(l, e, attempt, outcome_key, token, what)) return;
+      continue;  // the batch again
     }
     const char* state =
         !results.empty() ? PQresultErrorField(results[0].get(), PG_DIAG_SQLSTATE) : nullptr;
@@ -1345,20 +1352,8 @@ void postgres_engine::write_locked(std::string_view section,
     try {
       results = l.run(q);
     } catch (const connection_lost& e) {
-      const auto lost_backend = l.backend();
-      if (outcome_key_.empty() || attempt >= k_max_write_attempts - 1)
-        throw store_error(EIO, what + ": the connection was lost, the commit may or may not " +
-                                   "have happened: " + e.what());
-      l.reconnect();
-      if (await_outcome(l, lost_backend, outcome_key, token, what) == outcome::committed) {
-        log_info(what + ": the connection was lost after the commit (" + e.what() +
-                 "); it had committed");
-        return;
-      }
-      // What was read may have changed since: read and build again.
-      log_info(what + ": the connection was lost before the commit (" + e.what() +
-               "); reading and writing again");
-      continue;
+      if (committed_before_loss(l, e, attempt, outcome_key, token, what)) return;
+      continue;  // what was read may have changed since: read and build again
     }
     for (const result_ptr& r : results) {
       if (!failed(r.get())) continue;

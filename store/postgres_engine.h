@@ -171,6 +171,13 @@ class postgres_engine final : public metadata_engine {
   // cannot tell.
   void end_backend(class lease& l, const std::pair<int, std::string>& lost_backend,
                    const std::string& what);
+  // After `lost` (the connection lost while a write's last statements were
+  // sent on `l`): whether that write committed (await_outcome), so the
+  // caller returns; false: it did not, and the caller tries again. Throws
+  // EIO when it cannot tell or `attempt` was the last.
+  bool committed_before_loss(class lease& l, const store_error& lost, int attempt,
+                             const std::string& outcome_key, std::uint64_t token,
+                             const std::string& what);
 
   // The channel of the volume's change notices: "densefs_" and 16 hex
   // digits of the md5 of the schema's name (so volumes in schemas of one
