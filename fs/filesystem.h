@@ -342,7 +342,7 @@ class filesystem {
   // handle has open for writing (but `own`), from the store's rows, so
   // that a file whose node left the table is not missed. Takes the files'
   // data_mutex and meta_mutex_.
-  void settle_new_files(const node* own);
+  void settle_new_files(const node* own, bool unmounting = false);
   // At mount: files still new after a crash are removed (their names, then
   // their data as orphans), so that no name is found empty or cut short.
   void remove_unfinished_new_files();

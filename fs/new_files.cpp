@@ -38,7 +38,7 @@ void filesystem::settle_new_file(node& n) {
   end_new_file_locked(n);
 }
 
-void filesystem::settle_new_files(const node* own) {
+void filesystem::settle_new_files(const node* own, bool unmounting) {
   if (store_->read_only() || options_.read_only) return;
   const std::vector<store::new_file_record> rows = store_->new_files();
   if (rows.empty()) return;
@@ -53,7 +53,11 @@ void filesystem::settle_new_files(const node* own) {
       // Still being written (a handle open for writing, other than the
       // fsync's own): it stays new, so that a crash before its last close
       // is stored removes it rather than leave it cut short.
-      if (n->has_staged() || n->write_error != 0 || (n->writers > 0 && n.get() != own)) continue;
+      // At unmount the kernel is gone, and with it every handle, whether
+      // or not its RELEASE reached us: everything was flushed.
+      if (n->has_staged() || n->write_error != 0 ||
+          (n->writers > 0 && n.get() != own && !unmounting))
+        continue;
       ended.push_back(n);
     }
     // No node: nothing of it is staged or open here (a node leaves the

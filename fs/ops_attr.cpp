@@ -121,7 +121,7 @@ void filesystem::shutdown() {
   // Every file's data is committed (or lost with an error above): none is
   // new any more, unless its data was lost (the next mount removes it).
   try {
-    settle_new_files(nullptr);
+    settle_new_files(nullptr, true);
   } catch (const std::exception& e) {
     log_error(std::string("ending new files at unmount failed: ") + e.what());
   }
