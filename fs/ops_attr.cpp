@@ -330,7 +330,7 @@ void filesystem::maybe_release(const std::shared_ptr<node>& n) {
       }
     }
     n->purged = true;
-  } else if (n->new_file && n->writers == 0 && n->write_error == 0) {
+  } else if (new_file_ends(*n, true)) {
     // Closed with everything stored, and leaving the table: a node loaded
     // again later would not know it was new.
     end_new_file_locked(*n);
