@@ -454,79 +454,110 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
   int error = 0;
   std::size_t chunk_count = 0;
   for (const encoded_slot& e : group) chunk_count += e.chunks.size();
+  // Beside other writers (shared_writers.cpp) the chunk references, whose
+  // payloads are staged before the commit's lock, are all that is decided
+  // out here; each file's extents and record are read and written inside it
+  // (`fill`): another writer may have changed or removed the file.
+  const bool beside_others = shares_volume();
   for (std::size_t attempt = 0;; ++attempt) {
     try {
-      updates.clear();
       store::transaction txn;
-      for (std::size_t i = 0; i < group.size(); ++i) {
-        if (fates[i] != fate::commit) continue;
-        const encoded_slot& e = group[i];
-        node& n = *e.n;
-        file_update& u = updates.try_emplace(&n, file_update{n.record}).first->second;
-        store::inode_record& r = u.record;
-        const std::uint64_t slot_start = e.index * k_slot;
-        r.stored_bytes -=
-            std::min(r.stored_bytes, drop_extents(txn, n.ino, slot_start, slot_start + k_slot));
-        for (const slot_chunk& c : e.chunks) {
-          if (!c.prepared) continue;
-          const store::prepared_chunk& prepared = *c.prepared;
-          txn.put_extent(n.ino, slot_start + c.offset, {prepared.hash, 0, c.length});
-          txn.ref_chunk(prepared);
-          // A chunk that exists keeps its record (another writer may have
-          // stored it since we prepared it, even with another codec).
-          const auto existing = store_->get_chunk(prepared.hash);
-          if (existing) r.stored_bytes += existing->stored_size;
-          if (prepared.encoded && !existing) {
-            r.stored_bytes += prepared.encoded->bytes.size();
-            if (prepared.encoded->fell_back_from) {
-              r.flags |= store::k_inode_fell_back;
-              log_debug("inode " + std::to_string(n.ino) + ": chunk " + prepared.hash.hex() +
-                        " stored with " + codec::codec_name(prepared.encoded->codec) +
-                        " instead of " + codec::codec_name(*prepared.encoded->fell_back_from) +
-                        ": " + prepared.encoded->fallback_reason);
-            }
-            if (c.queue_recompress) {
-              txn.queue_recompress(prepared.hash, n.ino);
-              u.queued = true;
+      if (beside_others)
+        for (std::size_t i = 0; i < group.size(); ++i)
+          if (fates[i] == fate::commit)
+            for (const slot_chunk& c : group[i].chunks)
+              if (c.prepared) txn.ref_chunk(*c.prepared);
+      const auto fill = [&](store::transaction& txn) {
+        updates.clear();
+        std::set<const node*> gone;  // removed by another writer
+        for (std::size_t i = 0; i < group.size(); ++i) {
+          if (fates[i] != fate::commit) continue;
+          const encoded_slot& e = group[i];
+          node& n = *e.n;
+          if (!updates.contains(&n) && !gone.contains(&n)) {
+            try {
+              updates.try_emplace(&n, file_update{record_to_edit(n)});
+            } catch (const fs_error&) {
+              gone.insert(&n);
             }
           }
-        }
-        r.type = e.type;
-        u.data_end = std::max(u.data_end, slot_start + e.data->size());
-      }
-      for (auto& [np, u] : updates) {
-        node& n = *np;
-        // The persisted size may only cover data that is committed: it
-        // stops at the lowest slot that still holds staged bytes other than
-        // the versions this group settles, so a crash never exposes zeros
-        // that were never written. Once nothing is staged, it is the size.
-        const std::set<std::uint64_t>& done = settled[np];
-        std::uint64_t lowest_staged = std::numeric_limits<std::uint64_t>::max();
-        for (const auto& [i, other] : n.slots) {
-          bool staged = static_cast<bool>(other.dirty);
-          for (const auto& [gen, bytes] : other.in_flight) staged = staged || !done.count(gen);
-          if (staged) {
-            lowest_staged = i * k_slot;
-            break;
+          if (gone.contains(&n)) {
+            // Its references go back: nothing names these bytes.
+            for (const slot_chunk& c : e.chunks)
+              if (c.prepared) txn.unref_chunk(c.prepared->hash);
+            continue;
           }
+          file_update& u = updates.at(&n);
+          store::inode_record& r = u.record;
+          const std::uint64_t slot_start = e.index * k_slot;
+          r.stored_bytes -=
+              std::min(r.stored_bytes, drop_extents(txn, n.ino, slot_start, slot_start + k_slot));
+          for (const slot_chunk& c : e.chunks) {
+            if (!c.prepared) continue;
+            const store::prepared_chunk& prepared = *c.prepared;
+            txn.put_extent(n.ino, slot_start + c.offset, {prepared.hash, 0, c.length});
+            if (!beside_others) txn.ref_chunk(prepared);
+            // A chunk that exists keeps its record (another writer may have
+            // stored it since we prepared it, even with another codec).
+            const auto existing = store_->get_chunk(prepared.hash);
+            if (existing) r.stored_bytes += existing->stored_size;
+            if (prepared.encoded && !existing) {
+              r.stored_bytes += prepared.encoded->bytes.size();
+              if (prepared.encoded->fell_back_from) {
+                r.flags |= store::k_inode_fell_back;
+                log_debug("inode " + std::to_string(n.ino) + ": chunk " + prepared.hash.hex() +
+                          " stored with " + codec::codec_name(prepared.encoded->codec) +
+                          " instead of " + codec::codec_name(*prepared.encoded->fell_back_from) +
+                          ": " + prepared.encoded->fallback_reason);
+              }
+              if (c.queue_recompress) {
+                txn.queue_recompress(prepared.hash, n.ino);
+                u.queued = true;
+              }
+            }
+          }
+          r.type = e.type;
+          u.data_end = std::max(u.data_end, slot_start + e.data->size());
         }
-        const bool settled =
-            lowest_staged == std::numeric_limits<std::uint64_t>::max() && n.write_error == 0;
-        if (settled)
-          u.persisted = n.size;
-        else
-          u.persisted = std::max(n.persisted_size, std::min({n.size, u.data_end, lowest_staged}));
-        // A new file whose data as of its last close lands here stops
-        // being new in the same commit (new_files.cpp).
-        if (new_file_ends(n, settled)) {
-          txn.clear_new_file(n.ino);
-          u.ends_new_file = true;
+        for (auto& [np, u] : updates) {
+          node& n = *np;
+          // The persisted size may only cover data that is committed: it
+          // stops at the lowest slot that still holds staged bytes other than
+          // the versions this group settles, so a crash never exposes zeros
+          // that were never written. Once nothing is staged, it is the size.
+          const std::set<std::uint64_t>& done = settled[np];
+          std::uint64_t lowest_staged = std::numeric_limits<std::uint64_t>::max();
+          for (const auto& [i, other] : n.slots) {
+            bool staged = static_cast<bool>(other.dirty);
+            for (const auto& [gen, bytes] : other.in_flight) staged = staged || !done.count(gen);
+            if (staged) {
+              lowest_staged = i * k_slot;
+              break;
+            }
+          }
+          const bool settled =
+              lowest_staged == std::numeric_limits<std::uint64_t>::max() && n.write_error == 0;
+          if (settled)
+            u.persisted = n.size;
+          else
+            u.persisted = std::max(n.persisted_size, std::min({n.size, u.data_end, lowest_staged}));
+          // A new file whose data as of its last close lands here stops
+          // being new in the same commit (new_files.cpp).
+          if (new_file_ends(n, settled)) {
+            txn.clear_new_file(n.ino);
+            u.ends_new_file = true;
+          }
+          store::inode_record p = u.record;
+          p.size = u.persisted;
+          txn.put_inode(p);
         }
-        store::inode_record p = u.record;
-        p.size = u.persisted;
-        txn.put_inode(p);
+      };
+      if (beside_others) {
+        commit(txn, false, fill);
+      } else {
+        fill(txn);
+        commit(txn);
       }
-      commit(txn);
       break;
     } catch (const store::chunk_missing& missing) {
       // A chunk we meant to share was released meanwhile: encode it. Each
@@ -735,15 +766,15 @@ void filesystem::store_record_if_settled_locked(node& n) {
   const bool ends_new_file = new_file_ends(n, true);
   if (!record && !ends_new_file) return;
   store::transaction txn;
-  if (record) {
+  if (ends_new_file) txn.clear_new_file(n.ino);
+  commit(txn, false, [&](store::transaction& txn) {
+    if (!record) return;
     // Everything is committed: the persisted size may now be the real one
     // (a truncate that extended the file, an mtime from a write).
-    store::inode_record r = n.record;
+    store::inode_record r = record_to_edit(n);
     r.size = n.size;
     txn.put_inode(r);
-  }
-  if (ends_new_file) txn.clear_new_file(n.ino);
-  commit(txn);
+  });
   if (record) {
     n.persisted_size = n.size;
     n.record_dirty = false;
@@ -771,7 +802,8 @@ int filesystem::sync_all(const node* own) {
   return error;
 }
 
-std::uint64_t filesystem::plan_truncate(node& n, std::uint64_t new_size, store::transaction& txn) {
+std::uint64_t filesystem::plan_truncate(node& n, std::uint64_t stored_bytes, std::uint64_t new_size,
+                                        store::transaction& txn) {
   constexpr std::uint64_t k_end = std::numeric_limits<std::uint64_t>::max();
   for (const auto& [off, ext] : store_->extents(n.ino, new_size, k_end)) {
     if (off < new_size) {
@@ -782,7 +814,7 @@ std::uint64_t filesystem::plan_truncate(node& n, std::uint64_t new_size, store::
     }
   }
   const std::uint64_t dropped = drop_extents(txn, n.ino, new_size, k_end);
-  return n.record.stored_bytes - std::min(n.record.stored_bytes, dropped);
+  return stored_bytes - std::min(stored_bytes, dropped);
 }
 
 void filesystem::apply_truncate(node& n, std::uint64_t new_size) {

@@ -148,9 +148,13 @@ class filesystem {
   // the persisted size with each, until one batch is left for
   // plan_truncate. A crash in between leaves the file cut part of the way.
   void shrink_in_batches(node& n, std::uint64_t new_size);
-  // Takes meta_mutex_ per batch; returns the extents left (one batch at
-  // most) for purge().
-  store::extent_list drop_orphan_extents_in_batches(std::uint64_t ino);
+  // Takes meta_mutex_ per batch, until one batch at most is left.
+  void drop_orphan_extents_in_batches(std::uint64_t ino);
+  // Inside a commit's fill: deletes orphan `n` as the store has it now
+  // (its extents read now; only its orphan row when another writer has
+  // released or linked it meanwhile). False, adding nothing, when it has
+  // more extents than one batch.
+  bool purge_orphan_now(store::transaction& txn, node& n);
   // On a worker: the batches, then purge() of the rest and the inode.
   void release_big_orphan(const store::inode_record& r);
 
@@ -162,7 +166,9 @@ class filesystem {
   // The writer: keeps orphan `ino` at least other_clients_grace() from now,
   // and as long as a live session holds it.
   void defer_orphan(std::uint64_t ino);
-  enum class orphan_scan { whole_store, deferred };
+  // all_not_here: every orphan in the store but those this daemon still
+  // uses (a writer beside others, after a heartbeat).
+  enum class orphan_scan { whole_store, deferred, all_not_here };
   // The writer: releases the orphans (all in the store, or those deferred)
   // that no client can use any more; at mount, at unmount and after every
   // heartbeat.
@@ -200,7 +206,24 @@ class filesystem {
   // The same for the given extents of `ino`.
   std::uint64_t drop_extents(store::transaction& txn, std::uint64_t ino,
                              const store::extent_list& extents) const;
-  void commit(store::transaction& txn, bool sync = false);
+  // Commits `txn`; `fill` adds what depends on records other writers of a
+  // shared volume may change, read inside the commit's lock (store::commit;
+  // fs/shared_writers.cpp). Caller holds meta_mutex_ when the commit
+  // touches inodes or entries.
+  void commit(store::transaction& txn, bool sync = false,
+              const std::function<void(store::transaction&)>& fill = {});
+  // --- several writers of one volume (shared_writers.cpp) ---
+  bool shares_volume() const { return store_->writes_beside_others(); }
+  // Inside a commit's fill, meta_mutex_ held: the record of `n` to change
+  // and store. Alone, n's own record. Beside other writers, the store's
+  // record as of now (throws ENOENT if another writer removed it), with
+  // this daemon's data not committed yet on top (size as persisted, mtime
+  // of its writes); n's record takes the rest (mode, owners, links, times
+  // another writer set).
+  store::inode_record record_to_edit(node& n);
+  // After the commit: `r` (from record_to_edit) becomes n's record, but for
+  // the size of data this daemon has staged.
+  void keep_record(node& n, const store::inode_record& r);
   // The node for `ino`, made from `fetched` (read without meta_mutex_) if
   // the table lacks it. Caller holds meta_mutex_ and has checked that
   // meta_gen_ did not move since before the read (see lookup).
@@ -356,14 +379,10 @@ class filesystem {
   // extent changes to the caller's transaction (returns the new
   // stored_bytes), and after the commit apply it to the staged data.
   void wait_in_flight(std::unique_lock<std::mutex>& lock, node& n);
-  std::uint64_t plan_truncate(node& n, std::uint64_t new_size, store::transaction& txn);
+  std::uint64_t plan_truncate(node& n, std::uint64_t stored_bytes, std::uint64_t new_size,
+                              store::transaction& txn);
   void apply_truncate(node& n, std::uint64_t new_size);
-  // Commits new attributes `r` for n, truncating to new_size when given, as
-  // one transaction. Caller holds n.data_mutex (in-flight drained) when
-  // truncating, and meta_mutex_.
-  // `txn` may hold other changes to commit with them (chmod's ACL update).
-  void commit_attributes(node& n, store::inode_record r, std::optional<std::uint64_t> new_size,
-                         store::transaction txn = {});
+
   // How a chunk of a file of `type` is encoded at write time.
   struct chunk_encoding {
     codec::codec_options options;

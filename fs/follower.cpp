@@ -46,13 +46,27 @@ filesystem::refreshed filesystem::refresh_from_store(node& n) {
   if (!r) return refreshed::gone;
   std::unique_lock data(n.data_mutex);
   std::lock_guard meta(meta_mutex_);
-  if (n.record == *r) return refreshed::unchanged;
+  // A writer beside others may have taken the record already
+  // (record_to_edit), but not the size its reads stop at.
+  if (n.record == *r && (!n.regular || (n.size == r->size && n.persisted_size == r->size)))
+    return refreshed::unchanged;
   store_->forget_extents(n.ino);
+  n.xattr_names.reset();
+  if (shares_volume() && n.regular && (n.writers > 0 || n.has_staged() || n.record_dirty)) {
+    // Written here too: its size and mtime stay this daemon's (the last
+    // close wins); the rest is the store's.
+    const store::inode_record own = n.record;
+    n.record = *r;
+    n.record.size = own.size;
+    n.record.mtime = own.mtime;
+    n.record.stored_bytes = own.stored_bytes;
+    meta_gen_.fetch_add(1, std::memory_order_release);
+    return refreshed::changed;
+  }
   n.record = *r;
   n.persisted_size = r->size;
   n.size = r->size;
   n.type = r->type;
-  n.xattr_names.reset();
   n.bytes_changed();
   if (S_ISDIR(r->mode)) entries_changed(n);
   meta_gen_.fetch_add(1, std::memory_order_release);
@@ -62,7 +76,8 @@ filesystem::refreshed filesystem::refresh_from_store(node& n) {
 void filesystem::apply_remote_change(const store::change_notice& c) {
   if (!store_->follows()) {
     answer_new_clients(c.sessions_started);
-    return;
+    // A writer beside others hears their commits as a follower does.
+    if (!shares_volume()) return;
   }
   std::vector<std::shared_ptr<node>> changed;
   std::vector<std::pair<std::uint64_t, std::string>> entries = c.entries;

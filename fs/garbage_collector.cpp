@@ -85,7 +85,9 @@ void garbage_collector::run() {
                  " bytes on disk in " + std::to_string(static_cast<int>(r.seconds * 1000)) + " ms");
       }
     } catch (const store::store_error& e) {
-      if (e.error_number() != ECANCELED) log_error(std::string("gc: ") + e.what());
+      // EBUSY: another writer of the volume holds gc's lease (it collects).
+      if (e.error_number() != ECANCELED && e.error_number() != EBUSY)
+        log_error(std::string("gc: ") + e.what());
       not_before = now + timing_.max_wait;
     } catch (const std::exception& e) {
       log_error(std::string("gc: ") + e.what());

@@ -605,6 +605,7 @@ int mount(const mount_options& requested) {
     open_options.io = options.io;
     // -o ro on a shared volume: a follower beside its writer (no lock).
     open_options.follower = options.read_only;
+    open_options.shared_writer = options.shared_writer;
     // -o io=uring on a kernel that refuses io_uring: one line, no mount.
     if (options.io == store::io_mode::uring) store::make_batched_reader(store::io_mode::uring);
     auto s = store::store::open(options.store_dir, open_options);

@@ -58,6 +58,9 @@ struct mount_options {
   // atime to the daemon). Off by default: atime is then never updated by
   // reads, as with noatime.
   bool relatime = false;
+  // -o shared: one of several writers of a PostgreSQL volume
+  // (store_open_options::shared_writer; docs/scale-out.md, "Several writers").
+  bool shared_writer = false;
   unsigned encode_threads = 0;  // 0: one per core
   // Bytes of file data staged in memory (dirty + being encoded) before
   // writers wait for the encoder: bounds memory on huge sequential writes.

@@ -61,7 +61,9 @@ void filesystem::settle_new_files(const node* own, bool unmounting) {
       ended.push_back(n);
     }
     // No node: nothing of it is staged or open here (a node leaves the
-    // table only then), so its data is all stored.
+    // table only then), so its data is all stored. Beside other writers
+    // it may be another writer's file, being written there.
+    if (shares_volume()) continue;
     txn.clear_new_file(r.ino);
     ++cleared;
   }
@@ -90,6 +92,10 @@ void filesystem::remove_unfinished_new_files() {
   // Not on a mount made read-only (-o ro): it changes nothing. Its rows
   // wait for the next read-write mount.
   if (options_.read_only) return;
+  // Beside other writers the rows may be theirs, of files being written:
+  // only a writer that finds no other live writer removes them (those of
+  // shared writers that crashed wait for such a mount).
+  if (shares_volume() && store_->other_writers_alive()) return;
   const std::vector<store::new_file_record> rows = store_->new_files();
   if (rows.empty()) return;
   const store::timestamp t = now();

@@ -78,8 +78,6 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   if (!store_->read_only()) {
     remove_unfinished_new_files();
     release_orphans(orphan_scan::whole_store);
-    if (store_->keeps_sessions())
-      store_->on_heartbeat([this] { release_deferred_orphans_later(); });
   }
   // A follower hears the writer's commits, the writer hears followers that
   // mount (fs/follower.cpp).
@@ -88,6 +86,29 @@ void filesystem::start(std::unique_ptr<store::store> store) {
     recompressor_ = std::make_unique<recompressor>(
         *store_, options_.recompress_threads,
         [this](const store::recompress_item& item) { recompress_chunk(item); });
+  }
+  if (!store_->read_only()) {
+    if (recompressor_) {
+      try {
+        store_->take_lease(store::store::k_lease_re_encoder);
+      } catch (const std::exception& e) {
+        log_error(std::string("taking the re-encoder's lease: ") + e.what());
+      }
+    }
+    if (store_->keeps_sessions())
+      store_->on_heartbeat([this] {
+        release_deferred_orphans_later();
+        // Beside other writers one re-encodes at a time: the lease, when
+        // its holder let it go or stopped renewing it (the store renews
+        // the leases held).
+        try {
+          if (recompressor_ && !store_->holds_lease(store::store::k_lease_re_encoder) &&
+              store_->take_lease(store::store::k_lease_re_encoder))
+            recompressor_->notify();
+        } catch (const std::exception& e) {
+          log_error(std::string("taking the re-encoder's lease: ") + e.what());
+        }
+      });
   }
   // Replaced payloads (re-encoding) and deleted ones (unlink, overwrite)
   // are both counted by the store; one collector gives their space back.
@@ -151,8 +172,9 @@ void filesystem::cancel_gc() {
   if (store_) store_->cancel_garbage_collection();
 }
 
-void filesystem::commit(store::transaction& txn, bool sync) {
-  store_->commit(txn, sync);
+void filesystem::commit(store::transaction& txn, bool sync,
+                        const std::function<void(store::transaction&)>& fill) {
+  store_->commit(txn, sync, fill);
   // After the commit is visible, before meta_mutex_ is released (every
   // commit of inodes or entries holds it): see meta_gen_.
   meta_gen_.fetch_add(1, std::memory_order_release);
@@ -225,7 +247,9 @@ void filesystem::reply_entry(fuse_req_t req, const std::shared_ptr<node>& n) {
 }
 
 store::inode_record filesystem::persistable(const node& n, store::inode_record r) const {
-  if (S_ISREG(r.mode)) r.size = n.persisted_size;
+  // Beside other writers the size comes from record_to_edit: the store's,
+  // or this daemon's persisted size while it has data of its own staged.
+  if (S_ISREG(r.mode) && !shares_volume()) r.size = n.persisted_size;
   return r;
 }
 
@@ -254,36 +278,61 @@ std::optional<store::extent_list> filesystem::extents_if_one_batch(std::uint64_t
   return extents;
 }
 
-store::extent_list filesystem::drop_orphan_extents_in_batches(std::uint64_t ino) {
-  for (;;) {
+void filesystem::drop_orphan_extents_in_batches(std::uint64_t ino) {
+  for (bool done = false; !done;) {
     std::lock_guard meta(meta_mutex_);
-    auto batch =
-        store_->extents(ino, 0, std::numeric_limits<std::uint64_t>::max(), k_purge_batch + 1);
-    if (batch.size() <= k_purge_batch) return batch;
     store::transaction txn;
-    txn.add_orphan(ino);  // already there; a crash must leave it there
-    for (std::size_t i = 0; i < k_purge_batch; ++i) {
-      txn.delete_extent(ino, batch[i].first);
-      txn.unref_chunk(batch[i].second.hash);
-    }
-    commit(txn);
+    // The batch read inside the commit: another writer may release the
+    // same orphan (and it then has no extents left here).
+    commit(txn, false, [&](store::transaction& txn) {
+      auto batch =
+          store_->extents(ino, 0, std::numeric_limits<std::uint64_t>::max(), k_purge_batch + 1);
+      done = batch.size() <= k_purge_batch;
+      if (done) return;
+      txn.add_orphan(ino);  // already there; a crash must leave it there
+      for (std::size_t i = 0; i < k_purge_batch; ++i) {
+        txn.delete_extent(ino, batch[i].first);
+        txn.unref_chunk(batch[i].second.hash);
+      }
+    });
   }
 }
 
+bool filesystem::purge_orphan_now(store::transaction& txn, node& n) {
+  const std::optional<store::inode_record> r = store_->get_inode(n.ino);
+  if (!r || r->nlink != 0) {
+    // Released by another writer already, or linked again (linkat of an
+    // open file): only this daemon's rows of it go.
+    txn.remove_orphan(n.ino);
+    if (n.new_file) txn.clear_new_file(n.ino);
+    return true;
+  }
+  std::optional<store::extent_list> extents =
+      S_ISREG(r->mode) ? extents_if_one_batch(n.ino) : std::optional(store::extent_list{});
+  if (!extents) return false;
+  purge(txn, n, *extents);
+  return true;
+}
+
 void filesystem::shrink_in_batches(node& n, std::uint64_t new_size) {
-  for (;;) {
+  for (bool done = false; !done;) {
     std::lock_guard meta(meta_mutex_);
-    auto batch = store_->last_extents(n.ino, new_size, k_purge_batch + 1);
-    if (batch.size() <= k_purge_batch) return;
-    batch.erase(batch.begin());  // the lowest one stays for the next round
+    store::inode_record r;
+    store::inode_record persisted;
     store::transaction txn;
-    const std::uint64_t dropped = drop_extents(txn, n.ino, batch);
-    store::inode_record r = n.record;
-    r.stored_bytes -= std::min(r.stored_bytes, dropped);
-    store::inode_record persisted = r;
-    persisted.size = std::min(n.persisted_size, batch.front().first);
-    txn.put_inode(persisted);
-    commit(txn);
+    commit(txn, false, [&](store::transaction& txn) {
+      auto batch = store_->last_extents(n.ino, new_size, k_purge_batch + 1);
+      done = batch.size() <= k_purge_batch;
+      if (done) return;
+      batch.erase(batch.begin());  // the lowest one stays for the next round
+      const std::uint64_t dropped = drop_extents(txn, n.ino, batch);
+      r = record_to_edit(n);
+      r.stored_bytes -= std::min(r.stored_bytes, dropped);
+      persisted = r;
+      persisted.size = std::min(n.persisted_size, batch.front().first);
+      txn.put_inode(persisted);
+    });
+    if (done) return;
     n.record.stored_bytes = r.stored_bytes;
     n.persisted_size = persisted.size;
   }
@@ -291,12 +340,15 @@ void filesystem::shrink_in_batches(node& n, std::uint64_t new_size) {
 
 void filesystem::release_big_orphan(const store::inode_record& r) {
   try {
-    const store::extent_list rest = drop_orphan_extents_in_batches(r.ino);
+    drop_orphan_extents_in_batches(r.ino);
     std::lock_guard meta(meta_mutex_);
     store::transaction txn;
     node n(r);
-    purge(txn, n, rest);
-    commit(txn);
+    commit(txn, false, [&](store::transaction& txn) {
+      // Grown past a batch again? Only a bug could do that to an orphan.
+      if (!purge_orphan_now(txn, n))
+        throw store::store_error(EAGAIN, "the orphan's extents grew while it was released");
+    });
   } catch (const std::exception& e) {
     log_error("inode " + std::to_string(r.ino) +
               ": release failed (the next mount retries): " + e.what());
@@ -318,12 +370,15 @@ void filesystem::maybe_release(const std::shared_ptr<node>& n) {
       workers_->submit([this, r = n->record] { release_big_orphan(r); });
     } else {
       store::transaction txn;
-      if (extents)
-        purge(txn, *n, *extents);
-      else
-        purge(txn, *n);
       try {
-        commit(txn);
+        commit(txn, false, [&](store::transaction& txn) {
+          if (shares_volume())
+            purge_orphan_now(txn, *n) || (purge(txn, *n), true);
+          else if (extents)
+            purge(txn, *n, *extents);
+          else
+            purge(txn, *n);
+        });
       } catch (const std::exception& e) {
         // Stays an orphan in the store; the next mount releases it.
         log_error("inode " + std::to_string(n->ino) + ": release failed: " + e.what());
@@ -446,53 +501,51 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
     }
     std::lock_guard meta(meta_mutex_);
     const store::timestamp t = now();
-    store::inode_record r = n->record;
-    if (to_set & FUSE_SET_ATTR_MODE) r.mode = (r.mode & S_IFMT) | (attr->st_mode & 07777);
-    if (to_set & FUSE_SET_ATTR_UID) r.uid = attr->st_uid;
-    if (to_set & FUSE_SET_ATTR_GID) r.gid = attr->st_gid;
-    if (drops_sgid_as_the_vfs_does(req, r, to_set)) r.mode &= ~S_ISGID;
-    if (to_set & FUSE_SET_ATTR_ATIME_NOW)
-      r.atime = t;
-    else if (to_set & FUSE_SET_ATTR_ATIME)
-      r.atime = from_timespec(attr->st_atim);
-    if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-      r.mtime = t;
-    else if (to_set & FUSE_SET_ATTR_MTIME)
-      r.mtime = from_timespec(attr->st_mtim);
-    if (truncating && !(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) r.mtime = t;
-    r.ctime = (to_set & FUSE_SET_ATTR_CTIME) ? from_timespec(attr->st_ctim) : t;
-    // A chmod rewrites the access ACL in the same commit (posix_acl_chmod);
-    // the kernel drops its cached ACLs after a SETATTR.
-    store::transaction acl_txn;
-    if (to_set & FUSE_SET_ATTR_MODE) chmod_access_acl(*n, r.mode, acl_txn);
-    commit_attributes(
-        *n, r, truncating ? std::optional(static_cast<std::uint64_t>(attr->st_size)) : std::nullopt,
-        std::move(acl_txn));
-    r = n->record;
-    struct stat st = to_stat(r);
+    const std::optional<std::uint64_t> new_size =
+        truncating ? std::optional(static_cast<std::uint64_t>(attr->st_size)) : std::nullopt;
+    store::inode_record r;
+    store::inode_record persisted;
+    store::transaction txn;
+    commit(txn, false, [&](store::transaction& txn) {
+      r = record_to_edit(*n);
+      if (to_set & FUSE_SET_ATTR_MODE) r.mode = (r.mode & S_IFMT) | (attr->st_mode & 07777);
+      if (to_set & FUSE_SET_ATTR_UID) r.uid = attr->st_uid;
+      if (to_set & FUSE_SET_ATTR_GID) r.gid = attr->st_gid;
+      if (drops_sgid_as_the_vfs_does(req, r, to_set)) r.mode &= ~S_ISGID;
+      if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+        r.atime = t;
+      else if (to_set & FUSE_SET_ATTR_ATIME)
+        r.atime = from_timespec(attr->st_atim);
+      if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+        r.mtime = t;
+      else if (to_set & FUSE_SET_ATTR_MTIME)
+        r.mtime = from_timespec(attr->st_mtim);
+      if (truncating && !(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) r.mtime = t;
+      r.ctime = (to_set & FUSE_SET_ATTR_CTIME) ? from_timespec(attr->st_ctim) : t;
+      // A chmod rewrites the access ACL in the same commit (posix_acl_chmod);
+      // the kernel drops its cached ACLs after a SETATTR.
+      if (to_set & FUSE_SET_ATTR_MODE) chmod_access_acl(*n, r.mode, txn);
+      persisted = persistable(*n, r);
+      if (new_size) {
+        r.stored_bytes = plan_truncate(*n, r.stored_bytes, *new_size, txn);
+        r.size = *new_size;
+        persisted = r;
+        // Staged data below the new end is not committed yet: the persisted
+        // size must not claim it (it would read as zeros after a crash).
+        persisted.size = n->has_staged() ? std::min(*new_size, n->persisted_size) : *new_size;
+      }
+      txn.put_inode(persisted);
+    });
+    if (new_size) {
+      apply_truncate(*n, r.size);
+      n->persisted_size = persisted.size;
+    }
+    keep_record(*n, r);
+    if (new_size) n->record.size = *new_size;
+    n->record_dirty = false;
+    struct stat st = to_stat(n->record);
     fuse_reply_attr(req, &st, options_.attr_timeout);
   });
-}
-
-void filesystem::commit_attributes(node& n, store::inode_record r,
-                                   std::optional<std::uint64_t> new_size, store::transaction txn) {
-  store::inode_record persisted = persistable(n, r);
-  if (new_size) {
-    r.stored_bytes = plan_truncate(n, *new_size, txn);
-    r.size = *new_size;
-    persisted = r;
-    // Staged data below the new end is not committed yet: the persisted
-    // size must not claim it (it would read as zeros after a crash).
-    persisted.size = n.has_staged() ? std::min(*new_size, n.persisted_size) : *new_size;
-  }
-  txn.put_inode(persisted);
-  commit(txn);
-  if (new_size) {
-    apply_truncate(n, r.size);
-    n.persisted_size = persisted.size;
-  }
-  n.record = r;
-  n.record_dirty = false;
 }
 
 void filesystem::statfs(fuse_req_t req, fuse_ino_t) {

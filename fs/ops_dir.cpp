@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "fs/filesystem.h"
@@ -26,9 +29,11 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
                                             mode_t mode, dev_t rdev,
                                             std::string_view symlink_target, bool new_file) {
   if (!S_ISDIR(parent.record.mode)) throw fs_error(ENOTDIR);
-  if (parent.record.nlink == 0) throw fs_error(ENOENT);  // removed directory
   if (options_.read_only) throw fs_error(EROFS);
-  if (store_->get_dirent(parent.ino, name)) throw fs_error(EEXIST);
+  // Alone, the checks hold until the commit (meta_mutex_); beside other
+  // writers they are made again in it (fill).
+  if (parent.record.nlink == 0) throw fs_error(ENOENT);  // removed directory
+  if (!shares_volume() && store_->get_dirent(parent.ino, name)) throw fs_error(EEXIST);
   const fuse_ctx* ctx = fuse_req_ctx(req);
   const store::timestamp t = now();
 
@@ -64,21 +69,28 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   // only hint for text formats that have no magic number).
   if (S_ISREG(mode)) r.type = codec::classify({}, name);
 
-  store::inode_record p = parent.record;
-  p.mtime = p.ctime = t;
-  if (S_ISDIR(mode)) ++p.nlink;
-
-  store::transaction txn;
-  txn.put_inode(r);
-  if (acls.access) txn.put_xattr(r.ino, posix_acl::k_access_name, *acls.access);
-  if (acls.default_acl) txn.put_xattr(r.ino, posix_acl::k_default_name, *acls.default_acl);
-  txn.put_dirent(parent.ino, name, {r.ino, r.mode & S_IFMT});
-  txn.put_inode(persistable(parent, p));
   new_file = new_file && S_ISREG(mode);
-  if (new_file) txn.mark_new_file(r.ino, parent.ino, name);
-  commit(txn);
+  store::inode_record p;
+  store::transaction txn;
+  commit(txn, false, [&](store::transaction& txn) {
+    if (shares_volume()) {
+      if (store_->get_dirent(parent.ino, name)) throw fs_error(EEXIST);
+      p = record_to_edit(parent);
+      if (p.nlink == 0) throw fs_error(ENOENT);
+    } else {
+      p = parent.record;
+    }
+    p.mtime = p.ctime = t;
+    if (S_ISDIR(mode)) ++p.nlink;
+    txn.put_inode(r);
+    if (acls.access) txn.put_xattr(r.ino, posix_acl::k_access_name, *acls.access);
+    if (acls.default_acl) txn.put_xattr(r.ino, posix_acl::k_default_name, *acls.default_acl);
+    txn.put_dirent(parent.ino, name, {r.ino, r.mode & S_IFMT});
+    txn.put_inode(persistable(parent, p));
+    if (new_file) txn.mark_new_file(r.ino, parent.ino, name);
+  });
   entries_changed(parent);
-  parent.record = p;
+  keep_record(parent, p);
   auto n = std::make_shared<node>(r);
   n->persisted_size = r.size;
   n->name_type = r.type;
@@ -137,47 +149,57 @@ void filesystem::readlink(fuse_req_t req, fuse_ino_t ino) {
 void filesystem::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   run_op(req, "unlink", [&] {
     check_name(name);
-    std::lock_guard meta(meta_mutex_);
+    std::unique_lock meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
     auto p = get_node(parent);
-    auto d = store_->get_dirent(parent, name);
-    if (!d) throw fs_error(ENOENT);
-    auto n = get_node(d->ino);
-    if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
     const store::timestamp t = now();
-    store::transaction txn;
-    txn.delete_dirent(parent, name);
-    store::inode_record pr = p->record;
-    pr.mtime = pr.ctime = t;
-    txn.put_inode(persistable(*p, pr));
-    store::inode_record r = n->record;
-    if (r.nlink > 0) --r.nlink;
-    r.ctime = t;
+    std::shared_ptr<node> n;
+    store::inode_record pr;
+    store::inode_record r;
     bool purge_now = false;
-    if (r.nlink == 0) {
-      if (n->unused() && !others_may_hold(*n)) {
-        purge_now = true;
-        purge(txn, *n);
+    store::transaction txn;
+    commit(txn, false, [&](store::transaction& txn) {
+      auto d = store_->get_dirent(parent, name);
+      if (!d) throw fs_error(ENOENT);
+      n = get_node(d->ino);
+      if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
+      txn.delete_dirent(parent, name);
+      pr = record_to_edit(*p);
+      pr.mtime = pr.ctime = t;
+      txn.put_inode(persistable(*p, pr));
+      r = record_to_edit(*n);
+      if (r.nlink > 0) --r.nlink;
+      r.ctime = t;
+      purge_now = false;
+      if (r.nlink == 0) {
+        if (n->unused() && !others_may_hold(*n)) {
+          purge_now = true;
+          purge(txn, *n);
+        } else {
+          // Open or still known to the kernel (or maybe open on another
+          // client): readable until the last close and forget. Recorded so
+          // a crash cannot leak it.
+          txn.add_orphan(n->ino);
+          txn.put_inode(persistable(*n, r));
+        }
       } else {
-        // Open or still known to the kernel (or maybe open on another
-        // client): readable until the last close and forget. Recorded so a
-        // crash cannot leak it.
-        txn.add_orphan(n->ino);
         txn.put_inode(persistable(*n, r));
       }
-    } else {
-      txn.put_inode(persistable(*n, r));
-    }
-    commit(txn);
+    });
     entries_changed(*p);
-    p->record = pr;
-    n->record = r;
+    keep_record(*p, pr);
+    keep_record(*n, r);
     if (purge_now) {
       n->purged = true;
       table_.erase(n->ino);
     } else if (r.nlink == 0 && n->unused()) {
       defer_orphan(n->ino);
       table_.erase(n->ino);
+    }
+    // Open here: beside other writers, a hold row keeps it from them.
+    if (shares_volume() && r.nlink == 0 && !purge_now) {
+      meta.unlock();
+      hold_if_unlinked(*n);
     }
     fuse_reply_err(req, 0);
   });
@@ -191,22 +213,25 @@ void filesystem::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
     auto p = get_node(parent);
-    auto d = store_->get_dirent(parent, name);
-    if (!d) throw fs_error(ENOENT);
-    auto n = get_node(d->ino);
-    if (!S_ISDIR(n->record.mode)) throw fs_error(ENOTDIR);
-    if (!store_->dir_is_empty(n->ino)) throw fs_error(ENOTEMPTY);
     const store::timestamp t = now();
+    std::shared_ptr<node> n;
+    store::inode_record pr;
     store::transaction txn;
-    txn.delete_dirent(parent, name);
-    store::inode_record pr = p->record;
-    pr.mtime = pr.ctime = t;
-    if (pr.nlink > 2) --pr.nlink;
-    txn.put_inode(persistable(*p, pr));
-    purge(txn, *n);  // a directory holds no data: it goes at once
-    commit(txn);
+    commit(txn, false, [&](store::transaction& txn) {
+      auto d = store_->get_dirent(parent, name);
+      if (!d) throw fs_error(ENOENT);
+      n = get_node(d->ino);
+      if (!S_ISDIR(n->record.mode)) throw fs_error(ENOTDIR);
+      if (!store_->dir_is_empty(n->ino)) throw fs_error(ENOTEMPTY);
+      txn.delete_dirent(parent, name);
+      pr = record_to_edit(*p);
+      pr.mtime = pr.ctime = t;
+      if (pr.nlink > 2) --pr.nlink;
+      txn.put_inode(persistable(*p, pr));
+      purge(txn, *n);  // a directory holds no data: it goes at once
+    });
     entries_changed(*p);
-    p->record = pr;
+    keep_record(*p, pr);
     n->record.nlink = 0;
     n->record.ctime = t;
     n->purged = true;
@@ -249,97 +274,113 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
     auto from_dir = get_node(parent);
     auto to_dir = get_node(newparent);
     if (!S_ISDIR(to_dir->record.mode)) throw fs_error(ENOTDIR);
-    auto from_entry = store_->get_dirent(parent, name);
-    if (!from_entry) throw fs_error(ENOENT);
-    auto to_entry = store_->get_dirent(newparent, newname);
-    auto src = get_node(from_entry->ino);
-    const bool src_is_dir = S_ISDIR(src->record.mode);
     const store::timestamp t = now();
 
-    // Records to write, applied to memory after the commit.
+    // Records to write, applied to memory after the commit; all of it is
+    // decided inside the commit (fill), on entries and records as the store
+    // has them then.
+    std::optional<store::dirent_record> from_entry, to_entry;
+    std::shared_ptr<node> src;
     std::map<std::uint64_t, std::pair<std::shared_ptr<node>, store::inode_record>> changed;
+    std::set<std::uint64_t> purged;  // purged by this rename
+    bool same_inode = false;
     auto edit = [&](const std::shared_ptr<node>& n) -> store::inode_record& {
-      auto [it, inserted] = changed.try_emplace(n->ino, n, n->record);
+      auto [it, inserted] = changed.try_emplace(n->ino, n, store::inode_record{});
+      if (inserted) it->second.second = record_to_edit(*n);
       return it->second.second;
     };
     store::transaction txn;
-
-    if (flags & RENAME_EXCHANGE) {
-      if (!to_entry) throw fs_error(ENOENT);
-      auto dst = get_node(to_entry->ino);
-      const bool dst_is_dir = S_ISDIR(dst->record.mode);
-      txn.put_dirent(parent, name, *to_entry);
-      txn.put_dirent(newparent, newname, *from_entry);
-      if (parent != newparent) {
-        if (src_is_dir) {
+    commit(txn, false, [&](store::transaction& txn) {
+      changed.clear();
+      purged.clear();
+      moved_dirs.clear();
+      same_inode = false;
+      from_entry = store_->get_dirent(parent, name);
+      if (!from_entry) throw fs_error(ENOENT);
+      to_entry = store_->get_dirent(newparent, newname);
+      src = get_node(from_entry->ino);
+      const bool src_is_dir = S_ISDIR(src->record.mode);
+      if (flags & RENAME_EXCHANGE) {
+        if (!to_entry) throw fs_error(ENOENT);
+        auto dst = get_node(to_entry->ino);
+        const bool dst_is_dir = S_ISDIR(dst->record.mode);
+        txn.put_dirent(parent, name, *to_entry);
+        txn.put_dirent(newparent, newname, *from_entry);
+        if (parent != newparent) {
+          if (src_is_dir) {
+            edit(src).parent = newparent;
+            --edit(from_dir).nlink;
+            ++edit(to_dir).nlink;
+            moved_dirs.push_back(src->ino);
+          }
+          if (dst_is_dir) {
+            moved_dirs.push_back(dst->ino);
+            edit(dst).parent = parent;
+            --edit(to_dir).nlink;
+            ++edit(from_dir).nlink;
+          }
+        }
+        edit(src).ctime = t;
+        edit(dst).ctime = t;
+        // Both named anew with their data committed (land_before_rename).
+        for (const auto& moved : {src, dst})
+          if (moved->new_file) txn.clear_new_file(moved->ino);
+      } else {
+        if (to_entry && (flags & RENAME_NOREPLACE)) throw fs_error(EEXIST);
+        if (to_entry && to_entry->ino == from_entry->ino) {
+          // Both names are links to one inode: POSIX says do nothing.
+          same_inode = true;
+          return;
+        }
+        if (to_entry) {
+          auto dst = get_node(to_entry->ino);
+          const bool dst_is_dir = S_ISDIR(dst->record.mode);
+          if (src_is_dir && !dst_is_dir) throw fs_error(ENOTDIR);
+          if (!src_is_dir && dst_is_dir) throw fs_error(EISDIR);
+          if (dst_is_dir && !store_->dir_is_empty(dst->ino)) throw fs_error(ENOTEMPTY);
+          store::inode_record& dr = edit(dst);
+          dr.ctime = t;
+          if (dst_is_dir) {
+            dr.nlink = 0;
+            --edit(to_dir).nlink;
+            purge(txn, *dst);
+            purged.insert(dst->ino);
+          } else if (--dr.nlink == 0) {
+            if (dst->unused() && !others_may_hold(*dst)) {
+              purge(txn, *dst);
+              purged.insert(dst->ino);
+            } else {
+              txn.add_orphan(dst->ino);
+            }
+          }
+        }
+        txn.delete_dirent(parent, name);
+        txn.put_dirent(newparent, newname, *from_entry);
+        if (src_is_dir && parent != newparent) {
+          moved_dirs.push_back(src->ino);
           edit(src).parent = newparent;
           --edit(from_dir).nlink;
           ++edit(to_dir).nlink;
-          moved_dirs.push_back(src->ino);
         }
-        if (dst_is_dir) {
-          moved_dirs.push_back(dst->ino);
-          edit(dst).parent = parent;
-          --edit(to_dir).nlink;
-          ++edit(from_dir).nlink;
-        }
+        edit(src).ctime = t;
+        // Named anew with its data committed (land_before_rename): a crash
+        // leaves the name the old file or this one as it is now.
+        if (src->new_file) txn.clear_new_file(src->ino);
       }
-      edit(src).ctime = t;
-      edit(dst).ctime = t;
-      // Both named anew with their data committed (land_before_rename).
-      for (const auto& moved : {src, dst})
-        if (moved->new_file) txn.clear_new_file(moved->ino);
-    } else {
-      if (to_entry && (flags & RENAME_NOREPLACE)) throw fs_error(EEXIST);
-      if (to_entry && to_entry->ino == from_entry->ino) {
-        // Both names are links to one inode: POSIX says do nothing.
-        fuse_reply_err(req, 0);
-        return;
+      store::inode_record& fr = edit(from_dir);
+      fr.mtime = fr.ctime = t;
+      store::inode_record& tr = edit(to_dir);
+      tr.mtime = tr.ctime = t;
+      for (auto& [ino, entry] : changed) {
+        auto& [n, r] = entry;
+        if (!purged.contains(ino)) txn.put_inode(persistable(*n, r));
       }
-      if (to_entry) {
-        auto dst = get_node(to_entry->ino);
-        const bool dst_is_dir = S_ISDIR(dst->record.mode);
-        if (src_is_dir && !dst_is_dir) throw fs_error(ENOTDIR);
-        if (!src_is_dir && dst_is_dir) throw fs_error(EISDIR);
-        if (dst_is_dir && !store_->dir_is_empty(dst->ino)) throw fs_error(ENOTEMPTY);
-        store::inode_record& dr = edit(dst);
-        dr.ctime = t;
-        if (dst_is_dir) {
-          dr.nlink = 0;
-          --edit(to_dir).nlink;
-          purge(txn, *dst);
-          dst->purged = true;
-        } else if (--dr.nlink == 0) {
-          if (dst->unused() && !others_may_hold(*dst)) {
-            purge(txn, *dst);
-            dst->purged = true;
-          } else {
-            txn.add_orphan(dst->ino);
-          }
-        }
-      }
-      txn.delete_dirent(parent, name);
-      txn.put_dirent(newparent, newname, *from_entry);
-      if (src_is_dir && parent != newparent) {
-        moved_dirs.push_back(src->ino);
-        edit(src).parent = newparent;
-        --edit(from_dir).nlink;
-        ++edit(to_dir).nlink;
-      }
-      edit(src).ctime = t;
-      // Named anew with its data committed (land_before_rename): a crash
-      // leaves the name the old file or this one as it is now.
-      if (src->new_file) txn.clear_new_file(src->ino);
+    });
+    if (same_inode) {
+      fuse_reply_err(req, 0);
+      return;
     }
-    store::inode_record& fr = edit(from_dir);
-    fr.mtime = fr.ctime = t;
-    store::inode_record& tr = edit(to_dir);
-    tr.mtime = tr.ctime = t;
-    for (auto& [ino, entry] : changed) {
-      auto& [n, r] = entry;
-      if (!n->purged) txn.put_inode(persistable(*n, r));
-    }
-    commit(txn);
+    for (const std::uint64_t ino : purged) changed.at(ino).first->purged = true;
     src->new_file = false;
     if (flags & RENAME_EXCHANGE)
       if (const auto dst = table_.find(to_entry->ino)) dst->new_file = false;
@@ -347,7 +388,7 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
     entries_changed(*to_dir);
     for (auto& [ino, entry] : changed) {
       auto& [n, r] = entry;
-      n->record = r;
+      keep_record(*n, r);
       if (n->purged && n->lookups == 0) {
         table_.erase(ino);
       } else if (!n->purged && r.nlink == 0 && n->unused()) {
@@ -363,6 +404,10 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
     // cached pages, and dropping a directory's pages writes nothing back.
     meta.unlock();
     for (std::uint64_t ino : moved_dirs) invalidate_listing(ino);
+    // A replaced file open here: beside other writers, a hold row keeps it.
+    if (shares_volume())
+      for (auto& [ino, entry] : changed)
+        if (!purged.contains(ino) && entry.second.nlink == 0) hold_if_unlinked(*entry.first);
     fuse_reply_err(req, 0);
   });
 }
@@ -383,25 +428,29 @@ void filesystem::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, cons
     auto p = get_node(newparent);
     if (S_ISDIR(n->record.mode)) throw fs_error(EPERM);
     if (!S_ISDIR(p->record.mode)) throw fs_error(ENOTDIR);
-    if (store_->get_dirent(newparent, newname)) throw fs_error(EEXIST);
-    if (n->record.nlink >= 65000) throw fs_error(EMLINK);
     const store::timestamp t = now();
-    store::inode_record r = n->record;
-    ++r.nlink;
-    r.ctime = t;
-    store::inode_record pr = p->record;
-    pr.mtime = pr.ctime = t;
+    store::inode_record r;
+    store::inode_record pr;
     store::transaction txn;
-    txn.put_dirent(newparent, newname, {n->ino, r.mode & S_IFMT});
-    txn.put_inode(persistable(*n, r));
-    txn.put_inode(persistable(*p, pr));
-    txn.remove_orphan(n->ino);                    // linkat(AT_EMPTY_PATH) of an unlinked file
-    if (n->new_file) txn.clear_new_file(n->ino);  // its data was committed above
-    commit(txn);
+    commit(txn, false, [&](store::transaction& txn) {
+      if (store_->get_dirent(newparent, newname)) throw fs_error(EEXIST);
+      r = record_to_edit(*n);
+      if (r.nlink >= 65000) throw fs_error(EMLINK);
+      ++r.nlink;
+      r.ctime = t;
+      pr = record_to_edit(*p);
+      if (pr.nlink == 0) throw fs_error(ENOENT);  // removed directory
+      pr.mtime = pr.ctime = t;
+      txn.put_dirent(newparent, newname, {n->ino, r.mode & S_IFMT});
+      txn.put_inode(persistable(*n, r));
+      txn.put_inode(persistable(*p, pr));
+      txn.remove_orphan(n->ino);                    // linkat(AT_EMPTY_PATH) of an unlinked file
+      if (n->new_file) txn.clear_new_file(n->ino);  // its data was committed above
+    });
     n->new_file = false;
     entries_changed(*p);
-    n->record = r;
-    p->record = pr;
+    keep_record(*n, r);
+    keep_record(*p, pr);
     reply_entry(req, n);
   });
 }

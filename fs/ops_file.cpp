@@ -25,7 +25,8 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // writer's change notice may still be on its way. A changed file's
     // pages go (no keep_cache below) and so do its attributes.
     bool record_changed = false;
-    if (store_->follows()) {
+    // So does a writer beside others (their close waits for its commit).
+    if (store_->follows() || shares_volume()) {
       const auto r = refresh_from_store(*n);
       // Released by the writer while this kernel still had the inode (a
       // handle: /proc/PID/fd, open_by_handle_at): NFS's stale handle. An
@@ -438,8 +439,10 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
     // the source's chunks, nothing is copied or re-encoded.
     // Sharing reads both files' committed extents: only when neither has
     // staged data (new writes may have arrived since the flush above).
-    if (in != out && !in->has_staged() && !out->has_staged() && src % k_slot == 0 &&
-        dst % k_slot == 0) {
+    // Not beside other writers: the extents read here could change before
+    // the commit (the bytes are copied instead, through the staging).
+    if (in != out && !shares_volume() && !in->has_staged() && !out->has_staged() &&
+        src % k_slot == 0 && dst % k_slot == 0) {
       std::lock_guard meta(meta_mutex_);
       store::transaction txn;
       store::inode_record r = out->record;

@@ -206,16 +206,18 @@ void filesystem::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, cons
       set_posix_acl(req, *n, name, {value, size}, flags);
       return;
     }
-    const bool exists = store_->get_xattr(n->ino, name).has_value();
-    if ((flags & XATTR_CREATE) && exists) throw fs_error(EEXIST);
-    if ((flags & XATTR_REPLACE) && !exists) throw fs_error(ENODATA);
-    store::inode_record r = n->record;
-    r.ctime = now();
+    store::inode_record r;
     store::transaction txn;
-    txn.put_xattr(n->ino, name, {value, size});
-    txn.put_inode(persistable(*n, r));
-    commit(txn);
-    n->record = r;
+    commit(txn, false, [&](store::transaction& txn) {
+      const bool exists = store_->get_xattr(n->ino, name).has_value();
+      if ((flags & XATTR_CREATE) && exists) throw fs_error(EEXIST);
+      if ((flags & XATTR_REPLACE) && !exists) throw fs_error(ENODATA);
+      r = record_to_edit(*n);
+      r.ctime = now();
+      txn.put_xattr(n->ino, name, {value, size});
+      txn.put_inode(persistable(*n, r));
+    });
+    keep_record(*n, r);
     if (n->xattr_names) n->xattr_names->insert(name);
     fuse_reply_err(req, 0);
   });
@@ -293,15 +295,17 @@ void filesystem::removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
     auto n = get_node(ino);
-    // Removing the access ACL leaves the mode as it is, as on ext4.
-    if (!store_->get_xattr(n->ino, name)) throw fs_error(ENODATA);
-    store::inode_record r = n->record;
-    r.ctime = now();
+    store::inode_record r;
     store::transaction txn;
-    txn.delete_xattr(n->ino, name);
-    txn.put_inode(persistable(*n, r));
-    commit(txn);
-    n->record = r;
+    commit(txn, false, [&](store::transaction& txn) {
+      // Removing the access ACL leaves the mode as it is, as on ext4.
+      if (!store_->get_xattr(n->ino, name)) throw fs_error(ENODATA);
+      r = record_to_edit(*n);
+      r.ctime = now();
+      txn.delete_xattr(n->ino, name);
+      txn.put_inode(persistable(*n, r));
+    });
+    keep_record(*n, r);
     if (n->xattr_names) n->xattr_names->erase(name);
     fuse_reply_err(req, 0);
   });
@@ -336,29 +340,33 @@ void filesystem::set_posix_acl(fuse_req_t req, node& n, std::string_view name,
   if (!access && !S_ISDIR(n.record.mode)) throw fs_error(EACCES);
   const auto acl = posix_acl::parse(value);
   if (!acl) throw fs_error(EINVAL);
-  const bool exists = stored_xattr(n, name).has_value();
-  if ((flags & XATTR_CREATE) && exists) throw fs_error(EEXIST);
-  if ((flags & XATTR_REPLACE) && !exists) throw fs_error(ENODATA);
-  store::inode_record r = n.record;
-  r.ctime = now();
+  store::inode_record r;
   bool keep = true;
-  if (access) {
-    mode_t mode = r.mode;
-    keep = !posix_acl::equivalent_mode(*acl, mode);
-    // The kernel's FUSE_SETXATTR_ACL_KILL_SGID says this, but libfuse 3.14
-    // does not pass it on (no FUSE_CAP_SETXATTR_EXT): the same rule, asked
-    // of the caller directly.
-    if ((mode & S_ISGID) && !caller_credentials(req).in_group_or_capable(r.gid)) mode &= ~S_ISGID;
-    r.mode = static_cast<std::uint32_t>(mode);
-  }
   store::transaction txn;
-  if (keep)
-    txn.put_xattr(n.ino, name, posix_acl::serialize(*acl));
-  else if (exists)
-    txn.delete_xattr(n.ino, name);
-  txn.put_inode(persistable(n, r));
-  commit(txn);
-  n.record = r;
+  commit(txn, false, [&](store::transaction& txn) {
+    const bool exists = shares_volume() ? store_->get_xattr(n.ino, name).has_value()
+                                        : stored_xattr(n, name).has_value();
+    if ((flags & XATTR_CREATE) && exists) throw fs_error(EEXIST);
+    if ((flags & XATTR_REPLACE) && !exists) throw fs_error(ENODATA);
+    r = record_to_edit(n);
+    r.ctime = now();
+    keep = true;
+    if (access) {
+      mode_t mode = r.mode;
+      keep = !posix_acl::equivalent_mode(*acl, mode);
+      // The kernel's FUSE_SETXATTR_ACL_KILL_SGID says this, but libfuse
+      // 3.14 does not pass it on (no FUSE_CAP_SETXATTR_EXT): the same rule,
+      // asked of the caller directly.
+      if ((mode & S_ISGID) && !caller_credentials(req).in_group_or_capable(r.gid)) mode &= ~S_ISGID;
+      r.mode = static_cast<std::uint32_t>(mode);
+    }
+    if (keep)
+      txn.put_xattr(n.ino, name, posix_acl::serialize(*acl));
+    else if (exists)
+      txn.delete_xattr(n.ino, name);
+    txn.put_inode(persistable(n, r));
+  });
+  keep_record(n, r);
   if (n.xattr_names) {
     if (keep)
       n.xattr_names->insert(std::string(name));

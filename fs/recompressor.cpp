@@ -115,7 +115,10 @@ void recompressor::run() {
   while (!stopping_) {
     wait_for_quiet(lock);
     if (stopping_) break;
-    std::optional<store::recompress_item> item = next_locked();
+    // Beside other writers of the volume, only the lease's holder works
+    // (the heartbeat takes it when it is free, filesystem::start).
+    std::optional<store::recompress_item> item;
+    if (store_.holds_lease(store::store::k_lease_re_encoder)) item = next_locked();
     if (!item) {
       cv_.wait_for(lock, k_idle_poll, [&] { return stopping_ || notified_.load(); });
       notified_ = false;

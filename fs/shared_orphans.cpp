@@ -35,7 +35,7 @@ void filesystem::defer_orphan(std::uint64_t ino) {
 
 void filesystem::release_orphans(orphan_scan scan) {
   std::vector<std::uint64_t> candidates;
-  if (scan == orphan_scan::whole_store) {
+  if (scan != orphan_scan::deferred) {
     candidates = store_->orphans();
   } else {
     std::lock_guard lock(deferred_mutex_);
@@ -58,7 +58,18 @@ void filesystem::release_orphans(orphan_scan scan) {
     if (txn_ops == 0) return;
     {
       std::lock_guard meta(meta_mutex_);
-      commit(txn, scan == orphan_scan::whole_store);
+      // Beside other writers each is deleted as the store has it inside
+      // the commit: another writer may release the same orphans.
+      commit(txn, scan != orphan_scan::deferred, [&](store::transaction& txn) {
+        if (!shares_volume()) return;
+        for (const std::uint64_t ino : taken) {
+          node n(store::inode_record{.ino = ino});
+          if (!purge_orphan_now(txn, n))
+            throw store::store_error(EAGAIN, "inode " + std::to_string(ino) +
+                                                 ": an orphan's extents grew while it was "
+                                                 "released");
+        }
+      });
     }
     for (const std::uint64_t ino : taken)
       log_debug("released orphaned inode " + std::to_string(ino));
@@ -70,7 +81,7 @@ void filesystem::release_orphans(orphan_scan scan) {
     for (const std::uint64_t ino : candidates) {
       // Still this daemon's (open, known to the kernel, or staged): its
       // last release decides (maybe_release). At unmount the kernel is gone.
-      if (scan == orphan_scan::deferred && table_.find(ino)) continue;
+      if (scan != orphan_scan::whole_store && table_.find(ino)) continue;
       {
         std::lock_guard lock(deferred_mutex_);
         if (held.contains(ino)) {
@@ -96,10 +107,10 @@ void filesystem::release_orphans(orphan_scan scan) {
         release_big_orphan(*r);
         continue;
       }
-      if (r) {
+      if (r && !shares_volume()) {
         node n(*r);
         purge(txn, n, *extents);
-      } else {
+      } else if (!r) {
         txn.remove_orphan(ino);
       }
       txn_ops += 1 + extents->size();
@@ -118,7 +129,9 @@ void filesystem::release_deferred_orphans_later() {
   if (!workers_ || releasing_orphans_.exchange(true)) return;
   workers_->submit([this] {
     try {
-      release_orphans(orphan_scan::deferred);
+      // Beside other writers, every orphan of the volume: those of a writer
+      // whose session expired are the living writers' to release.
+      release_orphans(shares_volume() ? orphan_scan::all_not_here : orphan_scan::deferred);
     } catch (const std::exception& e) {
       log_error(std::string("releasing unlinked files (the next heartbeat retries): ") + e.what());
     }
@@ -127,7 +140,7 @@ void filesystem::release_deferred_orphans_later() {
 }
 
 void filesystem::hold_if_unlinked(node& n) {
-  if (!store_->follows() || !n.regular) return;
+  if ((!store_->follows() && !shares_volume()) || !n.regular) return;
   std::lock_guard holds(holds_mutex_);
   {
     std::lock_guard meta(meta_mutex_);

@@ -694,6 +694,24 @@ session_record decode_session(std::string_view key, std::string_view value) {
   return r;
 }
 
+std::string encode_lease(const lease_record& r) {
+  std::string out = start_value();
+  put_string(out, r.session_id);
+  put_u64(out, static_cast<std::uint64_t>(r.expires));
+  return out;
+}
+
+lease_record decode_lease(std::string_view key, std::string_view value) {
+  reader in(value, "lease", std::string(key));
+  in.expect_version();
+  lease_record r;
+  r.session_id = in.string("session id");
+  r.expires = static_cast<std::int64_t>(in.u64());
+  in.expect_end();
+  if (r.session_id.size() != 16) in.fail("the session id is not 16 hex digits");
+  return r;
+}
+
 std::string encode_orphan() {
   return start_value();
 }

@@ -195,6 +195,20 @@ std::string encode_hold();
 // `key` is the whole key; throws store_error(EIO) on corruption.
 hold_record decode_hold(std::string_view key, std::string_view value);
 
+// Format 6: background work one writer of a volume does at a time (the
+// re-encoder, gc; docs/scale-out.md, "Several writers"): "lease/" + the
+// work's name, in k_cf_meta; the value names the holding session (16 hex
+// digits, as a string) and when the lease ends (unix seconds, u64). Taken
+// and renewed in a locked transaction (write_locked, "counters").
+inline constexpr std::string_view k_lease_prefix = "lease/";
+struct lease_record {
+  std::string session_id;
+  std::int64_t expires = 0;
+};
+std::string encode_lease(const lease_record& r);
+// Throws store_error(EIO) on corruption.
+lease_record decode_lease(std::string_view key, std::string_view value);
+
 std::uint64_t decode_u64_be(std::string_view eight_bytes);
 
 // Values.

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <signal.h>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -771,7 +772,8 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
       po.remote = std::make_shared<s3_object_store>(parse_s3_url(marker.data));
       po.cache_dir = options.cache_dir;
       po.cache_bytes = options.cache_bytes;
-      po.fill_cache = self->follower_;  // its own client directory
+      // Its own client directory; a writer beside others reads theirs too.
+      po.fill_cache = self->follower_ || options.shared_writer;
       self->data_ = marker.data;
     } else if (self->settings_.format_version >= k_object_format_version) {
       throw store_error(EINVAL, "store " + dir.string() +
@@ -794,6 +796,13 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   } else {
     self->payloads_ = std::make_unique<rocksdb_payload_store>(*self->engine_);
   }
+  // Writers on several machines share payloads only through object storage.
+  if (options.shared_writer && !self->options_.read_only &&
+      !(self->packs_ && self->packs_->remote()))
+    throw store_error(EINVAL, "store " + dir.string() +
+                                  ": -o shared needs a volume whose records are in PostgreSQL "
+                                  "and whose packs are in object storage (densefs mkfs --meta "
+                                  "... --data s3://...)");
   self->cache_ = std::make_unique<chunk_cache>(options.chunk_cache_bytes);
   // A tool that writes (gc) sees the mounts as other clients; a mount
   // counts again without itself (begin_session).
@@ -1339,6 +1348,10 @@ gc_report store::garbage() const {
 gc_result store::collect_garbage(const std::function<void(std::string_view phase)>& progress) {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   std::lock_guard lock(gc_mutex_);
+  // Beside other writers one collects at a time.
+  if (!take_lease(k_lease_gc))
+    throw store_error(EBUSY, "collecting garbage in " + engine_->where() +
+                                 ": another writer of the volume is collecting it");
   const auto started = std::chrono::steady_clock::now();
   const auto throw_if_canceled = [&] {
     if (gc_canceled_)
@@ -2014,22 +2027,28 @@ void store::stage_payloads(const transaction::impl& t, staged_payloads& staged, 
   payloads_->sync();
 }
 
-void store::commit(transaction& txn, bool sync) {
+void store::commit(transaction& txn, bool sync, const std::function<void(transaction&)>& fill) {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
-  if (txn.empty()) return;
-  transaction::impl& t = *txn.impl_;
+  transaction::impl& t = ensure(txn.impl_);
 
   std::lock_guard lock(commit_mutex_);
+  // One writer: nothing can change between fill's reads and the write.
+  const bool fill_locked = fill && writes_beside_others();
+  if (fill && !fill_locked) fill(txn);
+  if (!fill_locked && txn.empty()) return;
 
-  // Inodes whose cached extent lists this commit makes stale.
+  // Inodes whose cached extent lists this commit makes stale, and the
+  // notice that tells other clients what it changes (set by changes_of).
   std::vector<std::uint64_t> extents_changed;
-  if (caches_extents())
-    for (const txn_op& op : t.ops)
-      if ((op.cf == table::extents || op.cf == table::inodes) && op.key.size() >= 8)
-        extents_changed.push_back(decode_u64_be(std::string_view(op.key).substr(0, 8)));
-  // Followers of a shared volume drop what they cache of these (watch()).
   std::string notice;
-  if (keeps_sessions()) {
+  const auto changes_of = [&] {
+    extents_changed.clear();
+    notice.clear();
+    if (caches_extents())
+      for (const txn_op& op : t.ops)
+        if ((op.cf == table::extents || op.cf == table::inodes) && op.key.size() >= 8)
+          extents_changed.push_back(decode_u64_be(std::string_view(op.key).substr(0, 8)));
+    if (!keeps_sessions()) return;
     change_notice changed;
     for (const txn_op& op : t.ops) {
       if (op.key.size() < 8) continue;
@@ -2039,8 +2058,30 @@ void store::commit(transaction& txn, bool sync) {
       else if (op.cf == table::inodes || op.cf == table::extents || op.cf == table::xattrs)
         changed.inodes.push_back(ino);
     }
-    if (!changed.inodes.empty() || !changed.entries.empty()) notice = encode_change_notice(changed);
-  }
+    if (changed.inodes.empty() && changed.entries.empty()) return;
+    if (writes_beside_others()) changed.writer = session_id_;
+    notice = encode_change_notice(changed);
+  };
+  // What `fill` starts from on each run: the transaction as passed.
+  const std::size_t base_ops = t.ops.size();
+  std::map<chunk_hash, std::int64_t> base_deltas;
+  if (fill_locked)
+    for (const auto& [hash, d] : t.chunks) base_deltas[hash] = d.delta;
+  const auto run_fill = [&] {
+    t.ops.resize(base_ops);
+    for (auto it = t.chunks.begin(); it != t.chunks.end();) {
+      const auto base = base_deltas.find(it->first);
+      if (base == base_deltas.end()) {
+        it = t.chunks.erase(it);
+      } else {
+        it->second.delta = base->second;
+        ++it;
+      }
+    }
+    fill(txn);
+    changes_of();
+  };
+  if (!fill_locked) changes_of();
 
   // A writer beside others on one volume reads the chunk records and
   // writes the batch in one locked transaction (write_locked), which must
@@ -2058,6 +2099,7 @@ void store::commit(transaction& txn, bool sync) {
   store_settings raised;
 
   const auto build = [&](locked_reads& reads, metadata_batch& batch) {
+    if (fill_locked) run_fill();
     deleted.clear();
     garbage = 0;
     raise_format = false;
@@ -2471,20 +2513,30 @@ void store::begin_session(const std::string& mountpoint) {
   // mounted again at once): counted as another client, it would make this
   // one commit at every close and keep unlinked files for followers that
   // are not there. (A follower leaves them to the writer.)
+  // Writers beside others keep each other's rows: a writer's row is dead
+  // once it expires, or at once when it names a process of this host that
+  // is gone (a writer killed here and mounted again at once: it would never
+  // answer the question below).
   const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
   std::vector<session_record> all = sessions();
+  const bool shares = writes_beside_others();
   if (!follower_) {
     std::erase_if(all, [&](const session_record& old) {
-      const bool dead = !old.read_only || session_expired(old, r.started);
+      const bool gone_here = old.host == r.host && old.pid != 0 &&
+                             ::kill(static_cast<pid_t>(old.pid), 0) != 0 && errno == ESRCH;
+      const bool dead = (!shares && !old.read_only) || session_expired(old, r.started) ||
+                        (!old.read_only && gone_here);
       if (dead) batch->erase(table::meta, session_key(old.id));
       return dead;
     });
   }
   batch->put(table::meta, session_key(r.id), encode_session(r));
-  const bool writer_alive = std::any_of(all.begin(), all.end(), [&](const session_record& s) {
-    return !s.read_only && !session_expired(s, r.started);
-  });
-  if (follower_ && writer_alive) {
+  // The live writers, each of which must answer (one writer alone answers
+  // without naming itself).
+  std::set<std::string> writers_alive;
+  for (const session_record& s : all)
+    if (!s.read_only && !session_expired(s, r.started)) writers_alive.insert(s.id);
+  if ((follower_ || shares) && !writers_alive.empty()) {
     // Close-to-open from the first open: the writer commits at close only
     // once it knows of another client, and files it closed before that may
     // still be staged in its memory. So the follower asks, in the batch
@@ -2495,12 +2547,18 @@ void store::begin_session(const std::string& mountpoint) {
     change_notice ask;
     ask.sessions_started.push_back(r.id);
     batch->set_notice(encode_change_notice(ask));
+    std::set<std::string> answered_by;
     const bool answered = engine_->write_and_await(
         *batch,
         [&](std::string_view text) {
           const std::optional<change_notice> c = decode_change_notice(text);
-          return c && std::find(c->sessions_answered.begin(), c->sessions_answered.end(), r.id) !=
-                          c->sessions_answered.end();
+          if (!c || std::find(c->sessions_answered.begin(), c->sessions_answered.end(), r.id) ==
+                        c->sessions_answered.end())
+            return false;
+          if (c->writer.empty()) return true;  // a writer alone
+          answered_by.insert(c->writer);
+          return std::includes(answered_by.begin(), answered_by.end(), writers_alive.begin(),
+                               writers_alive.end());
         },
         k_writer_answer_timeout);
     if (!answered)
@@ -2525,6 +2583,13 @@ void store::begin_session(const std::string& mountpoint) {
       try {
         write_session(beat);
         count_others(sessions(), beat.heartbeat, true);
+        std::vector<std::string> held;
+        {
+          std::lock_guard leases(lease_mutex_);
+          held.assign(leases_.begin(), leases_.end());
+        }
+        for (const std::string& name : held)
+          if (!take_lease(name)) log_info("another writer took the lease of " + name);
       } catch (const store_error& e) {
         // The next beat tries again; status shows the session as expired
         // meanwhile, which is the truth as others can see it.
@@ -2538,6 +2603,46 @@ void store::begin_session(const std::string& mountpoint) {
       session_->heartbeat = beat.heartbeat;
     }
   });
+}
+
+bool store::take_lease(std::string_view name) {
+  if (!writes_beside_others()) return true;
+  const std::string key = std::string(k_lease_prefix) + std::string(name);
+  const std::int64_t now = unix_now();
+  bool held = false;
+  engine_->write_locked(
+      k_counters_section,
+      [&](locked_reads& reads, metadata_batch& batch) {
+        held = false;
+        if (const std::optional<std::string> v = reads.get(table::meta, key, "a lease")) {
+          const lease_record current = decode_lease(key, *v);
+          if (current.session_id != session_id_ && current.expires >= now) return;
+        }
+        lease_record mine{session_id_, now + 3 * heartbeat_interval().count()};
+        batch.put(table::meta, key, encode_lease(mine));
+        held = true;
+      },
+      false);
+  std::lock_guard lock(lease_mutex_);
+  if (held)
+    leases_.emplace(name);
+  else if (const auto it = leases_.find(name); it != leases_.end())
+    leases_.erase(it);
+  return held;
+}
+
+bool store::holds_lease(std::string_view name) const {
+  if (!writes_beside_others()) return true;
+  std::lock_guard lock(lease_mutex_);
+  return leases_.find(name) != leases_.end();
+}
+
+bool store::other_writers_alive() const {
+  if (!keeps_sessions()) return false;
+  const std::int64_t now = unix_now();
+  for (const session_record& r : sessions())
+    if (r.id != session_id_ && !r.read_only && !session_expired(r, now)) return true;
+  return false;
 }
 
 void store::count_others(const std::vector<session_record>& all, std::int64_t now_unix,
@@ -2565,8 +2670,16 @@ void store::end_session() {
   }
   const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
   batch->erase(table::meta, session_key(ended->id));
-  // A follower's holds end with it: the writer may release those files.
-  if (follower_) {
+  {
+    // Leases held go with the session (another writer takes them at once).
+    std::lock_guard lock(lease_mutex_);
+    for (const std::string& name : leases_)
+      batch->erase(table::meta, std::string(k_lease_prefix) + name);
+    leases_.clear();
+  }
+  // A follower's holds end with it (so do a shared writer's): the writer
+  // may release those files.
+  if (follower_ || writes_beside_others()) {
     const std::string prefix = hold_prefix(ended->id);
     scan_prefix(table::meta, prefix, prefix, "listing holds",
                 [&](std::string_view key, std::string_view) {
@@ -2661,7 +2774,10 @@ std::optional<std::uint64_t> parse_hex_u64(std::string_view s) {
 
 std::string encode_change_notice(const change_notice& c) {
   std::string out(k_notice_version);
-  if (c.everything) return out + " *";
+  // The writer's token survives a notice cut to `*`: a shared writer must
+  // still know its own.
+  const std::string writer = c.writer.empty() ? std::string() : " w" + c.writer;
+  if (c.everything) return out + " *" + writer;
   std::set<std::uint64_t> inodes(c.inodes.begin(), c.inodes.end());
   std::set<std::pair<std::uint64_t, std::string>> entries(c.entries.begin(), c.entries.end());
   for (const std::uint64_t ino : inodes) {
@@ -2680,7 +2796,8 @@ std::string encode_change_notice(const change_notice& c) {
   }
   for (const std::string& id : c.sessions_started) out += " s" + id;
   for (const std::string& id : c.sessions_answered) out += " a" + id;
-  if (out.size() > k_max_notice_bytes) return std::string(k_notice_version) + " *";
+  out += writer;
+  if (out.size() > k_max_notice_bytes) return std::string(k_notice_version) + " *" + writer;
   return out;
 }
 
@@ -2716,12 +2833,15 @@ std::optional<change_notice> decode_change_notice(std::string_view text) {
         name += static_cast<char>(hi << 4 | lo);
       }
       c.entries.emplace_back(*parent, std::move(name));
-    } else if (token.size() == 17 && (token[0] == 's' || token[0] == 'a')) {
+    } else if (token.size() == 17 && (token[0] == 's' || token[0] == 'a' || token[0] == 'w')) {
       // A session id: 16 lower-case hex digits (random_hex_id).
       const std::string_view id = token.substr(1);
       if (!std::all_of(id.begin(), id.end(), [](char ch) { return hex_value(ch) >= 0; }))
         return std::nullopt;
-      (token[0] == 's' ? c.sessions_started : c.sessions_answered).emplace_back(id);
+      if (token[0] == 'w')
+        c.writer = id;
+      else
+        (token[0] == 's' ? c.sessions_started : c.sessions_answered).emplace_back(id);
     } else {
       return std::nullopt;
     }
@@ -2732,6 +2852,27 @@ std::optional<change_notice> decode_change_notice(std::string_view text) {
 
 bool store::watch(std::function<void(const change_notice&)> fn) {
   if (!keeps_sessions()) return false;
+  if (!follower_ && writes_beside_others()) {
+    // One of several writers: the others' commits as a follower hears them,
+    // and the sessions that started; its own commits' notices (its session
+    // in their `w` token) are skipped.
+    return engine_->watch([this, fn = std::move(fn)](std::string_view text) {
+      std::optional<change_notice> c;
+      if (!text.empty()) c = decode_change_notice(text);
+      if (!c) {
+        if (!text.empty()) log_error("a change notice this densefs cannot read; dropping caches");
+        c.emplace();
+        c->everything = true;
+      }
+      if (!c->writer.empty() && c->writer == session_id_) {
+        if (c->sessions_started.empty()) return;
+        c->everything = false;
+        c->inodes.clear();
+        c->entries.clear();
+      }
+      fn(*c);
+    });
+  }
   if (!follower_) {
     if (options_.read_only) return false;
     // The writer hears its own commits' notices too: only followers that
@@ -2781,6 +2922,8 @@ void store::answer_sessions(const std::vector<std::string>& ids) {
   batch->put(table::meta, session_key(own->id), encode_session(*own));
   change_notice answer;
   answer.sessions_answered = ids;
+  // Beside other writers, a new client waits for each of them by name.
+  if (writes_beside_others()) answer.writer = own->id;
   batch->set_notice(encode_change_notice(answer));
   engine_->write(*batch, false);
 }

@@ -84,6 +84,9 @@ struct change_notice {
   // writer to answer (store::begin_session), and the writer's answers.
   std::vector<std::string> sessions_started;
   std::vector<std::string> sessions_answered;
+  // The session of the shared writer whose commit sent it ("" otherwise):
+  // a writer skips its own commits' notices.
+  std::string writer;
 };
 // The text a commit of `inodes` and `entries` sends, and its decoding
 // (nullopt: not a notice this build reads, which the caller treats as
@@ -491,7 +494,19 @@ class store {
   // Applies a transaction atomically. sync=true also syncs the WAL.
   // Throws store_error: ENOSPC when the disk is full (nothing applied),
   // EIO otherwise; chunk_missing as described above.
-  void commit(transaction& txn, bool sync = false);
+  //
+  // `fill`, when given, adds the part of the transaction that depends on
+  // records other writers of the volume may change (an entry's existence,
+  // a parent's link count, a file's extents): it runs inside the commit's
+  // locked section (metadata_engine::write_locked), so the store reads it
+  // makes see every commit before this one and none can come between them
+  // and this commit. It may run more than once (a lost connection, a
+  // payload to stage again): each run starts from `txn` as passed, and
+  // must not add chunks that bring their own payload. An exception from it
+  // applies nothing and leaves the commit. On a store with one writer it
+  // runs once, just before the write.
+  void commit(transaction& txn, bool sync = false,
+              const std::function<void(transaction&)>& fill = {});
 
   // Makes every committed change durable (syncs the WAL).
   void sync();
@@ -518,6 +533,11 @@ class store {
   bool read_only() const { return options_.read_only; }
   // Opened as a follower (store_open_options::follower) of a shared volume.
   bool follows() const { return follower_; }
+  // Open as one of several writers of a PostgreSQL volume
+  // (store_open_options::shared_writer): it hears the others' commits
+  // (watch()) and builds its own from what it reads under their lock
+  // (commit()'s `fill`).
+  bool writes_beside_others() const { return options_.shared_writer && !postgres_.empty(); }
   // The writer: whether another client (a follower) had a live session at
   // the last heartbeat, or has mounted since (note_other_client). Then close waits for the commit,
   // so that an open on that client sees the file whole (close-to-open; docs/scale-out.md).
@@ -529,6 +549,17 @@ class store {
   // tells them that everything closed so far is committed. False on other
   // stores. unwatch() (also at destruction) returns once `fn` runs no more.
   bool watch(std::function<void(const change_notice&)> fn);
+  // Whether a writer other than this one has a live session on the volume.
+  bool other_writers_alive() const;
+  // Background work one writer of a shared volume does at a time
+  // (k_lease_re_encoder, k_lease_gc): takes or renews the lease, for three
+  // heartbeat intervals, unless another live session holds it. The heartbeat
+  // renews the leases held; a lease whose holder stopped renewing it can be
+  // taken once it ends. A store with one writer always holds every lease.
+  bool take_lease(std::string_view name);
+  bool holds_lease(std::string_view name) const;
+  static constexpr std::string_view k_lease_re_encoder = "recompress";
+  static constexpr std::string_view k_lease_gc = "gc";
   // The writer: another client has mounted (heard from it at once, not at
   // the next heartbeat): close commits from now on.
   void note_other_client() { others_mounted_.store(true, std::memory_order_relaxed); }
@@ -731,11 +762,10 @@ class store {
   };
   static constexpr std::size_t k_cached_extents = 31;  // a first scan page holds 32
   static constexpr std::size_t k_extent_cache_files = 65536;
-  bool caches_extents() const { return keeps_sessions(); }
+  // Not beside other writers: a commit's reads of extents (the ones it
+  // drops) must see every other writer's commit, and their notices come late.
+  bool caches_extents() const { return keeps_sessions() && !writes_beside_others(); }
   void drop_cached_extents(std::span<const std::uint64_t> inodes, bool all) const;
-  // Open as one of several writers of a PostgreSQL volume
-  // (store_open_options::shared_writer).
-  bool writes_beside_others() const { return options_.shared_writer && !postgres_.empty(); }
   // A shared writer's commit puts the payloads that may be new before its
   // locked transaction (commit()): staged, by the bytes they came from.
   struct staged_payload;
@@ -776,6 +806,8 @@ class store {
   mutable std::unordered_map<std::uint64_t, std::deque<extent_window>> extent_windows_;
   mutable std::uint64_t extents_gen_ = 0;
   std::string session_id_;  // set by begin_session before its thread starts
+  mutable std::mutex lease_mutex_;
+  std::set<std::string, std::less<>> leases_;  // held (take_lease)
   bool follower_ = false;
   // The store's format version is k_lepton_file_format_version or newer:
   // Lepton files may be committed without raising it. Under commit_mutex_.

@@ -55,6 +55,10 @@ const char* const k_mount_usage =
                         where libfuse and the kernel offer it (default auto:
                         /sys/module/fuse/parameters/enable_uring is Y), or
                         one of them (uring fails the mount without it)
+     shared             a volume in PostgreSQL: write beside its other shared
+                        writers, each mount on its own machine or client
+                        directory (default: write alone; docs/scale-out.md,
+                        "Several writers")
      entry_timeout=SEC  kernel dentry cache (default 86400)
      attr_timeout=SEC   kernel attribute cache (default 86400)
      negative_timeout=SEC  cache of missing names (default 86400)
@@ -149,6 +153,8 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     flag(o.writeback_cache, true);
   } else if (key == "no_writeback_cache") {
     flag(o.writeback_cache, false);
+  } else if (key == "shared") {
+    flag(o.shared_writer, true);
   } else if (key == "relatime") {
     // Not for libfuse, which knows only noatime among the atime options;
     // the kernel mounts relatime by default and leaves atime to densefs.

@@ -1,0 +1,52 @@
+// Several writers of one volume (`densefs mount -o shared`; docs/scale-out.md,
+// "Several writers"). Each daemon keeps a node table of the records it
+// uses; another writer may change any of them between two of its
+// operations. So every commit of records others may change reads them in
+// the commit's locked section (store::commit's `fill`): the precondition
+// checks (an entry exists, a directory is empty) and the records written
+// (a parent's link count, a file's extents) come from the store as it is
+// then, never from the table, and the table follows afterwards. The
+// others' change notices (follower.cpp) refresh what the table holds in
+// between, for getattr, lookups and reads.
+#include <sys/stat.h>
+
+#include "fs/filesystem.h"
+
+namespace densefs::fs {
+
+namespace {
+
+// A file this daemon writes: open for writing here, or with data or an
+// mtime not committed yet. Its size and mtime are this daemon's until the
+// group commit stores them (the last close wins, as on NFS). (n.size is
+// under data_mutex, which a fill cannot take: meta_mutex_ comes after it.)
+bool has_own_data(const node& n) {
+  return n.regular && (n.writers > 0 || n.has_staged() || n.record_dirty);
+}
+
+}  // namespace
+
+store::inode_record filesystem::record_to_edit(node& n) {
+  if (!shares_volume()) return n.record;
+  std::optional<store::inode_record> stored = store_->get_inode(n.ino);
+  if (!stored) throw fs_error(ENOENT);  // removed by another writer
+  store::inode_record r = *stored;
+  if (has_own_data(n)) {
+    r.size = n.persisted_size;
+    r.mtime = n.record.mtime;
+  }
+  store::inode_record kept = r;
+  // Until its own data lands, the node keeps the size that data gives it.
+  if (has_own_data(n)) kept.size = n.record.size;
+  n.record = kept;
+  return r;
+}
+
+void filesystem::keep_record(node& n, const store::inode_record& r) {
+  const std::uint64_t own_size = n.record.size;
+  const bool own = shares_volume() && has_own_data(n);
+  n.record = r;
+  if (own) n.record.size = own_size;
+}
+
+}  // namespace densefs::fs
