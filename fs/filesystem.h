@@ -212,6 +212,9 @@ class filesystem {
   // touches inodes or entries.
   void commit(store::transaction& txn, bool sync = false,
               const std::function<void(store::transaction&)>& fill = {});
+  // Inside a rename's fill beside other writers: EINVAL when `moved_dir`
+  // is `new_parent` or one of its ancestors, as the store has them now.
+  void refuse_loop(std::uint64_t moved_dir, std::uint64_t new_parent);
   // --- several writers of one volume (shared_writers.cpp) ---
   bool shares_volume() const { return store_->writes_beside_others(); }
   // Inside a commit's fill, meta_mutex_ held: the record of `n` to change

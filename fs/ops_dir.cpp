@@ -240,6 +240,19 @@ void filesystem::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   });
 }
 
+void filesystem::refuse_loop(std::uint64_t moved_dir, std::uint64_t new_parent) {
+  std::uint64_t ino = new_parent;
+  // Deeper than any path the kernel can name (PATH_MAX / 2): a loop already.
+  for (int depth = 0; depth < 2048; ++depth) {
+    if (ino == moved_dir) throw fs_error(EINVAL);
+    if (ino == store::k_root_ino) return;
+    const std::optional<store::inode_record> r = store_->get_inode(ino);
+    if (!r) throw fs_error(ENOENT);  // removed by another writer
+    ino = r->parent;
+  }
+  throw fs_error(ELOOP);
+}
+
 void filesystem::land_before_rename(std::uint64_t parent, const char* name) {
   if (options_.read_only) return;
   const auto entry = store_->get_dirent(parent, name);
@@ -300,6 +313,12 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
       to_entry = store_->get_dirent(newparent, newname);
       src = get_node(from_entry->ino);
       const bool src_is_dir = S_ISDIR(src->record.mode);
+      // The kernel refuses to move a directory under itself, but only by
+      // what it sees: beside other writers, one may have moved the target
+      // under the source meanwhile (A: mv x y/, B: mv y x/). Walked up from
+      // the target here, on the records as they are in the lock.
+      if (shares_volume() && src_is_dir && parent != newparent)
+        refuse_loop(src->ino, newparent);
       if (flags & RENAME_EXCHANGE) {
         if (!to_entry) throw fs_error(ENOENT);
         auto dst = get_node(to_entry->ino);

@@ -796,13 +796,6 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   } else {
     self->payloads_ = std::make_unique<rocksdb_payload_store>(*self->engine_);
   }
-  // Writers on several machines share payloads only through object storage.
-  if (options.shared_writer && !self->options_.read_only &&
-      !(self->packs_ && self->packs_->remote()))
-    throw store_error(EINVAL, "store " + dir.string() +
-                                  ": -o shared needs a volume whose records are in PostgreSQL "
-                                  "and whose packs are in object storage (densefs mkfs --meta "
-                                  "... --data s3://...)");
   self->cache_ = std::make_unique<chunk_cache>(options.chunk_cache_bytes);
   // A tool that writes (gc) sees the mounts as other clients; a mount
   // counts again without itself (begin_session).

@@ -132,6 +132,28 @@ done
 eventually 5 "B lists the raced directories" test "$(entries "$b/shared" 'race-*')" -eq 30
 [[ $(stat -c %h "$a/shared") == 332 ]] || fail "after the races A/shared has $(stat -c %h "$a/shared") links, not 332"
 
+step "crossed directory renames never make a loop"
+# A moves xN under yN while B moves yN under xN: one of each pair wins,
+# the other fails (EINVAL, or ENOENT once the winner's notice is in).
+moved=0
+for i in $(seq 1 15); do
+  mkdir "$a/x$i" "$a/y$i"
+  eventually 5 "B sees x$i and y$i" test -d "$b/y$i"
+  mv "$a/x$i" "$a/y$i/" 2>/dev/null &
+  pa=$!
+  mv "$b/y$i" "$b/x$i/" 2>/dev/null &
+  pb=$!
+  wait "$pa" && moved=$((moved + 1))
+  wait "$pb" && moved=$((moved + 1))
+done
+((moved == 15)) || fail "15 crossed renames: $moved succeeded, not 15"
+# Every pair is still reachable from the root: no directory was cut off in
+# a loop of its own.
+for i in $(seq 1 15); do
+  found=$(find "$a" -maxdepth 2 \( -name "x$i" -o -name "y$i" \) | wc -l)
+  ((found == 2)) || fail "after crossed renames, x$i and y$i: $found of them reachable from the root"
+done
+
 step "renames and unlinks on one, seen on the other"
 mv "$a/shared/b-1.txt" "$a/renamed-by-a.txt"
 eventually 5 "B no longer sees the old name" absent "$b/shared/b-1.txt"
