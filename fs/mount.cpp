@@ -612,9 +612,10 @@ int mount(const mount_options& requested) {
     // Writers on several machines share payloads only through object
     // storage (a store's own packs are in its directory).
     if (options.shared_writer && !options.read_only && s->payload_location().empty())
-      throw store::store_error(EINVAL, "-o shared needs a volume whose records are in "
-                                       "PostgreSQL and whose packs are in object storage "
-                                       "(densefs mkfs --meta ... --data s3://...)");
+      throw store::store_error(EINVAL,
+                               "-o shared needs a volume whose records are in "
+                               "PostgreSQL and whose packs are in object storage "
+                               "(densefs mkfs --meta ... --data s3://...)");
     // A volume in a shared database lists its mounts (`densefs status`).
     s->begin_session(holder.mountpoint);
     register_store_handlers(control, *s);  // control socket

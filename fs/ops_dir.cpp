@@ -317,8 +317,7 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
       // what it sees: beside other writers, one may have moved the target
       // under the source meanwhile (A: mv x y/, B: mv y x/). Walked up from
       // the target here, on the records as they are in the lock.
-      if (shares_volume() && src_is_dir && parent != newparent)
-        refuse_loop(src->ino, newparent);
+      if (shares_volume() && src_is_dir && parent != newparent) refuse_loop(src->ino, newparent);
       if (flags & RENAME_EXCHANGE) {
         if (!to_entry) throw fs_error(ENOENT);
         auto dst = get_node(to_entry->ino);
