@@ -133,8 +133,8 @@ eventually 5 "B lists the raced directories" test "$(entries "$b/shared" 'race-*
 [[ $(stat -c %h "$a/shared") == 332 ]] || fail "after the races A/shared has $(stat -c %h "$a/shared") links, not 332"
 
 step "crossed directory renames never make a loop"
-# A moves xN under yN while B moves yN under xN: one of each pair wins,
-# the other fails (EINVAL, or ENOENT once the winner's notice is in).
+# A moves xN under yN while B moves yN under xN: one of each pair wins;
+# the other fails (EINVAL) unless it no longer names a loop.
 moved=0
 for i in $(seq 1 15); do
   mkdir "$a/x$i" "$a/y$i"
@@ -146,7 +146,9 @@ for i in $(seq 1 15); do
   wait "$pa" && moved=$((moved + 1))
   wait "$pb" && moved=$((moved + 1))
 done
-((moved == 15)) || fail "15 crossed renames: $moved succeeded, not 15"
+# (Both may succeed without a loop: B's kernel may already know x is gone
+# from the root, and then `mv y x/` names y "x".)
+((moved >= 15)) || fail "15 crossed renames: only $moved succeeded"
 # Every pair is still reachable from the root: no directory was cut off in
 # a loop of its own.
 for i in $(seq 1 15); do
