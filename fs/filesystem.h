@@ -224,8 +224,15 @@ class filesystem {
   // of its writes); n's record takes the rest (mode, owners, links, times
   // another writer set).
   store::inode_record record_to_edit(node& n);
-  // After the commit: `r` (from record_to_edit) becomes n's record, but for
-  // the size of data this daemon has staged.
+  // A file this daemon writes: open for writing here, or with data, a size
+  // or times not committed yet. Its size, mtime and atime are this
+  // daemon's until its commits store them (the last close wins, as on
+  // NFS). Caller holds meta_mutex_ (n.size is under data_mutex, which a
+  // fill cannot take: meta_mutex_ comes after it).
+  static bool has_own_data(const node& n);
+  // After the commit: `r` (from record_to_edit) becomes n's record; beside
+  // other writers the node keeps its size (its reads stop there), which
+  // refresh_from_store moves with another writer's.
   void keep_record(node& n, const store::inode_record& r);
   // The node for `ino`, made from `fetched` (read without meta_mutex_) if
   // the table lacks it. Caller holds meta_mutex_ and has checked that

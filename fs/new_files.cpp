@@ -59,11 +59,13 @@ void filesystem::settle_new_files(const node* own, bool unmounting) {
           (n->writers > 0 && n.get() != own && !unmounting))
         continue;
       ended.push_back(n);
+    } else if (shares_volume()) {
+      // No node, beside other writers: it may be another writer's file,
+      // being written there.
+      continue;
     }
     // No node: nothing of it is staged or open here (a node leaves the
-    // table only then), so its data is all stored. Beside other writers
-    // it may be another writer's file, being written there.
-    if (shares_volume()) continue;
+    // table only then), so its data is all stored.
     txn.clear_new_file(r.ino);
     ++cleared;
   }

@@ -14,39 +14,33 @@
 
 namespace densefs::fs {
 
-namespace {
-
-// A file this daemon writes: open for writing here, or with data or an
-// mtime not committed yet. Its size and mtime are this daemon's until the
-// group commit stores them (the last close wins, as on NFS). (n.size is
-// under data_mutex, which a fill cannot take: meta_mutex_ comes after it.)
-bool has_own_data(const node& n) {
-  return n.regular && (n.writers > 0 || n.has_staged() || n.record_dirty);
+bool filesystem::has_own_data(const node& n) {
+  return n.regular &&
+         (n.writers > 0 || n.has_staged() || n.record_dirty || n.persisted_size != n.record.size);
 }
-
-}  // namespace
 
 store::inode_record filesystem::record_to_edit(node& n) {
   if (!shares_volume()) return n.record;
   std::optional<store::inode_record> stored = store_->get_inode(n.ino);
   if (!stored) throw fs_error(ENOENT);  // removed by another writer
   store::inode_record r = *stored;
+  store::inode_record kept = r;
   if (has_own_data(n)) {
     r.size = n.persisted_size;
-    r.mtime = n.record.mtime;
+    r.mtime = kept.mtime = n.record.mtime;
+    r.atime = kept.atime = n.record.atime;
   }
-  store::inode_record kept = r;
-  // Until its own data lands, the node keeps the size that data gives it.
-  if (has_own_data(n)) kept.size = n.record.size;
+  // The size the node's reads stop at moves with its data (data_mutex):
+  // another writer's size comes with refresh_from_store.
+  kept.size = n.record.size;
   n.record = kept;
   return r;
 }
 
 void filesystem::keep_record(node& n, const store::inode_record& r) {
-  const std::uint64_t own_size = n.record.size;
-  const bool own = shares_volume() && has_own_data(n);
+  const std::uint64_t size = n.record.size;
   n.record = r;
-  if (own) n.record.size = own_size;
+  if (shares_volume()) n.record.size = size;
 }
 
 }  // namespace densefs::fs

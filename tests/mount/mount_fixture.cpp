@@ -416,6 +416,12 @@ void mount_test::mount() {
     argv.push_back("-o");
     argv.push_back(o);
   }
+  // Every mount of a suite with more options (scale_out_suite_test.sh:
+  // `shared`, the same tests through a writer beside others).
+  if (const char* extra = std::getenv("DENSEFS_TEST_MOUNT_OPTIONS"); extra && *extra) {
+    argv.push_back("-o");
+    argv.push_back(extra);
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);

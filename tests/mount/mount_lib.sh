@@ -75,6 +75,9 @@ trap cleanup_work EXIT
 mount_densefs() {
   local store=$1 mnt=$2
   shift 2
+  # DENSEFS_TEST_MOUNT_OPTIONS: more options for every mount of a suite
+  # (scale_out_tools_test.sh: `shared`).
+  if [[ -n ${DENSEFS_TEST_MOUNT_OPTIONS:-} ]]; then set -- "$@" -o "$DENSEFS_TEST_MOUNT_OPTIONS"; fi
   "$densefs" mount "$store" "$mnt" "$@" || fail "densefs mount $store $mnt $* failed"
   mountpoint -q "$mnt" || fail "densefs mount returned but $mnt is not a mount point"
 }

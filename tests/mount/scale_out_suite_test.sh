@@ -44,3 +44,13 @@ export DENSEFS_TEST_POSTGRES="host=$pg_socket_dir port=$pg_port user=postgres"
 where="PostgreSQL${DENSEFS_TEST_S3_ENDPOINT:+ and S3} volumes"
 echo "densefs_mount_tests --gtest_filter=$filter on $where"
 "$tests" --gtest_filter="$filter" --gtest_brief=1 || fail "mount tests on $where failed"
+# Once more through a writer beside others (-o shared, docs/scale-out.md,
+# "Several writers"): every namespace operation and data commit then reads
+# its records inside the commit's lock, and every open re-reads the file's
+# record. Needs packs in object storage. DENSEFS_TEST_MOUNT_OPTIONS set by
+# the caller runs only that pass.
+if [[ -n ${DENSEFS_TEST_S3_ENDPOINT:-} && -z ${DENSEFS_TEST_MOUNT_OPTIONS:-} ]]; then
+  echo "the same with -o shared"
+  DENSEFS_TEST_MOUNT_OPTIONS=shared "$tests" --gtest_filter="$filter" --gtest_brief=1 ||
+    fail "mount tests on $where mounted -o shared failed"
+fi
