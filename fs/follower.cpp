@@ -9,6 +9,7 @@
 // Runs on the store's listening thread, holding no lock on entry. The
 // kernel notifications go out with no lock held either: invalidating an
 // inode's pages waits for reads of them, which FUSE threads answer.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -67,6 +68,7 @@ filesystem::refreshed filesystem::refresh_from_store(node& n) {
     n.record.size = own.size;
     n.record.mtime = own.mtime;
     n.record.atime = own.atime;
+    n.record.ctime = std::max(n.record.ctime, own.ctime);
     n.record.stored_bytes = own.stored_bytes;
     meta_gen_.fetch_add(1, std::memory_order_release);
     return refreshed::changed;

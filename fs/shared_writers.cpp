@@ -10,6 +10,8 @@
 // between, for getattr, lookups and reads.
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "fs/filesystem.h"
 
 namespace densefs::fs {
@@ -29,6 +31,9 @@ store::inode_record filesystem::record_to_edit(node& n) {
     r.size = n.persisted_size;
     r.mtime = kept.mtime = n.record.mtime;
     r.atime = kept.atime = n.record.atime;
+    // A change of its own not stored yet (a write, fallocate) moved it; a
+    // later one of another writer's (chmod) may have too.
+    r.ctime = kept.ctime = std::max(r.ctime, n.record.ctime);
   }
   // The size the node's reads stop at moves with its data (data_mutex):
   // another writer's size comes with refresh_from_store.

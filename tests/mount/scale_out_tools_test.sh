@@ -6,7 +6,10 @@
 # private PostgreSQL (postgres_lib.sh) and its packs in a private radosgw
 # (s3_lib.sh): mount_lib.sh's mkfs_store reads DENSEFS_TEST_POSTGRES and
 # DENSEFS_TEST_S3_ENDPOINT. The same scripts, the same checks as on the
-# embedded store (docs/scale-out.md).
+# embedded store (docs/scale-out.md). Then each once more with every mount
+# `-o shared` (a writer beside others: docs/scale-out.md, "Several
+# writers"), unless DENSEFS_TEST_MOUNT_OPTIONS is set by the caller (that
+# pass alone).
 # usage: scale_out_tools_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
@@ -26,16 +29,22 @@ export DENSEFS_FSX_OPS=${DENSEFS_FSX_OPS:-1000}
 export DENSEFS_HYPO_EXAMPLES=${DENSEFS_HYPO_EXAMPLES:-30}
 
 failed=()
-for suite in pjdfstest fsx differential; do
-  echo "=== ${suite}_test.sh on PostgreSQL and S3 volumes"
-  start=$(now)
-  rc=0
-  bash "$src/tests/mount/${suite}_test.sh" "$densefs" "$src" || rc=$?
-  echo "=== ${suite}_test.sh: exit $rc in $(elapsed "$start" "$(now)") s"
-  # 77: skipped (a missing tool): the script said why; that is a failure
-  # only where the tools are required, which the script itself decides.
-  ((rc == 0 || rc == 77)) || failed+=("$suite")
-  ((rc != 77)) || skipped_one=1
+passes=("${DENSEFS_TEST_MOUNT_OPTIONS-}")
+[[ -n ${DENSEFS_TEST_MOUNT_OPTIONS:-} ]] || passes+=(shared)
+for options in "${passes[@]}"; do
+  for suite in pjdfstest fsx differential; do
+    label="$suite${options:+ -o $options}"
+    echo "=== ${suite}_test.sh on PostgreSQL and S3 volumes${options:+, mounted -o $options}"
+    start=$(now)
+    rc=0
+    DENSEFS_TEST_MOUNT_OPTIONS=$options bash "$src/tests/mount/${suite}_test.sh" "$densefs" "$src" ||
+      rc=$?
+    echo "=== ${suite}_test.sh: exit $rc in $(elapsed "$start" "$(now)") s"
+    # 77: skipped (a missing tool): the script said why; that is a failure
+    # only where the tools are required, which the script itself decides.
+    ((rc == 0 || rc == 77)) || failed+=("$label")
+    ((rc != 77)) || skipped_one=1
+  done
 done
 ((${#failed[@]} == 0)) || fail "on scale-out volumes: ${failed[*]} failed"
 [[ -z ${skipped_one:-} ]] || skip "a suite was skipped (see above)"
