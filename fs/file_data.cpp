@@ -459,6 +459,7 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
   // out here; each file's extents and record are read and written inside it
   // (`fill`): another writer may have changed or removed the file.
   const bool beside_others = shares_volume();
+  std::set<node*> gone;  // removed by another writer (found in the fill)
   for (std::size_t attempt = 0;; ++attempt) {
     try {
       store::transaction txn;
@@ -469,7 +470,7 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
               if (c.prepared) txn.ref_chunk(*c.prepared);
       const auto fill = [&](store::transaction& txn) {
         updates.clear();
-        std::set<const node*> gone;  // removed by another writer
+        gone.clear();
         for (std::size_t i = 0; i < group.size(); ++i) {
           if (fates[i] != fate::commit) continue;
           const encoded_slot& e = group[i];
@@ -558,6 +559,11 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
         fill(txn);
         commit(txn);
       }
+      // Nobody can read these bytes again: dropped like a deleted file's,
+      // and the node's late commits with them.
+      for (std::size_t i = 0; i < group.size(); ++i)
+        if (gone.contains(group[i].n.get())) fates[i] = fate::dropped;
+      for (node* n : gone) n->purged = true;
       break;
     } catch (const store::chunk_missing& missing) {
       // A chunk we meant to share was released meanwhile: encode it. Each

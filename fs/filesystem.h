@@ -224,8 +224,8 @@ class filesystem {
   // of its writes); n's record takes the rest (mode, owners, links, times
   // another writer set).
   store::inode_record record_to_edit(node& n);
-  // A file this daemon writes: open for writing here, or with data, a size
-  // or times not committed yet. Its size, mtime and atime are this
+  // A file this daemon writes: with data, a size or times not committed
+  // yet. Its size, mtime and atime are this
   // daemon's until its commits store them (the last close wins, as on
   // NFS). Caller holds meta_mutex_ (n.size is under data_mutex, which a
   // fill cannot take: meta_mutex_ comes after it).

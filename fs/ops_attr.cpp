@@ -285,6 +285,15 @@ void filesystem::drop_orphan_extents_in_batches(std::uint64_t ino) {
     // The batch read inside the commit: another writer may release the
     // same orphan (and it then has no extents left here).
     commit(txn, false, [&](store::transaction& txn) {
+      // Released or linked again by another writer meanwhile: not ours to
+      // cut (purge_orphan_now decides the rest).
+      if (shares_volume()) {
+        const std::optional<store::inode_record> r = store_->get_inode(ino);
+        if (!r || r->nlink != 0) {
+          done = true;
+          return;
+        }
+      }
       auto batch =
           store_->extents(ino, 0, std::numeric_limits<std::uint64_t>::max(), k_purge_batch + 1);
       done = batch.size() <= k_purge_batch;

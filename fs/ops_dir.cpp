@@ -322,6 +322,7 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
         if (!to_entry) throw fs_error(ENOENT);
         auto dst = get_node(to_entry->ino);
         const bool dst_is_dir = S_ISDIR(dst->record.mode);
+        if (shares_volume() && dst_is_dir && parent != newparent) refuse_loop(dst->ino, parent);
         txn.put_dirent(parent, name, *to_entry);
         txn.put_dirent(newparent, newname, *from_entry);
         if (parent != newparent) {

@@ -398,7 +398,9 @@ filesystem::new_inode_acls filesystem::acls_for_new_inode(fuse_req_t req, node& 
 
 void filesystem::chmod_access_acl(node& n, mode_t mode, store::transaction& txn) {
   if (!posix_acl_ || S_ISLNK(n.record.mode)) return;
-  const auto stored = stored_xattr(n, posix_acl::k_access_name);
+  // Beside other writers the cached names may miss an ACL another set.
+  const auto stored = shares_volume() ? store_->get_xattr(n.ino, posix_acl::k_access_name)
+                                      : stored_xattr(n, posix_acl::k_access_name);
   if (!stored) return;
   auto acl = posix_acl::parse(*stored);
   if (!acl) return;  // never stored so; left for fsck rather than guessed at

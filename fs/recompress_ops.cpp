@@ -176,12 +176,20 @@ void filesystem::commit_recompressed(const store::recompress_item& item, store::
         r.stored_bytes -= std::min(r.stored_bytes, saved);
         if (fell_back) r.flags |= store::k_inode_fell_back;
       };
+      // The file's record as the store has it in the commit (beside other
+      // writers another may have changed or removed it meanwhile).
       if (auto n = table_.find(item.ino)) {
         if (!n->purged) {
-          store::inode_record r = n->record;
-          adjust(r);
-          txn.put_inode(persistable(*n, r));
-          commit(txn);
+          store::inode_record r;
+          bool exists = true;
+          commit(txn, false, [&](store::transaction& txn) {
+            exists = !shares_volume() || store_->get_inode(n->ino).has_value();
+            if (!exists) return;
+            r = record_to_edit(*n);
+            adjust(r);
+            txn.put_inode(persistable(*n, r));
+          });
+          if (!exists) return;
           // st_blocks changed behind the kernel's back.
           if (n->record.stored_bytes != r.stored_bytes && n->lookups > 0)
             invalidate_attributes(n->ino);
@@ -189,9 +197,14 @@ void filesystem::commit_recompressed(const store::recompress_item& item, store::
           n->record.flags = r.flags;
           return;
         }
-      } else if (auto r = store_->get_inode(item.ino)) {
-        adjust(*r);
-        txn.put_inode(*r);
+      } else {
+        commit(txn, false, [&](store::transaction& txn) {
+          if (auto r = store_->get_inode(item.ino)) {
+            adjust(*r);
+            txn.put_inode(*r);
+          }
+        });
+        return;
       }
     }
   }

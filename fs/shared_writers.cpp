@@ -17,8 +17,9 @@
 namespace densefs::fs {
 
 bool filesystem::has_own_data(const node& n) {
-  return n.regular &&
-         (n.writers > 0 || n.has_staged() || n.record_dirty || n.persisted_size != n.record.size);
+  // Not merely open for writing here: a handle that wrote nothing (or whose
+  // writes are all stored) must not hold another writer's size back.
+  return n.regular && (n.has_staged() || n.record_dirty || n.persisted_size != n.record.size);
 }
 
 store::inode_record filesystem::record_to_edit(node& n) {

@@ -1309,6 +1309,7 @@ void postgres_engine::write_locked(std::string_view section,
     take.own(std::string(section), k_text_oid);
     begin.push_back(std::move(take));
     postgres_batch batch;
+    bool building = false;  // the caller's build runs (its reads done, none pending)
     try {
       try {
         const std::vector<result_ptr> results = l.run(begin);
@@ -1322,6 +1323,7 @@ void postgres_engine::write_locked(std::string_view section,
         check(results, what, where_);
         // 2. What the caller reads and writes.
         transaction_reads reads(l, where_);
+        building = true;
         build(reads, batch);
       } catch (const connection_lost& e) {
         // Nothing was sent that commits: start again on a new connection,
@@ -1333,8 +1335,26 @@ void postgres_engine::write_locked(std::string_view section,
         end_backend(l, lost_backend, what + ": ending the lost connection's transaction");
         continue;
       }
+    } catch (const connection_lost&) {
+      l.reconnect();
+      throw;
     } catch (...) {
-      l.reconnect();  // the transaction and its lock end with the connection
+      // The caller's build refused (a name that exists, a directory not
+      // empty: every failed namespace operation of a writer beside others):
+      // the transaction and its lock end with a ROLLBACK on the same
+      // connection; otherwise, or if that fails, with the connection.
+      bool rolled_back = false;
+      if (building) {
+        try {
+          std::vector<statement> rollback;
+          rollback.emplace_back("ROLLBACK");
+          const std::vector<result_ptr> done = l.run(rollback);
+          rolled_back = !done.empty() && !failed(done.back().get());
+        } catch (...) {
+          rolled_back = false;
+        }
+      }
+      if (!rolled_back) l.reconnect();
       throw;
     }
     // 3. The batch, committed.

@@ -7,13 +7,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <signal.h>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -48,6 +48,9 @@ namespace fs = std::filesystem;
 
 constexpr const char* k_format_file = "FORMAT";
 constexpr const char* k_lock_file = "LOCK.densefs";
+// Scale-out volumes: the session id of this directory's last mount, so the
+// next one (which holds the directory's lock) knows that session is over.
+constexpr const char* k_session_file = "SESSION.densefs";
 constexpr std::string_view k_format_magic = "densefs store";
 
 // Inode numbers are reserved this many at a time with one synced write, so
@@ -2506,19 +2509,19 @@ void store::begin_session(const std::string& mountpoint) {
   // mounted again at once): counted as another client, it would make this
   // one commit at every close and keep unlinked files for followers that
   // are not there. (A follower leaves them to the writer.)
-  // Writers beside others keep each other's rows: a writer's row is dead
-  // once it expires, or at once when it names a process of this host that
-  // is gone (a writer killed here and mounted again at once: it would never
-  // answer the question below).
+  // Writers beside others keep each other's rows until they expire, but
+  // for the last session of this directory (a writer killed and mounted
+  // again at once): this mount holds the directory's lock, so that one is
+  // over.
   const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
   std::vector<session_record> all = sessions();
   const bool shares = writes_beside_others();
+  std::string previous;
+  if (std::ifstream in(dir_ / k_session_file); in) std::getline(in, previous);
   if (!follower_) {
     std::erase_if(all, [&](const session_record& old) {
-      const bool gone_here = old.host == r.host && old.pid != 0 &&
-                             ::kill(static_cast<pid_t>(old.pid), 0) != 0 && errno == ESRCH;
       const bool dead = (!shares && !old.read_only) || session_expired(old, r.started) ||
-                        (!old.read_only && gone_here);
+                        (!previous.empty() && old.id == previous);
       if (dead) batch->erase(table::meta, session_key(old.id));
       return dead;
     });
@@ -2529,6 +2532,13 @@ void store::begin_session(const std::string& mountpoint) {
   std::set<std::string> writers_alive;
   for (const session_record& s : all)
     if (!s.read_only && !session_expired(s, r.started)) writers_alive.insert(s.id);
+  // A follower's directory too (its holds end with its session).
+  try {
+    write_file_durably(dir_ / k_session_file, r.id + "\n");
+  } catch (const store_error& e) {
+    log_error(std::string("recording the session: ") + e.what() +
+              " (after a crash, the next mount here waits for this session to expire)");
+  }
   if ((follower_ || shares) && !writers_alive.empty()) {
     // Close-to-open from the first open: the writer commits at close only
     // once it knows of another client, and files it closed before that may
@@ -2664,10 +2674,26 @@ void store::end_session() {
   const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
   batch->erase(table::meta, session_key(ended->id));
   {
-    // Leases held go with the session (another writer takes them at once).
+    // Leases held go with the session (another writer takes them at once),
+    // each only if it is still this session's: one renewed late may have
+    // been taken over.
     std::lock_guard lock(lease_mutex_);
-    for (const std::string& name : leases_)
-      batch->erase(table::meta, std::string(k_lease_prefix) + name);
+    for (const std::string& name : leases_) {
+      const std::string key = std::string(k_lease_prefix) + name;
+      try {
+        engine_->write_locked(
+            k_counters_section,
+            [&](locked_reads& reads, metadata_batch& lease_batch) {
+              if (const std::optional<std::string> v = reads.get(table::meta, key, "a lease");
+                  v && decode_lease(key, *v).session_id == ended->id)
+                lease_batch.erase(table::meta, key);
+            },
+            false);
+      } catch (const store_error& e) {
+        // It ends by itself three heartbeats after its last renewal.
+        log_error("letting the lease of " + name + " go: " + e.what());
+      }
+    }
     leases_.clear();
   }
   // A follower's holds end with it (so do a shared writer's): the writer
