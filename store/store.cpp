@@ -2871,28 +2871,7 @@ std::optional<change_notice> decode_change_notice(std::string_view text) {
 
 bool store::watch(std::function<void(const change_notice&)> fn) {
   if (!keeps_sessions()) return false;
-  if (!follower_ && writes_beside_others()) {
-    // One of several writers: the others' commits as a follower hears them,
-    // and the sessions that started; its own commits' notices (its session
-    // in their `w` token) are skipped.
-    return engine_->watch([this, fn = std::move(fn)](std::string_view text) {
-      std::optional<change_notice> c;
-      if (!text.empty()) c = decode_change_notice(text);
-      if (!c) {
-        if (!text.empty()) log_error("a change notice this densefs cannot read; dropping caches");
-        c.emplace();
-        c->everything = true;
-      }
-      if (!c->writer.empty() && c->writer == session_id_) {
-        if (c->sessions_started.empty()) return;
-        c->everything = false;
-        c->inodes.clear();
-        c->entries.clear();
-      }
-      fn(*c);
-    });
-  }
-  if (!follower_) {
+  if (!follower_ && !writes_beside_others()) {
     if (options_.read_only) return false;
     // The writer hears its own commits' notices too: only followers that
     // mounted matter to it.
@@ -2908,6 +2887,7 @@ bool store::watch(std::function<void(const change_notice&)> fn) {
       }
     });
   }
+  // A follower, or one of several writers: every commit of the others.
   return engine_->watch([this, fn = std::move(fn)](std::string_view text) {
     std::optional<change_notice> c;
     if (!text.empty()) c = decode_change_notice(text);
@@ -2917,6 +2897,14 @@ bool store::watch(std::function<void(const change_notice&)> fn) {
       if (!text.empty()) log_error("a change notice this densefs cannot read; dropping caches");
       c.emplace();
       c->everything = true;
+    }
+    // A writer's own commits (its session in their `w` token): only the
+    // sessions that started matter.
+    if (!c->writer.empty() && c->writer == session_id_) {
+      if (c->sessions_started.empty()) return;
+      c->everything = false;
+      c->inodes.clear();
+      c->entries.clear();
     }
     drop_cached_extents(c->inodes, c->everything);
     fn(*c);

@@ -599,6 +599,19 @@ class metadata_engine_postgres : public ::testing::Test {
     lock = store::store::lock(dir);
     return store::store::open(dir);
   }
+  // Two stores of one new volume in `dir`/a and `dir`/b (a directory each
+  // for its packs, as two machines would have), writing beside each other.
+  std::vector<std::unique_ptr<store::store>> shared_stores(const std::filesystem::path& dir) {
+    int lock = -1;
+    new_store(dir / "a", lock).reset();
+    ::close(lock);
+    std::filesystem::create_directory(dir / "b");
+    std::filesystem::copy_file(dir / "a" / "FORMAT", dir / "b" / "FORMAT");
+    std::vector<std::unique_ptr<store::store>> stores;
+    for (const char* name : {"a", "b"})
+      stores.push_back(store::store::open(dir / name, {.shared_writer = true}));
+    return stores;
+  }
   // An extent of `length` bytes whose chunk is named by `tag`.
   static store::extent_record extent(std::uint32_t tag, std::uint32_t length) {
     store::extent_record e;
@@ -1283,14 +1296,7 @@ TEST_F(metadata_engine_postgres, locked_writes_of_writers_beside_each_other_lose
 // exact, then at zero with every chunk and payload entry deleted.
 TEST_F(metadata_engine_postgres, stores_writing_one_volume_beside_each_other_lose_nothing) {
   temp_dir tmp;
-  int lock = -1;
-  new_store(tmp / "a", lock).reset();
-  ::close(lock);
-  std::filesystem::create_directory(tmp / "b");
-  std::filesystem::copy_file(tmp / "a" / "FORMAT", tmp / "b" / "FORMAT");
-  std::vector<std::unique_ptr<store::store>> stores;
-  for (const char* name : {"a", "b"})
-    stores.push_back(store::store::open(tmp / name, {.shared_writer = true}));
+  std::vector<std::unique_ptr<store::store>> stores = shared_stores(tmp.path());
 
   // Half of them inline in the payloads table, half in packs.
   constexpr int k_chunks = 6, k_threads = 4, k_rounds = 10;
@@ -1357,14 +1363,7 @@ TEST_F(metadata_engine_postgres, stores_writing_one_volume_beside_each_other_los
 // (the file system's namespace operations rely on this).
 TEST_F(metadata_engine_postgres, a_commits_fill_reads_inside_the_lock) {
   temp_dir tmp;
-  int lock = -1;
-  new_store(tmp / "a", lock).reset();
-  ::close(lock);
-  std::filesystem::create_directory(tmp / "b");
-  std::filesystem::copy_file(tmp / "a" / "FORMAT", tmp / "b" / "FORMAT");
-  std::vector<std::unique_ptr<store::store>> stores;
-  for (const char* name : {"a", "b"})
-    stores.push_back(store::store::open(tmp / name, {.shared_writer = true}));
+  std::vector<std::unique_ptr<store::store>> stores = shared_stores(tmp.path());
   store::inode_record file;
   file.ino = stores[0]->allocate_ino();
   file.mode = S_IFREG | 0644;
