@@ -230,6 +230,9 @@ class filesystem {
   // NFS). Caller holds meta_mutex_ (n.size is under data_mutex, which a
   // fill cannot take: meta_mutex_ comes after it).
   static bool has_own_data(const node& n);
+  // Onto `r` (the store's record of a file with data of its own here): the
+  // times of `own`, this daemon's record.
+  static void keep_own_times(const store::inode_record& own, store::inode_record& r);
   // After the commit: `r` (from record_to_edit) becomes n's record; beside
   // other writers the node keeps its size (its reads stop there), which
   // refresh_from_store moves with another writer's.

@@ -66,9 +66,7 @@ filesystem::refreshed filesystem::refresh_from_store(node& n) {
     const store::inode_record own = n.record;
     n.record = *r;
     n.record.size = own.size;
-    n.record.mtime = own.mtime;
-    n.record.atime = own.atime;
-    n.record.ctime = std::max(n.record.ctime, own.ctime);
+    keep_own_times(own, n.record);
     n.record.stored_bytes = own.stored_bytes;
     meta_gen_.fetch_add(1, std::memory_order_release);
     return refreshed::changed;

@@ -22,20 +22,24 @@ bool filesystem::has_own_data(const node& n) {
   return n.regular && (n.has_staged() || n.record_dirty || n.persisted_size != n.record.size);
 }
 
+void filesystem::keep_own_times(const store::inode_record& own, store::inode_record& r) {
+  r.mtime = own.mtime;
+  r.atime = own.atime;
+  // A change of its own not stored yet (a write, fallocate) moved it; a
+  // later one of another writer's (chmod) may have too.
+  r.ctime = std::max(r.ctime, own.ctime);
+}
+
 store::inode_record filesystem::record_to_edit(node& n) {
   if (!shares_volume()) return n.record;
   std::optional<store::inode_record> stored = store_->get_inode(n.ino);
   if (!stored) throw fs_error(ENOENT);  // removed by another writer
   store::inode_record r = *stored;
-  store::inode_record kept = r;
   if (has_own_data(n)) {
+    keep_own_times(n.record, r);
     r.size = n.persisted_size;
-    r.mtime = kept.mtime = n.record.mtime;
-    r.atime = kept.atime = n.record.atime;
-    // A change of its own not stored yet (a write, fallocate) moved it; a
-    // later one of another writer's (chmod) may have too.
-    r.ctime = kept.ctime = std::max(r.ctime, n.record.ctime);
   }
+  store::inode_record kept = r;
   // The size the node's reads stop at moves with its data (data_mutex):
   // another writer's size comes with refresh_from_store.
   kept.size = n.record.size;
