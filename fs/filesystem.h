@@ -210,6 +210,8 @@ class filesystem {
   // shared volume may change, read inside the commit's lock (store::commit;
   // fs/shared_writers.cpp). Caller holds meta_mutex_ when the commit
   // touches inodes or entries.
+  // Every commit also clears the rows of new files that ended since the
+  // last one (end_new_file_locked).
   void commit(store::transaction& txn, bool sync = false,
               const std::function<void(store::transaction&)>& fill = {});
   // Inside a rename's fill beside other writers: EINVAL when `moved_dir`
@@ -370,9 +372,21 @@ class filesystem {
   bool new_file_ends(const node& n, bool settled) const;
   // After the last release of `n`: ends its being new if nothing is staged.
   void settle_new_file(node& n);
-  // A new file leaving the node table (maybe_release: nothing staged, no
-  // handle): ends its being new in `txn`. Caller holds meta_mutex_.
+  // Ends the being new of `n`, whose data is all committed (its last
+  // release, or leaving the node table with nothing staged): its row is
+  // cleared by the next commit of any kind (commit() adds it), or by the
+  // committer once the commit interval has passed (write_back::
+  // settle_soon), rather than by a commit of its own: a create and close
+  // of an empty file is then one commit, not two (on PostgreSQL each is a
+  // round trip). A crash before that removes the file (absent, which the
+  // rule allows), as a crash within ext4's commit interval loses a file
+  // closed without fsync. Caller holds n.data_mutex and meta_mutex_.
   void end_new_file_locked(node& n);
+  // The committer's settle: commits the rows put off above, if no commit
+  // took them first.
+  void clear_ended_new_files();
+  std::mutex ended_new_files_mutex_;  // a leaf: held only to take or add
+  std::vector<std::uint64_t> ended_new_files_;
   // fsync of `own`, fsyncdir, `densefs sync`, unmount (`own` null): ends
   // the being new of every file whose data is all committed and that no
   // handle has open for writing (but `own`), from the store's rows, so

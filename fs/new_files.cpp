@@ -77,16 +77,31 @@ void filesystem::settle_new_files(const node* own, bool unmounting) {
 
 void filesystem::end_new_file_locked(node& n) {
   if (!n.new_file) return;
+  {
+    std::lock_guard lock(ended_new_files_mutex_);
+    ended_new_files_.push_back(n.ino);
+  }
+  n.new_file = false;
+  if (write_back_) {
+    write_back_->settle_soon();
+  } else {
+    clear_ended_new_files();  // unmounting: the committer is gone
+  }
+}
+
+void filesystem::clear_ended_new_files() {
+  {
+    std::lock_guard lock(ended_new_files_mutex_);
+    if (ended_new_files_.empty()) return;
+  }
   try {
     store::transaction txn;
-    txn.clear_new_file(n.ino);
-    commit(txn);
-    n.new_file = false;
+    commit(txn);  // adds the rows
   } catch (const std::exception& e) {
-    // Still new: the next sync, eviction or unmount ends it (from the
-    // store's list); a crash before that removes it (absent, which the
-    // rule allows).
-    log_error("inode " + std::to_string(n.ino) + ": ending it as a new file: " + e.what());
+    // Kept for the next commit; the next sync or unmount ends them too
+    // (from the store's list); a crash before that removes the files
+    // (absent, which the rule allows).
+    log_error(std::string("ending new files: ") + e.what());
   }
 }
 

@@ -66,7 +66,8 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   workers_ = std::make_unique<worker_pool>(threads);
   // Also on a read-only mount: `mount -o remount,rw` may make it writable.
   write_back_ = std::make_unique<write_back>(
-      options_.commit_interval, [this](std::vector<encoded_slot>& group) { commit_group(group); });
+      options_.commit_interval, [this](std::vector<encoded_slot>& group) { commit_group(group); },
+      [this] { clear_ended_new_files(); });
   decoders_ = std::make_unique<worker_pool>(std::max(1u, std::thread::hardware_concurrency()));
   if (store_->caches_chunks())
     read_ahead_ = std::make_unique<read_ahead>(*store_, options_.chunk_cache_bytes,
@@ -174,7 +175,20 @@ void filesystem::cancel_gc() {
 
 void filesystem::commit(store::transaction& txn, bool sync,
                         const std::function<void(store::transaction&)>& fill) {
-  store_->commit(txn, sync, fill);
+  std::vector<std::uint64_t> ended;
+  {
+    std::lock_guard lock(ended_new_files_mutex_);
+    ended.swap(ended_new_files_);
+  }
+  for (const std::uint64_t ino : ended) txn.clear_new_file(ino);
+  try {
+    store_->commit(txn, sync, fill);
+  } catch (...) {
+    // Not cleared: the next commit tries again.
+    std::lock_guard lock(ended_new_files_mutex_);
+    ended_new_files_.insert(ended_new_files_.end(), ended.begin(), ended.end());
+    throw;
+  }
   // After the commit is visible, before meta_mutex_ is released (every
   // commit of inodes or entries holds it): see meta_gen_.
   meta_gen_.fetch_add(1, std::memory_order_release);

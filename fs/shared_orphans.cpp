@@ -63,7 +63,9 @@ void filesystem::release_orphans(orphan_scan scan) {
       commit(txn, scan != orphan_scan::deferred, [&](store::transaction& txn) {
         if (!shares_volume()) return;
         for (const std::uint64_t ino : taken) {
-          node n(store::inode_record{.ino = ino});
+          store::inode_record r;
+          r.ino = ino;
+          node n(r);
           if (!purge_orphan_now(txn, n))
             throw store::store_error(EAGAIN, "inode " + std::to_string(ino) +
                                                  ": an orphan's extents grew while it was "

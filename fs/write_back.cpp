@@ -5,8 +5,11 @@
 
 namespace densefs::fs {
 
-write_back::write_back(std::chrono::milliseconds interval, commit_fn commit)
-    : interval_(interval), commit_(std::move(commit)), thread_([this] { run(); }) {}
+write_back::write_back(std::chrono::milliseconds interval, commit_fn commit, settle_fn settle)
+    : interval_(interval),
+      commit_(std::move(commit)),
+      settle_(std::move(settle)),
+      thread_([this] { run(); }) {}
 
 write_back::~write_back() {
   {
@@ -29,6 +32,15 @@ void write_back::add(encoded_slot slot) {
   if (group_ready() || queue_.size() == 1) cv_.notify_one();
 }
 
+void write_back::settle_soon() {
+  if (!settle_) return;
+  std::lock_guard lock(mutex_);
+  if (settle_pending_ || stopping_) return;
+  settle_pending_ = true;
+  settle_due_ = std::chrono::steady_clock::now() + interval_;
+  cv_.notify_one();
+}
+
 write_back::urgent::urgent(write_back* wb) : wb_(wb) {
   if (!wb_) return;
   std::lock_guard lock(wb_->mutex_);
@@ -49,16 +61,36 @@ void write_back::run() {
       return !queue_.empty() && (stopping_ || group_ready() ||
                                  std::chrono::steady_clock::now() >= oldest_ + interval_);
     };
+    const auto settle_due = [&] {
+      return settle_pending_ && !stopping_ && std::chrono::steady_clock::now() >= settle_due_;
+    };
+    if (settle_due()) {
+      settle_pending_ = false;
+      lock.unlock();
+      {
+        std::lock_guard committing(commit_mutex_);
+        settle_();
+      }
+      lock.lock();
+      continue;
+    }
     if (queue_.empty()) {
       if (stopping_) return;
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (settle_pending_) {
+        cv_.wait_until(lock, settle_due_,
+                       [&] { return stopping_ || !queue_.empty() || settle_due(); });
+      } else {
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || settle_pending_; });
+      }
       continue;
     }
     if (!due()) {
       // Also back to the top once the queue is empty: a waiter
       // (commit_queued) may have committed it meanwhile, and an empty queue
       // is never due, not even when stopping.
-      cv_.wait_until(lock, oldest_ + interval_, [&] { return queue_.empty() || due(); });
+      const auto wake =
+          settle_pending_ ? std::min(oldest_ + interval_, settle_due_) : oldest_ + interval_;
+      cv_.wait_until(lock, wake, [&] { return queue_.empty() || due() || settle_due(); });
       if (!due()) continue;
     }
     lock.unlock();

@@ -58,6 +58,11 @@ class write_back {
   // Commits a group; called on the committer thread only, so group commits
   // never run concurrently. Must not throw: each slot's outcome is its own.
   using commit_fn = std::function<void(std::vector<encoded_slot>& group)>;
+  // Commits what the file system put off until its next commit (the rows
+  // of new files that ended with nothing to commit); called on the
+  // committer thread, `interval` after settle_soon() unless a commit took
+  // it first. Must not throw.
+  using settle_fn = std::function<void()>;
 
   // A group closes at k_group_files files or k_group_bytes of file data,
   // or once its oldest version has waited `interval`; it never holds more
@@ -71,7 +76,7 @@ class write_back {
   static constexpr std::size_t k_group_bytes = 16u << 20;
   static constexpr std::size_t k_group_files = 48;
 
-  write_back(std::chrono::milliseconds interval, commit_fn commit);
+  write_back(std::chrono::milliseconds interval, commit_fn commit, settle_fn settle = {});
   // Commits everything queued, then stops the committer.
   ~write_back();
   write_back(const write_back&) = delete;
@@ -79,6 +84,11 @@ class write_back {
 
   // From a worker, once a slot version is encoded.
   void add(encoded_slot slot);
+
+  // Something waits for a commit: `settle` runs once `interval` has passed
+  // (from the first call since the last settle), whether or not any file
+  // data comes. Not at all once stopping: unmount settles everything.
+  void settle_soon();
 
   // Someone waits for `file`'s data (a rename of it, fsync): if a version
   // of it is queued, commits the group at the front of the queue on the
@@ -118,6 +128,7 @@ class write_back {
 
   const std::chrono::milliseconds interval_;
   const commit_fn commit_;
+  const settle_fn settle_;
   // Held while a group is taken off the queue and committed: by the
   // committer, or by a waiter in commit_queued. Taken before mutex_.
   std::mutex commit_mutex_;
@@ -128,6 +139,9 @@ class write_back {
   std::chrono::steady_clock::time_point oldest_{};  // when queue_.front() arrived
   int urgent_ = 0;
   bool stopping_ = false;
+  // settle_soon() was called; settle_ runs at settle_due_.
+  bool settle_pending_ = false;
+  std::chrono::steady_clock::time_point settle_due_{};
   std::thread thread_;  // last: starts once the members above exist
 };
 
