@@ -172,5 +172,42 @@ TEST(write_back, stops_at_once_after_a_waiter_emptied_the_queue) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::minutes(1));
 }
 
+// What the file system puts off until its next commit (the rows of new
+// files that ended, fs/new_files.cpp) is settled once the interval has
+// passed, with no file data queued; calls meanwhile make one settle; none
+// runs after the destructor began (unmount settles everything itself).
+TEST(write_back, settles_what_waits_for_a_commit_once_the_interval_has_passed) {
+  std::mutex mutex;
+  std::condition_variable settled_cv;
+  int settled = 0;
+  std::chrono::steady_clock::time_point asked, first_settle;
+  {
+    write_back wb(
+        std::chrono::milliseconds(200), [](std::vector<encoded_slot>&) {},
+        [&] {
+          std::lock_guard lock(mutex);
+          if (settled++ == 0) first_settle = std::chrono::steady_clock::now();
+          settled_cv.notify_all();
+        });
+    asked = std::chrono::steady_clock::now();
+    for (int i = 0; i < 5; ++i) wb.settle_soon();
+    {
+      std::unique_lock lock(mutex);
+      ASSERT_TRUE(settled_cv.wait_for(lock, std::chrono::seconds(30), [&] { return settled > 0; }))
+          << "never settled";
+    }
+    EXPECT_GE(first_settle - asked, std::chrono::milliseconds(200));
+    // Long enough for a second settle, had the calls above made more than one.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    {
+      std::lock_guard lock(mutex);
+      EXPECT_EQ(settled, 1);
+    }
+    wb.settle_soon();  // pending at the destructor: not run
+  }
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(settled, 1);
+}
+
 }  // namespace
 }  // namespace densefs::fs
