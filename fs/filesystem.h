@@ -395,7 +395,10 @@ class filesystem {
   void settle_new_files(const node* own, bool unmounting = false);
   // At mount: files still new after a crash are removed (their names, then
   // their data as orphans), so that no name is found empty or cut short.
-  void remove_unfinished_new_files();
+  // Beside other writers, only those of writers whose session is gone, at
+  // mount and again after every heartbeat (`at_mount` false: the names
+  // then leave this daemon's table and the kernel too).
+  void remove_unfinished_new_files(bool at_mount = true);
   // fsync, fsyncdir, `densefs sync`, the stats xattr: every file's staged
   // data committed (not synced: the caller syncs when it must). Returns
   // `own`'s error (cleared), never the others' (kept for them); with no

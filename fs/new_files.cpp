@@ -105,50 +105,82 @@ void filesystem::clear_ended_new_files() {
   }
 }
 
-void filesystem::remove_unfinished_new_files() {
+void filesystem::remove_unfinished_new_files(bool at_mount) {
   // Not on a mount made read-only (-o ro): it changes nothing. Its rows
   // wait for the next read-write mount.
   if (options_.read_only) return;
-  // Beside other writers the rows may be theirs, of files being written:
-  // only a writer that finds no other live writer removes them (those of
-  // shared writers that crashed wait for such a mount).
-  if (shares_volume() && store_->other_writers_alive()) return;
-  const std::vector<store::new_file_record> rows = store_->new_files();
+  std::vector<store::new_file_record> rows = store_->new_files();
+  if (shares_volume()) {
+    // Beside other writers a row may be another's, of a file being written
+    // there: only those of writers whose session is gone (killed, or
+    // expired) go, and at a mount those of a writer alone that crashed
+    // (none can be alive beside this one). Never this writer's own.
+    std::set<std::string> live;
+    const std::int64_t now_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count();
+    for (const store::session_record& s : store_->sessions())
+      if (!s.read_only && !store::store::session_expired(s, now_unix)) live.insert(s.id);
+    std::erase_if(rows, [&](const store::new_file_record& r) {
+      if (r.writer.empty()) return !at_mount;
+      return r.writer == store_->session_id() || live.contains(r.writer);
+    });
+  }
   if (rows.empty()) return;
   const store::timestamp t = now();
+  std::vector<store::new_file_record> removed;
   store::transaction txn;
-  std::map<std::uint64_t, store::inode_record> parents;
-  std::size_t removed = 0;
-  for (const store::new_file_record& r : rows) {
-    txn.clear_new_file(r.ino);
-    // Renamed, linked or unlinked since, the row would be gone: a name that
-    // is another file's now is left alone.
-    const std::optional<store::dirent_record> entry = store_->get_dirent(r.parent, r.name);
-    if (!entry || entry->ino != r.ino) continue;
-    std::optional<store::inode_record> inode = store_->get_inode(r.ino);
-    if (!inode || !S_ISREG(inode->mode) || inode->nlink != 1) continue;
-    auto parent = parents.find(r.parent);
-    if (parent == parents.end()) {
-      std::optional<store::inode_record> p = store_->get_inode(r.parent);
-      if (!p) continue;
-      parent = parents.emplace(r.parent, *p).first;
+  std::unique_lock meta(meta_mutex_);
+  // Beside other writers, read as the store has them inside the commit's
+  // lock: another writer may rename or remove the same names meanwhile.
+  commit(txn, true, [&](store::transaction& txn) {
+    removed.clear();
+    std::map<std::uint64_t, store::inode_record> parents;
+    for (const store::new_file_record& r : rows) {
+      txn.clear_new_file(r.ino);
+      // Renamed, linked or unlinked since, the row would be gone: a name
+      // that is another file's now is left alone.
+      const std::optional<store::dirent_record> entry = store_->get_dirent(r.parent, r.name);
+      if (!entry || entry->ino != r.ino) continue;
+      std::optional<store::inode_record> inode = store_->get_inode(r.ino);
+      if (!inode || !S_ISREG(inode->mode) || inode->nlink != 1) continue;
+      auto parent = parents.find(r.parent);
+      if (parent == parents.end()) {
+        std::optional<store::inode_record> p = store_->get_inode(r.parent);
+        if (!p) continue;
+        parent = parents.emplace(r.parent, *p).first;
+      }
+      parent->second.mtime = parent->second.ctime = t;
+      txn.delete_dirent(r.parent, r.name);
+      inode->nlink = 0;
+      inode->ctime = t;
+      txn.put_inode(*inode);
+      txn.add_orphan(r.ino);  // its data goes with the orphans (release_orphans)
+      removed.push_back(r);
     }
-    parent->second.mtime = parent->second.ctime = t;
-    txn.delete_dirent(r.parent, r.name);
-    inode->nlink = 0;
-    inode->ctime = t;
-    txn.put_inode(*inode);
-    txn.add_orphan(r.ino);  // its data goes with the orphans (release_orphans)
-    ++removed;
+    for (const auto& [ino, p] : parents) txn.put_inode(p);
+  });
+  meta.unlock();
+  if (removed.empty()) return;
+  for (const store::new_file_record& r : removed)
     log_info("removed \"" + r.name + "\" (inode " + std::to_string(r.ino) + ") in directory " +
              std::to_string(r.parent) +
-             ": created before the daemon stopped, and its data was not all stored");
+             (r.writer.empty() ? std::string(": created before the daemon stopped")
+                               : ": created by writer " + r.writer + ", gone since") +
+             ", and its data was not all stored");
+  log_info("removed " + std::to_string(removed.size()) +
+           " file(s) whose data a crash left incomplete");
+  if (at_mount) return;
+  // After the mount, this daemon's table and the kernel may hold the
+  // names and files removed: its own commit is not heard as another's
+  // (store::watch skips it), so it is applied here the same way.
+  store::change_notice removal;
+  for (const store::new_file_record& r : removed) {
+    removal.inodes.push_back(r.ino);
+    removal.inodes.push_back(r.parent);
+    removal.entries.emplace_back(r.parent, r.name);
   }
-  for (const auto& [ino, p] : parents) txn.put_inode(p);
-  std::lock_guard meta(meta_mutex_);
-  commit(txn, true);
-  if (removed > 0)
-    log_info("removed " + std::to_string(removed) + " file(s) whose data a crash left incomplete");
+  apply_remote_change(removal);
 }
 
 }  // namespace densefs::fs

@@ -131,8 +131,11 @@ void filesystem::release_deferred_orphans_later() {
   if (!workers_ || releasing_orphans_.exchange(true)) return;
   workers_->submit([this] {
     try {
-      // Beside other writers, every orphan of the volume: those of a writer
-      // whose session expired are the living writers' to release.
+      // Beside other writers, the unfinished new files of writers whose
+      // session is gone (they become orphans here), and every orphan of
+      // the volume: those of a writer whose session expired are the living
+      // writers' to release.
+      if (shares_volume()) remove_unfinished_new_files(false);
       release_orphans(shares_volume() ? orphan_scan::all_not_here : orphan_scan::deferred);
     } catch (const std::exception& e) {
       log_error(std::string("releasing unlinked files (the next heartbeat retries): ") + e.what());

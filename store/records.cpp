@@ -717,12 +717,14 @@ std::string encode_orphan() {
 }
 
 // ---- new file ----
-// version u8 | parent u64 | name (u32 length + bytes)
+// version u8 | parent u64 | name (u32 length + bytes) [| writer (u32
+// length + 16 hex digits), a writer beside others only]
 
-std::string encode_new_file(std::uint64_t parent, std::string_view name) {
+std::string encode_new_file(std::uint64_t parent, std::string_view name, std::string_view writer) {
   std::string out = start_value();
   put_u64(out, parent);
   put_string(out, name);
+  if (!writer.empty()) put_string(out, writer);
   return out;
 }
 
@@ -735,6 +737,12 @@ new_file_record decode_new_file(std::string_view key, std::string_view value) {
   in.expect_version();
   r.parent = in.u64();
   r.name = in.string("name");
+  if (in.remaining() > 0) {
+    r.writer = in.string("writer");
+    if (r.writer.size() != 16 ||
+        r.writer.find_first_not_of("0123456789abcdef") != std::string::npos)
+      in.fail("the writer is not 16 hex digits");
+  }
   in.expect_end();
   if (r.name.empty() || r.name.size() > 255 || r.name.find('/') != std::string::npos ||
       r.name.find('\0') != std::string::npos)

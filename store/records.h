@@ -232,13 +232,17 @@ std::string decode_xattr_value(std::string_view value);
 std::string encode_next_ino(std::uint64_t next_ino);
 std::uint64_t decode_next_ino(std::string_view value);
 std::string encode_orphan();
-// A new-file row: where the file was created (the directory and the name).
+// A new-file row: where the file was created (the directory and the name),
+// and by which writer beside others (its session id; "" for a writer
+// alone).
 struct new_file_record {
   std::uint64_t ino = 0;
   std::uint64_t parent = 0;
   std::string name;
+  std::string writer;
 };
-std::string encode_new_file(std::uint64_t parent, std::string_view name);
+std::string encode_new_file(std::uint64_t parent, std::string_view name,
+                            std::string_view writer = {});
 new_file_record decode_new_file(std::string_view key, std::string_view value);  // throws EIO
 
 // A mount of a volume kept in a shared database: who, where, and when it

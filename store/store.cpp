@@ -352,9 +352,10 @@ void transaction::add_orphan(std::uint64_t ino) {
 void transaction::remove_orphan(std::uint64_t ino) {
   ensure(impl_).ops.push_back({table::meta, true, orphan_key(ino), {}});
 }
-void transaction::mark_new_file(std::uint64_t ino, std::uint64_t parent, std::string_view name) {
+void transaction::mark_new_file(std::uint64_t ino, std::uint64_t parent, std::string_view name,
+                                std::string_view writer) {
   ensure(impl_).ops.push_back(
-      {table::meta, false, new_file_key(ino), encode_new_file(parent, name)});
+      {table::meta, false, new_file_key(ino), encode_new_file(parent, name, writer)});
 }
 void transaction::clear_new_file(std::uint64_t ino) {
   ensure(impl_).ops.push_back({table::meta, true, new_file_key(ino), {}});

@@ -144,8 +144,11 @@ class transaction {
   void add_orphan(std::uint64_t ino);
   void remove_orphan(std::uint64_t ino);
   // A file created as `name` in `parent` whose data is not all committed
-  // yet (records.h, k_new_file_prefix), and the end of that.
-  void mark_new_file(std::uint64_t ino, std::uint64_t parent, std::string_view name);
+  // yet (records.h, k_new_file_prefix), and the end of that. `writer`: the
+  // session of a writer beside others (store::session_id()), so that the
+  // others can remove its unfinished files once it is gone.
+  void mark_new_file(std::uint64_t ino, std::uint64_t parent, std::string_view name,
+                     std::string_view writer = {});
   void clear_new_file(std::uint64_t ino);
 
   // Chunk references. Several calls for one hash add up. At commit a chunk
@@ -571,6 +574,8 @@ class store {
   std::string payload_location() const;
   void begin_session(const std::string& mountpoint);
   void end_session();
+  // The id of the session begin_session announced ("" before it).
+  const std::string& session_id() const { return session_id_; }
   std::vector<session_record> sessions() const;
   // What `densefs status` shows of a scale-out volume, read from its
   // database alone (no client directory is made, no S3 credential needed).

@@ -11,7 +11,8 @@
 # bytes written on both are stored once; `densefs status` lists two live
 # writers; a file one has open and the other unlinks stays readable where
 # it is open; kill -9 of B mid-write while A writes on: A serves and takes
-# every file, B mounts again; after both unmount, fsck (refcounts, link
+# every file, and removes the new file B was writing once B's session
+# expired, B mounts again; after both unmount, fsck (refcounts, link
 # counts, orphans) is clean.
 # usage: two_writers_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
@@ -192,6 +193,10 @@ data=$work/data
 make_tree "$data" 3000000
 printf 'durable on B\n' >"$b/durable.txt"
 "$densefs" sync "$b" >/dev/null || fail "densefs sync on B failed"
+# A new file B is writing when it dies: its data is not all stored, so A
+# removes it once B's session has expired (a heartbeat after).
+exec 8>"$b/unfinished.bin"
+head -c 100000 /dev/urandom >&8
 start_flood "$b"
 rsync -aHAX "$data/" "$a/data/" &
 rsync_pid=$!
@@ -200,6 +205,8 @@ kill_daemon "$(daemon_pid "$(b_client)")" "$b"
 wait "$rsync_pid" || fail "rsync to A failed while B died"
 check_tree "on A after B died" "$data" "$a/data"
 [[ $(cat "$a/durable.txt") == "durable on B" ]] || fail "A lost a file B synced before it died"
+eventually 20 "A removed the new file B was writing when it died" absent "$a/unfinished.bin"
+exec 8>&-
 mount_densefs "$uri" "$b" -o "shared,cache_dir=$work/client2"
 check_tree "on B after its restart" "$data" "$b/data"
 [[ $(cat "$b/durable.txt") == "durable on B" ]] || fail "B lost a synced file to kill -9"

@@ -517,6 +517,42 @@ TEST(store_records, session_golden_bytes) {
   EXPECT_THROW(decode_session(session_key(r.id), from_hex(hex + "0100")), store_error);
 }
 
+TEST(store_records, new_file_golden_bytes) {
+  const std::string key = new_file_key(5);
+  EXPECT_EQ(to_hex(key), to_hex("new_file/") + "0000000000000005");
+  const std::string hex =
+      "01"                // version
+      "0200000000000000"  // parent
+      "02000000"
+      "6631";  // "f1"
+  EXPECT_EQ(to_hex(encode_new_file(2, "f1")), hex);
+  new_file_record r = decode_new_file(key, from_hex(hex));
+  EXPECT_EQ(r.ino, 5u);
+  EXPECT_EQ(r.parent, 2u);
+  EXPECT_EQ(r.name, "f1");
+  EXPECT_EQ(r.writer, "");
+  // A writer beside others names its session.
+  const std::string writer = "10000000" + to_hex("0123456789abcdef");
+  EXPECT_EQ(to_hex(encode_new_file(2, "f1", "0123456789abcdef")), hex + writer);
+  r = decode_new_file(key, from_hex(hex + writer));
+  EXPECT_EQ(r.writer, "0123456789abcdef");
+  // Corruption: a writer of other digits or length, trailing bytes, an
+  // empty name or one with a slash.
+  EXPECT_THROW(decode_new_file(key, from_hex(hex + "10000000" + to_hex("0123456789ABCDEF"))),
+               store_error);
+  EXPECT_THROW(decode_new_file(key, from_hex(hex + "02000000" + to_hex("01"))), store_error);
+  EXPECT_THROW(decode_new_file(key, from_hex(hex + writer + "00")), store_error);
+  EXPECT_THROW(decode_new_file(key, from_hex("01"
+                                             "0200000000000000"
+                                             "00000000")),
+               store_error);
+  EXPECT_THROW(decode_new_file(key, from_hex("01"
+                                             "0200000000000000"
+                                             "03000000" +
+                                             to_hex("a/b"))),
+               store_error);
+}
+
 TEST(store_records, hold_golden_bytes) {
   const std::string key = hold_key("0123456789abcdef", 5);
   EXPECT_EQ(to_hex(key), to_hex("hold/0123456789abcdef/") + "0000000000000005");
