@@ -87,13 +87,19 @@ mount_densefs() {
 # keeps its records in a new database of that server, and with
 # DENSEFS_TEST_S3_ENDPOINT too its packs are objects under a prefix of their
 # own (scale_out_tools_test.sh runs the third-party suites so).
+# mkfs_store_db is then the database of the last store made (for the
+# scripts that source this file).
 mkfs_store_count=0
+# shellcheck disable=SC2034
+mkfs_store_db=
 mkfs_store() {
   local store=$1 db
   shift
   local args=()
   if [[ -n ${DENSEFS_TEST_POSTGRES:-} ]]; then
     db="densefs_sh_$$_$((mkfs_store_count++))"
+    # shellcheck disable=SC2034
+    mkfs_store_db=$db
     psql -X -q -v ON_ERROR_STOP=1 "$DENSEFS_TEST_POSTGRES dbname=postgres" \
       -c "CREATE DATABASE $db" >/dev/null || fail "creating database $db for $store"
     args+=(--meta "$DENSEFS_TEST_POSTGRES dbname=$db")
@@ -102,6 +108,15 @@ mkfs_store() {
     fi
   fi
   "$densefs" mkfs "$store" "${args[@]}" "$@" >/dev/null || fail "densefs mkfs $store ${args[*]} $* failed"
+}
+
+# volume_uri DB: the postgresql:// URI that mounts the volume in database
+# DB of the server DENSEFS_TEST_POSTGRES names (by the URI, a mount makes a
+# client directory of its own: another machine's view).
+volume_uri() {
+  local query
+  query=$(tr ' ' '&' <<<"$DENSEFS_TEST_POSTGRES")
+  echo "postgresql:///$1?$query"
 }
 
 umount_densefs() {

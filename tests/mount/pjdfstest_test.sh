@@ -10,6 +10,12 @@
 #                             check that a fix for a flaky test holds.
 #   DENSEFS_PJDFSTEST_PATH=DIR  tests DIR once instead of densefs mounts (to
 #                             see what a reference file system fails).
+#   DENSEFS_PJDFSTEST_WRITERS=2  on scale-out volumes mounted -o shared
+#                             (scale_out_tools_test.sh): each volume is
+#                             mounted twice, as two writers beside each
+#                             other (the second by the volume's URI from a
+#                             client directory of its own), and pjdfstest
+#                             runs on both at once.
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
 
@@ -28,18 +34,26 @@ getent passwd tests >/dev/null ||
 # reach the mount points (mktemp made $work 0700).
 chmod 0755 "$work"
 # EXDEV: link and rename into a directory of another file system. $work is
-# on the host's file system, never on the densefs mount.
+# on the host's file system, never on the densefs mount. (run_pjdfstest
+# makes one per run, so that two runs at once keep apart.)
 secondary=$work/secondary
 mkdir -p "$secondary"
 chmod 0777 "$secondary"
+writers=${DENSEFS_PJDFSTEST_WRITERS:-1}
+[[ $writers == 1 || $writers == 2 ]] || fail "DENSEFS_PJDFSTEST_WRITERS=$writers is not 1 or 2"
+[[ $writers == 1 || ${DENSEFS_TEST_MOUNT_OPTIONS:-} == *shared* ]] ||
+  fail "DENSEFS_PJDFSTEST_WRITERS=2 needs scale-out volumes mounted -o shared"
 
 # naptime: the sleep between two changes whose timestamps must differ. 50 ms
 # is above every clock granularity here (ext4 passes everything with it, and
 # fails 6 timestamp tests with 1 ms).
 # allow_remount: the 13 EROFS tests run `mount -o remount,ro MNT` and back
 # (run_pjdfstest).
+# The file is $config (run_pjdfstest's own, so that two runs at once keep
+# apart).
+config=$work/pjdfstest.toml
 write_config() {
-  cat >"$work/pjdfstest.toml" <<EOF
+  cat >"$config" <<EOF
 [features]
 posix_fallocate = {}
 rename_ctime = {}
@@ -66,7 +80,7 @@ pjdfstest_process() {
   mkdir -p "$target/pjdfstest"
   chmod 0755 "$target/pjdfstest"
   set +e
-  (cd "$target/pjdfstest" && RUST_BACKTRACE=0 "$pjdfstest" -c "$work/pjdfstest.toml" \
+  (cd "$target/pjdfstest" && RUST_BACKTRACE=0 "$pjdfstest" -c "$config" \
     ${secondary:+-s "$secondary"} -p "$target/pjdfstest" "$@") >"$out.log" 2>&1
   rc=$?
   set -e
@@ -108,6 +122,9 @@ pjdfstest_process() {
 # too), so every EROFS test that ran after it in the same process failed.
 run_pjdfstest() {
   local name=$1 target=$2 out=$work/$1 start end seconds
+  local config=$work/$name.toml secondary=$work/secondary-$name
+  mkdir -p "$secondary"
+  chmod 0777 "$secondary"
   echo "== $name: $pjdfstest -c pjdfstest.toml -s $secondary -p $target/pjdfstest"
   start=$(now)
   if [[ -n $remount_helper ]]; then
@@ -194,11 +211,34 @@ for run in $(seq "$runs"); do
     options=allow_other${config_options[$name]:+,${config_options[$name]}}
     mount_densefs "$store" "$mnt" -o "$options"
     echo "mounted with -o $options"
+    mounts=("$mnt")
+    if ((writers == 2)); then
+      # The second writer, in the background: its counts join the total
+      # after it.
+      mnt2=$work/mnt2
+      mkdir -p "$mnt2"
+      mount_densefs "$(volume_uri "$mkfs_store_db")" "$mnt2" \
+        -o "$options,cache_dir=$work/client-$name-$run"
+      echo "mounted again by $(volume_uri "$mkfs_store_db") as a second writer"
+      mounts+=("$mnt2")
+      (run_pjdfstest "$name-second-writer" "$mnt2" && echo "failures=$failures") \
+        >"$work/second-writer.out" 2>&1 &
+      second=$!
+    fi
     run_pjdfstest "$name" "$mnt"
-    mountpoint -q "$mnt" || fail "$name: the mount went away during pjdfstest"
-    # The EROFS tests remount read-only and back: the mount must be writable.
-    touch "$mnt/still-writable" || fail "$name: the mount is not writable after pjdfstest"
-    umount_densefs "$mnt"
+    if ((writers == 2)); then
+      rc=0
+      wait "$second" || rc=$?
+      cat "$work/second-writer.out"
+      ((rc == 0)) || fail "$name: pjdfstest on the second writer ended with exit $rc"
+      failures=$(sed -n 's/^failures=//p' "$work/second-writer.out")
+    fi
+    for m in "${mounts[@]}"; do
+      mountpoint -q "$m" || fail "$name: the mount $m went away during pjdfstest"
+      # The EROFS tests remount read-only and back: the mount must be writable.
+      touch "$m/still-writable" || fail "$name: the mount $m is not writable after pjdfstest"
+    done
+    for m in "${mounts[@]}"; do umount_densefs "$m"; done
     "$densefs" fsck "$store" >"$work/fsck.out" 2>&1 ||
       { cat "$work/fsck.out" >&2; fail "$name: densefs fsck $store reports problems"; }
   done

@@ -8,7 +8,7 @@
 # DENSEFS_TEST_S3_ENDPOINT. The same scripts, the same checks as on the
 # embedded store (docs/scale-out.md). Then each once more with every mount
 # `-o shared` (a writer beside others: docs/scale-out.md, "Several
-# writers"), unless DENSEFS_TEST_MOUNT_OPTIONS is set by the caller (that
+# writers"; pjdfstest then on two writers of each volume at once), unless DENSEFS_TEST_MOUNT_OPTIONS is set by the caller (that
 # pass alone).
 # usage: scale_out_tools_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
@@ -37,8 +37,11 @@ for options in "${passes[@]}"; do
     echo "=== ${suite}_test.sh on PostgreSQL and S3 volumes${options:+, mounted -o $options}"
     start=$(now)
     rc=0
-    DENSEFS_TEST_MOUNT_OPTIONS=$options bash "$src/tests/mount/${suite}_test.sh" "$densefs" "$src" ||
-      rc=$?
+    # Mounted -o shared, pjdfstest runs on two writers of each volume at once.
+    writers=1
+    [[ $options == *shared* ]] && writers=2
+    DENSEFS_TEST_MOUNT_OPTIONS=$options DENSEFS_PJDFSTEST_WRITERS=$writers \
+      bash "$src/tests/mount/${suite}_test.sh" "$densefs" "$src" || rc=$?
     echo "=== ${suite}_test.sh: exit $rc in $(elapsed "$start" "$(now)") s"
     # 77: skipped (a missing tool): the script said why; that is a failure
     # only where the tools are required, which the script itself decides.
