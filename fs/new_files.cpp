@@ -116,11 +116,8 @@ void filesystem::remove_unfinished_new_files(bool at_mount) {
     // expired) go, and at a mount those of a writer alone that crashed
     // (none can be alive beside this one). Never this writer's own.
     std::set<std::string> live;
-    const std::int64_t now_unix = std::chrono::duration_cast<std::chrono::seconds>(
-                                      std::chrono::system_clock::now().time_since_epoch())
-                                      .count();
     for (const store::session_record& s : store_->sessions())
-      if (!s.read_only && !store::store::session_expired(s, now_unix)) live.insert(s.id);
+      if (!s.read_only && store_->session_alive(s)) live.insert(s.id);
     std::erase_if(rows, [&](const store::new_file_record& r) {
       if (r.writer.empty()) return !at_mount;
       return r.writer == store_->session_id() || live.contains(r.writer);

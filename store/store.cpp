@@ -2577,6 +2577,11 @@ void store::begin_session(const std::string& mountpoint) {
   session_ = r;
   session_id_ = r.id;
   count_others(all, r.started, false);
+  observe_sessions(all);
+  {
+    std::lock_guard observed(observed_mutex_);
+    observing_ = true;
+  }
   session_stop_ = false;
   heartbeat_thread_ = std::thread([this] {
     std::unique_lock lock(session_mutex_);
@@ -2586,7 +2591,9 @@ void store::begin_session(const std::string& mountpoint) {
       lock.unlock();
       try {
         write_session(beat);
-        count_others(sessions(), beat.heartbeat, true);
+        const std::vector<session_record> all = sessions();
+        count_others(all, beat.heartbeat, true);
+        observe_sessions(all);
         std::vector<std::string> held;
         {
           std::lock_guard leases(lease_mutex_);
@@ -2596,8 +2603,11 @@ void store::begin_session(const std::string& mountpoint) {
           if (!take_lease(name)) log_info("another writer took the lease of " + name);
       } catch (const store_error& e) {
         // The next beat tries again; status shows the session as expired
-        // meanwhile, which is the truth as others can see it.
+        // meanwhile, which is the truth as others can see it. Others'
+        // standing still counts again from the next beat that goes through.
         log_error(std::string("session heartbeat: ") + e.what());
+        std::lock_guard observed(observed_mutex_);
+        observed_.clear();
       }
       {
         std::lock_guard hook(heartbeat_hook_mutex_);
@@ -2649,6 +2659,38 @@ bool store::other_writers_alive() const {
   return false;
 }
 
+void store::observe_sessions(const std::vector<session_record>& all) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(observed_mutex_);
+  // A heartbeat of this store that came late (blocked while the database
+  // was unreachable, then through) is a gap too: what stood still across
+  // it proves nothing.
+  if (now - last_observed_ > 2 * heartbeat_interval()) observed_.clear();
+  last_observed_ = now;
+  std::map<std::string, observed_beat> next;
+  for (const session_record& r : all) {
+    if (r.id == session_id_) continue;
+    const auto before = observed_.find(r.id);
+    next.emplace(r.id, before != observed_.end() && before->second.heartbeat == r.heartbeat
+                           ? before->second
+                           : observed_beat{r.heartbeat, now});
+  }
+  observed_ = std::move(next);
+}
+
+bool store::session_alive(const session_record& r) const {
+  if (!session_expired(r, unix_now())) return true;
+  std::lock_guard lock(observed_mutex_);
+  if (!observing_) return false;
+  const auto now = std::chrono::steady_clock::now();
+  // This store's own last heartbeat is late (the database unreachable, a
+  // reader blocked until it came back): nothing can be judged now.
+  if (now - last_observed_ > 2 * heartbeat_interval()) return true;
+  const auto seen = observed_.find(r.id);
+  if (seen == observed_.end() || seen->second.heartbeat != r.heartbeat) return true;
+  return now - seen->second.since <= 3 * heartbeat_interval();
+}
+
 void store::count_others(const std::vector<session_record>& all, std::int64_t now_unix,
                          bool announce) {
   bool others = false;
@@ -2671,6 +2713,11 @@ void store::end_session() {
   {
     std::lock_guard lock(session_mutex_);
     ended = std::exchange(session_, std::nullopt);
+  }
+  {
+    std::lock_guard observed(observed_mutex_);
+    observing_ = false;
+    observed_.clear();
   }
   const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
   batch->erase(table::meta, session_key(ended->id));
@@ -2736,8 +2783,7 @@ std::set<std::uint64_t> store::held_inodes() {
               });
   if (rows.empty()) return held;
   std::map<std::string, bool> alive;  // by session id
-  const std::int64_t now = unix_now();
-  for (const session_record& r : sessions()) alive.emplace(r.id, !session_expired(r, now));
+  for (const session_record& r : sessions()) alive.emplace(r.id, session_alive(r));
   const std::unique_ptr<metadata_batch> stale = engine_->new_batch();
   bool any_stale = false;
   for (const auto& [key, h] : rows) {
@@ -2749,8 +2795,9 @@ std::set<std::uint64_t> store::held_inodes() {
     } else if (session->second) {
       held.insert(h.ino);
     }
-    // Expired: counted as gone (three heartbeats missed: killed, or cut
-    // off, as far as anyone can tell); the row goes with its session's.
+    // Not alive: counted as gone (three heartbeats missed while this store
+    // beat: killed, or cut off, as far as anyone can tell; session_alive);
+    // the row goes with its session's.
   }
   if (any_stale) engine_->write(*stale, false);
   return held;

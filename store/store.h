@@ -612,6 +612,19 @@ class store {
   // expired or ended are erased on the way.
   std::set<std::uint64_t> held_inodes();
   static bool session_expired(const session_record& r, std::int64_t now_unix);
+  // Whether another client's session counts as alive, for what is taken
+  // from the dead (their orphans, their unfinished new files). By the
+  // clock alone a session expires three intervals after its last
+  // heartbeat; but after the database was unreachable for that long, every
+  // session looks expired (none could beat), and the first writer back
+  // must not take the others for dead. So on a store with a heartbeat
+  // (begin_session), an expired session is dead only once its heartbeat
+  // has stood still while this store's own heartbeats went through, each
+  // on time (a failed or late one starts the count again), for more than
+  // three intervals (observe_sessions); a row that appeared since the
+  // last heartbeat is alive. Without a
+  // heartbeat (tools, a mount's first steps), the clock decides.
+  bool session_alive(const session_record& r) const;
 
   // The codec policy for new chunks (settings, overridable per mount).
   void set_policy(const codec::policy& p) { policy_ = p; }
@@ -753,6 +766,19 @@ class store {
   std::atomic<bool> others_mounted_{false};
   // `announce`: log a change (not at mount, while stderr is the user's).
   void count_others(const std::vector<session_record>& all, std::int64_t now_unix, bool announce);
+  // session_alive's record: each other session's heartbeat as last read,
+  // and since when (this store's clock) it has read the same; cleared
+  // when a heartbeat of this store fails, so that standing still is
+  // measured only across heartbeats that went through.
+  struct observed_beat {
+    std::int64_t heartbeat = 0;
+    std::chrono::steady_clock::time_point since{};
+  };
+  mutable std::mutex observed_mutex_;
+  std::map<std::string, observed_beat> observed_;
+  std::chrono::steady_clock::time_point last_observed_{};
+  bool observing_ = false;  // a heartbeat thread runs
+  void observe_sessions(const std::vector<session_record>& all);
   // Engines with a round trip per statement (PostgreSQL): the whole extent
   // lists of recently read files with at most k_cached_extents extents (a
   // marker for files with more), so that the sibling prefetch and the

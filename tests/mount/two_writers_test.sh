@@ -10,7 +10,9 @@
 # gets EEXIST); renames and unlinks on one are seen on the other; the same
 # bytes written on both are stored once; `densefs status` lists two live
 # writers; a file one has open and the other unlinks stays readable where
-# it is open; kill -9 of B mid-write while A writes on: A serves and takes
+# it is open; PostgreSQL stopped for longer than a session's expiry and
+# started again under both writers writing: every file fsync'd is there
+# on both, both write again; kill -9 of B mid-write while A writes on: A serves and takes
 # every file, and removes the new file B was writing once B's session
 # expired, B mounts again; after both unmount, fsck (refcounts, link
 # counts, orphans) is clean.
@@ -187,6 +189,66 @@ eventually 5 "A no longer sees the file B unlinked" absent "$a/held.bin"
 sleep 6 # past the grace (4 heartbeats): released by now if nothing held it
 cmp - "$work/held.bin" <&7 || fail "A's open handle read the file B unlinked differently"
 exec 7<&-
+
+step "PostgreSQL restarted under both writers"
+# Each writer's loop writes and fsyncs files until told to stop, and lists
+# those whose fsync returned 0 (with the time): while the server is down
+# writes may fail (EIO), never silently; once it is back, both write again;
+# neither takes the other for dead (its session looked expired to the
+# clock) and removes its files (store::session_alive).
+restart_writer() {
+  python3 - "$1" "$2" "$work/stop-writers" <<'PY'
+import os, sys, time
+mnt, tag, stop = sys.argv[1], sys.argv[2], sys.argv[3]
+os.makedirs(f"{mnt}/restart-{tag}", exist_ok=True)
+i = 0
+with open(f"{os.path.dirname(stop)}/synced-{tag}", "w") as synced:
+    while not os.path.exists(stop):
+        name = f"restart-{tag}/f{i:05d}"
+        try:
+            fd = os.open(f"{mnt}/{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, (name + "\n").encode() * 500)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            print(f"{time.time():.3f} {name}", file=synced, flush=True)
+        except OSError:
+            time.sleep(0.05)
+        i += 1
+PY
+}
+rm -f "$work/stop-writers"
+restart_writer "$a" a &
+writer_a=$!
+restart_writer "$b" b &
+writer_b=$!
+sleep 1
+pg_stop fast
+sleep 4 # past a session's expiry (3 heartbeats): the clock takes every session for dead
+restarted=$(now)
+pg_start
+sleep 3 # both write again, and beat: each sees the other's session come back
+touch "$work/stop-writers"
+wait "$writer_a" || fail "the writer loop on A failed"
+wait "$writer_b" || fail "the writer loop on B failed"
+for tag in a b; do
+  after=$(awk -v t="$restarted" '$1 > t' "$work/synced-$tag" | wc -l)
+  ((after > 0)) || fail "writer $tag wrote nothing after the restart"
+  echo "writer $tag: $(wc -l <"$work/synced-$tag") files fsync'd, $after after the restart"
+  python3 - "$work/synced-$tag" "$a" "$b" <<'PY' || fail "a file fsync'd on $tag is missing or wrong after the server restart"
+import sys
+for line in open(sys.argv[1]):
+    name = line.split()[1]
+    for mnt in sys.argv[2:]:
+        try:
+            ok = open(f"{mnt}/{name}", "rb").read() == (name + "\n").encode() * 500
+        except OSError as e:
+            ok = False
+        if not ok:
+            sys.exit(f"{mnt}/{name} is missing or wrong")
+PY
+done
 
 step "kill -9 of B mid-write; A writes on"
 data=$work/data
