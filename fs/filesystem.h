@@ -387,6 +387,10 @@ class filesystem {
   void clear_ended_new_files();
   std::mutex ended_new_files_mutex_;  // a leaf: held only to take or add
   std::vector<std::uint64_t> ended_new_files_;
+  // write_back_ while it takes settle_soon(); null from the start of
+  // shutdown, which clears the rows itself (read from any thread, so not
+  // the unique_ptr).
+  std::atomic<write_back*> settle_committer_{nullptr};
   // fsync of `own`, fsyncdir, `densefs sync`, unmount (`own` null): ends
   // the being new of every file whose data is all committed and that no
   // handle has open for writing (but `own`), from the store's rows, so

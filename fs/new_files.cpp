@@ -59,7 +59,7 @@ void filesystem::settle_new_files(const node* own, bool unmounting) {
           (n->writers > 0 && n.get() != own && !unmounting))
         continue;
       ended.push_back(n);
-    } else if (shares_volume()) {
+    } else if (shares_volume() && r.writer != store_->session_id()) {
       // No node, beside other writers: it may be another writer's file,
       // being written there.
       continue;
@@ -69,9 +69,12 @@ void filesystem::settle_new_files(const node* own, bool unmounting) {
     txn.clear_new_file(r.ino);
     ++cleared;
   }
-  if (cleared == 0) return;
   std::lock_guard meta(meta_mutex_);
-  commit(txn);
+  if (cleared == 0) {
+    clear_ended_new_files();  // the rows of files that ended before, if any
+    return;
+  }
+  commit(txn);  // also clears those
   for (const auto& n : ended) n->new_file = false;
 }
 
@@ -82,8 +85,8 @@ void filesystem::end_new_file_locked(node& n) {
     ended_new_files_.push_back(n.ino);
   }
   n.new_file = false;
-  if (write_back_) {
-    write_back_->settle_soon();
+  if (write_back* committer = settle_committer_.load()) {
+    committer->settle_soon();
   } else {
     clear_ended_new_files();  // unmounting: the committer is gone
   }
@@ -98,10 +101,11 @@ void filesystem::clear_ended_new_files() {
     store::transaction txn;
     commit(txn);  // adds the rows
   } catch (const std::exception& e) {
-    // Kept for the next commit; the next sync or unmount ends them too
-    // (from the store's list); a crash before that removes the files
-    // (absent, which the rule allows).
+    // Kept for the next commit, or the committer's next try; the next sync
+    // or unmount ends them too (from the store's list); a crash before that
+    // removes the files (absent, which the rule allows).
     log_error(std::string("ending new files: ") + e.what());
+    if (write_back* committer = settle_committer_.load()) committer->settle_soon();
   }
 }
 
@@ -118,8 +122,12 @@ void filesystem::remove_unfinished_new_files(bool at_mount) {
     std::set<std::string> live;
     for (const store::session_record& s : store_->sessions())
       if (!s.read_only && store_->session_alive(s)) live.insert(s.id);
+    // Rows without a writer: a writer alone that crashed, or a writer
+    // beside others of a build before the writer field (then only when no
+    // other writer is alive, as those builds did).
+    const bool others_alive = at_mount && store_->other_writers_alive();
     std::erase_if(rows, [&](const store::new_file_record& r) {
-      if (r.writer.empty()) return !at_mount;
+      if (r.writer.empty()) return !at_mount || others_alive;
       return r.writer == store_->session_id() || live.contains(r.writer);
     });
   }

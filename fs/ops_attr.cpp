@@ -68,6 +68,7 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   write_back_ = std::make_unique<write_back>(
       options_.commit_interval, [this](std::vector<encoded_slot>& group) { commit_group(group); },
       [this] { clear_ended_new_files(); });
+  settle_committer_ = write_back_.get();
   decoders_ = std::make_unique<worker_pool>(std::max(1u, std::thread::hardware_concurrency()));
   if (store_->caches_chunks())
     read_ahead_ = std::make_unique<read_ahead>(*store_, options_.chunk_cache_bytes,
@@ -150,7 +151,11 @@ void filesystem::shutdown() {
   // Every encode the flushes waited for is committed: the committer is
   // idle and stops first (it notifies the re-encoder), then the re-encoder
   // (it hands commits to the workers), then the workers.
+  settle_committer_ = nullptr;
   write_back_.reset();
+  // The rows of files that ended since (the committer's last group
+  // released them): none may outlive this session.
+  clear_ended_new_files();
   recompressor_.reset();  // finishes the chunk in progress; the rest stays queued
   workers_.reset();       // drains the queue
   read_ahead_.reset();    // drops the prefetches still queued

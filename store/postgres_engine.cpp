@@ -905,7 +905,8 @@ void postgres_engine::take_volume_lock(const std::string& what) {
   volume_lock_ = std::move(held);
 }
 
-void postgres_engine::retake_volume_lock(int attempt, const std::string& what) {
+void postgres_engine::retake_volume_lock(int attempt, const std::string& what,
+                                         const std::string& failed_check) {
   // Take the lock again if nobody else has: then this engine is a writer of
   // the volume again, and the batch goes through on a second try.
   if (attempt > 0)
@@ -914,6 +915,9 @@ void postgres_engine::retake_volume_lock(int attempt, const std::string& what) {
                                "the commit still finds it missing");
   {
     std::lock_guard lock(lock_mutex_);
+    // Two commits that found the loss at once: the second must not drop
+    // the lock the first has just taken again (its check is another key).
+    if (volume_lock_ && lock_check_sql_ != failed_check) return;
     volume_lock_.reset();
   }
   (void)volume_lock_check(what);
@@ -1231,8 +1235,8 @@ void postgres_engine::write(metadata_batch& batch, bool) {
     // First in the batch's transaction: the batch applies only while this
     // engine holds the volume's lock (a restarted server or a dropped
     // connection lost it, and another writer may have it now).
-    if (std::string check = volume_lock_check(what); !check.empty())
-      q.emplace_back(std::move(check));
+    const std::string lock_check = volume_lock_check(what);
+    if (!lock_check.empty()) q.emplace_back(lock_check);
     // Writers beside others on one volume, and any batch that expects
     // records to be as read: commits one at a time across the volume's
     // clients (a transaction-level advisory lock, let go at commit, also
@@ -1260,7 +1264,7 @@ void postgres_engine::write(metadata_batch& batch, bool) {
         throw write_conflict(what + ": a record it expected was changed by another writer");
     if (state && std::string_view(state) == k_lock_lost_sqlstate) {
       // Nothing was applied.
-      retake_volume_lock(attempt, what);
+      retake_volume_lock(attempt, what, lock_check);
       continue;
     }
     check(results, "committing", where_);
@@ -1295,8 +1299,8 @@ void postgres_engine::write_locked(std::string_view section,
     // 1. The transaction, the volume's lock checked, the section's lock.
     std::vector<statement> begin;
     begin.emplace_back("BEGIN");
-    if (std::string check = volume_lock_check(what); !check.empty())
-      begin.emplace_back(std::move(check));
+    const std::string lock_check = volume_lock_check(what);
+    if (!lock_check.empty()) begin.emplace_back(lock_check);
     const bool checks_lock = begin.size() == 2;
     // A server process whose client went away mid-transaction (a network
     // cut) would hold the section's lock until TCP gives up, hours later:
@@ -1318,7 +1322,7 @@ void postgres_engine::write_locked(std::string_view section,
             checks_lock ? PQresultErrorField(results[1].get(), PG_DIAG_SQLSTATE) : nullptr;
         if (state && std::string_view(state) == k_lock_lost_sqlstate) {
           l.reconnect();  // out of the failed transaction
-          retake_volume_lock(attempt, what);
+          retake_volume_lock(attempt, what, lock_check);
           continue;
         }
         check(results, what, where_);

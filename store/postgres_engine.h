@@ -128,7 +128,8 @@ class postgres_engine final : public metadata_engine {
   // After a write found the volume's lock lost (k_lock_lost_sqlstate,
   // nothing applied): takes it again, or throws EIO saying why not. A
   // second loss in one write (`attempt` > 0) is EIO too.
-  void retake_volume_lock(int attempt, const std::string& what);
+  // `failed_check`: the check that found it lost (lock_check_sql_ then).
+  void retake_volume_lock(int attempt, const std::string& what, const std::string& failed_check);
   std::mutex lock_mutex_;
   std::shared_ptr<void> volume_lock_;
   // The engine writes only while it holds the volume's lock (once lost and

@@ -2510,7 +2510,9 @@ void store::begin_session(const std::string& mountpoint) {
   // mounted again at once): counted as another client, it would make this
   // one commit at every close and keep unlinked files for followers that
   // are not there. (A follower leaves them to the writer.)
-  // Writers beside others keep each other's rows until they expire, but
+  // Writers beside others keep each other's rows (the heartbeat erases a
+  // row once session_alive finds it dead: by the clock alone, a mount just
+  // after a database outage would take every live writer for dead), but
   // for the last session of this directory (a writer killed and mounted
   // again at once): this mount holds the directory's lock, so that one is
   // over.
@@ -2521,7 +2523,7 @@ void store::begin_session(const std::string& mountpoint) {
   if (std::ifstream in(dir_ / k_session_file); in) std::getline(in, previous);
   if (!follower_) {
     std::erase_if(all, [&](const session_record& old) {
-      const bool dead = (!shares && !old.read_only) || session_expired(old, r.started) ||
+      const bool dead = (!shares && (!old.read_only || session_expired(old, r.started))) ||
                         (!previous.empty() && old.id == previous);
       if (dead) batch->erase(table::meta, session_key(old.id));
       return dead;
@@ -2594,6 +2596,7 @@ void store::begin_session(const std::string& mountpoint) {
         const std::vector<session_record> all = sessions();
         count_others(all, beat.heartbeat, true);
         observe_sessions(all);
+        if (writes_beside_others()) erase_dead_sessions(all);
         std::vector<std::string> held;
         {
           std::lock_guard leases(lease_mutex_);
@@ -2676,6 +2679,20 @@ void store::observe_sessions(const std::vector<session_record>& all) {
                            : observed_beat{r.heartbeat, now});
   }
   observed_ = std::move(next);
+}
+
+void store::erase_dead_sessions(const std::vector<session_record>& all) {
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  bool any = false;
+  for (const session_record& s : all) {
+    if (s.id == session_id_ || session_alive(s)) continue;
+    batch->erase(table::meta, session_key(s.id));
+    any = true;
+    log_info("session " + s.id + " (" + s.host + " pid " + std::to_string(s.pid) + " on " +
+             s.mountpoint + "): no heartbeat since " + std::to_string(unix_now() - s.heartbeat) +
+             " s ago; taken for gone");
+  }
+  if (any) engine_->write(*batch, false);
 }
 
 bool store::session_alive(const session_record& r) const {

@@ -779,6 +779,10 @@ class store {
   std::chrono::steady_clock::time_point last_observed_{};
   bool observing_ = false;  // a heartbeat thread runs
   void observe_sessions(const std::vector<session_record>& all);
+  // A writer beside others, after each heartbeat: erases the rows of the
+  // sessions session_alive finds dead (what they held then counts as
+  // gone: their holds, their unfinished new files).
+  void erase_dead_sessions(const std::vector<session_record>& all);
   // Engines with a round trip per statement (PostgreSQL): the whole extent
   // lists of recently read files with at most k_cached_extents extents (a
   // marker for files with more), so that the sibling prefetch and the

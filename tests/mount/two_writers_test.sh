@@ -259,6 +259,7 @@ printf 'durable on B\n' >"$b/durable.txt"
 # removes it once B's session has expired (a heartbeat after).
 exec 8>"$b/unfinished.bin"
 head -c 100000 /dev/urandom >&8
+eventually 5 "A sees the new file B is writing" test -e "$a/unfinished.bin"
 start_flood "$b"
 rsync -aHAX "$data/" "$a/data/" &
 rsync_pid=$!
