@@ -69,11 +69,11 @@ void filesystem::settle_new_files(const node* own, bool unmounting) {
     txn.clear_new_file(r.ino);
     ++cleared;
   }
-  std::lock_guard meta(meta_mutex_);
   if (cleared == 0) {
     clear_ended_new_files();  // the rows of files that ended before, if any
     return;
   }
+  std::lock_guard meta(meta_mutex_);
   commit(txn);  // also clears those
   for (const auto& n : ended) n->new_file = false;
 }

@@ -622,8 +622,8 @@ class store {
   // has stood still while this store's own heartbeats went through, each
   // on time (a failed or late one starts the count again), for more than
   // three intervals (observe_sessions); a row that appeared since the
-  // last heartbeat is alive. Without a
-  // heartbeat (tools, a mount's first steps), the clock decides.
+  // last heartbeat is alive. Without a heartbeat (tools), the clock
+  // decides.
   bool session_alive(const session_record& r) const;
 
   // The codec policy for new chunks (settings, overridable per mount).
