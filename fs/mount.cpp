@@ -616,6 +616,16 @@ int mount(const mount_options& requested) {
                                "-o shared needs a volume whose records are in "
                                "PostgreSQL and whose packs are in object storage "
                                "(densefs mkfs --meta ... --data s3://...)");
+    // With writeback_cache the kernel keeps its own size and mtime of every
+    // regular file it has cached and never takes ours (fuse_get_cache_mask
+    // in the kernel's fs/fuse): another client's writes would stay unseen,
+    // and invalidating the inode does not change that (found by the
+    // differential test on two writers).
+    if (options.writeback_cache && (s->follows() || s->writes_beside_others()))
+      throw store::store_error(EINVAL,
+                               "-o writeback_cache cannot be used where other clients write "
+                               "(-o shared, or -o ro beside a writer): the kernel would keep "
+                               "its own file sizes and never see their writes");
     // A volume in a shared database lists its mounts (`densefs status`).
     s->begin_session(holder.mountpoint);
     register_store_handlers(control, *s);  // control socket

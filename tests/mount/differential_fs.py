@@ -190,6 +190,9 @@ sizes = st.one_of(st.integers(0, 70_000), offsets, st.integers(0, 9 * MIB))
 # Half of the draws at the top level, where most names exist.
 paths = st.one_of(st.sampled_from(TOP), st.sampled_from(PATHS))
 slots = st.integers(0, 2)
+# Which densefs mount a path operation runs on: 0 alone, or 0 and 1 with
+# --mnt2 (two writers of one volume). Deferred: CFG is read in main().
+mounts = st.deferred(lambda: st.integers(0, len(MOUNTS) - 1))
 
 
 # --- outcomes ---------------------------------------------------------------
@@ -231,24 +234,29 @@ def norm_time(ns):
 CFG = None  # argparse namespace, set by main()
 TIMES = {}  # rule -> seconds spent on densefs, printed at the end
 TALLY = {}  # "rule:ok" or "rule:ERRNO" -> count, printed at the end
-STATS = {"examples": 0, "steps": 0, "remounts": 0, "full_checks": 0}
+STATS = {"examples": 0, "steps": 0, "remounts": 0, "full_checks": 0, "hand_overs": 0,
+         "settle_max": 0.0}
+MOUNT_NAMES = ["A", "B"]
 
 
 class DensefsMount:
-    def __init__(self, cfg):
+    def __init__(self, cfg, store, mnt, mount_args):
         self.cfg = cfg
+        self.store = store  # a store directory, or a volume's URI
+        self.mnt = mnt
+        self.mount_args = mount_args
 
     def mount(self):
-        cmd = [self.cfg.densefs, "mount", self.cfg.store, self.cfg.mnt] + self.cfg.mount_args
+        cmd = [self.cfg.densefs, "mount", self.store, self.mnt] + self.mount_args
         subprocess.run(cmd, check=True)
-        if not os.path.ismount(self.cfg.mnt):
-            raise AssertionError(f"{' '.join(cmd)} returned but {self.cfg.mnt} is not mounted")
+        if not os.path.ismount(self.mnt):
+            raise AssertionError(f"{' '.join(cmd)} returned but {self.mnt} is not mounted")
 
     def umount(self):
         # The test holds nothing open here, but another process may, for a
         # moment (seen: a stress-ng run elsewhere on the machine showed up in
         # `fuser -m` of this mount): retry EBUSY for a while, and say who.
-        cmd = [self.cfg.densefs, "umount", self.cfg.mnt]
+        cmd = [self.cfg.densefs, "umount", self.mnt]
         deadline = time.monotonic() + 20
         while True:
             r = subprocess.run(cmd, capture_output=True, text=True)
@@ -256,25 +264,25 @@ class DensefsMount:
                 break
             who = "(fuser not installed)"
             if shutil.which("fuser"):
-                r2 = subprocess.run(["fuser", "-vm", self.cfg.mnt], capture_output=True,
+                r2 = subprocess.run(["fuser", "-vm", self.mnt], capture_output=True,
                                     text=True)
                 who = (r2.stdout + r2.stderr).strip()[-400:]
             print(f"umount: busy, retrying; fuser -vm: {who}", flush=True)
             time.sleep(0.2)
         if r.returncode != 0:
             raise AssertionError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")
-        if os.path.ismount(self.cfg.mnt):
-            raise AssertionError(f"{self.cfg.mnt} is still mounted after densefs umount")
+        if os.path.ismount(self.mnt):
+            raise AssertionError(f"{self.mnt} is still mounted after densefs umount")
 
     def fsck(self):
-        r = subprocess.run([self.cfg.densefs, "fsck", self.cfg.store],
+        r = subprocess.run([self.cfg.densefs, "fsck", self.store],
                            capture_output=True, text=True)
         if r.returncode != 0:
-            raise Mismatch(f"densefs fsck {self.cfg.store} is not clean "
+            raise Mismatch(f"densefs fsck {self.store} is not clean "
                            f"(exit {r.returncode}):\n{r.stdout}{r.stderr}")
 
 
-MOUNT = None
+MOUNTS = []  # DensefsMount: the first, and with --mnt2 the second writer
 
 
 def clear_dir(root):
@@ -291,22 +299,29 @@ class DifferentialFS(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         STATS["examples"] += 1
-        self.roots = [CFG.mnt, CFG.ref]
-        for r in self.roots:
+        self.cur = 0  # the densefs mount the last step ran on
+        for r in (CFG.mnt, CFG.ref):
             clear_dir(r)
-        self.handles = {}  # slot -> [fd on densefs, fd on the plain dir, description]
+        # slot -> [fd on densefs, fd on the plain dir, description, mount]
+        self.handles = {}
         self.steps = 0
         self.since_remount = 0
         self.failed = False  # teardown then only cleans up: the first error is the one to see
 
     # -- helpers --
 
-    def p(self, side, path):
-        return os.path.join(self.roots[side], path)
+    def root(self, side):
+        return MOUNTS[self.cur].mnt if side == 0 else CFG.ref
 
-    def both(self, what, fn):
-        """Runs fn(side) on densefs (0) and the plain directory (1); the
-        outcomes must be equal. Returns them."""
+    def p(self, side, path):
+        return os.path.join(self.root(side), path)
+
+    def both(self, what, fn, on=0):
+        """Runs fn(side) on densefs (0: mount `on`) and the plain directory
+        (1); the outcomes must be equal. Returns them."""
+        self.use(on)
+        if len(MOUNTS) > 1:
+            what += f" on {MOUNT_NAMES[on]}"
         self.count_step()
         t0 = time.monotonic()
         a = outcome(lambda: fn(0))
@@ -324,6 +339,79 @@ class DifferentialFS(RuleBasedStateMachine):
         """The slot if it is open, else the lowest open one (the handle rules
         run only while some handle is open, so no step is wasted)."""
         return slot if slot in self.handles else min(self.handles)
+
+    def on(self, slot):
+        """The densefs mount a handle was opened on."""
+        return self.handles[slot][3]
+
+    # -- two writers (--mnt2) --
+    #
+    # Each path operation runs on one of two mounts of the volume (`on`),
+    # and each handle operation on the mount its handle was opened on. Two
+    # clients are not one kernel: what one changes reaches the other when
+    # it is committed and the other has heard of it (close-to-open, not
+    # linearizable). So a step on the other mount than the last one is a
+    # hand-over, as two processes would do it: the last mount's handles are
+    # fsync'd (what close would commit), and the next mount is polled until
+    # its view of every path, and of its own handles, is the model's (the
+    # plain directory's) before the step runs. A view that never settles
+    # fails the test after --settle-seconds.
+
+    def use(self, on):
+        if on == self.cur:
+            return
+        for slot, fds in sorted(self.handles.items()):
+            if fds[3] == self.cur:
+                r = outcome(lambda: os.fsync(fds[0]))
+                if r[0] != "ok":
+                    self.fail(f"hand-over from {MOUNT_NAMES[self.cur]}: fsync(slot {slot}, "
+                              f"{fds[2]}) gave {r}")
+        self.cur = on
+        STATS["hand_overs"] += 1
+        self.settle(f"hand-over to {MOUNT_NAMES[on]}")
+
+    def view(self, side):
+        """What the settling compares: lstat of every path, the bytes of
+        regular files and symlink targets, xattrs, and fstat of the current
+        mount's handles."""
+        out = {}
+        for path in PATHS:
+            p = self.p(side, path)
+            s = outcome(lambda: os.lstat(p))
+            out[path] = s if s[0] == "err" else self.stat_tuple(s[1])
+            if s[0] == "err":
+                continue
+            if stat.S_ISREG(s[1].st_mode):
+                def read():
+                    with open(p, "rb") as f:
+                        return zlib.crc32(f.read())
+                out[path + " bytes"] = outcome(read)
+            elif stat.S_ISLNK(s[1].st_mode):
+                out[path + " target"] = outcome(lambda: os.readlink(p))
+            out[path + " xattrs"] = outcome(
+                lambda: {n: os.getxattr(p, n, follow_symlinks=False)
+                         for n in sorted(os.listxattr(p, follow_symlinks=False))})
+        for slot, fds in sorted(self.handles.items()):
+            if fds[3] == self.cur:
+                out[f"slot {slot}"] = outcome(lambda: self.stat_tuple(os.fstat(fds[side])))
+        return out
+
+    def settle(self, when):
+        t0 = time.monotonic()
+        want = self.view(1)
+        while True:
+            got = self.view(0)
+            if got == want:
+                break
+            if time.monotonic() - t0 > CFG.settle_seconds:
+                diff = {k: (short(got.get(k)), short(want.get(k))) for k in want
+                        if got.get(k) != want.get(k)}
+                self.fail(f"{when}: {MOUNT_NAMES[self.cur]} still differs from the plain "
+                          f"directory after {CFG.settle_seconds}s (densefs, plain): {diff}")
+            time.sleep(0.02)
+        waited = time.monotonic() - t0
+        TIMES["settle"] = TIMES.get("settle", 0.0) + waited
+        STATS["settle_max"] = max(STATS["settle_max"], waited)
 
     def inject(self, side, slot, offset):
         """--inject-fault: a write past EOF on densefs also puts a byte in
@@ -390,8 +478,8 @@ class DifferentialFS(RuleBasedStateMachine):
     # -- handles --
 
     @rule(slot=slots, path=paths, flags=st.sampled_from(list(OPEN_FLAGS)),
-          mode=st.sampled_from(FILE_MODES))
-    def open(self, slot, path, flags, mode):
+          mode=st.sampled_from(FILE_MODES), on=mounts)
+    def open(self, slot, path, flags, mode, on=0):
         self._close(slot)
         fds = [None, None]
 
@@ -399,14 +487,14 @@ class DifferentialFS(RuleBasedStateMachine):
             fds[side] = os.open(self.p(side, path), OPEN_FLAGS[flags], mode)
 
         try:
-            a, _ = self.both(f"open({path!r}, {flags}, {oct(mode)})", do)
+            a, _ = self.both(f"open({path!r}, {flags}, {oct(mode)})", do, on)
         except Mismatch:
             for fd in fds:  # a leaked fd would keep the mount busy
                 if fd is not None:
                     os.close(fd)
             raise
         if a[0] == "ok":
-            self.handles[slot] = [fds[0], fds[1], f"{path} {flags}"]
+            self.handles[slot] = [fds[0], fds[1], f"{path} {flags}", on]
 
     @precondition(lambda self: self.handles)
     @rule(slot=slots)
@@ -420,7 +508,8 @@ class DifferentialFS(RuleBasedStateMachine):
         slot = self.pick(slot)
         data = make_data(*content)
         self.both(f"write(slot {slot}, {content})",
-                  lambda s: os.write(self.handles[slot][s], data))
+                  lambda s: os.write(self.handles[slot][s], data),
+                  self.on(slot))
 
     @precondition(lambda self: self.handles)
     @rule(slot=slots, offset=offsets, content=contents)
@@ -429,7 +518,8 @@ class DifferentialFS(RuleBasedStateMachine):
         data = make_data(*content)
         self.both(f"pwrite(slot {slot}, {offset}, {content})",
                   lambda s: self.inject(s, slot, offset) or
-                  os.pwrite(self.handles[slot][s], data, offset))
+                  os.pwrite(self.handles[slot][s], data, offset),
+                  self.on(slot))
 
     # The data path gets a second pwrite rule (hypothesis picks rules
     # evenly, and tries examples with some rules switched off): writes near
@@ -442,7 +532,8 @@ class DifferentialFS(RuleBasedStateMachine):
         offset = max(0, k * SLOT + delta)
         self.both(f"pwrite_slot_edge(slot {slot}, {offset}, {content})",
                   lambda s: self.inject(s, slot, offset) or
-                  os.pwrite(self.handles[slot][s], data, offset))
+                  os.pwrite(self.handles[slot][s], data, offset),
+                  self.on(slot))
 
     @precondition(lambda self: self.handles)
     @rule(slot=slots, mode=st.sampled_from(list(FALLOC_MODES)), offset=offsets,
@@ -450,7 +541,8 @@ class DifferentialFS(RuleBasedStateMachine):
     def fallocate(self, slot, mode, offset, length):
         slot = self.pick(slot)
         self.both(f"fallocate(slot {slot}, {mode}, {offset}, {length})",
-                  lambda s: fallocate(self.handles[slot][s], FALLOC_MODES[mode], offset, length))
+                  lambda s: fallocate(self.handles[slot][s], FALLOC_MODES[mode], offset, length),
+                  self.on(slot))
 
     # copy_file_range: densefs shares whole 4 MiB slots at aligned offsets
     # instead of copying (docs/design.md), so aligned offsets and lengths
@@ -462,55 +554,64 @@ class DifferentialFS(RuleBasedStateMachine):
           length=st.one_of(st.sampled_from([SLOT, 2 * SLOT, 3 * SLOT]), st.integers(0, 9 * MIB)))
     def copy_file_range(self, src, dst, src_off, dst_off, length):
         src, dst = self.pick(src), self.pick(dst)
+        if self.on(src) != self.on(dst):
+            dst = src  # two mounts are two file systems to the kernel (EXDEV)
         self.both(f"copy_file_range(slot {src} at {src_off} -> slot {dst} at {dst_off}, {length})",
                   lambda s: os.copy_file_range(self.handles[src][s], self.handles[dst][s],
-                                               length, src_off, dst_off))
+                                               length, src_off, dst_off),
+                  self.on(src))
 
     @precondition(lambda self: self.handles)
     @rule(slot=slots, offset=offsets, size=st.integers(0, 6 * MIB))
     def pread(self, slot, offset, size):
         slot = self.pick(slot)
         self.both(f"pread(slot {slot}, {offset}, {size})",
-                         lambda s: os.pread(self.handles[slot][s], size, offset))
+                         lambda s: os.pread(self.handles[slot][s], size, offset),
+                  self.on(slot))
 
     @precondition(lambda self: self.handles)
     @rule(slot=slots, size=sizes)
     def ftruncate(self, slot, size):
         slot = self.pick(slot)
         self.both(f"ftruncate(slot {slot}, {size})",
-                  lambda s: os.ftruncate(self.handles[slot][s], size))
+                  lambda s: os.ftruncate(self.handles[slot][s], size),
+                  self.on(slot))
 
     @precondition(lambda self: self.handles)
     @rule(slot=slots)
     def fsync(self, slot):
         slot = self.pick(slot)
-        self.both(f"fsync(slot {slot})", lambda s: os.fsync(self.handles[slot][s]))
+        self.both(f"fsync(slot {slot})", lambda s: os.fsync(self.handles[slot][s]),
+                  self.on(slot))
 
     @precondition(lambda self: self.handles)
     @rule(slot=slots, mode=st.sampled_from(FILE_MODES))
     def fchmod(self, slot, mode):
         slot = self.pick(slot)
         self.both(f"fchmod(slot {slot}, {oct(mode)})",
-                  lambda s: os.chmod(self.handles[slot][s], mode))
+                  lambda s: os.chmod(self.handles[slot][s], mode),
+                  self.on(slot))
 
     @precondition(lambda self: self.handles)
     @rule(slot=slots, name=st.sampled_from(XATTR_NAMES), value=st.sampled_from(XATTR_VALUES))
     def fsetxattr(self, slot, name, value):
         slot = self.pick(slot)
         self.both(f"fsetxattr(slot {slot}, {name!r}, {short(value)})",
-                  lambda s: os.setxattr(self.handles[slot][s], name, value))
+                  lambda s: os.setxattr(self.handles[slot][s], name, value),
+                  self.on(slot))
 
     @precondition(lambda self: self.handles)
     @rule(slot=slots, name=st.sampled_from(XATTR_NAMES))
     def fgetxattr(self, slot, name):
         slot = self.pick(slot)
         self.both(f"fgetxattr(slot {slot}, {name!r})",
-                  lambda s: os.getxattr(self.handles[slot][s], name))
+                  lambda s: os.getxattr(self.handles[slot][s], name),
+                  self.on(slot))
 
     # -- paths --
 
-    @rule(path=paths, offset=offsets, content=contents)
-    def write_file(self, path, offset, content):
+    @rule(path=paths, offset=offsets, content=contents, on=mounts)
+    def write_file(self, path, offset, content, on=0):
         """open(O_WRONLY|O_CREAT), pwrite, close: data without a handle."""
         data = make_data(*content)
 
@@ -521,59 +622,60 @@ class DifferentialFS(RuleBasedStateMachine):
             finally:
                 os.close(fd)
 
-        self.both(f"write_file({path!r}, {offset}, {content})", do)
+        self.both(f"write_file({path!r}, {offset}, {content})", do, on)
 
-    @rule(path=paths)
-    def read_file(self, path):
+    @rule(path=paths, on=mounts)
+    def read_file(self, path, on=0):
         def do(side):
             with open(self.p(side, path), "rb") as f:
                 return f.read()
 
-        self.both(f"read_file({path!r})", do)
+        self.both(f"read_file({path!r})", do, on)
 
-    @rule(path=paths, size=sizes)
-    def truncate(self, path, size):
-        self.both(f"truncate({path!r}, {size})", lambda s: os.truncate(self.p(s, path), size))
+    @rule(path=paths, size=sizes, on=mounts)
+    def truncate(self, path, size, on=0):
+        self.both(f"truncate({path!r}, {size})", lambda s: os.truncate(self.p(s, path), size), on)
 
-    @rule(path=paths)
-    def unlink(self, path):
-        self.both(f"unlink({path!r})", lambda s: os.unlink(self.p(s, path)))
+    @rule(path=paths, on=mounts)
+    def unlink(self, path, on=0):
+        self.both(f"unlink({path!r})", lambda s: os.unlink(self.p(s, path)), on)
 
-    @rule(path=paths, mode=st.sampled_from(DIR_MODES))
-    def mkdir(self, path, mode):
-        self.both(f"mkdir({path!r}, {oct(mode)})", lambda s: os.mkdir(self.p(s, path), mode))
+    @rule(path=paths, mode=st.sampled_from(DIR_MODES), on=mounts)
+    def mkdir(self, path, mode, on=0):
+        self.both(f"mkdir({path!r}, {oct(mode)})", lambda s: os.mkdir(self.p(s, path), mode), on)
 
-    @rule(path=paths)
-    def rmdir(self, path):
-        self.both(f"rmdir({path!r})", lambda s: os.rmdir(self.p(s, path)))
+    @rule(path=paths, on=mounts)
+    def rmdir(self, path, on=0):
+        self.both(f"rmdir({path!r})", lambda s: os.rmdir(self.p(s, path)), on)
 
-    @rule(src=paths, dst=paths, flags=st.sampled_from([0, 0, RENAME_NOREPLACE, RENAME_EXCHANGE]))
-    def rename(self, src, dst, flags):
+    @rule(src=paths, dst=paths, flags=st.sampled_from([0, 0, RENAME_NOREPLACE, RENAME_EXCHANGE]),
+          on=mounts)
+    def rename(self, src, dst, flags, on=0):
         self.both(f"renameat2({src!r}, {dst!r}, {flags})",
-                  lambda s: renameat2(self.p(s, src), self.p(s, dst), flags))
+                  lambda s: renameat2(self.p(s, src), self.p(s, dst), flags), on)
 
-    @rule(src=paths, dst=paths)
-    def link(self, src, dst):
+    @rule(src=paths, dst=paths, on=mounts)
+    def link(self, src, dst, on=0):
         self.both(f"link({src!r}, {dst!r})",
-                  lambda s: os.link(self.p(s, src), self.p(s, dst), follow_symlinks=False))
+                  lambda s: os.link(self.p(s, src), self.p(s, dst), follow_symlinks=False), on)
 
-    @rule(link_target=st.sampled_from(list(SYMLINK_TARGETS)), path=paths)
-    def symlink(self, link_target, path):
+    @rule(link_target=st.sampled_from(list(SYMLINK_TARGETS)), path=paths, on=mounts)
+    def symlink(self, link_target, path, on=0):
         self.both(f"symlink({link_target!r}, {path!r})",
-                  lambda s: os.symlink(SYMLINK_TARGETS[link_target], self.p(s, path)))
+                  lambda s: os.symlink(SYMLINK_TARGETS[link_target], self.p(s, path)), on)
 
-    @rule(path=paths)
-    def readlink(self, path):
-        self.both(f"readlink({path!r})", lambda s: os.readlink(self.p(s, path)))
+    @rule(path=paths, on=mounts)
+    def readlink(self, path, on=0):
+        self.both(f"readlink({path!r})", lambda s: os.readlink(self.p(s, path)), on)
 
-    @rule(path=paths, mode=st.sampled_from(FILE_MODES + DIR_MODES))
-    def chmod(self, path, mode):
-        self.both(f"chmod({path!r}, {oct(mode)})", lambda s: os.chmod(self.p(s, path), mode))
+    @rule(path=paths, mode=st.sampled_from(FILE_MODES + DIR_MODES), on=mounts)
+    def chmod(self, path, mode, on=0):
+        self.both(f"chmod({path!r}, {oct(mode)})", lambda s: os.chmod(self.p(s, path), mode), on)
 
     @rule(path=paths, times=st.one_of(st.none(), st.tuples(st.sampled_from(PINNED_NS),
                                                             st.sampled_from(PINNED_NS))),
-          follow=st.booleans())
-    def utime(self, path, times, follow):
+          follow=st.booleans(), on=mounts)
+    def utime(self, path, times, follow, on=0):
         def do(side):
             p = self.p(side, path)
             if times is None:
@@ -585,39 +687,41 @@ class DifferentialFS(RuleBasedStateMachine):
             # on densefs (noatime by design).
             return (norm_time(s.st_atime_ns), norm_time(s.st_mtime_ns))
 
-        self.both(f"utime({path!r}, {times}, follow={follow})", do)
+        self.both(f"utime({path!r}, {times}, follow={follow})", do, on)
 
     @rule(path=paths, name=st.sampled_from(XATTR_NAMES), value=st.sampled_from(XATTR_VALUES),
-          flags=st.sampled_from([0, os.XATTR_CREATE, os.XATTR_REPLACE]), follow=st.booleans())
-    def setxattr(self, path, name, value, flags, follow):
+          flags=st.sampled_from([0, os.XATTR_CREATE, os.XATTR_REPLACE]), follow=st.booleans(), on=mounts)
+    def setxattr(self, path, name, value, flags, follow, on=0):
         self.both(f"setxattr({path!r}, {name!r}, {short(value)}, {flags}, follow={follow})",
                   lambda s: os.setxattr(self.p(s, path), name, value, flags,
-                                        follow_symlinks=follow))
+                                        follow_symlinks=follow), on)
 
-    @rule(path=paths, name=st.sampled_from(XATTR_NAMES), follow=st.booleans())
-    def getxattr(self, path, name, follow):
+    @rule(path=paths, name=st.sampled_from(XATTR_NAMES), follow=st.booleans(), on=mounts)
+    def getxattr(self, path, name, follow, on=0):
         self.both(f"getxattr({path!r}, {name!r}, follow={follow})",
-                  lambda s: os.getxattr(self.p(s, path), name, follow_symlinks=follow))
+                  lambda s: os.getxattr(self.p(s, path), name, follow_symlinks=follow), on)
 
-    @rule(path=paths, name=st.sampled_from(XATTR_NAMES), follow=st.booleans())
-    def removexattr(self, path, name, follow):
+    @rule(path=paths, name=st.sampled_from(XATTR_NAMES), follow=st.booleans(), on=mounts)
+    def removexattr(self, path, name, follow, on=0):
         self.both(f"removexattr({path!r}, {name!r}, follow={follow})",
-                  lambda s: os.removexattr(self.p(s, path), name, follow_symlinks=follow))
+                  lambda s: os.removexattr(self.p(s, path), name, follow_symlinks=follow), on)
 
-    @rule(path=paths, follow=st.booleans())
-    def listxattr(self, path, follow):
+    @rule(path=paths, follow=st.booleans(), on=mounts)
+    def listxattr(self, path, follow, on=0):
         self.both(f"listxattr({path!r}, follow={follow})",
-                  lambda s: sorted(os.listxattr(self.p(s, path), follow_symlinks=follow)))
+                  lambda s: sorted(os.listxattr(self.p(s, path), follow_symlinks=follow)), on)
 
     @precondition(lambda self: self.since_remount >= CFG.remount_every)
     @rule()
     def remount(self):
+        """Unmounts and mounts again the mount of the last step (with two
+        writers, the other stays mounted)."""
         self.close_all()
         self.full_compare("before remount")
         inos = self.mnt_inodes()
         t0 = time.monotonic()
-        MOUNT.umount()
-        MOUNT.mount()
+        MOUNTS[self.cur].umount()
+        MOUNTS[self.cur].mount()
         TIMES["remount"] = TIMES.get("remount", 0.0) + time.monotonic() - t0
         STATS["remounts"] += 1
         self.since_remount = 0
@@ -629,6 +733,9 @@ class DifferentialFS(RuleBasedStateMachine):
             self.fail(f"inode numbers changed across the remount: {changed}")
 
     # -- invariants --
+
+    # The invariants look at the mount of the last step: the other one
+    # settles at the next hand-over to it.
 
     @invariant()
     def paths_match(self):
@@ -642,6 +749,8 @@ class DifferentialFS(RuleBasedStateMachine):
     @invariant()
     def handles_match(self):
         for slot, fds in self.handles.items():
+            if fds[3] != self.cur:
+                continue
             a = outcome(lambda: self.stat_tuple(os.fstat(fds[0])))
             b = outcome(lambda: self.stat_tuple(os.fstat(fds[1])))
             if a != b:
@@ -652,25 +761,43 @@ class DifferentialFS(RuleBasedStateMachine):
         if self.steps > 0 and self.steps % CFG.full_every == 0:
             self.full_compare(f"after step {self.steps}")
 
+    def compare_every_mount(self, when):
+        """The whole tree on every mount (each settled first); the inode
+        numbers, which must be the same on every mount."""
+        inos = None
+        for on in [self.cur] + [m for m in range(len(MOUNTS)) if m != self.cur]:
+            self.use(on)
+            self.full_compare(f"{when}, on {MOUNT_NAMES[on]}")
+            mine = self.mnt_inodes()
+            if inos is not None and mine != inos:
+                differ = {p: (inos.get(p), mine.get(p)) for p in set(inos) | set(mine)
+                          if inos.get(p) != mine.get(p)}
+                self.fail(f"{when}: inode numbers differ between the mounts: {differ}")
+            inos = mine
+        return inos
+
     def teardown(self):
+        """Every handle closed, the trees compared, every mount unmounted,
+        `densefs fsck`, mounted again and compared again."""
         try:
             self.close_all()
             if self.failed:
                 return
-            self.full_compare("at teardown")
-            inos = self.mnt_inodes()
+            inos = self.compare_every_mount("at teardown")
             t0 = time.monotonic()
-            MOUNT.umount()
-            MOUNT.fsck()
-            MOUNT.mount()
+            for m in MOUNTS:
+                m.umount()
+            MOUNTS[0].fsck()
+            for m in MOUNTS:
+                m.mount()
             TIMES["teardown remount"] = TIMES.get("teardown remount", 0.0) + time.monotonic() - t0
             STATS["remounts"] += 1
-            self.full_compare("after the teardown remount")
-            if inos != self.mnt_inodes():
+            if inos != self.compare_every_mount("after the teardown remount"):
                 self.fail("inode numbers changed across the teardown remount")
         finally:
-            if not os.path.ismount(CFG.mnt):
-                MOUNT.mount()
+            for m in MOUNTS:
+                if not os.path.ismount(m.mnt):
+                    m.mount()
 
     # -- whole-tree comparison --
 
@@ -682,7 +809,7 @@ class DifferentialFS(RuleBasedStateMachine):
 
     def walk(self, side):
         """(relative path, lstat) of every entry below the root, sorted."""
-        root = self.roots[side]
+        root = self.root(side)
         out = []
         stack = [""]
         while stack:
@@ -743,7 +870,7 @@ class DifferentialFS(RuleBasedStateMachine):
 
 
 def main():
-    global CFG, MOUNT
+    global CFG
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--densefs", required=True)
     ap.add_argument("--store", required=True)
@@ -756,12 +883,22 @@ def main():
     ap.add_argument("--full-every", type=int, default=15)
     ap.add_argument("--remount-every", type=int, default=12)
     ap.add_argument("--label", default="default")
+    ap.add_argument("--mnt2", help="a second writer's mount of the same volume (-o shared)")
+    ap.add_argument("--store2", help="what mounts the second writer: the volume's URI")
+    ap.add_argument("--cache-dir2", help="the second writer's client directory")
+    ap.add_argument("--settle-seconds", type=float, default=10.0,
+                    help="how long a mount may take to show the other writer's changes")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--inject-fault", action="store_true",
                     help="make writes past EOF on densefs corrupt the hole: the test must fail")
     ap.add_argument("mount_args", nargs="*", help="densefs mount arguments, after --")
     CFG = ap.parse_args()
-    MOUNT = DensefsMount(CFG)
+    MOUNTS.append(DensefsMount(CFG, CFG.store, CFG.mnt, CFG.mount_args))
+    if CFG.mnt2:
+        if not CFG.store2 or not CFG.cache_dir2:
+            ap.error("--mnt2 needs --store2 and --cache-dir2")
+        MOUNTS.append(DensefsMount(CFG, CFG.store2, CFG.mnt2,
+                                   CFG.mount_args + ["-o", f"cache_dir={CFG.cache_dir2}"]))
     os.umask(0o022)
 
     s = settings(
@@ -790,7 +927,9 @@ def main():
               f"(DENSEFS_HYPO_SEED={CFG.seed}) or the @reproduce_failure blob", flush=True)
     print(f"differential[{CFG.label}]: {STATS['examples']} examples, {STATS['steps']} steps, "
           f"{STATS['remounts']} remounts, {STATS['full_checks']} full tree checks, "
-          f"{time.monotonic() - t0:.1f}s", flush=True)
+          + (f"{STATS['hand_overs']} hand-overs between the writers (the longest wait "
+             f"{STATS['settle_max']:.2f}s), " if len(MOUNTS) > 1 else "")
+          + f"{time.monotonic() - t0:.1f}s", flush=True)
     print(f"differential[{CFG.label}]: outcomes: "
           + ", ".join(f"{k} {v}" for k, v in sorted(TALLY.items())), flush=True)
     print(f"differential[{CFG.label}]: seconds on densefs per call: "

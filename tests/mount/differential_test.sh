@@ -6,13 +6,20 @@
 # every step, the whole trees now and then, across remounts and after
 # `densefs fsck`. The logic is in differential_fs.py; a failure prints the
 # shrunk program. Two configurations: the default mount options, and every
-# kernel cache timeout 0 with writeback_cache on.
+# kernel cache timeout 0 with writeback_cache on (off for writers beside
+# others, which refuse it).
 #
 #   DENSEFS_SOAK=1                 many more examples and steps, a random seed
 #   DENSEFS_HYPO_EXAMPLES=N        examples per configuration (default 70)
 #   DENSEFS_HYPO_STEPS=N           steps per example (default 30)
 #   DENSEFS_HYPO_SEED=N            the seed (default 0: CI runs are reproducible)
 #   DENSEFS_HYPO_VERBOSE=1         print every step
+#   DENSEFS_HYPO_WRITERS=2         on scale-out volumes mounted -o shared: each
+#                                  volume mounted twice (the second by its URI,
+#                                  from a client directory of its own), every
+#                                  step on one of the two writers; a step on the
+#                                  other one than the last is a hand-over
+#                                  (differential_fs.py, "two writers")
 # usage: differential_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
@@ -37,6 +44,10 @@ steps=${DENSEFS_HYPO_STEPS:-$steps}
 seed=${DENSEFS_HYPO_SEED:-$seed}
 verbose=()
 if [[ ${DENSEFS_HYPO_VERBOSE:-0} == 1 ]]; then verbose=(--verbose); fi
+writers=${DENSEFS_HYPO_WRITERS:-1}
+[[ $writers == 1 || $writers == 2 ]] || fail "DENSEFS_HYPO_WRITERS=$writers is not 1 or 2"
+[[ $writers == 1 || ${DENSEFS_TEST_MOUNT_OPTIONS:-} == *shared* ]] ||
+  fail "DENSEFS_HYPO_WRITERS=2 needs scale-out volumes mounted -o shared"
 
 total_examples=0
 total_steps=0
@@ -51,10 +62,19 @@ run_config() {
   mkdir -p "$mnt" "$ref"
   mkfs_store "$store"
   mount_densefs "$store" "$mnt" "$@"
+  # The script's remounts take the same options mount_densefs added.
+  local mount_args=("$@") second=() mnt2=$work/$label/mnt2 uri client2=$work/$label/client2
+  [[ -z ${DENSEFS_TEST_MOUNT_OPTIONS:-} ]] || mount_args+=(-o "$DENSEFS_TEST_MOUNT_OPTIONS")
+  if ((writers == 2)); then
+    uri=$(volume_uri "$mkfs_store_db")
+    mkdir -p "$mnt2"
+    mount_densefs "$uri" "$mnt2" "$@" -o "cache_dir=$client2"
+    second=(--mnt2 "$mnt2" --store2 "$uri" --cache-dir2 "$client2")
+  fi
   out=$work/$label/output.txt
   "$python" "$src/tests/mount/differential_fs.py" --densefs "$densefs" --store "$store" \
-    --mnt "$mnt" --ref "$ref" --work "$work/$label" --label "$label" \
-    --examples "$examples" --steps "$steps" --seed "$seed" "${verbose[@]}" -- "$@" 2>&1 |
+    --mnt "$mnt" --ref "$ref" --work "$work/$label" --label "$label" "${second[@]}" \
+    --examples "$examples" --steps "$steps" --seed "$seed" "${verbose[@]}" -- "${mount_args[@]}" 2>&1 |
     tee "$out" || rc=$?
   line=$(grep '^RESULT ' "$out" | tail -n 1) || fail "$label: differential_fs.py printed no RESULT line (exit $rc)"
   total_examples=$((total_examples + $(sed -E 's/.*examples=([0-9]+).*/\1/' <<<"$line")))
@@ -63,11 +83,18 @@ run_config() {
   if [[ $rc -ne 0 && $(sed -E 's/.*failures=([0-9]+).*/\1/' <<<"$line") == 0 ]]; then
     total_failures=$((total_failures + 1))
   fi
+  if ((writers == 2)) && mountpoint -q "$mnt2"; then umount_densefs "$mnt2"; fi
   if mountpoint -q "$mnt"; then umount_densefs "$mnt"; fi
 }
 
 run_config default
-run_config timeouts0-writeback -o entry_timeout=0,attr_timeout=0,negative_timeout=0,writeback_cache
+if writeback_cache_refused; then
+  # Writers beside others refuse writeback_cache (the kernel would keep its
+  # own file sizes): the same without it.
+  run_config timeouts0 -o entry_timeout=0,attr_timeout=0,negative_timeout=0
+else
+  run_config timeouts0-writeback -o entry_timeout=0,attr_timeout=0,negative_timeout=0,writeback_cache
+fi
 
 echo "differential: $(elapsed "$t0" "$(now)")s in all"
 echo "COUNTS: hypothesis examples=$total_examples steps=$total_steps failures=$total_failures"

@@ -158,6 +158,10 @@ total_ops=0
 mismatches=0
 for entry in "${configs[@]}"; do
   read -r name ops seed procs options <<<"$entry"
+  if [[ $options == *writeback_cache* ]] && writeback_cache_refused; then
+    echo "fsx $name: skipped: -o writeback_cache is refused beside other writers"
+    continue
+  fi
   ops=$((${DENSEFS_FSX_OPS:-$ops} * soak))
   seed=${DENSEFS_FSX_SEED:-$seed}
   store=$work/store-$name

@@ -83,6 +83,11 @@ bool eventually(const std::function<bool()>& condition,
 // /proc/self/mountinfo), and its fs type when so.
 std::optional<std::string> mounted_fs_type(const stdfs::path& dir);
 
+// Whether every mount of this run is a writer beside others
+// (DENSEFS_TEST_MOUNT_OPTIONS has `shared`: scale_out_suite_test.sh's
+// second pass). Such mounts refuse -o writeback_cache (fs/mount.cpp).
+bool mounts_shared();
+
 class mount_test : public ::testing::Test {
  protected:
   void SetUp() override;

@@ -8,8 +8,10 @@
 # DENSEFS_TEST_S3_ENDPOINT. The same scripts, the same checks as on the
 # embedded store (docs/scale-out.md). Then each once more with every mount
 # `-o shared` (a writer beside others: docs/scale-out.md, "Several
-# writers"; pjdfstest then on two writers of each volume at once), unless DENSEFS_TEST_MOUNT_OPTIONS is set by the caller (that
-# pass alone).
+# writers"; pjdfstest and the differential test then on two writers of
+# each volume at once), unless DENSEFS_TEST_MOUNT_OPTIONS is set by the
+# caller (that pass alone). DENSEFS_SCALE_OUT_TOOLS picks suites (default
+# "pjdfstest fsx differential").
 # usage: scale_out_tools_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
@@ -32,12 +34,13 @@ failed=()
 passes=("${DENSEFS_TEST_MOUNT_OPTIONS-}")
 [[ -n ${DENSEFS_TEST_MOUNT_OPTIONS:-} ]] || passes+=(shared)
 for options in "${passes[@]}"; do
-  for suite in pjdfstest fsx differential; do
+  for suite in ${DENSEFS_SCALE_OUT_TOOLS:-pjdfstest fsx differential}; do
     label="$suite${options:+ -o $options}"
     echo "=== ${suite}_test.sh on PostgreSQL and S3 volumes${options:+, mounted -o $options}"
     start=$(now)
     rc=0
-    # Mounted -o shared, pjdfstest runs on two writers of each volume at once.
+    # Mounted -o shared, pjdfstest and the differential test run on two
+    # writers of each volume at once.
     writers=1
     [[ $options == *shared* ]] && writers=2
     # Half the fsx operations and Hypothesis examples in the -o shared pass
@@ -48,6 +51,7 @@ for options in "${passes[@]}"; do
       fsx_ops=$((fsx_ops / 2)) hypo_examples=$((hypo_examples / 2))
     fi
     DENSEFS_TEST_MOUNT_OPTIONS=$options DENSEFS_PJDFSTEST_WRITERS=$writers \
+      DENSEFS_HYPO_WRITERS=$writers \
       DENSEFS_FSX_OPS=$fsx_ops DENSEFS_HYPO_EXAMPLES=$hypo_examples \
       bash "$src/tests/mount/${suite}_test.sh" "$densefs" "$src" || rc=$?
     echo "=== ${suite}_test.sh: exit $rc in $(elapsed "$start" "$(now)") s"
