@@ -355,6 +355,22 @@ TEST_F(attrs, nanosecond_times_survive_remount_and_writes_update_mtime) {
   ASSERT_EQ(stat(path("f").c_str(), &st), 0);
   EXPECT_GE(st.st_ctim.tv_sec, before_chmod.tv_sec - 1) << "ctime after chmod";
   EXPECT_EQ(st.st_mtim.tv_sec, 1500000000) << "chmod does not touch mtime";
+
+  // fallocate moves mtime and ctime in every mode, also where the size
+  // stays, as on ext4 and XFS; and the times last.
+  for (const int mode : {0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE}) {
+    ASSERT_EQ(utimensat(AT_FDCWD, path("f").c_str(), set, 0), 0);
+    const timespec before_fallocate = now_realtime();
+    const int f = open(path("f").c_str(), O_RDWR);
+    ASSERT_GE(f, 0);
+    ASSERT_EQ(::fallocate(f, mode, 0, 1), 0) << "mode " << mode << ": " << strerror(errno);
+    ASSERT_EQ(close(f), 0);
+    remount();
+    ASSERT_EQ(stat(path("f").c_str(), &st), 0);
+    EXPECT_GE(st.st_mtim.tv_sec, before_fallocate.tv_sec - 1) << "mtime after fallocate " << mode;
+    EXPECT_GE(st.st_ctim.tv_sec, before_fallocate.tv_sec - 1) << "ctime after fallocate " << mode;
+    EXPECT_EQ(st.st_size, 14) << "fallocate " << mode << " within the file";
+  }
 }
 
 TEST_F(attrs, statfs_reports_the_store_file_system) {
