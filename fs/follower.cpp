@@ -50,10 +50,20 @@ filesystem::refreshed filesystem::refresh_from_store(node& n) {
   // read back empty right after it was written).
   std::unique_lock data(n.data_mutex, std::defer_lock);
   if (shares_volume()) data.lock();
-  const std::optional<store::inode_record> r = store_->get_inode(n.ino);
+  // Nor may a commit of this daemon's that does not take the file's lock
+  // (a chmod, a rename) land between the read and meta_mutex_: the record
+  // read before it would undo it in the table (found by the differential
+  // test on two writers: a suid bit set here gone from fstat). As in
+  // lookup, the read is repeated under the mutex when meta_gen_ moved.
+  const std::uint64_t gen = meta_gen_.load(std::memory_order_acquire);
+  std::optional<store::inode_record> r = store_->get_inode(n.ino);
   if (!r) return refreshed::gone;
   if (!data.owns_lock()) data.lock();
   std::lock_guard meta(meta_mutex_);
+  if (meta_gen_.load(std::memory_order_acquire) != gen) {
+    r = store_->get_inode(n.ino);
+    if (!r) return refreshed::gone;
+  }
   // A writer beside others may have taken the record already
   // (record_to_edit), but not the size its reads stop at.
   if (n.record == *r && (!n.regular || (n.size == r->size && n.persisted_size == r->size)))

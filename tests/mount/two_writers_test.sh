@@ -182,6 +182,24 @@ eventually 5 "A sees the directory B removed gone" absent "$a/shared/dir-a-2"
 chmod 600 "$b/renamed-by-a.txt"
 eventually 5 "A sees B's chmod" test "$(stat -c %a "$a/renamed-by-a.txt")" = 600
 
+step "a chmod on A while B's change of the file is heard stays A's"
+# A's listener re-reads the file for B's touch while A's chmod commits: the
+# record it read before must not undo the chmod in A's table (it did in
+# 121 of 300 rounds before the fix, and then stayed until the next notice).
+echo x >"$a/modes"
+stale=0
+for round in $(seq 1 40); do
+  if ((round % 2)); then mode=4755; else mode=755; fi
+  touch "$b/modes" &
+  toucher=$!
+  sleep "0.00$((round % 4))"
+  chmod "$mode" "$a/modes"
+  wait "$toucher"
+  sleep 0.15 # B's notice is in
+  [[ $(stat -c %a "$a/modes") == "$mode" ]] || stale=$((stale + 1))
+done
+((stale == 0)) || fail "A showed an older mode than its own chmod after $stale of 40 rounds"
+
 step "the same bytes written on both are stored once"
 head -c 8000000 /dev/urandom >"$work/same.bin"
 cp "$work/same.bin" "$a/same-a.bin" &
