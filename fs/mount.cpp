@@ -624,8 +624,8 @@ int mount(const mount_options& requested) {
     if (options.writeback_cache && (s->follows() || s->writes_beside_others()))
       throw store::store_error(EINVAL,
                                "-o writeback_cache cannot be used where other clients write "
-                               "(-o shared, or -o ro beside a writer): the kernel would keep "
-                               "its own file sizes and never see their writes");
+                               "(-o shared, or -o ro of a volume in PostgreSQL): the kernel "
+                               "would keep its own file sizes and never see their writes");
     // A volume in a shared database lists its mounts (`densefs status`).
     s->begin_session(holder.mountpoint);
     register_store_handlers(control, *s);  // control socket

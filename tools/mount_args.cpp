@@ -64,7 +64,7 @@ const char* const k_mount_usage =
      negative_timeout=SEC  cache of missing names (default 86400)
      writeback_cache / no_writeback_cache   kernel write-back caching (default off;
                         refused where other clients write: -o shared, or -o ro
-                        beside a writer)
+                        of a volume in PostgreSQL)
      relatime           reads update atime when it is not newer than mtime or
                         ctime, or a day old (default: reads never update it,
                         as with noatime)

@@ -371,14 +371,35 @@ class DifferentialFS(RuleBasedStateMachine):
         self.settle(f"hand-over to {MOUNT_NAMES[on]}")
 
     def view(self, side):
-        """What the settling compares: lstat of every path, the bytes of
-        regular files and symlink targets, xattrs, and fstat of the current
-        mount's handles."""
+        """What a hand-over waits for: the lstat of every path, symlink
+        targets, directory listings and the fstat of the current mount's
+        handles. Nothing here opens a file: an open re-reads the file's
+        record (close-to-open), so polling with opens would hide a missing
+        change notice."""
+        out = {}
+        for path in [""] + PATHS:
+            p = self.p(side, path)
+            s = outcome(lambda: os.lstat(p))
+            if path:
+                out[path] = s if s[0] == "err" else self.stat_tuple(s[1])
+            if s[0] == "err":
+                continue
+            if stat.S_ISLNK(s[1].st_mode):
+                out[path + " target"] = outcome(lambda: os.readlink(p))
+            elif stat.S_ISDIR(s[1].st_mode):
+                out[path + "/ lists"] = outcome(lambda: sorted(os.listdir(p)))
+        for slot, fds in sorted(self.handles.items()):
+            if fds[3] == self.cur:
+                out[f"slot {slot}"] = outcome(lambda: self.stat_tuple(os.fstat(fds[side])))
+        return out
+
+    def contents(self, side):
+        """The bytes of every regular file (through an open: close-to-open)
+        and every path's xattrs. Polled only once the view has settled."""
         out = {}
         for path in PATHS:
             p = self.p(side, path)
             s = outcome(lambda: os.lstat(p))
-            out[path] = s if s[0] == "err" else self.stat_tuple(s[1])
             if s[0] == "err":
                 continue
             if stat.S_ISREG(s[1].st_mode):
@@ -386,45 +407,34 @@ class DifferentialFS(RuleBasedStateMachine):
                     with open(p, "rb") as f:
                         return zlib.crc32(f.read())
                 out[path + " bytes"] = outcome(read)
-            elif stat.S_ISLNK(s[1].st_mode):
-                out[path + " target"] = outcome(lambda: os.readlink(p))
             out[path + " xattrs"] = outcome(
                 lambda: {n: os.getxattr(p, n, follow_symlinks=False)
                          for n in sorted(os.listxattr(p, follow_symlinks=False))})
-        for slot, fds in sorted(self.handles.items()):
-            if fds[3] == self.cur:
-                out[f"slot {slot}"] = outcome(lambda: self.stat_tuple(os.fstat(fds[side])))
         return out
 
     def settle(self, when):
+        """Polls the view until it is the plain directory's, then the
+        contents, each within --settle-seconds."""
         t0 = time.monotonic()
-        want = self.view(1)
-        while True:
-            got = self.view(0)
-            if got == want:
-                break
-            if time.monotonic() - t0 > CFG.settle_seconds:
-                diff = {k: (short(got.get(k)), short(want.get(k))) for k in want
-                        if got.get(k) != want.get(k)}
-                self.fail(f"{when}: {MOUNT_NAMES[self.cur]} still differs from the plain "
-                          f"directory after {CFG.settle_seconds}s (densefs, plain): {diff}")
-            time.sleep(0.02)
+        for what, look in (("attributes", self.view), ("contents", self.contents)):
+            want = look(1)
+            while True:
+                got = look(0)
+                if got == want:
+                    break
+                if time.monotonic() - t0 > CFG.settle_seconds:
+                    self.fail(f"{when}: the {what} on {MOUNT_NAMES[self.cur]} still differ from "
+                              f"the plain directory after {CFG.settle_seconds}s (densefs, plain): "
+                              f"{self.differences(got, want)}")
+                time.sleep(0.02)
         waited = time.monotonic() - t0
         TIMES["settle"] = TIMES.get("settle", 0.0) + waited
         STATS["settle_max"] = max(STATS["settle_max"], waited)
 
-    def inject(self, side, slot, offset):
-        """--inject-fault: a write past EOF on densefs also puts a byte in
-        the hole before it, as a bug would. Shows that the test catches and
-        shrinks such a bug (run by hand, docs/testing.md)."""
-        fd = self.handles[slot][side]
-        if CFG.inject_fault and side == 0 and offset > os.fstat(fd).st_size + 1:
-            os.pwrite(fd, b"\x01", offset - 1)
-
-    def count_step(self):
-        STATS["steps"] += 1
-        self.steps += 1
-        self.since_remount += 1
+    @staticmethod
+    def differences(got, want):
+        return {k: (short(got.get(k)), short(want.get(k))) for k in sorted(set(got) | set(want))
+                if got.get(k) != want.get(k)}
 
     def fail(self, msg):
         self.failed = True
@@ -555,11 +565,16 @@ class DifferentialFS(RuleBasedStateMachine):
     def copy_file_range(self, src, dst, src_off, dst_off, length):
         src, dst = self.pick(src), self.pick(dst)
         if self.on(src) != self.on(dst):
-            dst = src  # two mounts are two file systems to the kernel (EXDEV)
+            # From one writer's handle to the other's (the kernel splices
+            # between two mounts): both must show the model first. The
+            # destination's mount, which writes, is the current one after.
+            self.use(self.on(dst))
+            self.use(self.on(src))
+            self.cur = self.on(dst)
         self.both(f"copy_file_range(slot {src} at {src_off} -> slot {dst} at {dst_off}, {length})",
                   lambda s: os.copy_file_range(self.handles[src][s], self.handles[dst][s],
                                                length, src_off, dst_off),
-                  self.on(src))
+                  self.on(dst))
 
     @precondition(lambda self: self.handles)
     @rule(slot=slots, offset=offsets, size=st.integers(0, 6 * MIB))

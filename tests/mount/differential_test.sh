@@ -46,7 +46,7 @@ verbose=()
 if [[ ${DENSEFS_HYPO_VERBOSE:-0} == 1 ]]; then verbose=(--verbose); fi
 writers=${DENSEFS_HYPO_WRITERS:-1}
 [[ $writers == 1 || $writers == 2 ]] || fail "DENSEFS_HYPO_WRITERS=$writers is not 1 or 2"
-[[ $writers == 1 || ${DENSEFS_TEST_MOUNT_OPTIONS:-} == *shared* ]] ||
+[[ $writers == 1 ]] || mounts_shared ||
   fail "DENSEFS_HYPO_WRITERS=2 needs scale-out volumes mounted -o shared"
 
 total_examples=0
@@ -88,7 +88,7 @@ run_config() {
 }
 
 run_config default
-if writeback_cache_refused; then
+if mounts_shared; then
   # Writers beside others refuse writeback_cache (the kernel would keep its
   # own file sizes): the same without it.
   run_config timeouts0 -o entry_timeout=0,attr_timeout=0,negative_timeout=0

@@ -158,7 +158,7 @@ total_ops=0
 mismatches=0
 for entry in "${configs[@]}"; do
   read -r name ops seed procs options <<<"$entry"
-  if [[ $options == *writeback_cache* ]] && writeback_cache_refused; then
+  if [[ $options == *writeback_cache* ]] && mounts_shared; then
     echo "fsx $name: skipped: -o writeback_cache is refused beside other writers"
     continue
   fi

@@ -82,10 +82,10 @@ mount_densefs() {
   mountpoint -q "$mnt" || fail "densefs mount returned but $mnt is not a mount point"
 }
 
-# writeback_cache_refused: whether the suite's mounts are writers beside
-# others (DENSEFS_TEST_MOUNT_OPTIONS has `shared`), which refuse
-# -o writeback_cache (fs/mount.cpp: the kernel would keep its own sizes).
-writeback_cache_refused() { [[ ,${DENSEFS_TEST_MOUNT_OPTIONS:-}, == *,shared,* ]]; }
+# mounts_shared: whether the suite's mounts are writers beside others
+# (DENSEFS_TEST_MOUNT_OPTIONS has `shared`). They refuse -o writeback_cache
+# (fs/mount.cpp: the kernel would keep its own sizes).
+mounts_shared() { [[ ,${DENSEFS_TEST_MOUNT_OPTIONS:-}, == *,shared,* ]]; }
 
 # mkfs_store STORE [MKFS ARGS...]: densefs mkfs STORE. With
 # DENSEFS_TEST_POSTGRES (a libpq connection string without dbname) the store
