@@ -393,7 +393,7 @@ class DifferentialFS(RuleBasedStateMachine):
                 out[f"slot {slot}"] = outcome(lambda: self.stat_tuple(os.fstat(fds[side])))
         return out
 
-    def contents(self, side):
+    def file_contents(self, side):
         """The bytes of every regular file (through an open: close-to-open)
         and every path's xattrs. Polled only once the view has settled."""
         out = {}
@@ -416,7 +416,7 @@ class DifferentialFS(RuleBasedStateMachine):
         """Polls the view until it is the plain directory's, then the
         contents, each within --settle-seconds."""
         t0 = time.monotonic()
-        for what, look in (("attributes", self.view), ("contents", self.contents)):
+        for what, look in (("attributes", self.view), ("contents", self.file_contents)):
             want = look(1)
             while True:
                 got = look(0)
@@ -435,6 +435,19 @@ class DifferentialFS(RuleBasedStateMachine):
     def differences(got, want):
         return {k: (short(got.get(k)), short(want.get(k))) for k in sorted(set(got) | set(want))
                 if got.get(k) != want.get(k)}
+
+    def inject(self, side, slot, offset):
+        """--inject-fault: a write past EOF on densefs also puts a byte in
+        the hole before it, as a bug would. Shows that the test catches and
+        shrinks such a bug (run by hand, docs/testing.md)."""
+        fd = self.handles[slot][side]
+        if CFG.inject_fault and side == 0 and offset > os.fstat(fd).st_size + 1:
+            os.pwrite(fd, b"\x01", offset - 1)
+
+    def count_step(self):
+        STATS["steps"] += 1
+        self.steps += 1
+        self.since_remount += 1
 
     def fail(self, msg):
         self.failed = True
