@@ -353,9 +353,10 @@ class DifferentialFS(RuleBasedStateMachine):
     # linearizable). So a step on the other mount than the last one is a
     # hand-over, as two processes would do it: the last mount's handles are
     # fsync'd (what close would commit), and the next mount is polled until
-    # its view of every path, and of its own handles, is the model's (the
-    # plain directory's) before the step runs. A view that never settles
-    # fails the test after --settle-seconds.
+    # its view of every path and of its own handles (view), then the files'
+    # bytes and xattrs (file_contents), are the model's (the plain
+    # directory's) before the step runs. What never settles fails the test
+    # after --settle-seconds.
 
     def use(self, on):
         if on == self.cur:

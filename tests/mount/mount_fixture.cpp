@@ -336,15 +336,23 @@ std::optional<std::string> mounted_fs_type(const stdfs::path& dir) {
   return found;
 }
 
+namespace {
+
+// Whether the comma-separated `options` list `name` itself.
+bool option_listed(const std::string& options, std::string_view name) {
+  return ("," + options + ",").find("," + std::string(name) + ",") != std::string::npos;
+}
+
+}  // namespace
+
 bool mounts_shared() {
   const char* extra = std::getenv("DENSEFS_TEST_MOUNT_OPTIONS");
-  return extra && ("," + std::string(extra) + ",").find(",shared,") != std::string::npos;
+  return extra && option_listed(extra, "shared");
 }
 
 void mount_test::SetUp() {
   if (access("/dev/fuse", F_OK) != 0) GTEST_SKIP() << "no /dev/fuse: real-mount tests skipped";
-  if (mounts_shared() &&
-      ("," + mount_options() + ",").find(",writeback_cache,") != std::string::npos)
+  if (mounts_shared() && option_listed(mount_options(), "writeback_cache"))
     GTEST_SKIP() << "-o writeback_cache is refused beside other writers (fs/mount.cpp)";
   ASSERT_EQ(access(densefs_binary().c_str(), X_OK), 0)
       << "the densefs binary " << densefs_binary() << " is missing: " << errno_text(errno);

@@ -87,6 +87,21 @@ mount_densefs() {
 # (fs/mount.cpp: the kernel would keep its own sizes).
 mounts_shared() { [[ ,${DENSEFS_TEST_MOUNT_OPTIONS:-}, == *,shared,* ]]; }
 
+# expect_mount_refused WORD STORE MNT [densefs mount options...]: the mount
+# must fail with one line of error that names WORD (printed).
+expect_mount_refused() {
+  local word=$1 store=$2 mnt=$3 err=$work/refused.err
+  shift 3
+  mkdir -p "$mnt"
+  if "$densefs" mount "$store" "$mnt" "$@" 2>"$err"; then
+    fail "densefs mount $store $* mounted; it should be refused"
+  fi
+  if [[ $(wc -l <"$err") != 1 ]] || ! grep -q "$word" "$err"; then
+    fail "densefs mount $store $*: not one line naming $word: $(cat "$err")"
+  fi
+  echo "refused: $(cat "$err")"
+}
+
 # mkfs_store STORE [MKFS ARGS...]: densefs mkfs STORE. With
 # DENSEFS_TEST_POSTGRES (a libpq connection string without dbname) the store
 # keeps its records in a new database of that server, and with

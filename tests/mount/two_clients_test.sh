@@ -92,14 +92,7 @@ status=$("$densefs" status "$uri" --json) || fail "densefs status failed"
 "$densefs" status "$store" | grep -qF "(read-only)" || fail "densefs status (text) does not say read-only"
 # A follower with the kernel's writeback cache would keep its own file
 # sizes and never see the writer's: refused with one line.
-mkdir -p "$work/wb"
-if "$densefs" mount "$uri" "$work/wb" -o "ro,writeback_cache,cache_dir=$work/client3" \
-  2>"$work/writeback.err"; then
-  fail "-o ro,writeback_cache mounted beside a writer"
-fi
-if [[ $(wc -l <"$work/writeback.err") != 1 ]] || ! grep -q "writeback_cache" "$work/writeback.err"; then
-  fail "-o ro,writeback_cache: $(cat "$work/writeback.err")"
-fi
+expect_mount_refused writeback_cache "$uri" "$work/wb" -o "ro,writeback_cache,cache_dir=$work/client3"
 # The writer counts the other sessions at each heartbeat.
 sleep 1.5
 
