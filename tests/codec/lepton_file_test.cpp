@@ -18,6 +18,7 @@
 #include "store/hash.h"
 #include "store/records.h"
 #include "tests/make_jpeg.h"
+#include "tests/test_env.h"
 
 namespace densefs::codec {
 namespace {
@@ -49,7 +50,7 @@ class lepton_file_test : public ::testing::Test {
  protected:
   void SetUp() override {
 #ifndef DENSEFS_HAVE_LIBJPEG
-    GTEST_SKIP() << "built without libjpeg (libjpeg-dev): no JPEGs to make";
+    DENSEFS_SKIP_UNLESS_REQUIRED("built without libjpeg (libjpeg-dev): no JPEGs to make");
 #else
     // ~600 KB in 64 KiB chunks: ten chunks, fast enough for many decodes.
     jpeg_ = make_jpeg(1200, 900, 92, 1);

@@ -19,12 +19,14 @@
 
 #include "codec/codec.h"
 
+#include "tests/test_env.h"
+
 namespace densefs::codec {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path k_corpus = fs::path(DENSEFS_SOURCE_DIR) / ".." / "shared" / "corpus" / "jpeg";
+const fs::path k_corpus = test::corpus_dir("jpeg");
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -52,7 +54,7 @@ codec_options options_for(codec_id id) {
 // decode_any_size, byte-exact.
 TEST(lepton_corpus, every_jpeg_round_trips_through_each_codec) {
   const auto files = corpus_files();
-  if (files.empty()) GTEST_SKIP() << "no JPEG corpus at " << k_corpus;
+  if (files.empty()) DENSEFS_SKIP_UNLESS_REQUIRED("no JPEG corpus at " << k_corpus);
 
   std::atomic<std::size_t> next{0};
   std::atomic<int> lepton_accepted{0};
@@ -146,7 +148,7 @@ class lepton_decode : public ::testing::Test {
  protected:
   void SetUp() override {
     auto files = corpus_files();
-    if (files.empty()) GTEST_SKIP() << "no JPEG corpus at " << k_corpus;
+    if (files.empty()) DENSEFS_SKIP_UNLESS_REQUIRED("no JPEG corpus at " << k_corpus);
     std::sort(files.begin(), files.end(),
               [](const auto& a, const auto& b) { return fs::file_size(a) < fs::file_size(b); });
     for (const auto& f : files) {

@@ -2,6 +2,8 @@
 // errors, and the canonical form.
 #include "codec/policy.h"
 
+#include "tests/test_env.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -135,7 +137,7 @@ TEST(policy_test, per_type_overrides_apply_left_to_right) {
 }
 
 TEST(policy_test, broccoli_and_lepton_options) {
-  if (!have_rust_codecs()) GTEST_SKIP() << "this build has no Lepton/Broccoli codecs";
+  if (!have_rust_codecs()) DENSEFS_SKIP_UNLESS_REQUIRED("this build has no Lepton/Broccoli codecs");
   const policy p = parse_policy("text=broccoli:quality=9:window=24/jpeg=lepton:min_savings=0.05");
   EXPECT_EQ(p.for_type(file_type::text).preferred, codec_id::broccoli);
   EXPECT_EQ(p.for_type(file_type::text).broccoli_quality, 9);
@@ -186,7 +188,7 @@ TEST(policy_test, equality_compares_every_option) {
 }
 
 TEST(policy_test, canonical_form) {
-  if (!have_rust_codecs()) GTEST_SKIP() << "this build has no Lepton/Broccoli codecs";
+  if (!have_rust_codecs()) DENSEFS_SKIP_UNLESS_REQUIRED("this build has no Lepton/Broccoli codecs");
   const std::string s = format_policy(default_policy());
   EXPECT_EQ(s.rfind("unknown=zstd:level=3/other=zstd:level=3/jpeg=lepton/image=raw/", 0), 0u) << s;
   EXPECT_NE(s.find("/text=broccoli"), std::string::npos) << s;
@@ -221,7 +223,7 @@ TEST(policy_test, round_trip) {
   EXPECT_EQ(format_policy(parse_policy("zstd:level=3/jpeg=raw"))
                 .rfind("unknown=zstd:level=3/other=zstd:level=3/jpeg=raw/image=zstd:level=3/", 0),
             0u);
-  if (!have_rust_codecs()) GTEST_SKIP() << "this build has no Lepton/Broccoli codecs";
+  if (!have_rust_codecs()) DENSEFS_SKIP_UNLESS_REQUIRED("this build has no Lepton/Broccoli codecs");
   for (const auto* spec : {"default", "default/jpeg=zstd/text=zstd:level=9",
                            "default/text=broccoli:quality=9:window=24",
                            "default/jpeg=lepton:min_savings=0.1/document=raw"}) {

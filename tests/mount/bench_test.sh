@@ -19,8 +19,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
 
 command -v python3 >/dev/null || missing_tool python3
 data=${DENSEFS_BENCH_SOURCE:-/usr/share/doc}
-[[ -d $data ]] || skip "$data does not exist"
-jpeg=$src/../shared/corpus/jpeg
+[[ -d $data ]] || unavailable "$data does not exist"
+jpeg=${DENSEFS_CORPUS_DIR:-$src/../shared/corpus}/jpeg
 
 input=$work/input
 plain=$work/plain

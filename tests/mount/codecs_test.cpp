@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 
 std::map<std::string, std::string> corpus_files() {
   std::map<std::string, std::string> files;
-  const stdfs::path corpus = DENSEFS_CORPUS_JPEG;
+  const stdfs::path corpus = test::corpus_dir("jpeg");
   if (!stdfs::is_directory(corpus)) return files;
   for (const auto& e : stdfs::directory_iterator(corpus))
     if (e.is_regular_file()) files[e.path().filename().string()] = read_file(e.path());
@@ -76,7 +76,8 @@ class codecs : public mount_test {
 
 TEST_F(codecs, jpegs_are_stored_fast_then_recompressed_with_lepton_and_read_back_exact) {
   const auto files = write_corpus(path("photos"));
-  if (files.empty()) GTEST_SKIP() << "corpus " << DENSEFS_CORPUS_JPEG << " missing: skipped";
+  if (files.empty())
+    DENSEFS_SKIP_UNLESS_REQUIRED("corpus " << test::corpus_dir("jpeg") << " missing");
   // Readable at once, before any Lepton work.
   for (const auto& [name, bytes] : files)
     EXPECT_TRUE(same_bytes(bytes, read_file(path("photos") / name))) << name;
@@ -104,7 +105,8 @@ TEST_F(codecs, jpegs_are_stored_fast_then_recompressed_with_lepton_and_read_back
 
 TEST_F(codecs, reads_stay_exact_while_background_recompression_swaps_payloads) {
   const auto files = write_corpus(path("photos"));
-  if (files.empty()) GTEST_SKIP() << "corpus missing: skipped";
+  if (files.empty())
+    DENSEFS_SKIP_UNLESS_REQUIRED("corpus " << test::corpus_dir("jpeg") << " missing");
   std::atomic<bool> stop{false};
   std::atomic<int> rounds{0}, failures{0};
   std::vector<std::thread> readers;
@@ -144,7 +146,8 @@ TEST_F(codecs, reads_stay_exact_while_background_recompression_swaps_payloads) {
 
 TEST_F(codecs, a_crash_during_background_recompression_loses_nothing) {
   const auto files = write_corpus(path("photos"));
-  if (files.empty()) GTEST_SKIP() << "corpus missing: skipped";
+  if (files.empty())
+    DENSEFS_SKIP_UNLESS_REQUIRED("corpus " << test::corpus_dir("jpeg") << " missing");
   const int dir = ::open(path("photos").c_str(), O_RDONLY | O_DIRECTORY);
   ASSERT_GE(dir, 0);
   for (const auto& [name, bytes] : files) {
@@ -174,7 +177,8 @@ class codecs_sync : public codecs {
 
 TEST_F(codecs_sync, lepton_sync_encodes_before_the_file_is_committed) {
   const auto files = corpus_files();
-  if (!files.count("iphone.jpg")) GTEST_SKIP() << "corpus missing: skipped";
+  if (!files.count("iphone.jpg"))
+    DENSEFS_SKIP_UNLESS_REQUIRED("corpus " << test::corpus_dir("jpeg") << " missing");
   write_file(path("a.jpg"), files.at("iphone.jpg"));
   const nlohmann::json one = info(path("a.jpg"));
   ASSERT_EQ(one["chunks"].size(), 1u) << one.dump();
@@ -263,7 +267,8 @@ class codecs_damage : public mount_test {
 // decoder: the Lepton and Broccoli decoders themselves must refuse them.
 TEST_F(codecs_damage, damaged_lepton_and_broccoli_payloads_give_eio_and_a_log_line) {
   const auto files = corpus_files();
-  if (!files.count("iphone.jpg")) GTEST_SKIP() << "corpus missing: skipped";
+  if (!files.count("iphone.jpg"))
+    DENSEFS_SKIP_UNLESS_REQUIRED("corpus " << test::corpus_dir("jpeg") << " missing");
   write_file(path("photo.jpg"), files.at("iphone.jpg"));
   write_file(path("notes.txt"), compressible_bytes(2 * k_mib, 3));
   const nlohmann::json photo = info(path("photo.jpg"));
@@ -335,7 +340,8 @@ class recompress : public mount_test {
 
 TEST_F(recompress, a_live_mount_reencodes_a_subtree_under_the_new_policy) {
   const auto files = fill();
-  if (files.size() < 3) GTEST_SKIP() << "corpus missing: skipped";
+  if (files.size() < 3)
+    DENSEFS_SKIP_UNLESS_REQUIRED("corpus " << test::corpus_dir("jpeg") << " missing");
   expect_codec("notes.txt", "zstd");
   options_ = "codec=default";
   remount();
@@ -359,7 +365,8 @@ TEST_F(recompress, an_unmounted_store_is_reencoded_offline_and_a_mounted_one_is_
   options_ = "codec=zstd:level=1,recompress_threads=0";
   remount();
   const auto files = fill();
-  if (files.size() < 3) GTEST_SKIP() << "corpus missing: skipped";
+  if (files.size() < 3)
+    DENSEFS_SKIP_UNLESS_REQUIRED("corpus " << test::corpus_dir("jpeg") << " missing");
   expect_codec("notes.txt", "zstd");
   const std::uint64_t before = stats_u64("stored_bytes");
   const auto busy = run_command({densefs_binary(), "recompress", store_.string()});

@@ -65,7 +65,7 @@ std::string hex64(std::uint64_t v) {
 
 std::map<std::string, std::string> jpeg_corpus() {
   std::map<std::string, std::string> files;
-  const stdfs::path corpus = DENSEFS_CORPUS_JPEG;
+  const stdfs::path corpus = test::corpus_dir("jpeg");
   if (!stdfs::is_directory(corpus)) return files;
   for (const auto& e : stdfs::directory_iterator(corpus)) {
     if (!e.is_regular_file() || e.file_size() > 3 * k_mib) continue;

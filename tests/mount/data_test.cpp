@@ -48,8 +48,8 @@ std::string codec_of(const nlohmann::json& chunk) {
 }
 
 TEST_P(data, jpeg_corpus_round_trips_byte_exact) {
-  stdfs::path const corpus = DENSEFS_CORPUS_JPEG;
-  if (!stdfs::is_directory(corpus)) GTEST_SKIP() << "corpus " << corpus << " missing: skipped";
+  stdfs::path const corpus = test::corpus_dir("jpeg");
+  if (!stdfs::is_directory(corpus)) DENSEFS_SKIP_UNLESS_REQUIRED("corpus " << corpus << " missing");
   std::map<std::string, std::string> files;
   for (const auto& e : stdfs::directory_iterator(corpus))
     if (e.is_regular_file()) files[e.path().filename().string()] = read_file(e.path());

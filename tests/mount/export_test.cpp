@@ -21,7 +21,8 @@ class export_files : public mount_test {
  protected:
   void SetUp() override {
     mount_test::SetUp();
-    if (!have_brotli()) GTEST_SKIP() << "the brotli command (Debian package brotli) is missing";
+    if (!have_brotli())
+      DENSEFS_SKIP_UNLESS_REQUIRED("the brotli command (Debian package brotli) is missing");
   }
 
   // `densefs cat ARGS... -o OUT`; returns OUT's content, failing the test
@@ -51,7 +52,7 @@ class export_files : public mount_test {
 };
 
 std::string corpus_jpeg() {
-  const stdfs::path corpus = DENSEFS_CORPUS_JPEG;
+  const stdfs::path corpus = test::corpus_dir("jpeg");
   if (!stdfs::is_directory(corpus)) return {};
   std::vector<stdfs::path> files;
   for (const auto& e : stdfs::directory_iterator(corpus)) files.push_back(e.path());
@@ -223,9 +224,9 @@ class export_other_user : public export_files {
 };
 
 TEST_F(export_other_user, br_is_for_the_owner_identity_for_every_reader) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a command as another user";
+  if (::geteuid() != 0) DENSEFS_SKIP_UNLESS_REQUIRED("needs root to run a command as another user");
   if (run_command({"sh", "-c", "command -v setpriv"}).exit_code != 0)
-    GTEST_SKIP() << "setpriv (util-linux) is missing";
+    DENSEFS_SKIP_UNLESS_REQUIRED("setpriv (util-linux) is missing");
   // The test directories are private; let "nobody" reach the mount (the
   // store directory stays 0700).
   stdfs::permissions(

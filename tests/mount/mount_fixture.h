@@ -14,7 +14,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+
 #include <vector>
+#include "tests/test_env.h"
 
 namespace densefs::test {
 

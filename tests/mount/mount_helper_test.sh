@@ -75,6 +75,8 @@ if [[ $same_binary -eq 1 ]]; then
     fail "mount -t fuse.densefs $store $mnt failed"
   check_mounted "mount -t fuse.densefs STORE MNT"
 else
+  [[ ${DENSEFS_REQUIRE_TOOLS:-0} == 1 ]] &&
+    fail "the installed densefs '${installed:-none}' is not the binary under test (tools/setup.sh test installs it)"
   echo "NOT RUN: mount -t fuse.densefs (the installed densefs '${installed:-none}'" \
     "is not the binary under test; tools/setup.sh installs it)"
 fi

@@ -169,7 +169,8 @@ class permission : public mount_test, public ::testing::WithParamInterface<std::
     return "allow_other" + (GetParam().empty() ? std::string() : "," + GetParam());
   }
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root: runs as two other users and as root";
+    if (::geteuid() != 0)
+      DENSEFS_SKIP_UNLESS_REQUIRED("needs root: runs as two other users and as root");
     mount_test::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     // mkdtemp made the work directory 0700: the users must reach both the
@@ -179,7 +180,8 @@ class permission : public mount_test, public ::testing::WithParamInterface<std::
     ASSERT_EQ(::chmod(scratch_.c_str(), 0777), 0) << std::strerror(errno);
     const auto a = find_or_add_user(k_user_a);
     const auto b = find_or_add_user(k_user_b);
-    if (!a || !b) GTEST_SKIP() << "cannot create users " << k_user_a << " and " << k_user_b;
+    if (!a || !b)
+      DENSEFS_SKIP_UNLESS_REQUIRED("cannot create users " << k_user_a << " and " << k_user_b);
     a_ = *a;
     b_ = *b;
   }

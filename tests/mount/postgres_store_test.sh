@@ -14,6 +14,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
 # shellcheck source=tree_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/tree_lib.sh"
+# A server of its own: this test restarts it (not the phase's shared one).
+pg_private=1
 # shellcheck source=postgres_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/postgres_lib.sh"
 

@@ -17,7 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
 command -v rsync >/dev/null || missing_tool rsync
 command -v setfattr >/dev/null || missing_tool "setfattr (Debian attr)"
 data=${DENSEFS_RSYNC_SOURCE:-/usr/share/doc}
-[[ -d $data ]] || skip "$data does not exist"
+[[ -d $data ]] || unavailable "$data does not exist"
 
 store=$work/store
 mnt=$work/mnt

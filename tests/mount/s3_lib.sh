@@ -47,9 +47,19 @@ curl --help all 2>/dev/null | grep -q -- --aws-sigv4 ||
   missing_tool "a curl with --aws-sigv4 (7.75 or later; Debian 12 has 7.88)"
 unset s3_tool
 
-s3_dir=$work/s3
+# Under ctest, the radosgw the phase shares (DENSEFS_TEST_S3_SERVICE names
+# its directory: tests/services/s3_service.sh, a ctest fixture) unless the
+# script stops or restarts the server: such a script sets s3_private=1
+# before sourcing this file. s3_service.sh itself sets s3_dir and
+# s3_service_starting=1 to create that server.
+s3_shared=0
+if [[ -n ${DENSEFS_TEST_S3_SERVICE:-} && ${s3_private:-0} != 1 && -z ${s3_service_starting:-} ]]; then
+  s3_shared=1
+  s3_dir=$DENSEFS_TEST_S3_SERVICE
+else
+  s3_dir=${s3_dir:-$work/s3}
+fi
 s3_conf=$s3_dir/ceph.conf
-mkdir -p "$s3_dir"/{mon,osd.0,run,log,crash,rgw}
 
 # A port nothing answers on, below Linux's ephemeral range (32768-60999, so
 # no outgoing connection takes it meanwhile) and above the OSD's own range
@@ -65,10 +75,6 @@ s3_free_port() {
   done
   fail "s3_lib: found no free TCP port on 127.0.0.1 in 100 tries"
 }
-
-s3_mon_port=$(s3_free_port)
-s3_port=$(s3_free_port)
-while [[ $s3_port == "$s3_mon_port" ]]; do s3_port=$(s3_free_port); done
 
 # Every ceph CLI call is bounded: a monitor that is gone must not hang the
 # test until ctest's timeout.
@@ -88,82 +94,6 @@ s3_fail() {
   s3_log_tail
   fail "s3_lib: $*"
 }
-
-# Writes the cluster's configuration. One OSD holds every placement group,
-# so pools have one replica; no manager daemon runs (nothing here needs
-# one: pg autoscaling is off, pools are created with a fixed pg count).
-s3_fsid=$(cat /proc/sys/kernel/random/uuid)
-cat >"$s3_conf" <<EOF
-[global]
-fsid = $s3_fsid
-mon host = v1:127.0.0.1:$s3_mon_port
-public addr = 127.0.0.1
-ms bind ipv6 = false
-auth cluster required = cephx
-auth service required = cephx
-auth client required = cephx
-keyring = $s3_dir/keyring
-run dir = $s3_dir/run
-admin socket = $s3_dir/run/\$name.asok
-pid file = $s3_dir/run/\$name.pid
-log file = $s3_dir/log/\$name.log
-mon cluster log file = $s3_dir/log/cluster.\$channel.log
-crash dir = $s3_dir/crash
-log to stderr = false
-err to stderr = false
-osd pool default size = 1
-osd pool default min size = 1
-osd pool default pg num = 8
-osd pool default pgp num = 8
-osd pool default pg autoscale mode = off
-osd crush chooseleaf type = 0
-mon allow pool size one = true
-mon allow pool delete = true
-mon warn on pool no redundancy = false
-# The monitor shuts itself down when its disk is 95% full (default 5):
-# a test machine's disk may well be that full with room to spare.
-mon data avail crit = 1
-mon data avail warn = 2
-# The monitor batches map changes for 1 s (default) before it commits them;
-# every pool creation waits for one commit. One client, no load: commit
-# at once.
-paxos propose interval = 0.05
-# radosgw watches objects in its control pool and notifies every watcher
-# when bucket or user metadata changes. A radosgw killed with -9 leaves its
-# watches behind until the OSD times them out (default 30 s), and until
-# then every bucket creation or deletion waits for it (measured: 29 s).
-# Clients ping their watches every objecter tick (default 5 s): tick each
-# second, time out after 5 (one radosgw: a watch that times out under load
-# is only set up again).
-osd client watch timeout = 5
-objecter tick interval = 1
-
-[mon]
-mon data = $s3_dir/mon
-
-[osd]
-keyring = $s3_dir/osd.\$id/keyring
-osd data = $s3_dir/osd.\$id
-osd objectstore = bluestore
-# The OSD's disk: a sparse file (it takes what is written, not 10 GiB).
-bluestore block path = $s3_dir/osd.\$id.block
-bluestore block create = true
-bluestore block size = 10737418240
-bluestore fsck on mkfs = false
-bluestore fsck on mount = false
-# A small fixed cache instead of the default 4 GiB memory target.
-bluestore cache autotune = false
-bluestore cache size = 134217728
-osd memory target = 939524096
-# radosgw's object names are long (filestore's old defaults are lower)
-osd max object name len = 460
-osd max object namespace len = 64
-
-[client.rgw]
-rgw frontends = beast endpoint=127.0.0.1:$s3_port
-rgw data = $s3_dir/rgw
-rgw thread pool size = 64
-EOF
 
 # Prints the PID in NAME's pid file if that process is still NAME (a stale
 # file must never make us signal someone else's process).
@@ -263,8 +193,110 @@ s3_curl() {
     -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"
 }
 
+# --- The phase's server: nothing to create, nothing to stop at exit. -------
+
+if [[ $s3_shared == 1 ]]; then
+  [[ -f $s3_dir/env ]] ||
+    fail "the phase's S3 server is not running (no $s3_dir/env; ctest starts it as service.s3)"
+  # shellcheck source=/dev/null
+  source "$s3_dir/env"
+  export S3_ENDPOINT DENSEFS_TEST_S3_ENDPOINT AWS_REGION AWS_DEFAULT_REGION \
+    AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+  s3_shared_refusal() {
+    fail "this script shares the phase's S3 server: set s3_private=1 before sourcing s3_lib.sh to stop or restart one"
+  }
+  s3_stop() { s3_shared_refusal; }
+  s3_start() { s3_shared_refusal; }
+  s3_cluster_stop() { s3_shared_refusal; }
+  s3_cluster_start() { s3_shared_refusal; }
+  echo "s3: the phase's radosgw on $S3_ENDPOINT ($s3_dir)"
+  return 0
+fi
+
+mkdir -p "$s3_dir"/{mon,osd.0,run,log,crash,rgw}
+s3_mon_port=$(s3_free_port)
+s3_port=$(s3_free_port)
+while [[ $s3_port == "$s3_mon_port" ]]; do s3_port=$(s3_free_port); done
+
+# Writes the cluster's configuration. One OSD holds every placement group,
+# so pools have one replica; no manager daemon runs (nothing here needs
+# one: pg autoscaling is off, pools are created with a fixed pg count).
+s3_fsid=$(cat /proc/sys/kernel/random/uuid)
+cat >"$s3_conf" <<EOF
+[global]
+fsid = $s3_fsid
+mon host = v1:127.0.0.1:$s3_mon_port
+public addr = 127.0.0.1
+ms bind ipv6 = false
+auth cluster required = cephx
+auth service required = cephx
+auth client required = cephx
+keyring = $s3_dir/keyring
+run dir = $s3_dir/run
+admin socket = $s3_dir/run/\$name.asok
+pid file = $s3_dir/run/\$name.pid
+log file = $s3_dir/log/\$name.log
+mon cluster log file = $s3_dir/log/cluster.\$channel.log
+crash dir = $s3_dir/crash
+log to stderr = false
+err to stderr = false
+osd pool default size = 1
+osd pool default min size = 1
+osd pool default pg num = 8
+osd pool default pgp num = 8
+osd pool default pg autoscale mode = off
+osd crush chooseleaf type = 0
+mon allow pool size one = true
+mon allow pool delete = true
+mon warn on pool no redundancy = false
+# The monitor shuts itself down when its disk is 95% full (default 5):
+# a test machine's disk may well be that full with room to spare.
+mon data avail crit = 1
+mon data avail warn = 2
+# The monitor batches map changes for 1 s (default) before it commits them;
+# every pool creation waits for one commit. One client, no load: commit
+# at once.
+paxos propose interval = 0.05
+# radosgw watches objects in its control pool and notifies every watcher
+# when bucket or user metadata changes. A radosgw killed with -9 leaves its
+# watches behind until the OSD times them out (default 30 s), and until
+# then every bucket creation or deletion waits for it (measured: 29 s).
+# Clients ping their watches every objecter tick (default 5 s): tick each
+# second, time out after 5 (one radosgw: a watch that times out under load
+# is only set up again).
+osd client watch timeout = 5
+objecter tick interval = 1
+
+[mon]
+mon data = $s3_dir/mon
+
+[osd]
+keyring = $s3_dir/osd.\$id/keyring
+osd data = $s3_dir/osd.\$id
+osd objectstore = bluestore
+# The OSD's disk: a sparse file (it takes what is written, not 10 GiB).
+bluestore block path = $s3_dir/osd.\$id.block
+bluestore block create = true
+bluestore block size = 10737418240
+bluestore fsck on mkfs = false
+bluestore fsck on mount = false
+# A small fixed cache instead of the default 4 GiB memory target.
+bluestore cache autotune = false
+bluestore cache size = 134217728
+osd memory target = 939524096
+# radosgw's object names are long (filestore's old defaults are lower)
+osd max object name len = 460
+osd max object namespace len = 64
+
+[client.rgw]
+rgw frontends = beast endpoint=127.0.0.1:$s3_port
+rgw data = $s3_dir/rgw
+rgw thread pool size = 64
+EOF
+
 # The daemons go before $work; then whatever cleanup was installed before
-# this file (mount_lib.sh's, or postgres_lib.sh's, which ends in it).
+# this file (mount_lib.sh's, or postgres_lib.sh's, which ends in it). The
+# phase's server being created (s3_service.sh) outlives its script.
 s3_prev_exit_trap=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT\$/\\1/")
 cleanup_s3() {
   local rc=$?
@@ -274,7 +306,7 @@ cleanup_s3() {
   if [[ -n $s3_prev_exit_trap ]]; then eval "$s3_prev_exit_trap"; else cleanup_work; fi
   return "$rc"
 }
-trap cleanup_s3 EXIT
+[[ -n ${s3_service_starting:-} ]] || trap cleanup_s3 EXIT
 
 # --- Create the cluster, then the S3 user. ----------------------------------
 
@@ -341,3 +373,15 @@ s3_admin user create --uid=densefs --display-name="densefs test" \
 s3_start_seconds=$(elapsed "$s3_setup_start" "$(now)")
 echo "s3: radosgw $(radosgw --version 2>/dev/null | awk '{print $3}') on $S3_ENDPOINT," \
   "cluster and user ready in $s3_start_seconds s"
+
+# For the scripts that share this server (s3_service.sh).
+if [[ -n ${s3_service_starting:-} ]]; then
+  {
+    printf 's3_mon_port=%q\ns3_port=%q\n' "$s3_mon_port" "$s3_port"
+    printf 'S3_ENDPOINT=%q\nDENSEFS_TEST_S3_ENDPOINT=%q\n' "$S3_ENDPOINT" "$DENSEFS_TEST_S3_ENDPOINT"
+    printf 'AWS_REGION=%q\nAWS_DEFAULT_REGION=%q\n' "$AWS_REGION" "$AWS_DEFAULT_REGION"
+    printf 'AWS_ACCESS_KEY_ID=%q\nAWS_SECRET_ACCESS_KEY=%q\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY"
+  } >"$s3_dir/env.new"
+  chmod 0600 "$s3_dir/env.new"
+  mv "$s3_dir/env.new" "$s3_dir/env"
+fi

@@ -12,6 +12,9 @@
 # usage: s3_server_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
+# A server of its own: this test stops and restarts it.
+# shellcheck disable=SC2034 # read by s3_lib.sh
+s3_private=1
 # shellcheck source=s3_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/s3_lib.sh"
 

@@ -25,8 +25,13 @@
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
 # shellcheck source=tree_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/tree_lib.sh"
+# A server of its own: this test restarts it (not the phase's shared one).
+pg_private=1
 # shellcheck source=postgres_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/postgres_lib.sh"
+# A server of its own: this test stops and restarts it.
+# shellcheck disable=SC2034 # read by s3_lib.sh
+s3_private=1
 # shellcheck source=s3_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/s3_lib.sh"
 

@@ -42,7 +42,7 @@ writer=$work/writer
 reader=$work/reader
 mkdir -p "$writer" "$reader"
 pg_createdb vol1
-location="s3://densefs-two/vol1?endpoint=$S3_ENDPOINT"
+location="s3://densefs-two/vol1-$$?endpoint=$S3_ENDPOINT"
 uri="postgresql:///vol1?host=$pg_socket_dir&port=$pg_port&user=postgres"
 
 # eventually SECONDS WHAT CMD...: CMD succeeds within SECONDS (polled every

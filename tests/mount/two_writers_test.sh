@@ -21,6 +21,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
 # shellcheck source=tree_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/tree_lib.sh"
+# A server of its own: this test restarts it (not the phase's shared one).
+pg_private=1
 # shellcheck source=postgres_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/postgres_lib.sh"
 # shellcheck source=s3_lib.sh
@@ -36,7 +38,7 @@ a=$work/a
 b=$work/b
 mkdir -p "$a" "$b" "$work/c"
 pg_createdb vol1
-location="s3://densefs-writers/vol1?endpoint=$S3_ENDPOINT"
+location="s3://densefs-writers/vol1-$$?endpoint=$S3_ENDPOINT"
 uri="postgresql:///vol1?host=$pg_socket_dir&port=$pg_port&user=postgres"
 
 # eventually SECONDS WHAT CMD...: CMD succeeds within SECONDS.

@@ -17,6 +17,8 @@
 
 #include "store/error.h"
 
+#include "tests/test_env.h"
+
 namespace densefs::store {
 namespace {
 
@@ -92,7 +94,8 @@ class batched_reader_test : public testing::TestWithParam<io_mode> {
 
 #define MAKE_OR_SKIP(reader, ...)  \
   auto reader = make(__VA_ARGS__); \
-  if (!reader) GTEST_SKIP() << "io_uring unavailable: " << io_uring_unavailable_reason()
+  if (!reader)                     \
+  DENSEFS_SKIP_UNLESS_REQUIRED("io_uring unavailable: " << io_uring_unavailable_reason())
 
 TEST_P(batched_reader_test, reports_its_kind) {
   MAKE_OR_SKIP(reader);

@@ -20,6 +20,7 @@
 #include "tests/make_jpeg.h"
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
+#include "tests/test_env.h"
 
 namespace densefs::store {
 namespace {
@@ -30,7 +31,7 @@ class lepton_file_store : public ::testing::Test {
  protected:
   void SetUp() override {
 #ifndef DENSEFS_HAVE_LIBJPEG
-    GTEST_SKIP() << "built without libjpeg (libjpeg-dev): no JPEGs to make";
+    DENSEFS_SKIP_UNLESS_REQUIRED("built without libjpeg (libjpeg-dev): no JPEGs to make");
 #else
     jpeg_ = test::make_jpeg(1200, 900, 92, 1);
     other_ = test::make_jpeg(1000, 800, 90, 7);

@@ -13,6 +13,7 @@
 
 #include "store/store.h"
 #include "tests/temp_dir.h"
+#include "tests/test_env.h"
 
 namespace densefs::store {
 namespace {
@@ -32,9 +33,10 @@ std::string noise(std::size_t n, std::uint64_t seed) {
 class small_disk : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a small tmpfs for the ENOSPC test";
+    if (::geteuid() != 0)
+      DENSEFS_SKIP_UNLESS_REQUIRED("needs root to mount a small tmpfs for the ENOSPC test");
     if (::mount("tmpfs", tmp_.path().c_str(), "tmpfs", 0, "size=64m,mode=0700") != 0)
-      GTEST_SKIP() << "cannot mount tmpfs: " << std::strerror(errno);
+      DENSEFS_SKIP_UNLESS_REQUIRED("cannot mount tmpfs: " << std::strerror(errno));
     mounted_ = true;
   }
   void TearDown() override {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "codec/codec.h"
+#include "tests/test_env.h"
 #include "tests/tools/tools_test_util.h"
 
 namespace densefs::tools {
@@ -92,7 +93,7 @@ class analyze_tree : public ::testing::Test {
     write_file(d / "data/zeros.img", std::string(5 << 20, '\0'));  // 4 MiB + 1 MiB of holes
     write_file(d / "empty", "");
     fs::create_symlink(d / "data/random.bin", d / "link.bin");
-    const fs::path corpus = DENSEFS_SOURCE_DIR "/../shared/corpus/jpeg";
+    const fs::path corpus = test::corpus_dir("jpeg");
     for (const char* name : {"android.jpg", "iphone.jpg"}) {
       if (fs::exists(corpus / name)) {
         fs::create_directories(d / "photos");

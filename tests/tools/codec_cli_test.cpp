@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "tests/test_env.h"
 #include "tests/tools/tools_test_util.h"
 
 namespace densefs::tools {
@@ -54,7 +55,7 @@ std::optional<std::string> stock_brotli_decode(const stdfs::path& in, const stdf
 
 // The first corpus JPEG lepton takes (about 2 in 3 do), compressed to `out`.
 std::optional<std::string> lepton_jpeg(const temp_dir& tmp, const stdfs::path& out) {
-  const stdfs::path corpus = DENSEFS_SOURCE_DIR "/../shared/corpus/jpeg";
+  const stdfs::path corpus = test::corpus_dir("jpeg");
   if (!stdfs::is_directory(corpus)) return std::nullopt;
   std::vector<stdfs::path> files;
   for (const auto& e : stdfs::directory_iterator(corpus)) files.push_back(e.path());
@@ -114,7 +115,8 @@ TEST_P(codec_cli, text_random_and_empty_round_trip) {
 }
 
 TEST(codec_cli, broccoli_output_is_one_stream_stock_brotli_decodes) {
-  if (!have_brotli()) GTEST_SKIP() << "the brotli command (Debian package brotli) is missing";
+  if (!have_brotli())
+    DENSEFS_SKIP_UNLESS_REQUIRED("the brotli command (Debian package brotli) is missing");
   temp_dir tmp;
   const std::string data = text(9u << 20) + random(1u << 20);
   write_file(tmp / "in", data);
@@ -145,7 +147,8 @@ TEST(codec_cli, concat_joins_broccoli_files_into_one_stream) {
   r = run_cli({"codec", "decompress", "--codec", "broccoli", (tmp / "joined.br").string(), "-"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(r.out == all);
-  if (!have_brotli()) GTEST_SKIP() << "the brotli command (Debian package brotli) is missing";
+  if (!have_brotli())
+    DENSEFS_SKIP_UNLESS_REQUIRED("the brotli command (Debian package brotli) is missing");
   const auto decoded = stock_brotli_decode(tmp / "joined.br", tmp / "joined");
   ASSERT_TRUE(decoded) << "brotli -d refused the joined stream";
   EXPECT_TRUE(*decoded == all);
@@ -154,7 +157,7 @@ TEST(codec_cli, concat_joins_broccoli_files_into_one_stream) {
 TEST(codec_cli, lepton_round_trips_a_corpus_jpeg) {
   temp_dir tmp;
   const auto jpeg = lepton_jpeg(tmp, tmp / "photo.lep");
-  if (!jpeg) GTEST_SKIP() << "no corpus JPEG that lepton takes";
+  if (!jpeg) DENSEFS_SKIP_UNLESS_REQUIRED("no corpus JPEG that lepton takes");
   const std::string lep = read_file(tmp / "photo.lep");
   EXPECT_LT(lep.size(), jpeg->size());  // ~20% smaller
   const auto r =
