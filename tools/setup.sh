@@ -271,6 +271,8 @@ ensure_rust_toolchain() {
 # --inject option.
 pjdfstest_version=0.2.2
 fsx_version=0.3.2
+# The extended tier's fuzz.cargo_fuzz (tests/fuzz/cargo_fuzz_test.sh).
+cargo_fuzz_version=0.12.0
 install_cargo_tool() {
   local name=$1 version=$2 root
   root=$cache_dir/tools/$name-$version
@@ -316,6 +318,7 @@ install_hadolint() {
 install_test_tools() {
   install_cargo_tool pjdfstest "$pjdfstest_version"
   install_cargo_tool fsx "$fsx_version"
+  if [[ $extended -eq 1 ]]; then install_cargo_tool cargo-fuzz "$cargo_fuzz_version"; fi
 }
 
 install_python_tools() {
