@@ -32,7 +32,7 @@
 #                       runs after the main suite; "" runs none (quick local
 #                       runs; CI always runs both)
 #   DENSEFS_EXTENDED_SAMPLE_SECONDS  the time of the extended tier's shard
-#                       `test` runs (default 300); 0 runs none
+#                       `test` runs (default 240); 0 runs none
 #   DENSEFS_SOAK_SECONDS  each soak's time under --extended (default 1800)
 set -euo pipefail
 
@@ -748,7 +748,7 @@ run_default_tier() {
   # 4. One shard of the extended tier, so that every soak runs now and then
   #    on CI too: the shard is chosen from the commit (the same commit runs
   #    the same shard), its soak rounds stop within the time given.
-  local seconds=${DENSEFS_EXTENDED_SAMPLE_SECONDS:-300}
+  local seconds=${DENSEFS_EXTENDED_SAMPLE_SECONDS:-240}
   [[ $seconds =~ ^[0-9]+$ ]] || {
     echo "setup.sh: DENSEFS_EXTENDED_SAMPLE_SECONDS=$seconds is not a number of seconds" >&2
     exit 2

@@ -13,6 +13,16 @@
 #                                           the fixture's store)
 #   DENSEFS_SCALE_OUT_SUITE_S3=0            records in PostgreSQL, packs in
 #                                           the store directory (format 5)
+#   DENSEFS_TEST_MOUNT_OPTIONS=shared       every mount a writer beside
+#                                           others (docs/scale-out.md,
+#                                           "Several writers": every
+#                                           namespace operation and data
+#                                           commit reads its records inside
+#                                           the commit's lock, every open
+#                                           re-reads the file's record;
+#                                           needs packs in object storage):
+#                                           ctest's extended.scale_out_suite_shared
+#                                           and mount.scale_out_sanitized
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
 # shellcheck source=postgres_lib.sh
@@ -44,13 +54,3 @@ export DENSEFS_TEST_POSTGRES="host=$pg_socket_dir port=$pg_port user=postgres"
 where="PostgreSQL${DENSEFS_TEST_S3_ENDPOINT:+ and S3} volumes"
 echo "densefs_mount_tests --gtest_filter=$filter on $where"
 "$tests" --gtest_filter="$filter" --gtest_brief=1 || fail "mount tests on $where failed"
-# Once more through a writer beside others (-o shared, docs/scale-out.md,
-# "Several writers"): every namespace operation and data commit then reads
-# its records inside the commit's lock, and every open re-reads the file's
-# record. Needs packs in object storage. DENSEFS_TEST_MOUNT_OPTIONS set by
-# the caller runs only that pass.
-if [[ -n ${DENSEFS_TEST_S3_ENDPOINT:-} && -z ${DENSEFS_TEST_MOUNT_OPTIONS:-} ]]; then
-  echo "the same with -o shared"
-  DENSEFS_TEST_MOUNT_OPTIONS=shared "$tests" --gtest_filter="$filter" --gtest_brief=1 ||
-    fail "mount tests on $where mounted -o shared failed"
-fi

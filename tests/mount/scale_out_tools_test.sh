@@ -6,12 +6,12 @@
 # private PostgreSQL (postgres_lib.sh) and its packs in a private radosgw
 # (s3_lib.sh): mount_lib.sh's mkfs_store reads DENSEFS_TEST_POSTGRES and
 # DENSEFS_TEST_S3_ENDPOINT. The same scripts, the same checks as on the
-# embedded store (docs/scale-out.md). Then each once more with every mount
-# `-o shared` (a writer beside others: docs/scale-out.md, "Several
-# writers"; pjdfstest and the differential test then on two writers of
-# each volume at once), unless DENSEFS_TEST_MOUNT_OPTIONS is set by the
-# caller (that pass alone). DENSEFS_SCALE_OUT_TOOLS picks suites (default
-# "pjdfstest fsx differential").
+# embedded store (docs/scale-out.md). With DENSEFS_TEST_MOUNT_OPTIONS=shared
+# every mount is a writer beside others (docs/scale-out.md, "Several
+# writers"), and pjdfstest and the differential test run on two writers of
+# each volume at once (ctest's extended.scale_out_tools_shared_soak).
+# DENSEFS_SCALE_OUT_TOOLS picks suites (default "pjdfstest fsx
+# differential").
 # usage: scale_out_tools_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
@@ -31,35 +31,23 @@ export DENSEFS_FSX_OPS=${DENSEFS_FSX_OPS:-1000}
 export DENSEFS_HYPO_EXAMPLES=${DENSEFS_HYPO_EXAMPLES:-30}
 
 failed=()
-passes=("${DENSEFS_TEST_MOUNT_OPTIONS-}")
-[[ -n ${DENSEFS_TEST_MOUNT_OPTIONS:-} ]] || passes+=(shared)
-for options in "${passes[@]}"; do
-  for suite in ${DENSEFS_SCALE_OUT_TOOLS:-pjdfstest fsx differential}; do
-    label="$suite${options:+ -o $options}"
-    echo "=== ${suite}_test.sh on PostgreSQL and S3 volumes${options:+, mounted -o $options}"
-    start=$(now)
-    rc=0
-    # Mounted -o shared, pjdfstest and the differential test run on two
-    # writers of each volume at once.
-    writers=1
-    [[ $options == *shared* ]] && writers=2
-    # Half the fsx operations and Hypothesis examples in the -o shared pass
-    # (its paths are the first pass's, with the reads inside the lock;
-    # CI's 90 minutes are nearly used up), unless set by the caller.
-    fsx_ops=$DENSEFS_FSX_OPS hypo_examples=$DENSEFS_HYPO_EXAMPLES
-    if [[ $writers == 2 && -z ${DENSEFS_TEST_MOUNT_OPTIONS:-} ]]; then
-      fsx_ops=$((fsx_ops / 2)) hypo_examples=$((hypo_examples / 2))
-    fi
-    DENSEFS_TEST_MOUNT_OPTIONS=$options DENSEFS_PJDFSTEST_WRITERS=$writers \
-      DENSEFS_HYPO_WRITERS=$writers \
-      DENSEFS_FSX_OPS=$fsx_ops DENSEFS_HYPO_EXAMPLES=$hypo_examples \
-      bash "$src/tests/mount/${suite}_test.sh" "$densefs" "$src" || rc=$?
-    echo "=== ${suite}_test.sh: exit $rc in $(elapsed "$start" "$(now)") s"
-    # 77: skipped (a missing tool): the script said why; that is a failure
-    # only where the tools are required, which the script itself decides.
-    ((rc == 0 || rc == 77)) || failed+=("$label")
-    ((rc != 77)) || skipped_one=1
-  done
+options=${DENSEFS_TEST_MOUNT_OPTIONS:-}
+for suite in ${DENSEFS_SCALE_OUT_TOOLS:-pjdfstest fsx differential}; do
+  label="$suite${options:+ -o $options}"
+  echo "=== ${suite}_test.sh on PostgreSQL and S3 volumes${options:+, mounted -o $options}"
+  start=$(now)
+  rc=0
+  # Mounted -o shared, pjdfstest and the differential test run on two
+  # writers of each volume at once.
+  writers=1
+  [[ $options == *shared* ]] && writers=2
+  DENSEFS_PJDFSTEST_WRITERS=$writers DENSEFS_HYPO_WRITERS=$writers \
+    bash "$src/tests/mount/${suite}_test.sh" "$densefs" "$src" || rc=$?
+  echo "=== ${suite}_test.sh: exit $rc in $(elapsed "$start" "$(now)") s"
+  # 77: skipped (a missing tool): the script said why; that is a failure
+  # only where the tools are required, which the script itself decides.
+  ((rc == 0 || rc == 77)) || failed+=("$label")
+  ((rc != 77)) || skipped_one=1
 done
 ((${#failed[@]} == 0)) || fail "on scale-out volumes: ${failed[*]} failed"
 [[ -z ${skipped_one:-} ]] || skip "a suite was skipped (see above)"
