@@ -222,7 +222,9 @@ class postgres_server {
                   bool as_server_user = true) const {
     if (as_server_user && ::geteuid() == 0)
       args.insert(args.begin(), {"runuser", "-u", k_superuser, "--"});
-    const std::filesystem::path out = dir_ / ("command-" + std::to_string(++commands_) + ".log");
+    // Named by the process too: the phase's server's directory is shared.
+    const std::filesystem::path out = dir_ / ("command-" + std::to_string(::getpid()) + "-" +
+                                              std::to_string(++commands_) + ".log");
     const int status = spawn(args, out.string());
     std::ifstream in(out);
     std::stringstream text;

@@ -574,7 +574,7 @@ ctest_phase() {
   # took more than 2 minutes (CI's time).
   local flaky=0 rerun=()
   if [[ $rc -ne 0 && $total -gt 0 && $failed -ge 1 && $failed -le 2 ]]; then
-    mapfile -t rerun < <(test_times "$out" | awk -F'\t' '$3 != "Passed" && $3 != "Skipped" && $2 <= 120 { print $1 }')
+    mapfile -t rerun < <(test_times "$out" | awk -F'\t' '$3 != "Passed" && $3 != "Skipped" && $3 != "Not" && $2 <= 120 { print $1 }')
   fi
   if [[ ${#rerun[@]} -gt 0 ]]; then
     local names
