@@ -13,6 +13,10 @@
 
 namespace densefs::test {
 
+// The checkout the tests were built from (a generated source of each test
+// binary: tests/CMakeLists.txt).
+const char* source_dir();
+
 // Whether a missing tool, corpus or device fails the test.
 inline bool tools_required() {
   const char* v = std::getenv("DENSEFS_REQUIRE_TOOLS");
@@ -25,7 +29,7 @@ inline bool tools_required() {
 inline std::filesystem::path corpus_dir(const std::string& kind) {
   if (const char* dir = std::getenv("DENSEFS_CORPUS_DIR"); dir != nullptr && *dir != '\0')
     return std::filesystem::path(dir) / kind;
-  return std::filesystem::path(DENSEFS_SOURCE_DIR) / ".." / "shared" / "corpus" / kind;
+  return std::filesystem::path(source_dir()) / ".." / "shared" / "corpus" / kind;
 }
 
 }  // namespace densefs::test

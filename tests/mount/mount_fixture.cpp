@@ -95,7 +95,7 @@ std::uint64_t splitmix64(std::uint64_t& state) {
 
 std::string densefs_binary() {
   const char* env = std::getenv("DENSEFS_TEST_BINARY");
-  return env != nullptr && *env != '\0' ? env : DENSEFS_BINARY;
+  return env != nullptr && *env != '\0' ? env : built_densefs_binary();
 }
 
 command_result run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout) {

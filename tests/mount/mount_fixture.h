@@ -22,6 +22,10 @@ namespace densefs::test {
 
 namespace stdfs = std::filesystem;
 
+// The densefs binary of this build tree (a generated source:
+// tests/mount/CMakeLists.txt); DENSEFS_TEST_BINARY overrides it.
+const char* built_densefs_binary();
+
 inline constexpr std::uint64_t k_kib = 1024;
 inline constexpr std::uint64_t k_mib = 1024 * k_kib;
 inline constexpr std::uint64_t k_gib = 1024 * k_mib;

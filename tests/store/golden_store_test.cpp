@@ -14,10 +14,7 @@
 #include "store/store.h"
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
-
-#ifndef DENSEFS_SOURCE_DIR
-#error "DENSEFS_SOURCE_DIR must name the source tree (set in tests/CMakeLists.txt)"
-#endif
+#include "tests/test_env.h"
 
 namespace densefs::store {
 namespace {
@@ -91,7 +88,7 @@ TEST(store_golden, DISABLED_make_golden_store_v1) {
 TEST(store_golden, format_1_store_still_opens_and_reads) {
   test::temp_dir tmp;
   const fs::path archive =
-      fs::path(DENSEFS_SOURCE_DIR) / "tests" / "store" / "golden" / "store-v1.tar.gz";
+      fs::path(test::source_dir()) / "tests" / "store" / "golden" / "store-v1.tar.gz";
   ASSERT_TRUE(fs::exists(archive)) << archive;
   const std::string cmd = "tar -xzf '" + archive.string() + "' -C '" + tmp.path().string() + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
