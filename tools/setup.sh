@@ -90,8 +90,9 @@ timed() {
 # tree about 10 minutes before any test runs, the sanitizer trees about 20
 # more beside the main phase), most of it sources no commit had changed. Paths
 # under the clone are hashed relative to it (CCACHE_BASEDIR, NOHASHDIR),
-# so that clones at other paths hit too; an object that embeds the
-# clone's path (the mount tests' DENSEFS_SOURCE_DIR) is compiled again.
+# so that clones at other paths hit too. The checkout's path itself is in
+# one generated source per test binary and in tools/bench/bench_main.cpp
+# only (tests/CMakeLists.txt), so a new clone compiles those few again.
 ccache_dir=${DENSEFS_CCACHE_DIR-$cache_dir/ccache}
 compiler_cache_args=()
 use_compiler_cache() {
