@@ -16,9 +16,11 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "fs/control_server.h"
 #include "fs/filesystem.h"
@@ -317,13 +319,17 @@ std::string unescape_mountinfo(std::string_view field) {
   return out;
 }
 
-// Whether `mountpoint` (canonical, as the holder recorded it) is a densefs
-// mount in this mount namespace. The source is not compared: it is the
-// store's path as the holder spelled it. Unreadable mountinfo counts as
-// mounted: the caller then refuses, as before this check existed.
-bool densefs_mounted_on(const std::string& mountpoint) {
+// The densefs mounts in this mount namespace: mount point and source (the
+// store's path as its daemon spelled it), both unescaped. nullopt when
+// mountinfo cannot be read.
+struct densefs_mount_entry {
+  std::string mountpoint;
+  std::string source;
+};
+std::optional<std::vector<densefs_mount_entry>> densefs_mounts() {
   std::ifstream in("/proc/self/mountinfo");
-  if (!in) return true;
+  if (!in) return std::nullopt;
+  std::vector<densefs_mount_entry> found;
   std::string line;
   while (std::getline(in, line)) {
     // id parent major:minor root MOUNTPOINT options... - TYPE SOURCE super
@@ -333,12 +339,42 @@ bool densefs_mounted_on(const std::string& mountpoint) {
     const std::size_t dash = line.find(" - ");
     if (dash == std::string::npos) continue;
     std::istringstream tail(line.substr(dash + 3));
-    std::string type;
-    tail >> type;
-    if (unescape_mountinfo(point) == mountpoint && type == "fuse.densefs") return true;
+    std::string type, source;
+    tail >> type >> source;
+    if (type == "fuse.densefs")
+      found.push_back({unescape_mountinfo(point), unescape_mountinfo(source)});
   }
-  return false;
+  return found;
 }
+
+// Where the holder's daemon still serves the store: its own mount point
+// (canonical, as it recorded it), else another mount of the same store (a
+// second mount point bound to the first, which stays after the first is
+// unmounted). Empty when it serves none. Unreadable mountinfo counts as
+// mounted on the holder's mount point: the caller then refuses, as before
+// this check existed.
+std::string where_store_is_mounted(const std::string& holder_mountpoint,
+                                   const std::filesystem::path& store_dir) {
+  const auto mounts = densefs_mounts();
+  if (!mounts) return holder_mountpoint;
+  for (const auto& m : *mounts)
+    if (m.mountpoint == holder_mountpoint) return m.mountpoint;
+  for (const auto& m : *mounts)
+    if (m.source == store_dir.string()) return m.mountpoint;
+  return {};
+}
+
+// The store is mounted and its daemon is not exiting: a second mount point
+// is bound to `mountpoint` (mount_second_mount_point).
+class store_already_mounted : public store::store_error {
+ public:
+  store_already_mounted(const std::string& message, std::string mountpoint)
+      : store::store_error(EBUSY, message), mountpoint_(std::move(mountpoint)) {}
+  const std::string& mountpoint() const { return mountpoint_; }
+
+ private:
+  std::string mountpoint_;
+};
 
 // How long a new mount waits for the previous daemon of its store, which
 // after an unmount still writes back staged data and closes the store
@@ -380,11 +416,15 @@ int lock_store(const std::filesystem::path& store_dir) {
       if (now - unknown_since >= k_other_holder_wait)
         throw store::store_error(EBUSY, "store " + store_dir.string() + " is in use by " + who +
                                             " (densefs fsck, gc or another tool?)");
-    } else if (!holder->exiting && densefs_mounted_on(holder->mountpoint)) {
+    } else if (const std::string mounted_on =
+                   holder->exiting ? std::string()
+                                   : where_store_is_mounted(holder->mountpoint, store_dir);
+               !mounted_on.empty()) {
       // A daemon told to stop (SIGTERM) marks its record a moment later.
       if (waited >= k_mounted_grace)
-        throw store::store_error(EBUSY, "store " + store_dir.string() + " is already mounted on " +
-                                            holder->mountpoint + " (densefs daemon " + who + ")");
+        throw store_already_mounted("store " + store_dir.string() + " is already mounted on " +
+                                        mounted_on + " (densefs daemon " + who + ")",
+                                    mounted_on);
     } else {
       // Unmounted (or its session ended): the daemon is writing back.
       if (!said) {
@@ -400,6 +440,36 @@ int lock_store(const std::filesystem::path& store_dir) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+// A second mount point of a mounted store shows the same mount: a bind
+// mount of the first, served by the same daemon, as a second mount of one
+// ext4 device shares its superblock (xfstests generic/732). The first
+// mount's options hold for both; -o ro makes this one read-only. Binding
+// needs CAP_SYS_ADMIN; without it the error says how to get the same.
+int mount_second_mount_point(const store_already_mounted& mounted, const mount_options& options) {
+  const std::string first = mounted.mountpoint();
+  const std::string second = options.mountpoint.string();
+  const auto refuse = [&](const std::string& why) {
+    return std::runtime_error(std::string(mounted.what()) + "; to see it on " + second +
+                              " as well, run `mount --bind " + first + " " + second +
+                              "` as root (" + why + ")");
+  };
+  struct stat st {};
+  if (::stat(second.c_str(), &st) != 0)
+    throw std::runtime_error("mountpoint " + second + ": " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) throw std::runtime_error("mountpoint " + second + " is not a directory");
+  if (::mount(first.c_str(), second.c_str(), nullptr, MS_BIND, nullptr) != 0)
+    throw refuse(std::strerror(errno));
+  if (options.read_only &&
+      ::mount(nullptr, second.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
+    const int error = errno;
+    ::umount2(second.c_str(), MNT_DETACH);
+    throw refuse(std::string("read-only: ") + std::strerror(error));
+  }
+  log_info("store " + options.store_dir.string() + " is mounted on " + first + "; " + second +
+           " now shows the same mount (a bind mount, served by the same daemon)");
+  return 0;
 }
 
 // The kernel serves FUSE over io_uring only when fuse's enable_uring
@@ -526,6 +596,8 @@ int mount(const mount_options& requested) {
     return remount(options);
   }
   if (options.debug) options.foreground = true;
+  // A mount that succeeds prints nothing (its info lines go to the log).
+  if (!options.foreground) log_quiet_terminal(true);
   options.store_dir = std::filesystem::absolute(options.store_dir);
   options.mountpoint = std::filesystem::absolute(options.mountpoint);
 
@@ -533,7 +605,12 @@ int mount(const mount_options& requested) {
   store::store::check(options.store_dir);
   // The lock first: while a previous daemon of this store is exiting, its
   // mount point may still be mounted (SIGTERM) and stat it fails.
-  const int lock_fd = lock_store(options.store_dir);
+  int lock_fd = -1;
+  try {
+    lock_fd = lock_store(options.store_dir);
+  } catch (const store_already_mounted& mounted) {
+    return mount_second_mount_point(mounted, options);
+  }
   struct stat st {};
   if (::stat(options.mountpoint.c_str(), &st) != 0)
     throw std::runtime_error("mountpoint " + options.mountpoint.string() + ": " +

@@ -13,6 +13,7 @@ namespace {
 
 std::atomic<bool> g_syslog{false};
 std::atomic<bool> g_verbose{false};
+std::atomic<bool> g_quiet_terminal{false};
 std::mutex g_stderr_mutex;  // one line at a time from many threads
 
 const char* level_name(log_level level) {
@@ -50,13 +51,19 @@ void log_to_syslog(bool enabled) {
   if (!enabled) g_syslog = false;
 }
 
+void log_quiet_terminal(bool enabled) {
+  if (enabled) openlog("densefs", LOG_PID, LOG_DAEMON);
+  g_quiet_terminal = enabled;
+}
+
 void log_set_verbose(bool verbose) {
   g_verbose = verbose;
 }
 
 void log(log_level level, std::string_view message) {
   if (level == log_level::debug && !g_verbose) return;
-  if (g_syslog) {
+  const bool quiet = g_quiet_terminal && (level == log_level::info || level == log_level::debug);
+  if (g_syslog || quiet) {
     syslog(syslog_priority(level), "%.*s", static_cast<int>(message.size()), message.data());
     return;
   }

@@ -9,6 +9,10 @@ namespace densefs {
 enum class log_level { error, warning, info, debug };
 
 void log_to_syslog(bool enabled);
+// Info and debug lines to syslog even before log_to_syslog: a mount that
+// goes to the background says nothing on the terminal when it succeeds (as
+// mount(8) of ext4); warnings and errors still go to stderr until then.
+void log_quiet_terminal(bool enabled);
 void log_set_verbose(bool verbose);  // debug lines only when set
 void log(log_level level, std::string_view message);
 

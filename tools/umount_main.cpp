@@ -60,6 +60,23 @@ std::string store_of_mount(const std::string& mountpoint) {
   return found;
 }
 
+// Whether a densefs mount of `store_dir` is left in this namespace: a
+// second mount point bound to the first (fs::mount) keeps the daemon
+// serving after one of them is unmounted.
+bool store_still_mounted(const std::string& store_dir) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::size_t dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream tail(line.substr(dash + 3));
+    std::string fstype, source;
+    tail >> fstype >> source;
+    if (fstype == "fuse.densefs" && unescape_mountinfo(source) == store_dir) return true;
+  }
+  return false;
+}
+
 // Runs fusermount3 -u; returns its exit status and what it wrote on stderr.
 int run_fusermount(const std::string& mountpoint, std::string& message) {
   int pipe_fds[2];
@@ -143,6 +160,8 @@ int umount_main(const std::vector<std::string>& args, const tool_io& io) {
                 first_line.rfind(prefix, 0) == 0 ? first_line.substr(prefix.size()) : first_line);
     return k_exit_failure;
   }
+  // Still served at another mount point: the daemon keeps running.
+  if (!store_dir.empty() && store_still_mounted(store_dir)) return k_exit_ok;
   if (!store_dir.empty() && !wait_for_store_release(store_dir, std::chrono::seconds(120))) {
     print_error(io, "umount " + mountpoint,
                 "unmounted, but the daemon still holds " + store_dir + " after 120 s");
