@@ -159,7 +159,6 @@ static int fuse_uring_commit_sqe(struct fuse_ring_pool *ring_pool,
 				 struct fuse_ring_queue *queue,
 				 struct fuse_ring_ent *ring_ent)
 {
-	bool locked = false;
 	struct fuse_session *se = ring_pool->se;
 	struct fuse_uring_req_header *rrh = ring_ent->req_header;
 	struct fuse_out_header *out = (struct fuse_out_header *)&rrh->in_out;
@@ -167,10 +166,9 @@ static int fuse_uring_commit_sqe(struct fuse_ring_pool *ring_pool,
 		(struct fuse_uring_ent_in_out *)&rrh->ring_ent_in_out;
 	struct io_uring_sqe *sqe;
 
-	if (pthread_self() != queue->tid) {
-		pthread_mutex_lock(&queue->ring_lock);
-		locked = true;
-	}
+	/* densefs: every access to the submission queue is under ring_lock,
+	 * the ring thread's own included (see fuse_uring_thread). */
+	pthread_mutex_lock(&queue->ring_lock);
 
 	sqe = io_uring_get_sqe(&queue->ring);
 
@@ -183,6 +181,7 @@ static int fuse_uring_commit_sqe(struct fuse_ring_pool *ring_pool,
 
 		se->error = -EIO;
 		fuse_log(FUSE_LOG_ERR, "Failed to get a ring SQEs\n");
+		pthread_mutex_unlock(&queue->ring_lock);
 
 		return -EIO;
 	}
@@ -200,8 +199,7 @@ static int fuse_uring_commit_sqe(struct fuse_ring_pool *ring_pool,
 	if (!queue->cqe_processing)
 		io_uring_submit(&queue->ring);
 
-	if (locked)
-		pthread_mutex_unlock(&queue->ring_lock);
+	pthread_mutex_unlock(&queue->ring_lock);
 
 	return 0;
 }
@@ -575,6 +573,8 @@ static void fuse_uring_resubmit(struct fuse_ring_queue *queue,
 {
 	struct io_uring_sqe *sqe;
 
+	/* densefs: under ring_lock, as every access to the submission queue */
+	pthread_mutex_lock(&queue->ring_lock);
 	sqe = io_uring_get_sqe(&queue->ring);
 	if (sqe == NULL) {
 		/* This is an impossible condition, unless there is a bug.
@@ -585,6 +585,7 @@ static void fuse_uring_resubmit(struct fuse_ring_queue *queue,
 
 		queue->ring_pool->se->error = -EIO;
 		fuse_log(FUSE_LOG_ERR, "Failed to get a ring SQEs\n");
+		pthread_mutex_unlock(&queue->ring_lock);
 
 		return;
 	}
@@ -610,6 +611,7 @@ static void fuse_uring_resubmit(struct fuse_ring_queue *queue,
 	}
 
 	/* caller submits */
+	pthread_mutex_unlock(&queue->ring_lock);
 }
 
 static void fuse_uring_handle_cqe(struct fuse_ring_queue *queue,
@@ -842,13 +844,38 @@ static void *fuse_uring_thread(void *arg)
 	sem_wait(&ring_pool->init_sem);
 
 	/* Not using fuse_session_exited(se), as that cannot be inlined */
+	/*
+	 * densefs: the submission queue is touched only under ring_lock.
+	 * Replies come from other threads too (fuse_uring_commit_sqe), and
+	 * io_uring_submit_and_wait() here used to flush the queue without the
+	 * lock: a reply submitted in between moved the kernel's tail back, the
+	 * ring then counted 2^32 - 1 entries to submit, replayed old
+	 * COMMIT_AND_FETCHes forever ("commit_id N not found") and never
+	 * fetched again, hanging every request of this queue. Upstream's fix
+	 * is libfuse commit 6910b07a (issue #1443); this is the same idea.
+	 * Waiting for completions touches only the completion queue, and the
+	 * handlers run without the lock, so a reply from another thread never
+	 * waits for this thread's batch.
+	 */
+	pthread_mutex_lock(&queue->ring_lock);
+	io_uring_submit(&queue->ring); /* the registrations */
+	pthread_mutex_unlock(&queue->ring_lock);
 	while (!atomic_load_explicit(&se->mt_exited, memory_order_relaxed)) {
-		io_uring_submit_and_wait(&queue->ring, 1);
+		struct io_uring_cqe *cqe;
+
+		err = io_uring_wait_cqe(&queue->ring, &cqe);
+		if (err == -EINTR || err == -EAGAIN)
+			continue;
+		if (err < 0)
+			goto err;
 
 		pthread_mutex_lock(&queue->ring_lock);
 		queue->cqe_processing = true;
+		pthread_mutex_unlock(&queue->ring_lock);
 		err = fuse_uring_queue_handle_cqes(queue);
+		pthread_mutex_lock(&queue->ring_lock);
 		queue->cqe_processing = false;
+		io_uring_submit(&queue->ring);
 		pthread_mutex_unlock(&queue->ring_lock);
 		if (err < 0)
 			goto err;
