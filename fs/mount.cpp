@@ -523,6 +523,17 @@ void filesystem::init(fuse_conn_info* conn) {
   } else {
     conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   }
+  // Read after write through open descriptors (docs/read-path.md, "Read
+  // after write"): where only this mount writes, every change of a file's
+  // bytes goes through this kernel, which puts written bytes in its pages
+  // itself. AUTO_INVAL_DATA made every read after a write (the attributes
+  // are stale then) fetch them and drop all of the file's pages when the
+  // mtime had moved, among them a page another process had just written
+  // whose WRITE was still on its way here; a read of that page from us
+  // before the WRITE was staged cached the old bytes. A follower or a
+  // writer beside others keeps it: their files change under them.
+  if (!store_->follows() && !store_->writes_beside_others())
+    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   // Directories need no handle (filesystem::opendir): the kernel can skip
   // OPENDIR and RELEASEDIR.

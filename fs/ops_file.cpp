@@ -181,8 +181,15 @@ void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t of
     }
     std::uint64_t file_size = 0;
     const bool replied = reply_read(req, *n, size, off, true, &file_size);
-    if (read_ahead_ && off >= 0)
-      read_ahead_->on_read(n->ino, static_cast<std::uint64_t>(off), size, file_size);
+    // After a reply nothing may throw: run_op would reply again, and a
+    // second reply on an io_uring queue commits an entry twice.
+    if (read_ahead_ && off >= 0) {
+      try {
+        read_ahead_->on_read(n->ino, static_cast<std::uint64_t>(off), size, file_size);
+      } catch (const std::exception& e) {
+        log_warning(std::string("read-ahead: ") + e.what());
+      }
+    }
     if (replied) return;
     if (off == 0) prefetch_siblings(*n);
     decoders_->submit([this, req, n, size, off] {
