@@ -79,6 +79,9 @@ struct inode_state {
   std::uint64_t links = 0;    // directory entries naming it
   std::uint64_t subdirs = 0;  // directories: entries in it that are directories
   std::uint64_t extent_stored = 0;
+  // The first entry naming it (problems name files by path).
+  std::uint64_t parent = 0;
+  std::string name;
 };
 
 struct chunk_state {
@@ -87,16 +90,6 @@ struct chunk_state {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> users;  // first few (ino, offset)
 };
 constexpr std::size_t k_users_kept = 3;
-
-std::string users_text(const chunk_state& c) {
-  if (c.users.empty()) return " (no file uses it)";
-  std::string out = " (used by";
-  for (const auto& [ino, off] : c.users)
-    out += " inode " + std::to_string(ino) + " at offset " + std::to_string(off) + ",";
-  out.pop_back();
-  if (c.refs > c.users.size()) out += " and " + std::to_string(c.refs - c.users.size()) + " more";
-  return out + ")";
-}
 
 class checker {
  public:
@@ -141,7 +134,10 @@ class checker {
       const std::uint64_t ino = decode_u64_be(key);
       try {
         const inode_record rec = decode_inode(ino, value);
-        inodes_[ino] = {rec.mode, rec.nlink, rec.stored_bytes, 0, 0, 0};
+        inode_state& state = inodes_[ino];
+        state.mode = rec.mode;
+        state.nlink = rec.nlink;
+        state.stored_bytes = rec.stored_bytes;
       } catch (const std::exception& e) {
         note(fsck_problem::corrupt_record, e.what());
       }
@@ -180,6 +176,10 @@ class checker {
         return true;
       }
       ++c->second.links;
+      if (c->second.name.empty()) {
+        c->second.parent = parent;
+        c->second.name = std::string(key.substr(8));
+      }
       if (parent_ok && S_ISDIR(c->second.mode)) ++p->second.subdirs;
       if (d.type != (c->second.mode & S_IFMT))
         note(fsck_problem::dirent_type_mismatch,
@@ -244,8 +244,7 @@ class checker {
       }
       const std::uint64_t ino = decode_u64_be(key.substr(0, 8));
       const std::uint64_t off = decode_u64_be(key.substr(8));
-      const std::string where =
-          "inode " + std::to_string(ino) + " at offset " + std::to_string(off);
+      const std::string where = file_text(ino) + " at offset " + std::to_string(off);
       extent_record e;
       try {
         e = decode_extent(value);
@@ -318,6 +317,33 @@ class checker {
       if (!why.empty())
         note(fsck_problem::bad_content, "lepton member " + hash.hex() + ": " + why + users_text(c));
     }
+  }
+
+  // "/dir/file (inode N)" from the entries scan_dirents saw; "inode N"
+  // when a part of the path has no name (an orphan, a damaged entry).
+  std::string file_text(std::uint64_t ino) const {
+    const std::string number = "inode " + std::to_string(ino);
+    std::vector<const std::string*> parts;
+    for (std::uint64_t at = ino; at != k_root_ino;) {
+      const auto it = inodes_.find(at);
+      // Bounded: a loop of entries (fsck reports it elsewhere) ends here.
+      if (it == inodes_.end() || it->second.name.empty() || parts.size() > 4096) return number;
+      parts.push_back(&it->second.name);
+      at = it->second.parent;
+    }
+    std::string path;
+    for (auto p = parts.rbegin(); p != parts.rend(); ++p) path += "/" + printable(**p);
+    return (path.empty() ? "/" : path) + " (" + number + ")";
+  }
+
+  std::string users_text(const chunk_state& c) const {
+    if (c.users.empty()) return " (no file uses it)";
+    std::string out = " (used by";
+    for (const auto& [ino, off] : c.users)
+      out += " " + file_text(ino) + " at offset " + std::to_string(off) + ",";
+    out.pop_back();
+    if (c.refs > c.users.size()) out += " and " + std::to_string(c.refs - c.users.size()) + " more";
+    return out + ")";
   }
 
   void check_refcounts() {
@@ -613,6 +639,13 @@ std::string to_text(const fsck_report& r) {
     if (k.found > k.examples.size())
       out += "  ... and " + std::to_string(k.found - k.examples.size()) + " more\n";
   }
+  const auto damaged = r[fsck_problem::bad_payload].found + r[fsck_problem::bad_content].found -
+                       r[fsck_problem::bad_payload].repaired;
+  if (damaged > 0)
+    out +=
+        "to heal damaged file data: write the files named above again from a good copy (cp, "
+        "rsync -c); once a chunk is marked damaged (by --repair or a read through a mount), the "
+        "next write of its content stores it afresh\n";
   const std::uint64_t left = r.remaining_errors();
   if (left == 0) {
     out += "clean\n";

@@ -247,6 +247,18 @@ std::string recompress_key(const chunk_hash& hash) {
   return k;
 }
 
+std::string damaged_key(const chunk_hash& hash) {
+  std::string k(k_damaged_prefix);
+  k.append(hash.view());
+  return k;
+}
+
+std::string encode_damaged(std::uint64_t found_unix) {
+  std::string out = start_value();
+  put_u64(out, found_unix);
+  return out;
+}
+
 std::string orphan_key(std::uint64_t ino) {
   std::string k(k_orphan_prefix);
   put_be64(k, ino);

@@ -168,6 +168,13 @@ inline constexpr std::string_view k_new_file_prefix = "new_file/";
 // (Lepton): "recompress/" + 32-byte hash, in k_cf_meta.
 std::string recompress_key(const chunk_hash& hash);
 inline constexpr std::string_view k_recompress_prefix = "recompress/";
+// A chunk whose payload failed its check, to be stored afresh by the next
+// commit of its content (store/damaged_chunks.h): "damaged/" + 32-byte
+// hash, in k_cf_meta; the value is the version byte and when it was found
+// (unix seconds, u64).
+std::string damaged_key(const chunk_hash& hash);
+inline constexpr std::string_view k_damaged_prefix = "damaged/";
+std::string encode_damaged(std::uint64_t found_unix);
 inline constexpr std::string_view k_settings_key = "settings";
 inline constexpr std::string_view k_next_ino_key = "next_ino";
 // Format 6: where the volume's pack objects are (the s3:// location as mkfs

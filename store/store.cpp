@@ -801,6 +801,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     self->payloads_ = std::make_unique<rocksdb_payload_store>(*self->engine_);
   }
   self->cache_ = std::make_unique<chunk_cache>(options.chunk_cache_bytes);
+  self->damaged_ = std::make_unique<damaged_chunks>(*self->engine_, !self->options_.read_only);
   // A tool that writes (gc) sees the mounts as other clients; a mount
   // counts again without itself (begin_session).
   if (self->keeps_sessions() && !self->options_.read_only)
@@ -1691,14 +1692,17 @@ store::stored_chunk store::read_stored_chunk_once(const chunk_hash& hash,
       if (now && *now != *rec) return read_stored_chunk_once(hash, false);
     }
   }
-  if (stored.size() != rec->stored_size)
+  if (stored.size() != rec->stored_size) {
+    mark_damaged(hash, "payload size");
     chunk_failure("chunk " + hash.hex() + ": payload is " + std::to_string(stored.size()) +
                   " bytes, its record says " + std::to_string(rec->stored_size));
+  }
   if (sum != rec->checksum) {
     char buf[96];
     std::snprintf(buf, sizeof(buf), " (XXH3 %016llx, expected %016llx)",
                   static_cast<unsigned long long>(sum),
                   static_cast<unsigned long long>(rec->checksum));
+    mark_damaged(hash, "payload checksum");
     chunk_failure("chunk " + hash.hex() + ": checksum mismatch" + buf);
   }
   return {*rec, std::move(stored)};
@@ -1780,7 +1784,17 @@ std::shared_ptr<const std::string> store::decode_lepton_file_chunk(const chunk_h
 std::shared_ptr<const std::string> store::decode_stored_chunk(const chunk_hash& hash,
                                                               const stored_chunk& stored) const {
   const chunk_record& rec = stored.record;
-  if (!codec::is_lepton_file_codec(rec.codec)) return decode_checked(hash, rec, stored.bytes);
+  if (!codec::is_lepton_file_codec(rec.codec)) {
+    // Stored bytes that pass their checksum but do not decode to the
+    // chunk's content were damaged before the checksum was taken, or by a
+    // codec: stored afresh by the next write of the content too.
+    try {
+      return decode_checked(hash, rec, stored.bytes);
+    } catch (const store_error&) {
+      mark_damaged(hash, "does not decode to its content");
+      throw;
+    }
+  }
 
   // One of a bounded number of whole-file decodes (lepton_file_decodes_).
   // A decode of the same photo that ran while this one waited has put this
@@ -1811,6 +1825,14 @@ std::shared_ptr<const std::string> store::decode_stored_chunk(const chunk_hash& 
     chunk_failure("chunk " + hash.hex() + ": its first chunk " + first.hex() + " holds " +
                   codec::codec_name(file.record.codec) + ", not a Lepton file");
   return decode_lepton_file_chunk(hash, rec.plain_size, first, file.bytes, member.index);
+}
+
+std::vector<chunk_hash> store::damaged_chunk_list() const {
+  return damaged_->list();
+}
+
+void store::mark_damaged(const chunk_hash& hash, std::string_view why) const {
+  damaged_->mark(hash, why);
 }
 
 std::shared_ptr<const std::string> store::read_chunk(const chunk_hash& hash) const {
@@ -2091,6 +2113,7 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
 
   // What the commit did, for after it (set by each try of `build`).
   std::vector<chunk_hash> deleted;
+  std::vector<chunk_hash> healed;  // damaged chunks stored afresh
   std::uint64_t garbage = 0;  // payload bytes this commit deletes or replaces
   bool raise_format = false;  // the store's first Lepton file
   store_settings raised;
@@ -2098,6 +2121,7 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
   const auto build = [&](locked_reads& reads, metadata_batch& batch) {
     if (fill_locked) run_fill();
     deleted.clear();
+    healed.clear();
     garbage = 0;
     raise_format = false;
     for (const txn_op& op : t.ops) {
@@ -2237,6 +2261,32 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
         new_payload_bytes += bytes.size();
         continue;
       }
+      if (d.delta > 0 && damaged_->contains(hash)) {
+        // Its payload failed a check, and this commit brings the content
+        // again (a re-copy, the next backup): a fresh payload under the same
+        // record instead of one more reference to the damaged one, so every
+        // file using the chunk is whole again. Not a Lepton file or member:
+        // others depend on their payloads.
+        if (!codec::is_lepton_file_codec(rec->codec) &&
+            !(d.encoded && codec::is_lepton_file_codec(d.encoded->codec))) {
+          if (!d.encoded) throw chunk_missing(hash);  // the caller encodes it and retries
+          const std::string& bytes = d.encoded->bytes;
+          if (bytes.size() > std::numeric_limits<std::uint32_t>::max())
+            throw store_error(EIO, "chunk " + hash.hex() + ": stored size too large");
+          chunk_record r = *rec;
+          r.codec = d.encoded->codec;
+          r.stored_size = static_cast<std::uint32_t>(bytes.size());
+          r.checksum = stored_checksum(bytes);
+          r.refcount += static_cast<std::uint64_t>(d.delta);
+          garbage += rec->stored_size;
+          touched[hash] = r;
+          new_payloads.push_back({&hash, &bytes, {r.codec, r.plain_size}});
+          new_payload_bytes += bytes.size();
+          damaged_chunks::clear_in(batch, hash);
+          healed.push_back(hash);
+          continue;
+        }
+      }
       apply_delta(hash, *rec, d.delta);
     }
     // After every chunk's own references: a first chunk that gains one in
@@ -2336,6 +2386,7 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
         const bool queued =
             queued_here->contains(recompress_key(hash)) || is_queued_for_recompress(hash);
         delete_chunk(batch, hash, queued);
+        if (damaged_->contains(hash)) damaged_chunks::clear_in(batch, hash);
       }
     }
 
@@ -2388,7 +2439,14 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
   }
   drop_cached_extents(extents_changed, false);
   garbage_bytes_ += garbage;
-  for (const auto& h : deleted) cache_->erase(h);
+  for (const auto& h : deleted) {
+    cache_->erase(h);
+    damaged_->forget(h);
+  }
+  for (const auto& h : healed) {
+    damaged_->forget(h);
+    log_info("chunk " + h.hex() + " stored afresh: the files using it are whole again");
+  }
   if (raise_format) {
     holds_lepton_files_ = true;
     // After the database, which is the authority: FORMAT lets older builds

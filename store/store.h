@@ -37,6 +37,7 @@
 #include "codec/codec.h"
 #include "codec/policy.h"
 #include "store/batched_reader.h"
+#include "store/damaged_chunks.h"
 #include "store/error.h"
 #include "store/hash.h"
 #include "store/metadata_engine.h"
@@ -493,6 +494,10 @@ class store {
   // Lepton file publishes its other chunks to the cache.
   std::shared_ptr<const std::string> decode_stored_chunk(const chunk_hash& hash,
                                                          const stored_chunk& stored) const;
+  // Chunks whose payload failed its check (store/damaged_chunks.h): those
+  // two mark them; the next commit of the same content stores it afresh.
+  std::vector<chunk_hash> damaged_chunk_list() const;
+  void mark_damaged(const chunk_hash& hash, std::string_view why) const;
 
   // Applies a transaction atomically. sync=true also syncs the WAL.
   // Throws store_error: ENOSPC when the disk is full (nothing applied),
@@ -738,6 +743,7 @@ class store {
   std::unique_ptr<payload_store> payloads_;
   pack_store* packs_ = nullptr;  // payloads_ when it is a pack store
   std::unique_ptr<chunk_cache> cache_;
+  std::unique_ptr<damaged_chunks> damaged_;
   // Whole-file Lepton decodes running at once (decode_stored_chunk). Each
   // holds its payload, the JPEG (up to 64 MiB) and lepton_jpeg's working
   // set (~200 MiB for 18 megapixels): readers of other chunks of the same

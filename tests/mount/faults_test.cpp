@@ -295,7 +295,10 @@ std::optional<std::pair<stdfs::path, std::size_t>> find_in_payload_files(
 
 // A flipped byte inside a stored payload, as a bad disk would leave it:
 // reading the file fails with EIO and a log line, other files read fine,
-// and fsck names the damaged chunk.
+// and fsck names the damaged chunk and the file using it by its path. Then
+// a copy of the same content heals it (issue 38): the copy stores a fresh
+// payload instead of a reference to the damaged one, and the damaged file
+// reads whole again.
 TEST_F(faults, flipped_byte_in_a_payload_file_is_eio_and_fsck_reports_it) {
   for (const char* backend : {"pack", "blob"}) {
     SCOPED_TRACE(std::string("payload backend ") + backend);
@@ -331,6 +334,7 @@ void faults::flipped_byte_case() {
   EXPECT_EQ(report["problems"]["bad_payload"]["found"], 1) << fsck.out;
   EXPECT_EQ(report["problems"].size(), 1u) << "only the damaged chunk: " << fsck.out;
   const std::string example = report["problems"]["bad_payload"]["examples"][0];
+  EXPECT_NE(example.find("used by /victim (inode "), std::string::npos) << example;
 
   mount();
   EXPECT_EQ(read_errno(path("victim")), EIO);
@@ -349,8 +353,21 @@ void faults::flipped_byte_case() {
   EXPECT_TRUE(same_bytes(victim.substr(0, 4096), pread_exact(fd, 4096, 0)));
   ::close(fd);
   std::printf("faults: daemon log after reading the damaged file:\n%s\n", daemon_log().c_str());
+
+  // The next backup of the same file heals it.
+  write_file(path("again"), victim);
+  ASSERT_NO_FATAL_FAILURE(sync_mount());
+  EXPECT_GE(log_lines_containing("stored afresh"), 1u) << daemon_log();
+  EXPECT_TRUE(same_bytes(victim, read_file(path("again"))));
+  EXPECT_TRUE(same_bytes(victim, read_file(path("victim"))));
+  unmount();
+  const auto healed = run_command({densefs_binary(), "fsck", store_.string()});
+  EXPECT_EQ(healed.exit_code, 0) << healed.out << healed.err;
+  mount();
+  EXPECT_TRUE(same_bytes(victim, read_file(path("victim"))));
   // Gone again, so the next round's fsck sees only its own damage.
   ::unlink(path("victim").c_str());
+  ::unlink(path("again").c_str());
   ::unlink(path("other").c_str());
 }
 
