@@ -458,7 +458,8 @@ int mount_second_mount_point(const store_already_mounted& mounted, const mount_o
   struct stat st {};
   if (::stat(second.c_str(), &st) != 0)
     throw std::runtime_error("mountpoint " + second + ": " + std::strerror(errno));
-  if (!S_ISDIR(st.st_mode)) throw std::runtime_error("mountpoint " + second + " is not a directory");
+  if (!S_ISDIR(st.st_mode))
+    throw std::runtime_error("mountpoint " + second + " is not a directory");
   if (::mount(first.c_str(), second.c_str(), nullptr, MS_BIND, nullptr) != 0)
     throw refuse(std::strerror(errno));
   if (options.read_only &&

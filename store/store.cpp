@@ -2113,7 +2113,8 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
 
   // What the commit did, for after it (set by each try of `build`).
   std::vector<chunk_hash> deleted;
-  std::vector<chunk_hash> healed;  // damaged chunks stored afresh
+  // Damaged chunks stored afresh (damaged_chunks.h).
+  std::vector<chunk_hash> healed;
   std::uint64_t garbage = 0;  // payload bytes this commit deletes or replaces
   bool raise_format = false;  // the store's first Lepton file
   store_settings raised;

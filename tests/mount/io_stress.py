@@ -29,7 +29,6 @@ usage: io_stress.py MOUNT [--seconds S] [--workers N] [--hang-seconds H]
 
 import argparse
 import ctypes
-import errno
 import fcntl
 import mmap
 import multiprocessing

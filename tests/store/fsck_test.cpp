@@ -215,13 +215,15 @@ TEST_F(fsck_test, damaged_file_data_is_reported_with_its_files_and_not_repaired)
     ASSERT_EQ(r[fsck_problem::dangling_extent].found, 1u) << to_text(r);
     EXPECT_EQ(r[fsck_problem::dangling_extent].repaired, 0u);
     const std::string& d = r[fsck_problem::dangling_extent].examples.at(0);
-    EXPECT_NE(d.find("/c (inode 4) at offset " + std::to_string(2 * k_chunk_size)), std::string::npos)
+    EXPECT_NE(d.find("/c (inode 4) at offset " + std::to_string(2 * k_chunk_size)),
+              std::string::npos)
         << d;
     EXPECT_NE(d.find(missing.hex()), std::string::npos) << d;
     ASSERT_EQ(r[fsck_problem::bad_payload].found, 1u) << to_text(r);
     const std::string& b = r[fsck_problem::bad_payload].examples.at(0);
     EXPECT_NE(b.find(c_second_chunk_.hex()), std::string::npos) << b;
-    EXPECT_NE(b.find("/c (inode 4) at offset " + std::to_string(k_chunk_size)), std::string::npos) << b;
+    EXPECT_NE(b.find("/c (inode 4) at offset " + std::to_string(k_chunk_size)), std::string::npos)
+        << b;
     EXPECT_EQ(r.remaining_errors(), 2u);
     EXPECT_EQ(total_found(r), 2u) << to_text(r);  // the refcounts are still right
   }
