@@ -500,6 +500,50 @@ TEST_F(store_test, identical_chunks_are_stored_once) {
   EXPECT_EQ(db.count(k_cf_payloads), 1u);
 }
 
+// A chunk marked damaged (a read found its payload bad) is stored afresh by
+// the next commit that brings its content: the mark outlives a reopen, a
+// reference without the bytes is refused (chunk_missing: the caller encodes
+// and retries), and the fresh payload clears the mark (docs/fsck.md,
+// "Healing"). A read-only store keeps its marks in memory.
+TEST_F(store_test, a_damaged_chunk_is_stored_afresh_by_the_next_write_of_its_content) {
+  const std::string data = text_bytes(300000);
+  chunk_hash hash;
+  {
+    auto s = open();
+    const prepared_chunk p = s->prepare_chunk(data);
+    hash = p.hash;
+    transaction t;
+    t.ref_chunk(p);
+    s->commit(t);
+    s->mark_damaged(hash, "a test");
+  }
+  {
+    store_open_options o;
+    o.read_only = true;
+    auto s = open(o);
+    EXPECT_EQ(s->damaged_chunk_list(), std::vector<chunk_hash>{hash});
+    s->mark_damaged(sha256_of("another"), "a test");  // not written
+  }
+  auto s = open();
+  EXPECT_EQ(s->damaged_chunk_list(), std::vector<chunk_hash>{hash});
+  const chunk_record before = *s->get_chunk(hash);
+  {
+    transaction t;
+    t.ref_chunk(s->prepare_chunk(data));  // exists: not encoded
+    EXPECT_THROW(s->commit(t), chunk_missing);
+  }
+  transaction t;
+  t.ref_chunk(s->prepare_chunk(data, true));
+  s->commit(t);
+  EXPECT_TRUE(s->damaged_chunk_list().empty());
+  const chunk_record after = *s->get_chunk(hash);
+  EXPECT_EQ(after.refcount, 2u);
+  EXPECT_EQ(after.checksum, before.checksum);  // the same encoding of the same bytes
+  EXPECT_EQ(*s->read_chunk(hash), data);
+  s.reset();
+  EXPECT_TRUE(open()->damaged_chunk_list().empty());
+}
+
 TEST_F(store_test, releasing_the_last_reference_deletes_chunk_and_payload) {
   const std::string data = random_bytes(100000, 1);
   chunk_hash hash;
