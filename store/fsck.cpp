@@ -502,6 +502,44 @@ class checker {
     }
   }
 
+  // After a salvage: a regular file whose extents' chunks hold fewer bytes
+  // than its inode says lost extents with a damaged table, and its ranges
+  // without an extent would read as zeros (holes). Each such range gets an
+  // extent naming no chunk (k_lost), so reading it fails with EIO and fsck
+  // reports it, by path, until the file is written again or deleted.
+  void mark_lost_ranges() {
+    const chunk_hash k_lost = chunk_hash::from_bytes(std::string(chunk_hash::k_size, '\xff'));
+    for (const auto& [ino, stored] : stored_fixes_) {
+      const auto n = inodes_.find(ino);
+      if (n == inodes_.end() || stored >= n->second.stored_bytes) continue;
+      const auto rec = s_.get_inode(ino);
+      if (!rec || !S_ISREG(rec->mode) || rec->size == 0) continue;
+      transaction txn;
+      std::uint64_t at = 0;
+      std::uint64_t lost = 0;
+      const auto cover = [&](std::uint64_t from, std::uint64_t to) {
+        while (from < to) {
+          const std::uint64_t slot_end = (from / k_chunk_size + 1) * k_chunk_size;
+          const std::uint64_t end = std::min(to, slot_end);
+          txn.put_extent(ino, from, {k_lost, 0, static_cast<std::uint32_t>(end - from)});
+          lost += end - from;
+          from = end;
+        }
+      };
+      for (const auto& [off, e] : s_.extents(ino, 0, rec->size)) {
+        if (off > at) cover(at, off);
+        at = std::max(at, off + e.length);
+      }
+      if (at < rec->size) cover(at, rec->size);
+      if (lost == 0) continue;
+      s_.commit(txn);
+      note(fsck_problem::dangling_extent,
+           file_text(ino) + ": " + std::to_string(lost) +
+               " bytes lost with a damaged table; reading them fails until the file is written "
+               "again");
+    }
+  }
+
   void repair() {
     // Refcounts first: a leaked chunk goes with its queue entry.
     for (const auto& [hash, c] : chunks_) {
@@ -524,6 +562,7 @@ class checker {
       s_.commit(txn);
       ++r_[fsck_problem::wrong_nlink].repaired;
     }
+    if (o_.after_salvage) mark_lost_ranges();
     for (const auto& [ino, stored] : stored_fixes_) {
       auto rec = s_.get_inode(ino);
       if (!rec) continue;

@@ -55,6 +55,11 @@ struct fsck_options {
   // its newest good record found by a scan of the packs
   // (store::rebuild_pack_index). Writes to the store, like repair.
   bool rebuild_index = false;
+  // The database was just salvaged (store::salvage_metadata) and some of its
+  // tables may be gone: with `repair`, a file whose extents no longer
+  // account for its stored bytes gets its uncovered ranges marked lost, so
+  // that reading them fails instead of returning zeros.
+  bool after_salvage = false;
   std::size_t max_examples = 10;  // per problem kind
   // Called now and then during long phases ("payloads", done, total).
   std::function<void(std::string_view phase, std::uint64_t done, std::uint64_t total)> progress;

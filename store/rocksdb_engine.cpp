@@ -10,7 +10,9 @@
 #include <rocksdb/write_batch.h>
 
 #include <cerrno>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "store/error.h"
 #include "store/fault_injection.h"
@@ -65,6 +67,8 @@ int errno_of(const rocksdb::Status& s) {
   if (is_no_space(s)) return ENOSPC;
   const std::string text = s.ToString();
   if (s.IsPathNotFound()) return ENOENT;
+  // A damaged table, log or manifest: fsck --repair salvages it.
+  if (s.IsCorruption()) return EUCLEAN;
   if (text.find("Permission denied") != std::string::npos) return EACCES;
   if (text.find("Read-only file system") != std::string::npos) return EROFS;
   if (text.find("lock") != std::string::npos &&
@@ -257,6 +261,10 @@ std::unique_ptr<rocksdb_engine> rocksdb_engine::open(const fs::path& dir,
     if (options.create)
       throw store_error(errno_of(s),
                         "cannot create the database in " + dir.string() + ": " + s.ToString());
+    if (s.IsCorruption())
+      throw store_error(EUCLEAN, "cannot open store " + dir.string() + ": " + s.ToString() +
+                                     "; `densefs fsck --repair " + dir.string() +
+                                     "` salvages what can be read (docs/fsck.md)");
     throw store_error(errno_of(s), "cannot open store " + dir.string() + ": " + s.ToString());
   }
   self->db_.reset(raw);
@@ -264,6 +272,73 @@ std::unique_ptr<rocksdb_engine> rocksdb_engine::open(const fs::path& dir,
   self->block_cache_ = config.block_cache;
   self->flush_listener_ = config.flush_listener;
   return self;
+}
+
+std::vector<std::string> rocksdb_engine::salvage(const fs::path& dir, const fs::path& keep) {
+  // The originals first: nothing RepairDB drops or rewrites is lost.
+  std::error_code ec;
+  fs::create_directories(keep, ec);
+  if (ec) throw store_error(ec.value(), "cannot create " + keep.string() + ": " + ec.message());
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    const bool database_file = name.ends_with(".sst") || name.ends_with(".log") ||
+                               name.ends_with(".blob") || name.starts_with("MANIFEST-") ||
+                               name.starts_with("OPTIONS-") || name == "CURRENT" ||
+                               name == "IDENTITY";
+    if (!database_file || !e.is_regular_file()) continue;
+    fs::copy_file(e.path(), keep / name, fs::copy_options::overwrite_existing, ec);
+    if (ec)
+      throw store_error(ec.value(),
+                        "cannot keep a copy of " + e.path().string() + ": " + ec.message());
+  }
+  std::set<std::string> lost_before;
+  for (const auto& e : fs::recursive_directory_iterator(dir / "lost", ec))
+    lost_before.insert(e.path().string());
+  db_config config = make_config(8u << 20, false);
+  rocksdb::ColumnFamilyOptions unknown;
+  const rocksdb::Status s = rocksdb::RepairDB(dir.string(), config.db, config.cfs, unknown);
+  if (!s.ok())
+    throw store_error(errno_of(s), "cannot salvage the database in " + dir.string() + ": " +
+                                       s.ToString() + " (the originals are in " + keep.string() +
+                                       ")");
+  // Column families without a table file (never flushed, or all of their
+  // tables lost) are not in the rebuilt manifest: made again, empty.
+  {
+    config.db.create_missing_column_families = true;
+    rocksdb::DB* raw = nullptr;
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    const rocksdb::Status o =
+        rocksdb::DB::Open(config.db, dir.string(), config.cfs, &handles, &raw);
+    if (!o.ok())
+      throw store_error(errno_of(o), "cannot open the salvaged database in " + dir.string() + ": " +
+                                         o.ToString() + " (the originals are in " + keep.string() +
+                                         ")");
+    // Every table rewritten: a damaged block RepairDB's scan does not read
+    // (a filter or index block of a table it kept) is left behind.
+    // Best effort: a table that cannot be read keeps its records as they are.
+    for (auto* h : handles) {
+      const rocksdb::Status compacted = raw->CompactRange({}, h, nullptr, nullptr);
+      if (!compacted.ok())
+        log_warning("salvage: cannot rewrite the tables of column family " + h->GetName() + ": " +
+                    compacted.ToString());
+    }
+    for (auto* h : handles) raw->DestroyColumnFamilyHandle(h);
+    const rocksdb::Status c = raw->Close();
+    delete raw;
+    if (!c.ok())
+      throw store_error(errno_of(c), "cannot close the salvaged database in " + dir.string() +
+                                         ": " + c.ToString());
+  }
+  std::vector<std::string> set_aside;
+  for (const auto& e : fs::recursive_directory_iterator(dir / "lost", ec))
+    if (e.is_regular_file() && !lost_before.contains(e.path().string()))
+      set_aside.push_back(e.path().string());
+  return set_aside;
+}
+
+std::string rocksdb_engine::verify_checksums() const {
+  const rocksdb::Status s = db_->VerifyChecksum();
+  return s.ok() ? std::string() : s.ToString();
 }
 
 rocksdb_engine::~rocksdb_engine() {

@@ -48,6 +48,18 @@ class rocksdb_engine final : public metadata_engine {
   // opened (or created).
   static std::unique_ptr<rocksdb_engine> open(const std::filesystem::path& dir,
                                               const rocksdb_engine_options& options);
+  // A database that does not open because a table, log or manifest file is
+  // damaged (store_error EUCLEAN): keeps a copy of every database file in
+  // `keep` (created; the store's own files, not its packs), then rebuilds
+  // the manifest from the files RocksDB can read (RocksDB's RepairDB).
+  // Table files it cannot read go to DIR/lost with their records; records
+  // in readable tables and log files stay. Returns one line per file set
+  // aside. docs/fsck.md, "Damaged metadata".
+  static std::vector<std::string> salvage(const std::filesystem::path& dir,
+                                          const std::filesystem::path& keep);
+  // Reads every table file and checks its block checksums (fsck): empty
+  // when all are sound, else RocksDB's message naming the damaged file.
+  std::string verify_checksums() const;
   // Flushes every memtable (so no write-ahead log stays behind) and closes,
   // unless a write error could not be recovered from: then the database is
   // left open, as a crash would leave it, and the next open recovers it

@@ -613,6 +613,49 @@ void store::check(const std::filesystem::path& dir) {
   refuse_newer(dir, m.format_version);
 }
 
+std::vector<std::string> store::salvage_metadata(const std::filesystem::path& dir,
+                                                 const std::filesystem::path& keep) {
+  check(dir);
+  const format_marker m = read_format_marker(dir);
+  if (!m.postgres.empty())
+    throw store_error(EINVAL, "store " + dir.string() +
+                                  " keeps its records in PostgreSQL: restore its database "
+                                  "from PostgreSQL's own backups");
+  // Blob stores (made before packs) keep payloads in RocksDB blob files,
+  // which RocksDB's repair does not carry over.
+  std::error_code ec;
+  if (!fs::is_directory(dir / "packs", ec))
+    throw store_error(EINVAL, "store " + dir.string() +
+                                  " keeps its payloads in RocksDB blob files, which a salvage "
+                                  "would lose; copy it aside and ask for help (docs/fsck.md)");
+  std::vector<std::string> lost = rocksdb_engine::salvage(dir, keep);
+  // The settings record lives in the small meta table; when that table was
+  // lost, FORMAT still names the format and uuid, and the packs directory
+  // the backend. The codec spec is not kept elsewhere: new writes use the
+  // default one (stored chunks name their own codec). The inode counter
+  // is rebuilt at open from the inodes that exist.
+  rocksdb_engine_options eo;
+  eo.blob_payloads = false;
+  const auto engine = rocksdb_engine::open(dir, eo);
+  if (!engine->get(table::meta, k_settings_key, "the settings")) {
+    store_settings rebuilt;
+    rebuilt.format_version = m.format_version;
+    rebuilt.uuid = m.uuid;
+    rebuilt.created = now();
+    rebuilt.payloads = payload_backend::pack;
+    const std::unique_ptr<metadata_batch> batch = engine->new_batch();
+    batch->put(table::meta, k_settings_key, encode_settings(rebuilt));
+    engine->write(*batch, true);
+    lost.push_back("the settings record, rebuilt from FORMAT (codec spec reset to " +
+                   rebuilt.codec_spec + ")");
+  }
+  return lost;
+}
+
+std::string store::verify_metadata_checksums() const {
+  return rocksdb_ ? rocksdb_->verify_checksums() : std::string();
+}
+
 int store::lock(const std::filesystem::path& dir) {
   const fs::path path = dir / k_lock_file;
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);

@@ -337,6 +337,16 @@ class store {
   // format is not newer than this build. Throws store_error with a one-line
   // message otherwise.
   static void check(const std::filesystem::path& dir);
+  // A store whose RocksDB database does not open because one of its files
+  // is damaged (store_error EUCLEAN): keeps copies of the database files
+  // in `keep` and rebuilds the database from what can be read
+  // (rocksdb_engine::salvage). Returns the files set aside with their
+  // records. Embedded pack stores only; the caller holds the lock.
+  static std::vector<std::string> salvage_metadata(const std::filesystem::path& dir,
+                                                   const std::filesystem::path& keep);
+  // Every table file of the embedded database read and its checksums
+  // checked (fsck): empty when sound or not embedded, else what is damaged.
+  std::string verify_metadata_checksums() const;
 
   // Takes the store's lock (flock on STORE/LOCK.densefs) and returns its fd;
   // throws store_error(EBUSY) "store ... is in use" when held. The lock

@@ -3,8 +3,13 @@
 // --repair fixes what needs no guessing. docs/fsck.md.
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "store/fsck.h"
 #include "store/store.h"
@@ -38,12 +43,46 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
   const store_lock lock(path);
   store::store_open_options options;
   options.chunk_cache_bytes = 0;  // every chunk is read once
-  const auto s = store::store::open(path, options);
+  // A damaged table, log or manifest file: the database does not open, or
+  // a table fails its checksums. --repair salvages what RocksDB can read and
+  // checks the rest (docs/fsck.md, "Damaged metadata").
+  std::unique_ptr<store::store> s;
+  std::string damage;
+  bool salvaged = false;
+  try {
+    s = store::store::open(path, options);
+    damage = s->verify_metadata_checksums();
+  } catch (const store::store_error& e) {
+    if (e.error_number() != EUCLEAN) throw;
+    damage = e.what();
+  }
+  if (!damage.empty()) {
+    if (!repair)
+      throw store::store_error(EUCLEAN, "the database of store " + path + " is damaged (" + damage +
+                                            "); `densefs fsck --repair " + path +
+                                            "` salvages what can be read (docs/fsck.md)");
+    s.reset();
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    const std::filesystem::path keep =
+        std::filesystem::path(path) / ("metadata-before-salvage-" + std::to_string(now));
+    const std::vector<std::string> lost = store::store::salvage_metadata(path, keep);
+    io.err << "fsck: the database is damaged: " << damage
+           << "\nfsck: salvaged it (the damaged originals are in " << keep.string() << "); "
+           << lost.size() << " file(s) could not be read and were set aside with their records"
+           << (lost.empty() ? "" : ":") << "\n";
+    for (const std::string& f : lost) io.err << "fsck:   " << f << "\n";
+    s = store::store::open(path, options);
+    rebuild_index = true;  // index entries of lost tables come back from the packs
+    salvaged = true;
+  }
 
   store::fsck_options fo;
   fo.repair = repair;
   fo.deep = deep;
   fo.rebuild_index = rebuild_index;
+  fo.after_salvage = salvaged;
   const bool progress = !as_json && progress_wanted(io);
   auto last = std::chrono::steady_clock::now();
   bool shown = false;
