@@ -12,8 +12,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -28,6 +31,27 @@
 
 namespace densefs::fs {
 namespace {
+
+std::atomic<std::uint64_t> g_libfuse_errors{0};
+
+// libfuse's own messages (its rings, its session) go to densefs's log: a
+// background mount's stderr is /dev/null.
+void route_libfuse_log(enum fuse_log_level level, const char* format, va_list args) {
+  char buffer[1024];
+  std::vsnprintf(buffer, sizeof buffer, format, args);
+  std::string line = std::string("libfuse: ") + buffer;
+  while (!line.empty() && line.back() == '\n') line.pop_back();
+  if (level <= FUSE_LOG_ERR) {
+    g_libfuse_errors.fetch_add(1, std::memory_order_relaxed);
+    log_error(line);
+  } else if (level == FUSE_LOG_WARNING) {
+    log_warning(line);
+  } else if (level <= FUSE_LOG_INFO) {
+    log_info(line);
+  } else {
+    log_debug(line);
+  }
+}
 
 filesystem* fs_of(fuse_req_t req) {
   return static_cast<filesystem*>(fuse_req_userdata(req));
@@ -601,7 +625,12 @@ static int remount(const mount_options& options) {
   return 0;
 }
 
+std::uint64_t libfuse_error_count() {
+  return g_libfuse_errors.load(std::memory_order_relaxed);
+}
+
 int mount(const mount_options& requested) {
+  fuse_set_log_func(route_libfuse_log);
   mount_options options = requested;
   if (options.remount) {
     options.mountpoint = std::filesystem::absolute(options.mountpoint);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -117,6 +118,11 @@ struct mount_options {
 // Fallible setup happens before daemonizing so errors reach the terminal as
 // one line. Returns the process exit status (0 on clean unmount).
 int mount(const mount_options& options);
+
+// Errors libfuse has logged in this process (its log goes to densefs's:
+// stderr in the foreground, syslog for a background mount). `densefs stats`
+// shows it: a failed io_uring ring command counts here.
+std::uint64_t libfuse_error_count();
 
 // Names of the virtual, read-only xattrs served on every inode. They are not
 // listed by listxattr (rsync -X must not copy them).

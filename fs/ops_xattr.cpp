@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fs/filesystem.h"
+#include "fs/mount.h"
 #include "fs/ops_common.h"
 #include "fs/posix_acl.h"
 
@@ -95,6 +96,8 @@ std::string filesystem::stats_json() const {
     requests[kind.name] = kind.count;
     seconds[kind.name] = static_cast<double>(kind.nanoseconds) / 1e9;
   }
+  // Errors libfuse logged, among them failed io_uring ring commands.
+  j["libfuse_errors"] = libfuse_error_count();
   // -o idle_spin: the time its threads spun (fs/idle_spinner.h).
   j["idle_spin_seconds"] = static_cast<double>(spinner_.spun_ns()) / 1e9;
   // What the read-ahead queued since mount (fs/read_ahead.h).

@@ -62,6 +62,9 @@ struct fuse_ring_queue {
 	pthread_mutex_t ring_lock;
 	bool cqe_processing;
 
+	/* densefs: completions the kernel failed (logged, rate-limited) */
+	uint64_t failed_cqes;
+
 	/* size depends on queue depth */
 	struct fuse_ring_ent ent[];
 };
@@ -691,6 +694,18 @@ static int fuse_uring_queue_handle_cqes(struct fuse_ring_queue *queue)
 
 			/* -ENOTCONN is ok on umount  */
 			if (err != -ENOTCONN) {
+				/*
+				 * densefs: say so, once and then every 10000th
+				 * time. -ENOENT is the kernel refusing a
+				 * COMMIT_AND_FETCH whose request it no longer
+				 * holds ("commit_id not found"): this queue may
+				 * no longer fetch, and requests on its core wait.
+				 */
+				if (queue->failed_cqes++ % 10000 == 0)
+					fuse_log(FUSE_LOG_ERR,
+						 "fuse-ring-%d: the kernel failed a ring command: %s (%llu so far); requests on this core may hang; -o transport=device avoids the ring\n",
+						 queue->qid, strerror(-err),
+						 (unsigned long long)queue->failed_cqes);
 				se->error = cqe->res;
 
 				/* return first error */
