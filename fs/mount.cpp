@@ -383,8 +383,12 @@ std::string where_store_is_mounted(const std::string& holder_mountpoint,
   if (!mounts) return holder_mountpoint;
   for (const auto& m : *mounts)
     if (m.mountpoint == holder_mountpoint) return m.mountpoint;
-  for (const auto& m : *mounts)
-    if (m.source == store_dir.string()) return m.mountpoint;
+  // A bind left behind by a daemon that was killed answers ENOTCONN.
+  for (const auto& m : *mounts) {
+    struct statfs info {};
+    if (m.source == store_dir.string() && ::statfs(m.mountpoint.c_str(), &info) == 0)
+      return m.mountpoint;
+  }
   return {};
 }
 

@@ -393,8 +393,10 @@ class checker {
                 " payload: " + e.what();
         }
       }
-      if (!why.empty())
+      if (!why.empty()) {
         note(fsck_problem::bad_content, "chunk " + hash.hex() + ": " + why + users_text(c));
+        s_.mark_damaged(hash, why);  // the next write of its content stores it afresh
+      }
     }
     progress(o_.deep ? "decoding chunks" : "payloads", done, chunks_.size());
   }
@@ -683,8 +685,8 @@ std::string to_text(const fsck_report& r) {
   if (damaged > 0)
     out +=
         "to heal damaged file data: write the files named above again from a good copy (cp, "
-        "rsync -c); once a chunk is marked damaged (by --repair or a read through a mount), the "
-        "next write of its content stores it afresh\n";
+        "rsync -c); their damaged chunks are marked, and the next write of a chunk's content "
+        "stores it afresh\n";
   const std::uint64_t left = r.remaining_errors();
   if (left == 0) {
     out += "clean\n";

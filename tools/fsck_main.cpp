@@ -75,7 +75,8 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
     for (const std::string& f : lost) io.err << "fsck:   " << f << "\n";
     s = store::store::open(path, options);
     rebuild_index = true;  // index entries of lost tables come back from the packs
-    salvaged = true;
+    // Only a table file set aside can have taken extents with it.
+    for (const std::string& f : lost) salvaged = salvaged || f.ends_with(".sst");
   }
 
   store::fsck_options fo;

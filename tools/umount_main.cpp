@@ -2,6 +2,7 @@
 // of the store, so a remount or a backup of STORE right after is safe.
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,7 +73,14 @@ bool store_still_mounted(const std::string& store_dir) {
     std::istringstream tail(line.substr(dash + 3));
     std::string fstype, source;
     tail >> fstype >> source;
-    if (fstype == "fuse.densefs" && unescape_mountinfo(source) == store_dir) return true;
+    if (fstype != "fuse.densefs" || unescape_mountinfo(source) != store_dir) continue;
+    // A live one: a bind left behind by a daemon that was killed answers
+    // ENOTCONN, and must not stop us waiting for the daemon we unmounted.
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    fields >> id >> parent >> dev >> root >> point;
+    struct statfs info {};
+    if (::statfs(unescape_mountinfo(point).c_str(), &info) == 0) return true;
   }
   return false;
 }

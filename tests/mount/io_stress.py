@@ -172,6 +172,9 @@ def main():
     workers = [multiprocessing.Process(target=worker_main,
                                        args=(i, args, counts, progress[i], report, cursors))
                for i in range(args.workers)]
+    # Before the workers exist: they inherit it, and a SIGUSR1 that came
+    # before a worker installed its own would kill it (the default action).
+    signal.signal(signal.SIGUSR1, lambda *_: None)
     for w in workers:
         w.start()
     hung = False

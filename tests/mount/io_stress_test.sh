@@ -41,9 +41,9 @@ for options in "${passes[@]}"; do
   python3 "$stress" "$mnt" --seconds "$seconds" --workers 6 --hang-seconds 30 --seed "$seed" || rc=$?
   if ((rc == 2)); then
     # A hung mount: end its daemon, detach it, and say so.
-    pid=$(sed -n 's/^pid //p' "$store/LOCK.densefs" 2>/dev/null)
-    [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null
-    umount -l "$mnt" 2>/dev/null
+    pid=$(sed -n 's/^pid //p' "$store/LOCK.densefs" 2>/dev/null || true)
+    if [[ -n $pid ]]; then kill -9 "$pid" 2>/dev/null || true; fi
+    umount -l "$mnt" 2>/dev/null || true
     failed+=("-o $options: hung")
     continue
   fi
