@@ -73,6 +73,10 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
            << lost.size() << " file(s) could not be read and were set aside with their records"
            << (lost.empty() ? "" : ":") << "\n";
     for (const std::string& f : lost) io.err << "fsck:   " << f << "\n";
+    if (!lost.empty())
+      io.err << "fsck: a table set aside may have held the newest version of some records: a "
+                "file changed shortly before the damage may read as it was before; compare "
+                "recently changed files with their source\n";
     s = store::store::open(path, options);
     rebuild_index = true;  // index entries of lost tables come back from the packs
     // Only a table file set aside can have taken extents with it.
