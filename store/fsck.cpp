@@ -511,7 +511,8 @@ class checker {
   // reports it, by path, until the file is written again or deleted.
   void mark_lost_ranges() {
     const chunk_hash k_lost = chunk_hash::from_bytes(std::string(chunk_hash::k_size, '\xff'));
-    for (const auto& [ino, stored] : stored_fixes_) {
+    for (const auto& [fixed_ino, stored] : stored_fixes_) {
+      const std::uint64_t ino = fixed_ino;  // a lambda below captures it (not a binding)
       const auto n = inodes_.find(ino);
       if (n == inodes_.end() || stored >= n->second.stored_bytes) continue;
       const auto rec = s_.get_inode(ino);
