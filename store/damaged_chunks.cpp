@@ -20,12 +20,14 @@ damaged_chunks::damaged_chunks(metadata_engine& engine, bool persist)
                    marked_.insert(chunk_hash::from_bytes(key.substr(k_damaged_prefix.size())));
                  return true;
                });
+  count_ = marked_.size();
 }
 
 void damaged_chunks::mark(const chunk_hash& hash, std::string_view why) {
   {
     std::lock_guard lock(mutex_);
     if (!marked_.insert(hash).second) return;
+    count_ = marked_.size();
   }
   log_error("chunk " + hash.hex() + " is damaged (" + std::string(why) +
             "); the next write of its content stores it afresh");
@@ -44,6 +46,7 @@ void damaged_chunks::mark(const chunk_hash& hash, std::string_view why) {
 }
 
 bool damaged_chunks::contains(const chunk_hash& hash) const {
+  if (count_.load(std::memory_order_relaxed) == 0) return false;
   std::lock_guard lock(mutex_);
   return marked_.contains(hash);
 }
@@ -55,6 +58,7 @@ void damaged_chunks::clear_in(metadata_batch& batch, const chunk_hash& hash) {
 void damaged_chunks::forget(const chunk_hash& hash) {
   std::lock_guard lock(mutex_);
   marked_.erase(hash);
+  count_ = marked_.size();
 }
 
 std::vector<chunk_hash> damaged_chunks::list() const {

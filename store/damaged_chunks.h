@@ -9,6 +9,7 @@
 // them; a store open read-only keeps them in memory only.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <set>
@@ -41,6 +42,9 @@ class damaged_chunks {
   const bool persist_;
   mutable std::mutex mutex_;  // guards marked_ only; the row is written after
   std::set<chunk_hash> marked_;
+  // marked_.size(), read without the lock: every commit asks contains() for
+  // each chunk it references, and nearly always nothing is marked.
+  std::atomic<std::size_t> count_{0};
 };
 
 }  // namespace densefs::store
