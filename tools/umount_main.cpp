@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "store/store.h"
 #include "tools/cli.h"
@@ -38,25 +39,40 @@ std::string unescape_mountinfo(std::string_view s) {
   return out;
 }
 
-// The store behind a densefs mount at `mountpoint`, from the fsname that
-// fs::mount sets; empty when the path is not a densefs mount.
-std::string store_of_mount(const std::string& mountpoint) {
+// Every mount in this namespace, in mountinfo's order: mount point,
+// file system type and source, unescaped.
+struct mount_entry {
+  std::string mountpoint;
+  std::string fstype;
+  std::string source;
+};
+std::vector<mount_entry> mounts() {
+  std::vector<mount_entry> out;
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
-  std::string found;
   while (std::getline(in, line)) {
     // id parent major:minor root mountpoint options [optional...] - fstype source super
     std::istringstream fields(line);
     std::string id, parent, dev, root, point;
     fields >> id >> parent >> dev >> root >> point;
-    if (unescape_mountinfo(point) != mountpoint) continue;
     std::string word;
     while (fields >> word && word != "-") {
     }
     std::string fstype, source;
     fields >> fstype >> source;
+    out.push_back({unescape_mountinfo(point), fstype, unescape_mountinfo(source)});
+  }
+  return out;
+}
+
+// The store behind a densefs mount at `mountpoint`, from the fsname that
+// fs::mount sets; empty when the path is not a densefs mount.
+std::string store_of_mount(const std::string& mountpoint) {
+  std::string found;
+  for (const mount_entry& m : mounts()) {
+    if (m.mountpoint != mountpoint) continue;
     // The last matching line is the mount on top.
-    found = fstype == "fuse.densefs" ? unescape_mountinfo(source) : std::string();
+    found = m.fstype == "fuse.densefs" ? m.source : std::string();
   }
   return found;
 }
@@ -65,22 +81,12 @@ std::string store_of_mount(const std::string& mountpoint) {
 // second mount point bound to the first (fs::mount) keeps the daemon
 // serving after one of them is unmounted.
 bool store_still_mounted(const std::string& store_dir) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    const std::size_t dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
-    std::istringstream tail(line.substr(dash + 3));
-    std::string fstype, source;
-    tail >> fstype >> source;
-    if (fstype != "fuse.densefs" || unescape_mountinfo(source) != store_dir) continue;
+  for (const mount_entry& m : mounts()) {
+    if (m.fstype != "fuse.densefs" || m.source != store_dir) continue;
     // A live one: a bind left behind by a daemon that was killed answers
     // ENOTCONN, and must not stop us waiting for the daemon we unmounted.
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, point;
-    fields >> id >> parent >> dev >> root >> point;
     struct statfs info {};
-    if (::statfs(unescape_mountinfo(point).c_str(), &info) == 0) return true;
+    if (::statfs(m.mountpoint.c_str(), &info) == 0) return true;
   }
   return false;
 }
