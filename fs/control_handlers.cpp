@@ -2,10 +2,13 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
 #include <functional>
 
 #include "fs/control_server.h"
+#include "fs/recompressor.h"
 #include "store/export.h"
+#include "store/scrub.h"
 #include "store/store.h"
 
 namespace densefs::fs {
@@ -111,6 +114,26 @@ void chunks(const store::store& s, const nlohmann::json& request, control_respon
   response.summary({{"pieces", pieces}, {"stored_pieces", stored}});
 }
 
+// {"op":"scrub"}: store/scrub.h on this control thread, at idle CPU and
+// I/O priority so that the mount's users do not wait for it. Messages
+// {"done":N,"total":N,"bytes":N} at most five times a second; the end line
+// carries the report (store::to_json(scrub_report)). A client that goes
+// away, or an unmount, ends it at the next message.
+void scrub(const store::store& s, control_response& response) {
+  lower_own_priority();  // this thread serves only this request
+  lower_own_io_priority();
+  response.header();
+  auto last = std::chrono::steady_clock::now();
+  store::scrub_options options;
+  options.progress = [&](std::uint64_t done, std::uint64_t total, std::uint64_t bytes) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::milliseconds(200)) return;
+    last = now;
+    response.message({{"done", done}, {"total", total}, {"bytes", bytes}});
+  };
+  response.summary(nlohmann::json::parse(store::to_json(store::scrub(s, options))));
+}
+
 }  // namespace
 
 void register_store_handlers(control_server& server, const store::store& s) {
@@ -121,6 +144,9 @@ void register_store_handlers(control_server& server, const store::store& s) {
                           [&s](const nlohmann::json& request, control_response& response) {
                             chunks(s, request, response);
                           });
+  server.register_handler("scrub", [&s](const nlohmann::json&, control_response& response) {
+    scrub(s, response);
+  });
   // {"op":"drop_caches"}: empties the daemon's decoded-chunk and metadata
   // block caches (densefs bench, before each cold row), as
   // /proc/sys/vm/drop_caches does for the kernel's.

@@ -30,6 +30,14 @@ void lower_own_priority() {
     ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
 }
 
+void lower_own_io_priority() {
+  // <linux/ioprio.h>: class in the top bits, who 0 = the calling thread.
+  constexpr int k_ioprio_who_process = 1;
+  constexpr int k_ioprio_class_idle = 3;
+  constexpr int k_ioprio_class_shift = 13;
+  ::syscall(SYS_ioprio_set, k_ioprio_who_process, 0, k_ioprio_class_idle << k_ioprio_class_shift);
+}
+
 recompressor::recompressor(const store::store& store, unsigned threads, job work)
     : store_(store), work_(std::move(work)) {
   if (threads == 0) threads = 1;

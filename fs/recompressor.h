@@ -23,6 +23,11 @@ namespace densefs::fs {
 // Lowers the calling thread to idle CPU priority (SCHED_IDLE, else nice
 // 19): for optional background work (re-encoding, garbage collection).
 void lower_own_priority();
+// Lowers the calling thread's disk I/O to the idle class (ioprio_set
+// IOPRIO_CLASS_IDLE): it gets the disk only when nobody else asks for it,
+// under the schedulers that have classes (bfq; mq-deadline ignores them).
+// For reads of everything (scrub).
+void lower_own_io_priority();
 
 class recompressor {
  public:

@@ -15,6 +15,7 @@
 
 #include "codec/codec.h"
 #include "codec/lepton_file.h"
+#include "store/chunk_verifier.h"
 #include "store/error.h"
 #include "store/hash.h"
 #include "store/records.h"
@@ -56,21 +57,6 @@ const problem_info& info(fsck_problem p) {
   return k_problems[static_cast<std::size_t>(p)];
 }
 
-// Entry names are arbitrary bytes; examples must stay one printable line
-// (and valid UTF-8 for JSON).
-std::string printable(std::string_view s) {
-  std::string out;
-  for (const unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out;
-}
 
 struct inode_state {
   std::uint32_t mode = 0;
@@ -156,7 +142,7 @@ class checker {
       }
       const std::uint64_t parent = decode_u64_be(key.substr(0, 8));
       const std::string what =
-          "entry '" + printable(key.substr(8)) + "' in directory " + std::to_string(parent);
+          "entry '" + printable_name(key.substr(8)) + "' in directory " + std::to_string(parent);
       dirent_record d;
       try {
         d = decode_dirent(value);
@@ -332,7 +318,7 @@ class checker {
       at = it->second.parent;
     }
     std::string path;
-    for (auto p = parts.rbegin(); p != parts.rend(); ++p) path += "/" + printable(**p);
+    for (auto p = parts.rbegin(); p != parts.rend(); ++p) path += "/" + printable_name(**p);
     return (path.empty() ? "/" : path) + " (" + number + ")";
   }
 
@@ -372,83 +358,13 @@ class checker {
         continue;
       }
       if (!o_.deep) continue;
-      // The same checks as store::read_chunk, without its cache, plus the
-      // SHA-256 for every codec (read_chunk trusts zstd's own framing).
-      std::string why;
-      if (stored.record.codec == codec::codec_id::lepton_member) {
-        why = member_problem(hash, stored);
-      } else if (stored.record.codec == codec::codec_id::lepton_file) {
-        why = lepton_file_problem(hash);  // chunk 0 checked with all the others
-      } else {
-        try {
-          const std::string plain =
-              codec::decode_chunk(stored.record.codec, stored.bytes, stored.record.plain_size);
-          if (plain.size() != stored.record.plain_size)
-            why = "decoded to " + std::to_string(plain.size()) + " bytes, expected " +
-                  std::to_string(stored.record.plain_size);
-          else if (sha256_of(plain) != hash)
-            why = "decoded content does not match the chunk's SHA-256";
-        } catch (const std::exception& e) {
-          why = std::string("cannot decode ") + codec::codec_name(stored.record.codec) +
-                " payload: " + e.what();
-        }
-      }
+      const std::string why = verifier_.problem(hash, stored);
       if (!why.empty()) {
         note(fsck_problem::bad_content, "chunk " + hash.hex() + ": " + why + users_text(c));
         s_.mark_damaged(hash, why);  // the next write of its content stores it afresh
       }
     }
     progress(o_.deep ? "decoding chunks" : "payloads", done, chunks_.size());
-  }
-
-  // --deep: each Lepton file is decoded once (the store checks every chunk
-  // of it against its name); its members are then checked against its
-  // list of names instead of decoding it again. Never through the cache: a
-  // forged member would be served the true content of its name there.
-  struct lepton_file_state {
-    std::string problem;  // empty: decodes, every chunk matches its name
-    std::vector<std::string> names;
-    std::vector<std::uint32_t> sizes;
-  };
-  const std::string& lepton_file_problem(const chunk_hash& first) {
-    const auto it = lepton_files_.find(first);
-    if (it != lepton_files_.end()) return it->second.problem;
-    lepton_file_state& f = lepton_files_[first];
-    try {
-      const store::stored_chunk stored = s_.read_stored_chunk(first);
-      if (stored.record.codec != codec::codec_id::lepton_file) {
-        f.problem = "chunk " + first.hex() + " is not a Lepton file";
-      } else {
-        s_.decode_stored_chunk(first, stored);  // throws on any mismatch
-        const codec::lepton_file_view v = codec::parse_lepton_file(stored.bytes);
-        for (std::size_t i = 0; i < v.chunk_count(); ++i) {
-          f.names.emplace_back(v.chunk_names[i]);
-          f.sizes.push_back(v.chunk_plain_size(i));
-        }
-      }
-    } catch (const std::exception& e) {
-      f.problem = std::string("its Lepton file does not decode: ") + e.what();
-    }
-    return f.problem;
-  }
-
-  std::string member_problem(const chunk_hash& hash, const store::stored_chunk& stored) {
-    codec::lepton_member m;
-    try {
-      m = codec::parse_lepton_member(stored.bytes);
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-    if (m.first_chunk.size() != chunk_hash::k_size) return "lepton member: bad first chunk name";
-    const chunk_hash first = chunk_hash::from_bytes(m.first_chunk);
-    if (first == hash) return "lepton member names itself";
-    if (const std::string& p = lepton_file_problem(first); !p.empty()) return p;
-    const lepton_file_state& f = lepton_files_[first];
-    if (m.index == 0 || m.index >= f.names.size() || f.names[m.index] != hash.view() ||
-        f.sizes[m.index] != stored.record.plain_size || m.plain_size != stored.record.plain_size)
-      return "lepton member: chunk " + std::to_string(m.index) + " of the Lepton file in " +
-             first.hex() + " is not this chunk";
-    return {};
   }
 
   void scan_queue() {
@@ -599,7 +515,7 @@ class checker {
   std::uint64_t last_missing_ino_ = 0;
   std::vector<chunk_hash> dangling_queue_;
   std::vector<chunk_hash> bad_payloads_;
-  std::map<chunk_hash, lepton_file_state> lepton_files_;
+  chunk_verifier verifier_{s_};  // --deep
   std::vector<std::pair<std::uint64_t, std::uint32_t>> nlink_fixes_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> stored_fixes_;
 };
@@ -687,7 +603,7 @@ std::string to_text(const fsck_report& r) {
     out +=
         "to heal damaged file data: write the files named above again from a good copy (cp, "
         "rsync -c); their damaged chunks are marked, and the next write of a chunk's content "
-        "stores it afresh\n";
+        "stores it afresh. Or `densefs fsck --repair-from DIR` with a tree that holds them\n";
   const std::uint64_t left = r.remaining_errors();
   if (left == 0) {
     out += "clean\n";

@@ -218,6 +218,10 @@ lease_record decode_lease(std::string_view key, std::string_view value);
 
 std::uint64_t decode_u64_be(std::string_view eight_bytes);
 
+// An entry name (arbitrary bytes) for one line of a report: printable
+// ASCII as is, every other byte and '\\' as \xNN (valid UTF-8 for JSON).
+std::string printable_name(std::string_view name);
+
 // Values.
 // The decoders read both encodings. The fixed encoding is the default so
 // that the golden bytes of formats 1 and 2 keep their one-argument spelling.

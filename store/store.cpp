@@ -2393,6 +2393,11 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
         rec.checksum = stored_checksum(bytes);
         touched[group[i].hash] = rec;
         swapped.insert(group[i].hash);
+        if (damaged_->contains(group[i].hash)) {
+          // A fresh payload for a damaged chunk (densefs fsck --repair-from).
+          damaged_chunks::clear_in(batch, group[i].hash);
+          healed.push_back(group[i].hash);
+        }
         new_payloads.push_back({&group[i].hash, &bytes, {rec.codec, rec.plain_size}});
         new_payload_bytes += bytes.size();
       }

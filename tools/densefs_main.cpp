@@ -27,6 +27,7 @@ constexpr command k_commands[] = {
     {"cat", cat_main},     {"codec", codec_main}, {"recompress", recompress_main},
     {"fsck", fsck_main},   {"czip", czip_main},   {"gc", gc_main},
     {"bench", bench_main}, {"sync", sync_main},   {"status", status_main},
+    {"scrub", scrub_main},
 };
 
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
@@ -47,9 +48,12 @@ commands:
                                      what densefs would save on a directory (a dry run)
   recompress STORE|PATH [--json]     re-encode chunks under the codec policy: an
                                      unmounted store, or PATH on a live mount
-  fsck STORE [--repair] [--deep] [--json]
+  fsck STORE [--repair] [--deep] [--repair-from DIR] [--json]
                                      check an unmounted store; --repair fixes what
-                                     needs no guessing (docs/fsck.md)
+                                     needs no guessing, --repair-from heals damaged
+                                     data from a source tree (docs/fsck.md)
+  scrub STORE [--json]               read and check every chunk, mounted or not, at
+                                     idle priority; names damaged files (docs/fsck.md)
   gc STORE [--dry-run] [--json]      give back the space of deleted data (docs/gc.md)
   cat [--encoding br|identity] [--store STORE] [-o OUT] PATH
                                      a file's bytes, or one Brotli stream of them

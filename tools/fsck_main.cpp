@@ -1,19 +1,25 @@
-// densefs fsck STORE [--repair] [--deep] [--json]: checks an unmounted
-// store (refcounts, leaked chunks, payload checksums, links) and with
-// --repair fixes what needs no guessing. docs/fsck.md.
+// densefs fsck STORE [--repair] [--deep] [--repair-from DIR] [--json]:
+// checks an unmounted store (refcounts, leaked chunks, payload checksums,
+// links), with --repair fixes what needs no guessing, and with
+// --repair-from heals damaged chunks from a source tree. docs/fsck.md.
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "store/fsck.h"
+#include "store/repair_from.h"
 #include "store/store.h"
 #include "tools/cli.h"
+#include "tools/format.h"
 
 namespace densefs::tools {
 
@@ -35,9 +41,21 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
   app.add_flag("--rebuild-index", rebuild_index,
                "pack stores: first rebuild the payload index from the pack files (writes to the "
                "store; --repair rebuilds only the entries of damaged payloads)");
+  std::string repair_from;
+  app.add_option("--repair-from", repair_from,
+                 "with --repair implied: heal damaged chunks from the files under DIR (a "
+                 "source or backup of the data), matched by content, not by name")
+      ->type_name("DIR");
   app.add_flag("--json", as_json, "print the report as JSON");
   if (auto done = parse_cli(app, args, io)) return *done;
   if (is_volume_uri(path)) path = store_path(path).string();
+  if (!repair_from.empty()) {
+    repair = true;
+    if (!std::filesystem::is_directory(repair_from) && !std::filesystem::is_regular_file(repair_from))
+      throw store::store_error(ENOENT, "--repair-from " + repair_from +
+                                           ": no such directory or file (name the source tree "
+                                           "the damaged files were copied from)");
+  }
 
   store::store::check(path);
   const store_lock lock(path);
@@ -102,12 +120,48 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
       io.err << "          " << std::flush;
     };
   }
-  const store::fsck_report report = store::fsck(*s, fo);
+  store::fsck_report report = store::fsck(*s, fo);
   if (shown) io.err << "\n";
+  std::optional<store::repair_from_report> healed;
+  if (!repair_from.empty()) {
+    store::repair_from_options ro;
+    if (progress) {
+      ro.progress = [&](std::uint64_t files, std::uint64_t bytes) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last < std::chrono::milliseconds(200)) return;
+        last = now;
+        io.err << "\rfsck: reading " << repair_from << ": " << files << " files, "
+               << human_size(bytes) << "          " << std::flush;
+      };
+    }
+    healed = store::repair_from(*s, repair_from, ro);
+    if (progress) io.err << "\n";
+    // Checked again: what is healed no longer counts as damage.
+    if (healed->healed > 0) report = store::fsck(*s, fo);
+  }
 
   if (as_json) {
-    io.out << store::to_json(report) << '\n';
+    nlohmann::json j = nlohmann::json::parse(store::to_json(report));
+    if (healed)
+      j["repair_from"] = {{"source", repair_from},
+                          {"damaged", healed->damaged},
+                          {"healed", healed->healed},
+                          {"files_read", healed->files_read},
+                          {"bytes_read", healed->bytes_read},
+                          {"healed_from", healed->healed_from},
+                          {"not_found", healed->not_found}};
+    io.out << j.dump(2) << '\n';
   } else {
+    if (healed) {
+      io.out << path << ": healed " << healed->healed << " of " << healed->damaged
+             << " damaged chunk(s) from " << repair_from << " (" << healed->files_read
+             << " files, " << human_size(healed->bytes_read) << " read)\n";
+      for (const std::string& h : healed->healed_from) io.out << "  " << h << "\n";
+      if (!healed->not_found.empty())
+        io.out << "not in " << repair_from << " (copy the files using them in again, or "
+               << "restore them from a backup):\n";
+      for (const std::string& n : healed->not_found) io.out << "  " << n << "\n";
+    }
     io.out << path << ": " << store::to_text(report);
   }
   return report.clean() ? k_exit_ok : k_exit_failure;

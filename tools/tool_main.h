@@ -44,5 +44,6 @@ int gc_main(const std::vector<std::string>& args, const tool_io& io);
 int sync_main(const std::vector<std::string>& args, const tool_io& io);
 int bench_main(const std::vector<std::string>& args, const tool_io& io);
 int status_main(const std::vector<std::string>& args, const tool_io& io);
+int scrub_main(const std::vector<std::string>& args, const tool_io& io);
 
 }  // namespace densefs::tools

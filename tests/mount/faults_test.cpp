@@ -23,8 +23,10 @@ namespace {
 class faults : public mount_test {
  protected:
   // Writes two files, flips a byte of one's payload in its payload file,
-  // and checks fsck, the read errors and the log.
-  void flipped_byte_case();
+  // and checks fsck, a scrub of the live mount, the read errors and the
+  // log. The damage is healed by a re-copy of the file into the mount, or
+  // (heal_from_source) by fsck --repair-from a tree holding it renamed.
+  void flipped_byte_case(bool heal_from_source);
 
   // Replaces the store by a new one with this payload backend (docs/packs.md)
   // and mounts it. The fault injection works under RocksDB's files, so the
@@ -301,13 +303,16 @@ std::optional<std::pair<stdfs::path, std::size_t>> find_in_payload_files(
 // reads whole again.
 TEST_F(faults, flipped_byte_in_a_payload_file_is_eio_and_fsck_reports_it) {
   for (const char* backend : {"pack", "blob"}) {
-    SCOPED_TRACE(std::string("payload backend ") + backend);
-    ASSERT_NO_FATAL_FAILURE(use_backend(backend));
-    ASSERT_NO_FATAL_FAILURE(flipped_byte_case());
+    for (const bool heal_from_source : {false, true}) {
+      SCOPED_TRACE(std::string("payload backend ") + backend +
+                   (heal_from_source ? ", fsck --repair-from" : ", a re-copy"));
+      ASSERT_NO_FATAL_FAILURE(use_backend(backend));
+      ASSERT_NO_FATAL_FAILURE(flipped_byte_case(heal_from_source));
+    }
   }
 }
 
-void faults::flipped_byte_case() {
+void faults::flipped_byte_case(bool heal_from_source) {
   // Random data is stored raw: its plain bytes are in the payload file.
   const std::string victim = random_bytes(1 << 20, 7);
   const std::string other = random_bytes(1 << 20, 8);
@@ -336,7 +341,32 @@ void faults::flipped_byte_case() {
   const std::string example = report["problems"]["bad_payload"]["examples"][0];
   EXPECT_NE(example.find("used by /victim (inode "), std::string::npos) << example;
 
+  if (heal_from_source) {
+    const stdfs::path source = store_.parent_path() / "source";
+    stdfs::create_directories(source / "sub");
+    write_file(source / "sub" / "renamed", victim);
+    const auto repair =
+        run_command({densefs_binary(), "fsck", store_.string(), "--repair-from", source.string()});
+    stdfs::remove_all(source);
+    EXPECT_EQ(repair.exit_code, 0) << repair.out << repair.err;
+    EXPECT_NE(repair.out.find("healed 1 of 1 damaged chunk(s)"), std::string::npos) << repair.out;
+    EXPECT_NE(repair.out.find("sub/renamed"), std::string::npos) << repair.out;
+    mount();
+    EXPECT_TRUE(same_bytes(victim, read_file(path("victim"))));
+    ::unlink(path("victim").c_str());
+    ::unlink(path("other").c_str());
+    return;
+  }
+
   mount();
+  // A scrub of the live mount finds it first and names the file.
+  const auto scrub = run_command({densefs_binary(), "scrub", store_.string(), "--json"});
+  EXPECT_EQ(scrub.exit_code, 1) << scrub.out << scrub.err;
+  const auto scrubbed = nlohmann::json::parse(scrub.out);
+  EXPECT_EQ(scrubbed["mounted"], true) << scrub.out;
+  EXPECT_EQ(scrubbed["damaged"], 1) << scrub.out;
+  ASSERT_EQ(scrubbed["files"].size(), 1u) << scrub.out;
+  EXPECT_EQ(scrubbed["files"][0].get<std::string>().rfind("/victim (inode ", 0), 0u) << scrub.out;
   EXPECT_EQ(read_errno(path("victim")), EIO);
   EXPECT_GE(log_lines_containing("checksum mismatch"), 1u) << "no log line for the damaged chunk:\n"
                                                            << daemon_log();

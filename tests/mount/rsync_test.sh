@@ -141,6 +141,7 @@ done
 }
 mount_densefs "$store" "$mnt"
 present=0
+temporaries=0
 while IFS= read -r -d '' f; do
   rel=${f#"$mnt/again/"}
   source_file=$data/$rel
@@ -148,13 +149,19 @@ while IFS= read -r -d '' f; do
   # rsync's temporary for NAME is .NAME.XXXXXX in the same directory.
   if [[ ! -e $source_file && $base =~ ^\.(.+)\.[A-Za-z0-9]{6}$ ]]; then
     source_file=$data/${rel%"$base"}${BASH_REMATCH[1]}
+    temporaries=$((temporaries + 1))
   fi
   cmp -s "$source_file" "$f" ||
     fail "after kill -9 mid-rsync: $rel is $(stat -c %s "$f") bytes, not the whole $source_file"
   present=$((present + 1))
 done < <(find "$mnt/again" -type f -print0)
-echo "after kill -9 mid-rsync: $present files present, each whole"
-rsync -a "$data/" "$mnt/again/" || fail "rsync after kill -9 failed"
-diff -r --no-dereference "$data" "$mnt/again" >/dev/null || fail "diff -r after the second rsync finds differences"
+echo "after kill -9 mid-rsync: $present files present ($temporaries of them rsync temporaries), each whole"
+# --delete: the temporaries the killed rsync left (checked whole above) go,
+# as they would after a crash on any file system.
+rsync -a --delete "$data/" "$mnt/again/" || fail "rsync after kill -9 failed"
+if ! differences=$(diff -rq --no-dereference "$data" "$mnt/again" 2>&1); then
+  head -n 20 <<<"$differences" >&2
+  fail "diff -r after the second rsync finds $(wc -l <<<"$differences") differences"
+fi
 umount_densefs "$mnt"
 echo "PASS"

@@ -436,7 +436,9 @@ TEST(store_records, mutated_compact_values_decode_or_are_eio) {
       const bool same_version = !v.empty() && v[0] == golden[0];
       try {
         const std::string again = round_trip(v);
-        if (same_version) EXPECT_EQ(to_hex(again), to_hex(v));
+        if (same_version) {
+          EXPECT_EQ(to_hex(again), to_hex(v));
+        }
         ++decoded;
       } catch (const store_error& e) {
         EXPECT_EQ(e.error_number(), EIO) << e.what();

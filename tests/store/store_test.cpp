@@ -18,6 +18,8 @@
 
 #include <rocksdb/table_properties.h>
 
+#include "store/repair_from.h"
+#include "store/scrub.h"
 #include "tests/random_bytes.h"
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
@@ -712,6 +714,98 @@ void damage_payload(const fs::path& dir, const chunk_hash& hash, bool truncate) 
     v[v.size() / 2] = static_cast<char>(v[v.size() / 2] ^ 0x01);
   }
   db.put_payload(hash, v);
+}
+
+void write_file(const fs::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// Two files, /d/f (inode 3: chunks a and b) and /g (inode 4: chunk b), and
+// the hashes of a and b.
+std::pair<chunk_hash, chunk_hash> two_files(store& s, const std::string& a, const std::string& b) {
+  const prepared_chunk pa = s.prepare_chunk(a, true);
+  const prepared_chunk pb = s.prepare_chunk(b, true);
+  transaction t;
+  t.put_inode(make_inode(2, S_IFDIR | 0755));
+  t.put_dirent(k_root_ino, "d", {2, S_IFDIR});
+  t.put_inode(make_inode(3, S_IFREG | 0644, a.size() + b.size()));
+  t.put_dirent(2, "f", {3, S_IFREG});
+  t.put_inode(make_inode(4, S_IFREG | 0644, b.size()));
+  t.put_dirent(k_root_ino, "g", {4, S_IFREG});
+  t.put_extent(3, 0, {pa.hash, 0, static_cast<std::uint32_t>(a.size())});
+  t.put_extent(3, a.size(), {pb.hash, 0, static_cast<std::uint32_t>(b.size())});
+  t.put_extent(4, 0, {pb.hash, 0, static_cast<std::uint32_t>(b.size())});
+  t.ref_chunk(pa);
+  t.ref_chunk(pb);
+  t.ref_chunk(pb);
+  s.commit(t);
+  return {pa.hash, pb.hash};
+}
+
+TEST_F(store_test, scrub_marks_a_damaged_chunk_and_names_every_file_using_it) {
+  const std::string a = text_bytes(200000);
+  const std::string b = random_bytes(300000, 8);
+  chunk_hash ha, hb;
+  std::tie(ha, hb) = two_files(*open(), a, b);
+  {
+    const scrub_report clean = scrub(*open());
+    EXPECT_EQ(clean.chunks, 2u);
+    EXPECT_EQ(clean.damaged, 0u);
+    EXPECT_GT(clean.stored_bytes, b.size());
+  }
+  damage_payload(dir(), hb, false);
+  auto s = open();
+  std::uint64_t calls = 0;
+  scrub_options o;
+  o.progress = [&](std::uint64_t done, std::uint64_t total, std::uint64_t) {
+    ++calls;
+    EXPECT_LE(done, total);
+  };
+  const scrub_report r = scrub(*s, o);
+  EXPECT_EQ(calls, 2u);
+  EXPECT_EQ(r.chunks, 2u);
+  EXPECT_EQ(r.damaged, 1u);
+  EXPECT_EQ(r.damaged_files, 2u);
+  EXPECT_EQ(r.files, (std::vector<std::string>{"/d/f (inode 3)", "/g (inode 4)"}));
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find(hb.hex()), std::string::npos) << r.problems[0];
+  EXPECT_EQ(s->damaged_chunk_list(), std::vector<chunk_hash>{hb});
+  EXPECT_NE(to_text(r).find("/g (inode 4)"), std::string::npos);
+
+  std::atomic<bool> stop{true};
+  o.stop = &stop;
+  EXPECT_TRUE(scrub(*s, o).stopped);
+}
+
+TEST_F(store_test, repair_from_heals_a_damaged_chunk_from_any_file_with_its_content) {
+  const std::string a = text_bytes(200000);
+  const std::string b = random_bytes(300000, 9);
+  chunk_hash ha, hb;
+  std::tie(ha, hb) = two_files(*open(), a, b);
+  damage_payload(dir(), ha, false);
+  damage_payload(dir(), hb, true);
+  auto s = open();
+  EXPECT_EQ(scrub(*s).damaged, 2u);
+  // The source holds b under another name, among other files; not a.
+  const fs::path source = tmp_ / "source";
+  fs::create_directories(source / "deep" / "er");
+  write_file(source / "unrelated", random_bytes(5000, 10));
+  write_file(source / "deep" / "er" / "renamed-b", b);
+  const repair_from_report r = repair_from(*s, source);
+  EXPECT_EQ(r.damaged, 2u);
+  EXPECT_EQ(r.healed, 1u);
+  EXPECT_EQ(r.files_read, 2u);
+  ASSERT_EQ(r.healed_from.size(), 1u);
+  EXPECT_NE(r.healed_from[0].find("renamed-b"), std::string::npos) << r.healed_from[0];
+  ASSERT_EQ(r.not_found.size(), 1u);
+  EXPECT_NE(r.not_found[0].find(ha.hex()), std::string::npos);
+  EXPECT_EQ(*s->read_chunk(hb), b);
+  EXPECT_EQ(s->get_chunk(hb)->refcount, 2u);  // references untouched
+  EXPECT_EQ(s->damaged_chunk_list(), std::vector<chunk_hash>{ha});
+  s.reset();
+  s = open();
+  EXPECT_EQ(*s->read_chunk(hb), b);
+  EXPECT_EQ(scrub(*s).damaged, 1u);
 }
 
 TEST_F(store_test, read_chunk_detects_a_damaged_payload) {
