@@ -24,6 +24,7 @@
 
 #include "fs/garbage_collector.h"
 #include "fs/idle_spinner.h"
+#include "fs/stall_watchdog.h"
 #include "fs/inode_table.h"
 #include "fs/mount.h"
 #include "fs/posix_acl.h"
@@ -74,6 +75,7 @@ class filesystem {
   // Requests received since mount, by kind (counted in fs/mount.cpp).
   request_counts& requests() { return requests_; }
   idle_spinner& spinner() { return spinner_; }
+  stall_watchdog& watchdog() { return watchdog_; }
 
   // The requester's groups and CAP_FSETID, for the kernel's
   // in_group_or_capable rules (setgid clearing): FUSE passes only the
@@ -464,6 +466,7 @@ class filesystem {
   mount_options options_;
   request_counts requests_;
   idle_spinner spinner_;
+  stall_watchdog watchdog_;
   fuse_session* session_ = nullptr;
   std::unique_ptr<store::store> store_;
   std::unique_ptr<worker_pool> workers_;

@@ -53,6 +53,17 @@ void route_libfuse_log(enum fuse_log_level level, const char* format, va_list ar
   }
 }
 
+// The stall watchdog (fs/stall_watchdog.h): a probe every 10 s, a stall
+// after 60 s without an answer (a busy daemon answers a statfs in far
+// less). DENSEFS_STALL_PROBE_MS changes the period for tests; 0 turns the
+// probes off.
+constexpr std::chrono::milliseconds k_stall_bound{60000};
+std::chrono::milliseconds stall_probe_period() {
+  if (const char* env = std::getenv("DENSEFS_STALL_PROBE_MS"); env && *env)
+    return std::chrono::milliseconds(std::strtoll(env, nullptr, 10));
+  return std::chrono::milliseconds(10000);
+}
+
 filesystem* fs_of(fuse_req_t req) {
   return static_cast<filesystem*>(fuse_req_userdata(req));
 }
@@ -189,6 +200,11 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* f
   fs_of(req)->fsyncdir(req, ino, datasync, fi);
 }
 void op_statfs(fuse_req_t req, fuse_ino_t ino) {
+  // The stall watchdog's probes are not the users' requests.
+  if (fs_of(req)->watchdog().is_probe(fuse_req_ctx(req)->pid)) {
+    fs_of(req)->statfs(req, ino);
+    return;
+  }
   const counted_request counted(req, fuse_request::statfs);
   fs_of(req)->statfs(req, ino);
 }
@@ -765,6 +781,7 @@ int mount(const mount_options& requested) {
   }
   daemon.report(true);
   log_info("mounted " + options.store_dir.string() + " on " + options.mountpoint.string());
+  fs.watchdog().start(options.mountpoint, stall_probe_period(), k_stall_bound);
 
   int result;
   if (options.single_threaded) {
@@ -779,6 +796,7 @@ int mount(const mount_options& requested) {
   // instead of failing (lock_store).
   holder.exiting = true;
   record_holder();
+  fs.watchdog().stop();
   fs.cancel_gc();  // a running `densefs gc` must not hold up the unmount
   control.stop();  // control socket: before the store closes
   fs.shutdown();

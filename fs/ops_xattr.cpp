@@ -98,6 +98,9 @@ std::string filesystem::stats_json() const {
   }
   // Errors libfuse logged, among them failed io_uring ring commands.
   j["libfuse_errors"] = libfuse_error_count();
+  // Probes of the mount left unanswered past their bound (fs/stall_watchdog.h).
+  j["transport_stalls"] = watchdog_.stalls();
+  j["transport_stalled"] = watchdog_.stalled();
   // -o idle_spin: the time its threads spun (fs/idle_spinner.h).
   j["idle_spin_seconds"] = static_cast<double>(spinner_.spun_ns()) / 1e9;
   // What the read-ahead queued since mount (fs/read_ahead.h).

@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -15,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "fs/stall_watchdog.h"
 #include "tests/mount/mount_fixture.h"
 
 namespace densefs::test {
@@ -301,6 +305,34 @@ std::optional<std::pair<stdfs::path, std::size_t>> find_in_payload_files(
 // a copy of the same content heals it (issue 38): the copy stores a fresh
 // payload instead of a reference to the damaged one, and the damaged file
 // reads whole again.
+// A mount whose daemon stops answering (here: stopped with SIGSTOP, as a
+// stalled ring or a deadlock would leave it) is noticed by the watchdog's
+// probes within its bound, and the notice ends when answers come again.
+TEST_F(faults, a_mount_that_stops_answering_is_noticed_by_the_stall_watchdog) {
+  fs::stall_watchdog watchdog;
+  watchdog.start(mnt_, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(watchdog.stalled());
+  ASSERT_EQ(::kill(daemon_pid_, SIGSTOP), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!watchdog.stalled() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const bool noticed = watchdog.stalled();
+  ASSERT_EQ(::kill(daemon_pid_, SIGCONT), 0);
+  EXPECT_TRUE(noticed);
+  EXPECT_EQ(watchdog.stalls(), 1u);
+  const auto again = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (watchdog.stalled() && std::chrono::steady_clock::now() < again)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(watchdog.stalled());
+  watchdog.stop();
+  // The daemon's own watchdog found nothing, and its probes are not
+  // counted as the users' statfs requests.
+  const nlohmann::json s = stats();
+  EXPECT_EQ(s["transport_stalls"], 0) << s.dump();
+  EXPECT_EQ(s["transport_stalled"], false) << s.dump();
+}
+
 TEST_F(faults, flipped_byte_in_a_payload_file_is_eio_and_fsck_reports_it) {
   for (const char* backend : {"pack", "blob"}) {
     for (const bool heal_from_source : {false, true}) {
