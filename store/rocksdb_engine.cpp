@@ -6,10 +6,17 @@
 #include <rocksdb/iterator.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
+#include <rocksdb/sst_file_reader.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -237,6 +244,77 @@ rocksdb::ReadOptions payload_read_options() {
   return o;
 }
 
+// How often an open store backs its tables up (back_up_tables).
+std::chrono::seconds backup_interval() {
+  if (const char* env = std::getenv("DENSEFS_METADATA_BACKUP_SECONDS"); env && *env)
+    return std::chrono::seconds(std::strtoll(env, nullptr, 10));
+  return std::chrono::hours(1);
+}
+
+void fsync_path(const fs::path& p, int flags) {
+  const int fd = ::open(p.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) throw store_error(errno, "cannot open " + p.string() + ": " + std::strerror(errno));
+  const int r = ::fsync(fd);
+  const int e = errno;
+  ::close(fd);
+  if (r != 0) throw store_error(e, "cannot sync " + p.string() + ": " + std::strerror(e));
+}
+
+// Reads a table file whole and checks every block's checksum: empty when
+// sound, else why not.
+std::string table_problem(const fs::path& p) {
+  rocksdb::Options o;
+  rocksdb::SstFileReader reader(o);
+  rocksdb::Status s = reader.Open(p.string());
+  if (s.ok()) s = reader.VerifyChecksum();
+  return s.ok() ? std::string() : s.ToString();
+}
+
+// A table file RepairDB set aside, given back from its copy in the
+// metadata backup: each record of the copy whose key the salvaged database
+// does not hold is put (a key it holds came from a table that survived,
+// newer or as new). Returns what was restored ("N records from PATH"), or
+// "" when there is no sound copy.
+std::string restore_table(rocksdb::DB& db, const std::vector<rocksdb::ColumnFamilyHandle*>& cfs,
+                          const fs::path& copy) {
+  std::error_code ec;
+  if (!fs::is_regular_file(copy, ec)) return {};
+  rocksdb::Options o;
+  rocksdb::SstFileReader reader(o);
+  if (!reader.Open(copy.string()).ok() || !reader.VerifyChecksum().ok()) {
+    log_warning("salvage: the backup copy " + copy.string() + " is damaged too");
+    return {};
+  }
+  const auto props = reader.GetTableProperties();
+  rocksdb::ColumnFamilyHandle* cf = nullptr;
+  for (auto* h : cfs)
+    if (props && h->GetName() == props->column_family_name) cf = h;
+  if (!cf) return {};
+  std::unique_ptr<rocksdb::Iterator> it(reader.NewIterator(rocksdb::ReadOptions()));
+  rocksdb::WriteBatch batch;
+  std::uint64_t restored = 0;
+  std::string value;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const rocksdb::Status g = db.Get(rocksdb::ReadOptions(), cf, it->key(), &value);
+    if (!g.IsNotFound()) continue;
+    batch.Put(cf, it->key(), it->value());
+    ++restored;
+    if (batch.Count() >= 1000) {
+      if (!db.Write(rocksdb::WriteOptions(), &batch).ok()) return {};
+      batch.Clear();
+    }
+  }
+  if (!it->status().ok()) {
+    log_warning("salvage: cannot read the backup copy " + copy.string() + ": " +
+                it->status().ToString());
+    return {};
+  }
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  if (!db.Write(sync, &batch).ok()) return {};
+  return std::to_string(restored) + " records from " + copy.string();
+}
+
 }  // namespace
 
 std::unique_ptr<rocksdb_engine> rocksdb_engine::open(const fs::path& dir,
@@ -271,10 +349,16 @@ std::unique_ptr<rocksdb_engine> rocksdb_engine::open(const fs::path& dir,
   self->cfs_ = std::move(handles);
   self->block_cache_ = config.block_cache;
   self->flush_listener_ = config.flush_listener;
+  if (!options.read_only && !options.create) {
+    self->back_up_tables();  // a store last closed by a crash has no backup of its newest tables
+    const std::chrono::seconds interval = backup_interval();
+    if (interval.count() > 0)
+      self->backup_thread_ = std::thread([e = self.get(), interval] { e->backup_loop(interval); });
+  }
   return self;
 }
 
-std::vector<std::string> rocksdb_engine::salvage(const fs::path& dir, const fs::path& keep) {
+rocksdb_engine::salvage_result rocksdb_engine::salvage(const fs::path& dir, const fs::path& keep) {
   // The originals first: nothing RepairDB drops or rewrites is lost.
   std::error_code ec;
   fs::create_directories(keep, ec);
@@ -301,6 +385,11 @@ std::vector<std::string> rocksdb_engine::salvage(const fs::path& dir, const fs::
     throw store_error(errno_of(s), "cannot salvage the database in " + dir.string() + ": " +
                                        s.ToString() + " (the originals are in " + keep.string() +
                                        ")");
+  salvage_result result;
+  std::vector<fs::path> set_aside;
+  for (const auto& e : fs::recursive_directory_iterator(dir / "lost", ec))
+    if (e.is_regular_file() && !lost_before.contains(e.path().string()))
+      set_aside.push_back(e.path());
   // Column families without a table file (never flushed, or all of their
   // tables lost) are not in the rebuilt manifest: made again, empty.
   {
@@ -313,6 +402,15 @@ std::vector<std::string> rocksdb_engine::salvage(const fs::path& dir, const fs::
       throw store_error(errno_of(o), "cannot open the salvaged database in " + dir.string() + ": " +
                                          o.ToString() + " (the originals are in " + keep.string() +
                                          ")");
+    for (const fs::path& lost : set_aside) {
+      const std::string name = lost.filename().string();
+      const std::string from = restore_table(*raw, handles, dir / k_metadata_backup_dir / name);
+      if (from.empty()) {
+        result.set_aside.push_back(lost.string());
+      } else {
+        result.restored.push_back(name + ": " + from);
+      }
+    }
     // Every table rewritten: a damaged block RepairDB's scan does not read
     // (a filter or index block of a table it kept) is left behind.
     // Best effort: a table that cannot be read keeps its records as they are.
@@ -329,11 +427,69 @@ std::vector<std::string> rocksdb_engine::salvage(const fs::path& dir, const fs::
       throw store_error(errno_of(c), "cannot close the salvaged database in " + dir.string() +
                                          ": " + c.ToString());
   }
-  std::vector<std::string> set_aside;
-  for (const auto& e : fs::recursive_directory_iterator(dir / "lost", ec))
-    if (e.is_regular_file() && !lost_before.contains(e.path().string()))
-      set_aside.push_back(e.path().string());
-  return set_aside;
+  return result;
+}
+
+void rocksdb_engine::backup_loop(std::chrono::seconds interval) {
+  // Optional work: only CPU nobody else wants.
+  sched_param param{};
+  ::sched_setscheduler(0, SCHED_IDLE, &param);
+  std::unique_lock lock(backup_wait_mutex_);
+  while (!backup_wake_.wait_for(lock, interval, [&] { return backup_stopping_; })) {
+    lock.unlock();
+    back_up_tables();
+    lock.lock();
+  }
+}
+
+void rocksdb_engine::back_up_tables() {
+  if (read_only_ || !db_) return;
+  std::lock_guard lock(backup_mutex_);
+  const fs::path backup = dir_ / k_metadata_backup_dir;
+  // Live tables are not deleted while they are copied (a compaction would
+  // delete its inputs); deletions wait until EnableFileDeletions.
+  if (!db_->DisableFileDeletions().ok()) return;
+  std::set<std::string> live;
+  std::size_t copied = 0;
+  try {
+    std::error_code ec;
+    fs::create_directories(backup, ec);
+    fs::permissions(backup, fs::perms::owner_all, ec);
+    std::vector<rocksdb::LiveFileMetaData> files;
+    db_->GetLiveFilesMetaData(&files);
+    for (const rocksdb::LiveFileMetaData& f : files) {
+      const std::string name = fs::path(f.name).filename().string();
+      live.insert(name);
+      if (fs::exists(backup / name, ec)) continue;
+      const fs::path temp = backup / (name + ".tmp");
+      fs::copy_file(dir_ / name, temp, fs::copy_options::overwrite_existing, ec);
+      if (ec)
+        throw store_error(ec.value(), "cannot copy " + (dir_ / name).string() + " to " +
+                                          temp.string() + ": " + ec.message());
+      // A table damaged before its first copy is not kept as if it were
+      // good: fsck --repair salvages it.
+      if (const std::string problem = table_problem(temp); !problem.empty()) {
+        fs::remove(temp, ec);
+        log_warning("metadata backup: table " + name + " of " + where_ +
+                    " fails its checksums (" + problem + "); `densefs fsck --repair " +
+                    dir_.string() + "` salvages what can be read");
+        continue;
+      }
+      fsync_path(temp, O_RDONLY);
+      fs::rename(temp, backup / name, ec);
+      if (ec) throw store_error(ec.value(), "cannot rename " + temp.string() + ": " + ec.message());
+      ++copied;
+    }
+    // Copies of tables compacted away since: a salvage needs only live ones.
+    for (fs::directory_iterator it(backup, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (!live.contains(name)) fs::remove(it->path(), ec);
+    }
+    if (copied > 0) fsync_path(backup, O_RDONLY | O_DIRECTORY);
+  } catch (const std::exception& e) {
+    log_warning(std::string("metadata backup of ") + where_ + ": " + e.what());
+  }
+  db_->EnableFileDeletions(false);
 }
 
 std::string rocksdb_engine::verify_checksums() const {
@@ -342,6 +498,14 @@ std::string rocksdb_engine::verify_checksums() const {
 }
 
 rocksdb_engine::~rocksdb_engine() {
+  if (backup_thread_.joinable()) {
+    {
+      std::lock_guard lock(backup_wait_mutex_);
+      backup_stopping_ = true;
+    }
+    backup_wake_.notify_all();
+    backup_thread_.join();
+  }
   if (flush_listener_) flush_listener_->set({});
   if (db_ && !read_only_ && needs_resume_) {
     try {
@@ -368,6 +532,7 @@ rocksdb_engine::~rocksdb_engine() {
     fo.wait = true;
     const rocksdb::Status s = db_->Flush(fo, cfs_);
     if (!s.ok()) log_error("flushing " + where_ + " at close: " + s.ToString());
+    back_up_tables();  // with what that flush wrote
   }
   close_db(db_.get(), cfs_, where_);
   db_.reset();

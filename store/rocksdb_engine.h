@@ -6,12 +6,15 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "store/metadata_engine.h"
@@ -55,8 +58,25 @@ class rocksdb_engine final : public metadata_engine {
   // Table files it cannot read go to DIR/lost with their records; records
   // in readable tables and log files stay. Returns one line per file set
   // aside. docs/fsck.md, "Damaged metadata".
-  static std::vector<std::string> salvage(const std::filesystem::path& dir,
-                                          const std::filesystem::path& keep);
+  //
+  // A table file set aside whose copy is in the metadata backup (below)
+  // gives its records back from that copy: where the database still has
+  // no record under a key, the copy's is put.
+  struct salvage_result {
+    std::vector<std::string> set_aside;  // table and log files whose records are gone
+    std::vector<std::string> restored;   // "NAME: N records from the metadata backup"
+  };
+  static salvage_result salvage(const std::filesystem::path& dir,
+                                const std::filesystem::path& keep);
+
+  // The metadata backup: every live table file copied to
+  // DIR/metadata-backup (once: table files never change), its checksums
+  // verified, copies of tables no longer live removed. Done at every
+  // read-write close and open and every hour while open
+  // (DENSEFS_METADATA_BACKUP_SECONDS; 0: only at close and open). A table
+  // damaged later comes back whole at a salvage. docs/fsck.md. Errors are
+  // logged: a backup is never worth failing a mount for.
+  void back_up_tables();
   // Reads every table file and checks its block checksums (fsck): empty
   // when all are sound, else RocksDB's message naming the damaged file.
   std::string verify_checksums() const;
@@ -117,6 +137,16 @@ class rocksdb_engine final : public metadata_engine {
   // place that clears it). Atomic: set by writes on different threads.
   std::atomic<bool> needs_resume_{false};
   std::mutex resume_mutex_;
+
+  void backup_loop(std::chrono::seconds interval);
+  std::mutex backup_mutex_;  // one back_up_tables at a time
+  std::mutex backup_wait_mutex_;
+  std::condition_variable backup_wake_;
+  bool backup_stopping_ = false;  // under backup_wait_mutex_
+  std::thread backup_thread_;
 };
+
+// The metadata backup's directory inside a store (rocksdb_engine::back_up_tables).
+inline constexpr const char* k_metadata_backup_dir = "metadata-backup";
 
 }  // namespace densefs::store

@@ -613,7 +613,7 @@ void store::check(const std::filesystem::path& dir) {
   refuse_newer(dir, m.format_version);
 }
 
-std::vector<std::string> store::salvage_metadata(const std::filesystem::path& dir,
+store::metadata_salvage store::salvage_metadata(const std::filesystem::path& dir,
                                                  const std::filesystem::path& keep) {
   check(dir);
   const format_marker m = read_format_marker(dir);
@@ -628,7 +628,9 @@ std::vector<std::string> store::salvage_metadata(const std::filesystem::path& di
     throw store_error(EINVAL, "store " + dir.string() +
                                   " keeps its payloads in RocksDB blob files, which a salvage "
                                   "would lose; copy it aside and ask for help (docs/fsck.md)");
-  std::vector<std::string> lost = rocksdb_engine::salvage(dir, keep);
+  rocksdb_engine::salvage_result salvaged = rocksdb_engine::salvage(dir, keep);
+  metadata_salvage out{std::move(salvaged.set_aside), std::move(salvaged.restored)};
+  std::vector<std::string>& lost = out.lost;
   // The settings record lives in the small meta table; when that table was
   // lost, FORMAT still names the format and uuid, and the packs directory
   // the backend. The codec spec is not kept elsewhere: new writes use the
@@ -649,7 +651,7 @@ std::vector<std::string> store::salvage_metadata(const std::filesystem::path& di
     lost.push_back("the settings record, rebuilt from FORMAT (codec spec reset to " +
                    rebuilt.codec_spec + ")");
   }
-  return lost;
+  return out;
 }
 
 std::string store::verify_metadata_checksums() const {

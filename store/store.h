@@ -340,9 +340,15 @@ class store {
   // A store whose RocksDB database does not open because one of its files
   // is damaged (store_error EUCLEAN): keeps copies of the database files
   // in `keep` and rebuilds the database from what can be read
-  // (rocksdb_engine::salvage). Returns the files set aside with their
-  // records. Embedded pack stores only; the caller holds the lock.
-  static std::vector<std::string> salvage_metadata(const std::filesystem::path& dir,
+  // (rocksdb_engine::salvage), giving back from the metadata backup the
+  // tables it has copies of. Returns the files set aside whose records are
+  // gone (and a rebuilt settings record), and the tables restored.
+  // Embedded pack stores only; the caller holds the lock.
+  struct metadata_salvage {
+    std::vector<std::string> lost;
+    std::vector<std::string> restored;
+  };
+  static metadata_salvage salvage_metadata(const std::filesystem::path& dir,
                                                    const std::filesystem::path& keep);
   // Every table file of the embedded database read and its checksums
   // checked (fsck): empty when sound or not embedded, else what is damaged.

@@ -85,10 +85,14 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
                          .count();
     const std::filesystem::path keep =
         std::filesystem::path(path) / ("metadata-before-salvage-" + std::to_string(now));
-    const std::vector<std::string> lost = store::store::salvage_metadata(path, keep);
+    const store::store::metadata_salvage salvage = store::store::salvage_metadata(path, keep);
+    const std::vector<std::string>& lost = salvage.lost;
     io.err << "fsck: the database is damaged: " << damage
-           << "\nfsck: salvaged it (the damaged originals are in " << keep.string() << "); "
-           << lost.size() << " file(s) could not be read and were set aside with their records"
+           << "\nfsck: salvaged it (the damaged originals are in " << keep.string() << ")\n";
+    for (const std::string& f : salvage.restored)
+      io.err << "fsck:   restored from the metadata backup: " << f << "\n";
+    io.err << "fsck: " << lost.size()
+           << " file(s) could not be read nor restored and were set aside with their records"
            << (lost.empty() ? "" : ":") << "\n";
     for (const std::string& f : lost) io.err << "fsck:   " << f << "\n";
     if (!lost.empty())

@@ -4,8 +4,9 @@
 # refuses with a line naming `fsck --repair`, `fsck --repair` salvages
 # (docs/fsck.md, "Damaged metadata"), and the store mounts again. A file
 # then reads exact or fails with an error, never with other bytes; flips in
-# the meta table, the manifest and CURRENT cost nothing; the damaged
-# originals are kept. Prints COUNTS.
+# the manifest and CURRENT cost nothing, and neither do flips in table files,
+# which come back from the store's metadata backup (docs/fsck.md); the
+# damaged originals are kept. Prints COUNTS.
 # usage: metadata_salvage_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
@@ -28,6 +29,13 @@ mount_densefs "$original/store" "$original/mnt"
 cp -a "$tree/." "$original/mnt/"
 umount_densefs "$original/mnt"
 nfiles=$(find "$tree" -type f | wc -l)
+# The clean unmount backed every live table up, and only those.
+for f in "$original"/store/*.sst; do
+  cmp -s "$f" "$original/store/metadata-backup/$(basename "$f")" ||
+    fail "metadata-backup has no copy of $(basename "$f") after a clean unmount"
+done
+[[ $(find "$original/store/metadata-backup" -type f | wc -l) -eq $(find "$original/store" -maxdepth 1 -name '*.sst' | wc -l) ]] ||
+  fail "metadata-backup keeps copies of tables that are gone: $(ls "$original/store/metadata-backup")"
 
 flip() {  # flip FILE [OFFSET]: one byte of FILE (default: its middle), XOR 0x55
   python3 - "$1" "${2:-}" <<'PY'
@@ -87,6 +95,14 @@ trial() {
   case $name in
     MANIFEST-* | CURRENT)
       ((exact == nfiles)) || fail "$label: a damaged $name cost files ($exact of $nfiles exact)"
+      ;;
+    *.sst)
+      # The store was closed cleanly, so its metadata backup holds a copy of
+      # every table: a damaged one comes back whole.
+      if [[ -z $offset ]] && ((exact != nfiles)); then
+        cat "$work/repair.out" >&2
+        fail "$label: the metadata backup did not give the table back ($exact of $nfiles exact)"
+      fi
       ;;
   esac
 }
