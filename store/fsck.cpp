@@ -260,6 +260,7 @@ class checker {
       const auto c = chunks_.find(e.hash);
       if (c == chunks_.end()) {
         note(fsck_problem::dangling_extent, where + ": chunk " + e.hash.hex() + " is missing");
+        ++missing_chunks_[e.hash];  // --repair looks for it in the packs
         return true;
       }
       if (std::uint64_t{e.chunk_offset} + e.length > c->second.record.plain_size) {
@@ -481,6 +482,12 @@ class checker {
       s_.commit(txn);
       ++r_[fsck_problem::wrong_nlink].repaired;
     }
+    // Chunk records lost with a damaged table come back from the headers
+    // of the pack records holding their payloads.
+    for (const chunk_hash& hash : s_.rebuild_chunk_records(missing_chunks_)) {
+      r_[fsck_problem::dangling_extent].repaired += missing_chunks_.at(hash);
+      ++r_.chunk_records_rebuilt;
+    }
     if (o_.after_salvage) mark_lost_ranges();
     for (const auto& [ino, stored] : stored_fixes_) {
       auto rec = s_.get_inode(ino);
@@ -514,6 +521,7 @@ class checker {
   std::map<chunk_hash, chunk_state> chunks_;  // ordered: reports are deterministic
   std::uint64_t last_missing_ino_ = 0;
   std::vector<chunk_hash> dangling_queue_;
+  std::map<chunk_hash, std::uint64_t> missing_chunks_;  // named by extents: how many
   std::vector<chunk_hash> bad_payloads_;
   chunk_verifier verifier_{s_};  // --deep
   std::vector<std::pair<std::uint64_t, std::uint32_t>> nlink_fixes_;
@@ -557,7 +565,8 @@ std::string to_json(const fsck_report& r) {
                  {"chunks", r.chunks},
                  {"queued", r.queued},
                  {"orphans", r.orphans},
-                 {"pack_index_rebuilt", r.pack_index_rebuilt}};
+                 {"pack_index_rebuilt", r.pack_index_rebuilt},
+                 {"chunk_records_rebuilt", r.chunk_records_rebuilt}};
   nlohmann::json problems = nlohmann::json::object();
   for (std::size_t i = 0; i < k_fsck_problem_count; ++i) {
     const auto& k = r.problems[i];
@@ -580,6 +589,9 @@ std::string to_text(const fsck_report& r) {
                     " extents, " + std::to_string(r.chunks) + " chunks (" +
                     (r.deep ? "decoded" : "payload checksums") + "), " + std::to_string(r.queued) +
                     " queued re-encodings\n";
+  if (r.chunk_records_rebuilt > 0)
+    out += "made " + std::to_string(r.chunk_records_rebuilt) +
+           " lost chunk records again from the pack records holding their payloads\n";
   if (r.pack_index_rebuilt > 0)
     out +=
         "rebuilt " + std::to_string(r.pack_index_rebuilt) + " pack index entries from the packs\n";

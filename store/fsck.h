@@ -81,6 +81,9 @@ struct fsck_report {
   std::uint64_t queued = 0;  // recompress/ entries
   std::uint64_t orphans = 0;
   std::uint64_t pack_index_rebuilt = 0;  // index entries rebuild_index (or repair) wrote
+  // Chunk records --repair made again from pack record headers (lost with
+  // a damaged table): a second run then checks the counts they bring.
+  std::uint64_t chunk_records_rebuilt = 0;
   bool deep = false;
   bool repair = false;
 

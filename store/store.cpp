@@ -3375,4 +3375,40 @@ std::uint64_t store::rebuild_pack_index(const std::vector<chunk_hash>* only) {
   return written;
 }
 
+std::vector<chunk_hash> store::rebuild_chunk_records(
+    const std::map<chunk_hash, std::uint64_t>& refs) {
+  if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
+  if (!packs_ || refs.empty()) return {};
+  std::lock_guard lock(commit_mutex_);
+  // The scan is in (pack, offset) order, so the last good record is the newest.
+  std::map<chunk_hash, pack_record_info> found;
+  packs_->scan_packs(
+      [&](const pack_record_info& r) {
+        if (r.payload_ok && refs.contains(r.hash)) found[r.hash] = r;
+      },
+      [&](const std::string& why) { log_info("rebuilding chunk records: skipped " + why); });
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  std::vector<chunk_hash> rebuilt;
+  for (const auto& [hash, r] : found) {
+    if (get_chunk(hash)) continue;
+    chunk_record c;
+    c.codec = r.codec;
+    c.plain_size = r.plain_size;
+    c.stored_size = r.stored_size;
+    c.checksum = r.checksum;
+    c.refcount = refs.at(hash);
+    batch->put(table::chunks, hash.view(), encode_chunk(c, encoding_));
+    batch->put(table::payloads, hash.view(), encode_pack_ref(r.where));
+    rebuilt.push_back(hash);
+  }
+  if (rebuilt.empty()) return rebuilt;
+  try {
+    engine_->write(*batch, true);
+  } catch (const store_error& e) {
+    throw store_error(e.error_number(), "rebuilding chunk records: " + std::string(e.what()));
+  }
+  for (const chunk_hash& h : rebuilt) cache_->erase(h);
+  return rebuilt;
+}
+
 }  // namespace densefs::store

@@ -712,6 +712,15 @@ class store {
   // right, and chunks no pack holds, are left alone. Returns the entries
   // written. Only for an unmounted store (fsck --rebuild-index, --repair).
   std::uint64_t rebuild_pack_index(const std::vector<chunk_hash>* only = nullptr);
+  // Chunk records lost with a damaged table (fsck --repair after a
+  // salvage): made again from the pack records that hold their payloads
+  // (each record's header has the hash, codec, sizes and checksum;
+  // docs/format.md) with the number of references in `refs`, and their
+  // pack index entries with them. A chunk that has a record, or whose
+  // payload no pack holds whole (payloads under 4 KiB live in the
+  // database), is left alone. Returns the chunks made again. Pack stores
+  // only, unmounted (fsck holds the lock).
+  std::vector<chunk_hash> rebuild_chunk_records(const std::map<chunk_hash, std::uint64_t>& refs);
 
  private:
   // Adds to `batch` the removal of a chunk at refcount 0: its record, its

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/store.h"
+#include "tests/random_bytes.h"
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
 
@@ -175,6 +176,43 @@ TEST_F(fsck_test, repairs_refcounts_leaks_links_queue_and_accounting) {
   EXPECT_EQ(s->get_inode(3)->nlink, 2u);  // the hard link was right all along
   // The files still read.
   EXPECT_EQ(*s->read_chunk(a_chunk_), text(1000, "alpha"));
+}
+
+// A chunks table lost with no backup copy (metadata salvage): records of
+// chunks whose payloads are in packs come back from the pack record
+// headers, with the references the extents make.
+TEST_F(fsck_test, chunk_records_lost_with_a_table_come_back_from_the_pack_headers) {
+  const std::string data = test::random_bytes(100000, 3);  // stored raw, in a pack
+  chunk_hash h;
+  {
+    auto s = store::open(dir());
+    ASSERT_TRUE(s->packs());
+    transaction txn;
+    add_file(*s, txn, 5, {data}, 1);
+    txn.put_dirent(k_root_ino, "e", {5, S_IFREG});
+    txn.put_inode(make(6, S_IFREG | 0644, 1));
+    txn.put_dirent(k_root_ino, "f", {6, S_IFREG});
+    const prepared_chunk p = s->prepare_chunk(data, true);
+    txn.ref_chunk(p);
+    txn.put_extent(6, 0, {p.hash, 0, static_cast<std::uint32_t>(data.size())});
+    s->commit(txn, true);
+    h = p.hash;
+  }
+  const chunk_record before = get_chunk_record(h);
+  {
+    test::raw_db db(dir());
+    db.erase(k_cf_chunks, std::string(h.view()));
+    db.erase(k_cf_payloads, std::string(h.view()));  // the index entry too
+  }
+  const fsck_report found = check();
+  EXPECT_EQ(found[fsck_problem::dangling_extent].found, 2u) << to_text(found);
+  const fsck_report repaired = check(true);
+  EXPECT_EQ(repaired[fsck_problem::dangling_extent].repaired, 2u) << to_text(repaired);
+  EXPECT_EQ(repaired.chunk_records_rebuilt, 1u);
+  EXPECT_EQ(get_chunk_record(h), before);  // refcount 2 again, the same payload
+  const fsck_report after = check(false, true);
+  EXPECT_TRUE(after.clean()) << to_text(after);
+  EXPECT_EQ(*store::open(dir())->read_chunk(h), data);
 }
 
 TEST_F(fsck_test, a_leaked_chunk_with_a_zero_refcount_is_deleted) {

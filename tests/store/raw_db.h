@@ -111,6 +111,13 @@ class raw_db {
     put(store::k_cf_payloads, key, store::encode_inline_payload(bytes));
   }
 
+  void erase(const std::string& cf_name, const std::string& key) {
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    const rocksdb::Status s = db_->Delete(wo, cf(cf_name), key);
+    if (!s.ok()) throw std::runtime_error("raw erase: " + s.ToString());
+  }
+
   void put(const std::string& cf_name, const std::string& key, const std::string& value) {
     rocksdb::WriteOptions wo;
     wo.sync = true;
