@@ -114,17 +114,19 @@ void chunks(const store::store& s, const nlohmann::json& request, control_respon
   response.summary({{"pieces", pieces}, {"stored_pieces", stored}});
 }
 
-// {"op":"scrub"}: store/scrub.h on this control thread, at idle CPU and
-// I/O priority so that the mount's users do not wait for it. Messages
+// {"op":"scrub"}: store/scrub.h on this control thread, at nice 19 and the
+// lowest best-effort I/O priority so that the mount's users do not wait
+// for it (fs/recompressor.h, nice_own_thread: not SCHED_IDLE, which could
+// starve it while it holds a lock a writer needs). Messages
 // {"done":N,"total":N,"bytes":N} at most five times a second; the end line
 // carries the report (store::to_json(scrub_report)). A client that goes
 // away, or an unmount, ends it at the next message.
 void scrub(const store::store& s, control_response& response) {
-  lower_own_priority();  // this thread serves only this request
-  lower_own_io_priority();
+  nice_own_thread();  // this thread serves only this request
   response.header();
   auto last = std::chrono::steady_clock::now();
   store::scrub_options options;
+  options.stop = [&] { return response.cancelled(); };  // unmounting, or the client left
   options.progress = [&](std::uint64_t done, std::uint64_t total, std::uint64_t bytes) {
     const auto now = std::chrono::steady_clock::now();
     if (now - last < std::chrono::milliseconds(200)) return;

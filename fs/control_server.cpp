@@ -98,6 +98,11 @@ void control_response::data(std::string_view bytes) {
   }
 }
 
+bool control_response::cancelled() const {
+  pollfd p{fd_, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 void control_response::message(const json& fields) {
   if (!header_sent_) header();
   json m = fields.is_object() ? fields : json::object();

@@ -68,6 +68,10 @@ class control_response {
   void message(const nlohmann::json& fields);
   // Fields for the success end line (merged; sent by the server).
   void summary(const nlohmann::json& fields);
+  // Whether the client went away or the server is stopping (it shuts the
+  // connection down): a handler that works long between writes asks now
+  // and then, and ends early.
+  bool cancelled() const;
 
  private:
   friend class control_server;

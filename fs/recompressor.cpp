@@ -30,12 +30,16 @@ void lower_own_priority() {
     ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
 }
 
-void lower_own_io_priority() {
-  // <linux/ioprio.h>: class in the top bits, who 0 = the calling thread.
+void nice_own_thread() {
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
+  // <linux/ioprio.h>: class in the top bits, then the level; who 0 = the
+  // calling thread.
   constexpr int k_ioprio_who_process = 1;
-  constexpr int k_ioprio_class_idle = 3;
+  constexpr int k_ioprio_class_best_effort = 2;
   constexpr int k_ioprio_class_shift = 13;
-  ::syscall(SYS_ioprio_set, k_ioprio_who_process, 0, k_ioprio_class_idle << k_ioprio_class_shift);
+  constexpr int k_lowest_level = 7;
+  ::syscall(SYS_ioprio_set, k_ioprio_who_process, 0,
+            k_ioprio_class_best_effort << k_ioprio_class_shift | k_lowest_level);
 }
 
 recompressor::recompressor(const store::store& store, unsigned threads, job work)

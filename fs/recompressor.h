@@ -23,11 +23,13 @@ namespace densefs::fs {
 // Lowers the calling thread to idle CPU priority (SCHED_IDLE, else nice
 // 19): for optional background work (re-encoding, garbage collection).
 void lower_own_priority();
-// Lowers the calling thread's disk I/O to the idle class (ioprio_set
-// IOPRIO_CLASS_IDLE): it gets the disk only when nobody else asks for it,
-// under the schedulers that have classes (bfq; mq-deadline ignores them).
-// For reads of everything (scrub).
-void lower_own_io_priority();
+// Nice 19 and the lowest best-effort disk priority (ioprio_set class BE,
+// level 7; schedulers without priorities, mq-deadline and none, ignore
+// it) for the calling thread: for background work that takes the store's
+// locks (a scrub holds the pack index lock while it reads), where
+// SCHED_IDLE or the idle I/O class could leave it holding a lock behind
+// busy threads while a writer waits for that lock.
+void nice_own_thread();
 
 class recompressor {
  public:

@@ -53,11 +53,14 @@ void stall_watchdog::probe_loop(std::shared_ptr<state> s, std::filesystem::path 
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
-    ::sched_setaffinity(0, sizeof set, &set);  // refused (cpuset): any CPU
+    ::sched_setaffinity(0, sizeof set, &set);  // refused (cpuset): where it last ran
     struct statvfs sv {};
     ::statvfs(mountpoint.c_str(), &sv);  // the answer does not matter, only that it comes
     lock.lock();
     s->sent = {};
+    // Not once stopping: a probe left to finish may return while the
+    // process is exiting, when logging is no longer safe.
+    if (s->stopping) return;
     if (s->stalled.exchange(false, std::memory_order_relaxed))
       log_info("the mount answers again (a statfs sent from CPU " + std::to_string(cpu) +
                       " was answered)");

@@ -22,9 +22,9 @@ class chunk_verifier {
   // line saying why not. Never goes through the chunk cache: a forged
   // payload would be served the true content of its name there.
   //
-  // Each Lepton file is decoded once (the store checks every chunk of it
-  // against its name); its members are then checked against its list of
-  // names, which is kept for the verifier's life.
+  // Each Lepton file is decoded once and every chunk of it checked against
+  // its name; its members are then checked against its list of names,
+  // which is kept for the verifier's life.
   std::string problem(const chunk_hash& hash, const store::stored_chunk& stored);
 
  private:

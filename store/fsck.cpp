@@ -536,6 +536,18 @@ std::string_view fsck_problem_name(fsck_problem p) {
 bool fsck_problem_is_warning(fsck_problem p) {
   return info(p).warning;
 }
+void add_earlier_repairs(fsck_report& later, const fsck_report& earlier) {
+  for (std::size_t i = 0; i < k_fsck_problem_count; ++i) {
+    const fsck_report::kind& e = earlier.problems[i];
+    fsck_report::kind& l = later.problems[i];
+    l.found += e.repaired;
+    l.repaired += e.repaired;
+    if (l.examples.empty() && e.repaired > 0) l.examples = e.examples;
+  }
+  later.pack_index_rebuilt += earlier.pack_index_rebuilt;
+  later.chunk_records_rebuilt += earlier.chunk_records_rebuilt;
+}
+
 bool fsck_problem_is_repairable(fsck_problem p) {
   return info(p).repairable;
 }

@@ -96,6 +96,12 @@ struct fsck_report {
 
 fsck_report fsck(store& s, const fsck_options& options = {});
 
+// For a check run again after repairs (fsck --repair-from, chunk records
+// made again): `later` also reports what `earlier` found and repaired, so
+// that the report says everything that was changed. What `earlier` found
+// and did not repair, `later` finds again.
+void add_earlier_repairs(fsck_report& later, const fsck_report& earlier);
+
 // {"clean": bool, "deep": bool, "repair": bool, "counts": {"inodes": N, ...},
 //  "problems": {"wrong_refcount": {"found": N, "repaired": N, "warning": bool,
 //  "repairable": bool, "examples": [...]}, ...}} (kinds with found > 0).

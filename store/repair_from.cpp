@@ -68,10 +68,10 @@ class healer {
   }
 
   void finish() {
-    for (const auto& [h, codec] : damaged_)
+    for (const auto& [h, how] : damaged_)
       if (!healed_.count(h) && r_.not_found.size() < o_.max_examples)
         r_.not_found.push_back("chunk " + h.hex() +
-                               (codec == codec::codec_id::lepton_file
+                               (how == codec::codec_id::lepton_file
                                     ? " (a Lepton file: copy its JPEG in again)"
                                     : ""));
     r_.healed = healed_.size();
@@ -114,14 +114,11 @@ class healer {
     if (!rec || rec->plain_size != plain.size()) return;
     codec::encoded_chunk encoded = codec::encode_chunk(plain, s_.policy().for_type(type));
     transaction t;
-    t.replace_payload(h, rec->checksum, std::move(encoded));
+    t.replace_payload(h, rec->checksum, std::move(encoded), true);  // `plain` hashes to h
     s_.commit(t, true);
-    // A swap applies only to the record it was made for: read it back.
-    try {
-      s_.read_stored_chunk(h);
-    } catch (const store_error&) {
-      return;
-    }
+    // A swap applies only to the record it was made for: healed when the
+    // mark went with it.
+    if (s_.is_damaged(h)) return;
     healed_.insert(h);
     if (r_.healed_from.size() < o_.max_examples)
       r_.healed_from.push_back("chunk " + h.hex() + " from " + path.string());

@@ -7,13 +7,15 @@
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/sst_file_reader.h>
+#include <rocksdb/utilities/debug.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
 #include <fcntl.h>
-#include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -272,8 +274,10 @@ std::string table_problem(const fs::path& p) {
 
 // A table file RepairDB set aside, given back from its copy in the
 // metadata backup: each record of the copy whose key the salvaged database
-// does not hold is put (a key it holds came from a table that survived,
-// newer or as new). Returns what was restored ("N records from PATH"), or
+// has no version of at all is put. A key it holds, or whose deletion it
+// holds, came from a table that survived, which may be newer: the copy's
+// record could be one since replaced or deleted (a renamed entry, a
+// truncated extent). Returns what was restored ("N records from PATH"), or
 // "" when there is no sound copy.
 std::string restore_table(rocksdb::DB& db, const std::vector<rocksdb::ColumnFamilyHandle*>& cfs,
                           const fs::path& copy) {
@@ -293,10 +297,12 @@ std::string restore_table(rocksdb::DB& db, const std::vector<rocksdb::ColumnFami
   std::unique_ptr<rocksdb::Iterator> it(reader.NewIterator(rocksdb::ReadOptions()));
   rocksdb::WriteBatch batch;
   std::uint64_t restored = 0;
-  std::string value;
+  std::vector<rocksdb::KeyVersion> versions;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    const rocksdb::Status g = db.Get(rocksdb::ReadOptions(), cf, it->key(), &value);
-    if (!g.IsNotFound()) continue;
+    versions.clear();
+    const rocksdb::Status g =
+        rocksdb::GetAllKeyVersions(&db, cf, it->key(), it->key(), 1, &versions);
+    if (!g.ok() || !versions.empty()) continue;
     batch.Put(cf, it->key(), it->value());
     ++restored;
     if (batch.Count() >= 1000) {
@@ -349,8 +355,9 @@ std::unique_ptr<rocksdb_engine> rocksdb_engine::open(const fs::path& dir,
   self->cfs_ = std::move(handles);
   self->block_cache_ = config.block_cache;
   self->flush_listener_ = config.flush_listener;
+  // A backup right away on its own thread (a store last closed by a crash
+  // has none of its newest tables), then hourly.
   if (!options.read_only && !options.create) {
-    self->back_up_tables();  // a store last closed by a crash has no backup of its newest tables
     const std::chrono::seconds interval = backup_interval();
     if (interval.count() > 0)
       self->backup_thread_ = std::thread([e = self.get(), interval] { e->backup_loop(interval); });
@@ -390,6 +397,12 @@ rocksdb_engine::salvage_result rocksdb_engine::salvage(const fs::path& dir, cons
   for (const auto& e : fs::recursive_directory_iterator(dir / "lost", ec))
     if (e.is_regular_file() && !lost_before.contains(e.path().string()))
       set_aside.push_back(e.path());
+  // Newest first (a higher file number is a later table): where two copies
+  // hold a key, the newer one's record is the one put.
+  std::sort(set_aside.begin(), set_aside.end(), [](const fs::path& a, const fs::path& b) {
+    return std::strtoull(a.filename().c_str(), nullptr, 10) >
+           std::strtoull(b.filename().c_str(), nullptr, 10);
+  });
   // Column families without a table file (never flushed, or all of their
   // tables lost) are not in the rebuilt manifest: made again, empty.
   {
@@ -431,18 +444,24 @@ rocksdb_engine::salvage_result rocksdb_engine::salvage(const fs::path& dir, cons
 }
 
 void rocksdb_engine::backup_loop(std::chrono::seconds interval) {
-  // Optional work: only CPU nobody else wants.
-  sched_param param{};
-  ::sched_setscheduler(0, SCHED_IDLE, &param);
+  // Optional work, but not SCHED_IDLE: while it copies, deletions of
+  // obsolete table files wait for it, so it must not starve behind busy
+  // threads.
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
   std::unique_lock lock(backup_wait_mutex_);
-  while (!backup_wake_.wait_for(lock, interval, [&] { return backup_stopping_; })) {
+  do {
     lock.unlock();
-    back_up_tables();
+    back_up_tables(true);
     lock.lock();
-  }
+  } while (!backup_wake_.wait_for(lock, interval, [&] { return backup_stopping_; }));
 }
 
-void rocksdb_engine::back_up_tables() {
+bool rocksdb_engine::backup_stopping() {
+  std::lock_guard lock(backup_wait_mutex_);
+  return backup_stopping_;
+}
+
+void rocksdb_engine::back_up_tables(bool stoppable) {
   if (read_only_ || !db_) return;
   std::lock_guard lock(backup_mutex_);
   const fs::path backup = dir_ / k_metadata_backup_dir;
@@ -457,15 +476,27 @@ void rocksdb_engine::back_up_tables() {
     fs::permissions(backup, fs::perms::owner_all, ec);
     std::vector<rocksdb::LiveFileMetaData> files;
     db_->GetLiveFilesMetaData(&files);
+    std::uint64_t to_copy = 0;
+    for (const rocksdb::LiveFileMetaData& f : files)
+      if (!fs::exists(backup / fs::path(f.name).filename(), ec)) to_copy += f.size;
+    // Never the copy that fills the disk: the database itself needs the room.
+    const fs::space_info space = fs::space(dir_, ec);
+    if (!ec && to_copy > 0 && space.available < 2 * to_copy + (256u << 20))
+      throw store_error(ENOSPC, "skipped: " + std::to_string(to_copy) +
+                                    " bytes of new tables, too little free space");
     for (const rocksdb::LiveFileMetaData& f : files) {
       const std::string name = fs::path(f.name).filename().string();
       live.insert(name);
       if (fs::exists(backup / name, ec)) continue;
+      // The engine is closing: its close makes a backup of its own.
+      if (stoppable && backup_stopping()) break;
       const fs::path temp = backup / (name + ".tmp");
       fs::copy_file(dir_ / name, temp, fs::copy_options::overwrite_existing, ec);
-      if (ec)
+      if (ec) {
+        fs::remove(temp, ec);
         throw store_error(ec.value(), "cannot copy " + (dir_ / name).string() + " to " +
                                           temp.string() + ": " + ec.message());
+      }
       // A table damaged before its first copy is not kept as if it were
       // good: fsck --repair salvages it.
       if (const std::string problem = table_problem(temp); !problem.empty()) {
@@ -480,10 +511,13 @@ void rocksdb_engine::back_up_tables() {
       if (ec) throw store_error(ec.value(), "cannot rename " + temp.string() + ": " + ec.message());
       ++copied;
     }
-    // Copies of tables compacted away since: a salvage needs only live ones.
-    for (fs::directory_iterator it(backup, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (!live.contains(name)) fs::remove(it->path(), ec);
+    // Copies of tables compacted away since (and a copy cut short): a
+    // salvage needs only live ones.
+    if (live.size() == files.size()) {
+      std::vector<fs::path> stale;
+      for (fs::directory_iterator it(backup, ec), end; !ec && it != end; it.increment(ec))
+        if (!live.contains(it->path().filename().string())) stale.push_back(it->path());
+      for (const fs::path& p : stale) fs::remove(p, ec);
     }
     if (copied > 0) fsync_path(backup, O_RDONLY | O_DIRECTORY);
   } catch (const std::exception& e) {

@@ -72,11 +72,13 @@ class rocksdb_engine final : public metadata_engine {
   // The metadata backup: every live table file copied to
   // DIR/metadata-backup (once: table files never change), its checksums
   // verified, copies of tables no longer live removed. Done at every
-  // read-write close and open and every hour while open
-  // (DENSEFS_METADATA_BACKUP_SECONDS; 0: only at close and open). A table
-  // damaged later comes back whole at a salvage. docs/fsck.md. Errors are
-  // logged: a backup is never worth failing a mount for.
-  void back_up_tables();
+  // read-write close, and on a thread of its own at open and every hour
+  // while open (DENSEFS_METADATA_BACKUP_SECONDS; 0: only at close).
+  // Skipped when the disk has too little free space for the copies. A
+  // table damaged later comes back whole at a salvage. docs/fsck.md.
+  // Errors are logged: a backup is never worth failing a mount for.
+  // `stoppable`: ends between two files once the engine is closing.
+  void back_up_tables(bool stoppable = false);
   // Reads every table file and checks its block checksums (fsck): empty
   // when all are sound, else RocksDB's message naming the damaged file.
   std::string verify_checksums() const;
@@ -139,6 +141,7 @@ class rocksdb_engine final : public metadata_engine {
   std::mutex resume_mutex_;
 
   void backup_loop(std::chrono::seconds interval);
+  bool backup_stopping();
   std::mutex backup_mutex_;  // one back_up_tables at a time
   std::mutex backup_wait_mutex_;
   std::condition_variable backup_wake_;

@@ -7,11 +7,10 @@
 //
 // Unlike fsck, scrub changes nothing but those marks and needs no exclusive
 // lock: `densefs scrub MNT` runs it inside the daemon of a live mount (its
-// control socket, fs/control_handlers.cpp) at idle CPU and I/O priority,
+// control socket, fs/control_handlers.cpp) at low CPU and I/O priority,
 // `densefs scrub STORE` on an unmounted store. docs/fsck.md, "Scrub".
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -24,8 +23,9 @@ class store;
 struct scrub_options {
   // Called after each chunk (done, total, stored bytes read so far).
   std::function<void(std::uint64_t done, std::uint64_t total, std::uint64_t bytes)> progress;
-  // Set from another thread to end the scrub early (the report says so).
-  const std::atomic<bool>* stop = nullptr;
+  // Asked between chunks and during the scans: true ends the scrub early
+  // (the report says so).
+  std::function<bool()> stop;
   std::size_t max_files = 100;  // paths kept in the report
 };
 

@@ -379,9 +379,9 @@ void transaction::drop_recompress(const chunk_hash& hash) {
   ensure(impl_).ops.push_back({table::meta, true, recompress_key(hash), {}});
 }
 void transaction::replace_payload(const chunk_hash& hash, std::uint64_t expected_checksum,
-                                  codec::encoded_chunk encoded) {
+                                  codec::encoded_chunk encoded, bool content_checked) {
   std::vector<payload_swap> one;
-  one.push_back({hash, expected_checksum, std::move(encoded)});
+  one.push_back({hash, expected_checksum, std::move(encoded), content_checked});
   ensure(impl_).replacements.push_back(std::move(one));
 }
 void transaction::replace_payloads(std::vector<payload_swap> swaps) {
@@ -1876,6 +1876,10 @@ std::vector<chunk_hash> store::damaged_chunk_list() const {
   return damaged_->list();
 }
 
+bool store::is_damaged(const chunk_hash& hash) const {
+  return damaged_->contains(hash);
+}
+
 void store::mark_damaged(const chunk_hash& hash, std::string_view why) const {
   damaged_->mark(hash, why);
 }
@@ -2348,9 +2352,12 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
         std::optional<chunk_record> rec = current(r.hash);
         // Deleted or swapped meanwhile, never mixed with reference changes,
         // never a Lepton file (its members depend on it).
+        // A damaged chunk only from checked content: a re-encoding of its
+        // damaged payload would make the damage permanent.
         if (!rec || rec->checksum != r.expected_checksum || t.chunks.count(r.hash) ||
             swapped.count(r.hash) || rec->codec == codec::codec_id::lepton_file ||
-            r.encoded.bytes.size() > std::numeric_limits<std::uint32_t>::max()) {
+            r.encoded.bytes.size() > std::numeric_limits<std::uint32_t>::max() ||
+            (!r.content_checked && damaged_->contains(r.hash))) {
           ok = false;
           break;
         }
@@ -2395,7 +2402,7 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
         rec.checksum = stored_checksum(bytes);
         touched[group[i].hash] = rec;
         swapped.insert(group[i].hash);
-        if (damaged_->contains(group[i].hash)) {
+        if (group[i].content_checked && damaged_->contains(group[i].hash)) {
           // A fresh payload for a damaged chunk (densefs fsck --repair-from).
           damaged_chunks::clear_in(batch, group[i].hash);
           healed.push_back(group[i].hash);

@@ -168,8 +168,14 @@ class transaction {
   // checksum `expected_checksum` at commit time; otherwise silently skipped
   // (it was deleted or swapped meanwhile). The caller has verified that
   // `encoded` decodes to the chunk's plain content.
+  //
+  // A chunk marked damaged (store/damaged_chunks.h) is swapped only by a
+  // swap made from bytes whose SHA-256 the caller checked against the
+  // chunk's name (`content_checked`: fsck --repair-from), which also clears
+  // the mark; a re-encoding, which starts from the damaged payload, is
+  // skipped.
   void replace_payload(const chunk_hash& hash, std::uint64_t expected_checksum,
-                       codec::encoded_chunk encoded);
+                       codec::encoded_chunk encoded, bool content_checked = false);
   // Several swaps applied all together or not at all: the chunks of one
   // JPEG becoming one Lepton file (a lepton_file payload on the first chunk,
   // lepton_member payloads on the others; codec/lepton_file.h). Skipped
@@ -183,6 +189,7 @@ class transaction {
     chunk_hash hash;
     std::uint64_t expected_checksum = 0;
     codec::encoded_chunk encoded;
+    bool content_checked = false;  // see replace_payload
   };
   void replace_payloads(std::vector<payload_swap> swaps);
 
@@ -513,6 +520,7 @@ class store {
   // Chunks whose payload failed its check (store/damaged_chunks.h): those
   // two mark them; the next commit of the same content stores it afresh.
   std::vector<chunk_hash> damaged_chunk_list() const;
+  bool is_damaged(const chunk_hash& hash) const;
   void mark_damaged(const chunk_hash& hash, std::string_view why) const;
 
   // Applies a transaction atomically. sync=true also syncs the WAL.

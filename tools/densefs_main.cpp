@@ -53,7 +53,7 @@ commands:
                                      needs no guessing, --repair-from heals damaged
                                      data from a source tree (docs/fsck.md)
   scrub STORE [--json]               read and check every chunk, mounted or not, at
-                                     idle priority; names damaged files (docs/fsck.md)
+                                     low priority; names damaged files (docs/fsck.md)
   gc STORE [--dry-run] [--json]      give back the space of deleted data (docs/gc.md)
   cat [--encoding br|identity] [--store STORE] [-o OUT] PATH
                                      a file's bytes, or one Brotli stream of them

@@ -128,9 +128,9 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
   // Chunk records made again from the packs bring references of their own
   // (a Lepton member's on its first chunk): checked and counted again.
   if (report.chunk_records_rebuilt > 0) {
-    const std::uint64_t rebuilt = report.chunk_records_rebuilt;
-    report = store::fsck(*s, fo);
-    report.chunk_records_rebuilt = rebuilt;
+    store::fsck_report again = store::fsck(*s, fo);
+    store::add_earlier_repairs(again, report);
+    report = std::move(again);
   }
   if (shown) io.err << "\n";
   std::optional<store::repair_from_report> healed;
@@ -148,7 +148,11 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
     healed = store::repair_from(*s, repair_from, ro);
     if (progress) io.err << "\n";
     // Checked again: what is healed no longer counts as damage.
-    if (healed->healed > 0) report = store::fsck(*s, fo);
+    if (healed->healed > 0) {
+      store::fsck_report again = store::fsck(*s, fo);
+      store::add_earlier_repairs(again, report);
+      report = std::move(again);
+    }
   }
 
   if (as_json) {

@@ -2,8 +2,8 @@
 // that it decodes to its content; damaged chunks are marked so that the
 // next copy of the same content heals every file using them, and those
 // files are named by path (store/scrub.h, docs/fsck.md "Scrub"). While
-// STORE is mounted its daemon scrubs, at idle priority; an unmounted store
-// is scrubbed here, at idle priority too.
+// STORE is mounted its daemon scrubs, at low priority; an unmounted store
+// is scrubbed here, at low priority too.
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -57,8 +57,7 @@ json scrub_here(const std::string& store_dir, bool progress, const tool_io& io) 
   store::store_open_options options;
   options.chunk_cache_bytes = 0;  // every chunk is read once
   const auto s = store::store::open(store_dir, options);
-  fs::lower_own_priority();
-  fs::lower_own_io_priority();
+  fs::nice_own_thread();
   store::scrub_options so;
   auto last = std::chrono::steady_clock::now();
   bool shown = false;
@@ -83,7 +82,7 @@ int scrub_main(const std::vector<std::string>& args, const tool_io& io) {
       "Read every chunk of a store and check that it decodes to its content. Damaged chunks "
       "are marked (the next copy of the same content stores them afresh) and the files using "
       "them are named. Exit status 0 when nothing is damaged, 1 otherwise. On a mounted store "
-      "the daemon does it, at idle priority.",
+      "the daemon does it, at low priority.",
       "densefs scrub"};
   std::string path;
   bool as_json = false;

@@ -772,8 +772,7 @@ TEST_F(store_test, scrub_marks_a_damaged_chunk_and_names_every_file_using_it) {
   EXPECT_EQ(s->damaged_chunk_list(), std::vector<chunk_hash>{hb});
   EXPECT_NE(to_text(r).find("/g (inode 4)"), std::string::npos);
 
-  std::atomic<bool> stop{true};
-  o.stop = &stop;
+  o.stop = [] { return true; };
   EXPECT_TRUE(scrub(*s, o).stopped);
 }
 
