@@ -146,9 +146,8 @@ void register_store_handlers(control_server& server, const store::store& s) {
                           [&s](const nlohmann::json& request, control_response& response) {
                             chunks(s, request, response);
                           });
-  server.register_handler("scrub", [&s](const nlohmann::json&, control_response& response) {
-    scrub(s, response);
-  });
+  server.register_handler(
+      "scrub", [&s](const nlohmann::json&, control_response& response) { scrub(s, response); });
   // {"op":"drop_caches"}: empties the daemon's decoded-chunk and metadata
   // block caches (densefs bench, before each cold row), as
   // /proc/sys/vm/drop_caches does for the kernel's.

@@ -10,7 +10,9 @@
 
 namespace densefs::fs {
 
-stall_watchdog::~stall_watchdog() { stop(); }
+stall_watchdog::~stall_watchdog() {
+  stop();
+}
 
 void stall_watchdog::start(const std::filesystem::path& mountpoint,
                            std::chrono::milliseconds period, std::chrono::milliseconds bound) {
@@ -63,7 +65,7 @@ void stall_watchdog::probe_loop(std::shared_ptr<state> s, std::filesystem::path 
     if (s->stopping) return;
     if (s->stalled.exchange(false, std::memory_order_relaxed))
       log_info("the mount answers again (a statfs sent from CPU " + std::to_string(cpu) +
-                      " was answered)");
+               " was answered)");
   }
 }
 
@@ -83,14 +85,13 @@ void stall_watchdog::watch_loop(std::chrono::milliseconds period, std::chrono::m
     if (waited >= bound && !state_->stalled.load(std::memory_order_relaxed)) {
       state_->stalled.store(true, std::memory_order_relaxed);
       state_->stalls.fetch_add(1, std::memory_order_relaxed);
-      log_error(
-          "the mount has not answered a statfs sent from CPU " + std::to_string(state_->cpu) +
-          " for " +
-          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited).count()) +
-          " s: requests on that path wait (a stalled FUSE transport, or a daemon too busy to "
-          "answer); programs using the mount may hang. `densefs stats MNT --json` shows "
-          "transport_stalled; unmount with `umount -l MNT` and mount again with "
-          "-o transport=device if it stays");
+      log_error("the mount has not answered a statfs sent from CPU " + std::to_string(state_->cpu) +
+                " for " +
+                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited).count()) +
+                " s: requests on that path wait (a stalled FUSE transport, or a daemon too busy to "
+                "answer); programs using the mount may hang. `densefs stats MNT --json` shows "
+                "transport_stalled; unmount with `umount -l MNT` and mount again with "
+                "-o transport=device if it stays");
     }
   }
 }

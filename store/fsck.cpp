@@ -57,7 +57,6 @@ const problem_info& info(fsck_problem p) {
   return k_problems[static_cast<std::size_t>(p)];
 }
 
-
 struct inode_state {
   std::uint32_t mode = 0;
   std::uint32_t nlink = 0;

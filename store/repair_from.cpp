@@ -107,8 +107,7 @@ class healer {
   void offer(std::string_view plain, codec::file_type type, const std::filesystem::path& path) {
     const chunk_hash h = sha256_of(plain);
     const auto it = damaged_.find(h);
-    if (it == damaged_.end() || healed_.count(h) ||
-        it->second == codec::codec_id::lepton_file)
+    if (it == damaged_.end() || healed_.count(h) || it->second == codec::codec_id::lepton_file)
       return;
     const auto rec = s_.get_chunk(h);
     if (!rec || rec->plain_size != plain.size()) return;

@@ -7,8 +7,8 @@
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/sst_file_reader.h>
-#include <rocksdb/utilities/debug.h>
 #include <rocksdb/table.h>
+#include <rocksdb/utilities/debug.h>
 #include <rocksdb/write_batch.h>
 
 #include <fcntl.h>
@@ -501,9 +501,9 @@ void rocksdb_engine::back_up_tables(bool stoppable) {
       // good: fsck --repair salvages it.
       if (const std::string problem = table_problem(temp); !problem.empty()) {
         fs::remove(temp, ec);
-        log_warning("metadata backup: table " + name + " of " + where_ +
-                    " fails its checksums (" + problem + "); `densefs fsck --repair " +
-                    dir_.string() + "` salvages what can be read");
+        log_warning("metadata backup: table " + name + " of " + where_ + " fails its checksums (" +
+                    problem + "); `densefs fsck --repair " + dir_.string() +
+                    "` salvages what can be read");
         continue;
       }
       fsync_path(temp, O_RDONLY);

@@ -16,7 +16,9 @@ namespace densefs::store {
 
 namespace {
 
-bool stopping(const scrub_options& o) { return o.stop && o.stop(); }
+bool stopping(const scrub_options& o) {
+  return o.stop && o.stop();
+}
 
 // Asks `o.stop` every 4,096 records of a scan.
 bool scan_goes_on(const scrub_options& o, std::uint64_t& seen) {
@@ -110,7 +112,8 @@ scrub_report scrub(const store& s, const scrub_options& options) {
       const store::stored_chunk stored = s.read_stored_chunk(hash);
       r.stored_bytes += stored.bytes.size();
       why = verifier.problem(hash, stored);
-      if (!why.empty()) s.mark_damaged(hash, why);  // the store marks what read_stored_chunk refuses
+      if (!why.empty())
+        s.mark_damaged(hash, why);  // the store marks what read_stored_chunk refuses
     } catch (const chunk_missing&) {
       // Deleted since the names were read (a live mount removes files).
     } catch (const store_error& e) {
@@ -135,20 +138,16 @@ scrub_report scrub(const store& s, const scrub_options& options) {
 }
 
 std::string to_json(const scrub_report& r) {
-  return nlohmann::json{{"chunks", r.chunks},
-                        {"stored_bytes", r.stored_bytes},
-                        {"damaged", r.damaged},
-                        {"damaged_files", r.damaged_files},
-                        {"stopped", r.stopped},
-                        {"problems", r.problems},
+  return nlohmann::json{{"chunks", r.chunks},   {"stored_bytes", r.stored_bytes},
+                        {"damaged", r.damaged}, {"damaged_files", r.damaged_files},
+                        {"stopped", r.stopped}, {"problems", r.problems},
                         {"files", r.files}}
       .dump(2);
 }
 
 std::string to_text(const scrub_report& r) {
   std::string out = std::to_string(r.chunks) + " chunks (" + std::to_string(r.stored_bytes) +
-                    " stored bytes) checked" + (r.stopped ? ", stopped before the end" : "") +
-                    ": ";
+                    " stored bytes) checked" + (r.stopped ? ", stopped before the end" : "") + ": ";
   if (r.damaged == 0) return out + "no damage\n";
   out += std::to_string(r.damaged) + " damaged, used by " + std::to_string(r.damaged_files) +
          " file(s):\n";

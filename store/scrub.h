@@ -30,11 +30,11 @@ struct scrub_options {
 };
 
 struct scrub_report {
-  std::uint64_t chunks = 0;         // checked
-  std::uint64_t stored_bytes = 0;   // read
-  std::uint64_t damaged = 0;        // chunks found damaged (and marked)
-  std::uint64_t damaged_files = 0;  // files using them
-  bool stopped = false;             // ended early by options.stop
+  std::uint64_t chunks = 0;           // checked
+  std::uint64_t stored_bytes = 0;     // read
+  std::uint64_t damaged = 0;          // chunks found damaged (and marked)
+  std::uint64_t damaged_files = 0;    // files using them
+  bool stopped = false;               // ended early by options.stop
   std::vector<std::string> problems;  // one line per damaged chunk (at most max_files)
   std::vector<std::string> files;     // "/dir/name (inode N)", at most max_files
 };

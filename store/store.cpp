@@ -614,7 +614,7 @@ void store::check(const std::filesystem::path& dir) {
 }
 
 store::metadata_salvage store::salvage_metadata(const std::filesystem::path& dir,
-                                                 const std::filesystem::path& keep) {
+                                                const std::filesystem::path& keep) {
   check(dir);
   const format_marker m = read_format_marker(dir);
   if (!m.postgres.empty())

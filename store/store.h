@@ -356,7 +356,7 @@ class store {
     std::vector<std::string> restored;
   };
   static metadata_salvage salvage_metadata(const std::filesystem::path& dir,
-                                                   const std::filesystem::path& keep);
+                                           const std::filesystem::path& keep);
   // Every table file of the embedded database read and its checksums
   // checked (fsck): empty when sound or not embedded, else what is damaged.
   std::string verify_metadata_checksums() const;

@@ -51,7 +51,8 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
   if (is_volume_uri(path)) path = store_path(path).string();
   if (!repair_from.empty()) {
     repair = true;
-    if (!std::filesystem::is_directory(repair_from) && !std::filesystem::is_regular_file(repair_from))
+    if (!std::filesystem::is_directory(repair_from) &&
+        !std::filesystem::is_regular_file(repair_from))
       throw store::store_error(ENOENT, "--repair-from " + repair_from +
                                            ": no such directory or file (name the source tree "
                                            "the damaged files were copied from)");
@@ -169,8 +170,8 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
   } else {
     if (healed) {
       io.out << path << ": healed " << healed->healed << " of " << healed->damaged
-             << " damaged chunk(s) from " << repair_from << " (" << healed->files_read
-             << " files, " << human_size(healed->bytes_read) << " read)\n";
+             << " damaged chunk(s) from " << repair_from << " (" << healed->files_read << " files, "
+             << human_size(healed->bytes_read) << " read)\n";
       for (const std::string& h : healed->healed_from) io.out << "  " << h << "\n";
       if (!healed->not_found.empty())
         io.out << "not in " << repair_from << " (copy the files using them in again, or "

@@ -23,7 +23,8 @@ namespace {
 using nlohmann::json;
 
 // The progress line: "scrub: 1234/5678 chunks, 1.2 GiB read".
-void show_progress(const tool_io& io, std::uint64_t done, std::uint64_t total, std::uint64_t bytes) {
+void show_progress(const tool_io& io, std::uint64_t done, std::uint64_t total,
+                   std::uint64_t bytes) {
   io.err << "\rscrub: " << done << "/" << total << " chunks, " << human_size(bytes) << " read"
          << "          " << std::flush;
 }

@@ -10,12 +10,12 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fs/stall_watchdog.h"

@@ -186,7 +186,9 @@ TEST_F(fsck_test, chunk_records_lost_with_a_table_come_back_from_the_pack_header
   chunk_hash h;
   {
     auto s = store::open(dir());
-    ASSERT_TRUE(s->packs());
+    // Blob stores keep payloads in RocksDB: no pack record header to read
+    // (store_blob_backend runs these tests with blob stores).
+    if (!s->packs()) GTEST_SKIP() << "a blob store";
     transaction txn;
     add_file(*s, txn, 5, {data}, 1);
     txn.put_dirent(k_root_ino, "e", {5, S_IFREG});
