@@ -145,6 +145,19 @@ std::string to_json(const scrub_report& r) {
       .dump(2);
 }
 
+scrub_report scrub_report_from_json(std::string_view text) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  scrub_report r;
+  r.chunks = j.value("chunks", std::uint64_t{0});
+  r.stored_bytes = j.value("stored_bytes", std::uint64_t{0});
+  r.damaged = j.value("damaged", std::uint64_t{0});
+  r.damaged_files = j.value("damaged_files", std::uint64_t{0});
+  r.stopped = j.value("stopped", false);
+  r.problems = j.value("problems", std::vector<std::string>{});
+  r.files = j.value("files", std::vector<std::string>{});
+  return r;
+}
+
 std::string to_text(const scrub_report& r) {
   std::string out = std::to_string(r.chunks) + " chunks (" + std::to_string(r.stored_bytes) +
                     " stored bytes) checked" + (r.stopped ? ", stopped before the end" : "") + ": ";

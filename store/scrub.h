@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace densefs::store {
@@ -44,6 +45,10 @@ scrub_report scrub(const store& s, const scrub_options& options = {});
 // {"chunks":N,"stored_bytes":N,"damaged":N,"damaged_files":N,"stopped":b,
 //  "problems":[...],"files":[...]}
 std::string to_json(const scrub_report& r);
+// The report back from to_json's text (a daemon's answer to `densefs
+// scrub`); fields it lacks stay at their defaults. Throws
+// nlohmann::json::parse_error on text that is not JSON.
+scrub_report scrub_report_from_json(std::string_view text);
 // The human report: a summary line, then each damaged file.
 std::string to_text(const scrub_report& r);
 

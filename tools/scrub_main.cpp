@@ -108,15 +108,7 @@ int scrub_main(const std::vector<std::string>& args, const tool_io& io) {
     report["mounted"] = live;
     io.out << report.dump(2) << '\n';
   } else {
-    store::scrub_report r;
-    r.chunks = report.value("chunks", std::uint64_t{0});
-    r.stored_bytes = report.value("stored_bytes", std::uint64_t{0});
-    r.damaged = report.value("damaged", std::uint64_t{0});
-    r.damaged_files = report.value("damaged_files", std::uint64_t{0});
-    r.stopped = report.value("stopped", false);
-    r.problems = report.value("problems", std::vector<std::string>{});
-    r.files = report.value("files", std::vector<std::string>{});
-    io.out << path << ": " << store::to_text(r);
+    io.out << path << ": " << store::to_text(store::scrub_report_from_json(report.dump()));
   }
   return clean ? k_exit_ok : k_exit_failure;
 }
