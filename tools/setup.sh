@@ -157,7 +157,7 @@ apt_updated=0
 apt_install() {
   local missing=() p
   for p in "$@"; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then # reads little: one package's status line
       missing+=("$p")
     fi
   done
@@ -241,7 +241,7 @@ cargo_version_ok() {
   local v
   v=$("$1" --version 2>/dev/null | awk '{print $2}') || return 1
   [[ -n $v ]] || return 1
-  [[ $(printf '%s\n1.89.0\n' "$v" | sort -V | head -n1) == 1.89.0 ]]
+  [[ $(printf '%s\n1.89.0\n' "$v" | sort -V | sed -n 1p) == 1.89.0 ]]
 }
 
 # Sets `cargo` to a cargo >= 1.89 (with its rustc beside it), installing
@@ -609,8 +609,11 @@ ctest_phase() {
   phase_summaries+=("$(printf '%-16s %5d passed, %d failed, %d skipped, %d flaky  (%d s)' \
     "$phase" "$passed" "$failed" "$skipped" "$flaky" $((SECONDS - start)))")
   failure_digests+=("$digest")
-  slowest_tests+=("$(printf '  [%s]\n' "$phase"; test_times "$out" | sort -t$'\t' -k2,2 -rn | head -n 15 |
-    awk -F'\t' '{ printf "    %7.1f s  %s%s\n", $2, $1, ($3 == "Passed" ? "" : "  (" $3 ")") }')")
+  # (awk's NR <= 15 reads all of sort's output: a head that stops reading
+  # kills sort with SIGPIPE once the list outgrows a pipe buffer, and under
+  # pipefail that exit 141 ended a whole CI run after every test passed.)
+  slowest_tests+=("$(printf '  [%s]\n' "$phase"; test_times "$out" | sort -t$'\t' -k2,2 -rn |
+    awk -F'\t' 'NR <= 15 { printf "    %7.1f s  %s%s\n", $2, $1, ($3 == "Passed" ? "" : "  (" $3 ")") }')")
   local skip
   while IFS= read -r skip; do
     [[ -n $skip ]] && skipped_tests+=("  [$phase] $skip")

@@ -25,4 +25,19 @@ while IFS= read -r -d '' f; do scripts+=("$f"); done < <(
   find tools docker tests -name '*.sh' -print0 | sort -z)
 echo "shellcheck ${scripts[*]}"
 "$shellcheck" --external-sources --source-path=SCRIPTDIR "${scripts[@]}"
+# CI's driver runs under pipefail: a `| head` (or `grep -q`, `grep -m`) that
+# stops reading kills its writer with SIGPIPE once the output outgrows a
+# pipe buffer, and the exit 141 fails the run. This ended a CI run whose
+# tests had all passed, when the list of test times passed 64 KiB.
+early_exit='\|[[:space:]]*(head|grep[[:space:]]+(-[a-zA-Z]*[qm]|--quiet|--max-count))'
+# shellcheck disable=SC2016 # the $(...) is the checked text, unexpanded
+printf 'x=$(seq 100000 | head -n 1)\n' >"$tmp/sigpipe.sh"
+if ! grep -qE "$early_exit" "$tmp/sigpipe.sh"; then
+  echo "FAIL: the early-exit pattern does not match \`seq | head\`" >&2
+  exit 1
+fi
+if grep -nE "$early_exit" tools/setup.sh .ci/run | grep -v '# reads little:'; then
+  echo "FAIL: tools/setup.sh or .ci/run pipes into a reader that stops early (above); use awk 'NR <= N' or sed -n, which read all input, or end the line with '# reads little: WHY'" >&2
+  exit 1
+fi
 echo "shell scripts OK"
