@@ -401,6 +401,38 @@ void filesystem::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::
   }
 }
 
+store::payloads_ahead filesystem::write_payloads_ahead(const std::vector<encoded_slot>& group) {
+  // The payloads a group's commit may store go to the packs first, with no
+  // lock held: every lookup and getattr waits on meta_mutex_, and none may
+  // wait behind a pack write. Left out: versions that cannot commit (a
+  // newer one of the slot later in the group, a failed encoding, a file
+  // deleted before its data landed), whose payloads would be dead bytes.
+  // What this misses, the commit writes itself.
+  std::set<const node*> gone;
+  {
+    std::lock_guard meta(meta_mutex_);
+    for (const encoded_slot& e : group)
+      if (e.n->purged || (e.n->record.nlink == 0 && e.n->opens == 0)) gone.insert(e.n.get());
+  }
+  std::vector<const store::prepared_chunk*> chunks;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    const encoded_slot& e = group[i];
+    const bool newer_here =
+        i + 1 < group.size() && group[i + 1].n == e.n && group[i + 1].index == e.index;
+    if (newer_here || e.error != 0 || gone.contains(e.n.get())) continue;
+    for (const slot_chunk& c : e.chunks)
+      if (c.prepared && c.prepared->encoded) chunks.push_back(&*c.prepared);
+  }
+  try {
+    return store_->write_payloads_ahead(chunks);
+  } catch (const std::exception& ex) {
+    // The disk is full, say: the commit writes them under its lock and
+    // reports what it meets.
+    log_debug(std::string("writing a group's payloads ahead of its commit: ") + ex.what());
+    return {};
+  }
+}
+
 void filesystem::commit_group(std::vector<encoded_slot>& group) {
   // By inode, slot and generation: files are locked in inode order (as
   // copy_file_range's std::lock may hold two, never while blocking), and
@@ -408,6 +440,7 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
   std::sort(group.begin(), group.end(), [](const encoded_slot& a, const encoded_slot& b) {
     return std::tie(a.n->ino, a.index, a.gen) < std::tie(b.n->ino, b.index, b.gen);
   });
+  store::payloads_ahead ahead = write_payloads_ahead(group);
   std::vector<std::unique_lock<std::mutex>> data_locks;
   for (std::size_t i = 0; i < group.size(); ++i)
     if (i == 0 || group[i].n != group[i - 1].n) data_locks.emplace_back(group[i].n->data_mutex);
@@ -554,10 +587,10 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
         }
       };
       if (beside_others) {
-        commit(txn, false, fill);
+        commit(txn, false, fill, &ahead);
       } else {
         fill(txn);
-        commit(txn);
+        commit(txn, false, {}, &ahead);
       }
       // Nobody can read these bytes again: dropped like a deleted file's,
       // and the node's late commits with them.

@@ -214,8 +214,10 @@ class filesystem {
   // touches inodes or entries.
   // Every commit also clears the rows of new files that ended since the
   // last one (end_new_file_locked).
+  // `ahead`: its payloads, written before the caller took meta_mutex_.
   void commit(store::transaction& txn, bool sync = false,
-              const std::function<void(store::transaction&)>& fill = {});
+              const std::function<void(store::transaction&)>& fill = {},
+              store::payloads_ahead* ahead = nullptr);
   // Inside a rename's fill beside other writers: EINVAL when `moved_dir`
   // is `new_parent` or one of its ancestors, as the store has them now.
   void refuse_loop(std::uint64_t moved_dir, std::uint64_t new_parent);
@@ -448,6 +450,10 @@ class filesystem {
   // On the committer thread: one transaction for a group of encoded slot
   // versions of any files (write_back.h), then each slot's bookkeeping.
   void commit_group(std::vector<encoded_slot>& group);
+  // Before commit_group takes its locks: the payloads its commit may store
+  // (store::write_payloads_ahead). Empty when that fails (the commit then
+  // writes them itself and reports the error).
+  store::payloads_ahead write_payloads_ahead(const std::vector<encoded_slot>& group);
   std::shared_ptr<const std::string> staged_context(node& n, std::uint64_t index) const;
   void wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n);
   // Open and create: keep the kernel's cached pages of `n` only where they
@@ -457,7 +463,7 @@ class filesystem {
   // version it vouches for. Takes meta_mutex_.
   void vouch_for_cache(node& n, const fuse_file_info* fi);
   // -o relatime: sets n's atime to now when it is not newer than mtime or
-  // ctime or is a day old; true if it did (the caller then invalidates the
+  // ctime or is a day old (-o strictatime: always); true if it did (the caller then invalidates the
   // kernel's attributes, outside the mutex). Caller holds meta_mutex_.
   bool touch_atime(node& n) const;
   // sync_all, then the store synced: fsync, fsyncdir, `densefs sync`.

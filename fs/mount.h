@@ -59,6 +59,11 @@ struct mount_options {
   // atime to the daemon). Off by default: atime is then never updated by
   // reads, as with noatime.
   bool relatime = false;
+  // -o strictatime: every open for reading and every read sets atime (as
+  // the kernel's strictatime; what a page-cache hit serves without a READ
+  // is counted at the open).
+  bool strictatime = false;
+  bool updates_atime() const { return relatime || strictatime; }
   // -o shared: one of several writers of a PostgreSQL volume
   // (store_open_options::shared_writer; docs/scale-out.md, "Several writers").
   bool shared_writer = false;

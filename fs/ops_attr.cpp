@@ -179,7 +179,8 @@ void filesystem::cancel_gc() {
 }
 
 void filesystem::commit(store::transaction& txn, bool sync,
-                        const std::function<void(store::transaction&)>& fill) {
+                        const std::function<void(store::transaction&)>& fill,
+                        store::payloads_ahead* ahead) {
   std::vector<std::uint64_t> ended;
   {
     std::lock_guard lock(ended_new_files_mutex_);
@@ -187,7 +188,7 @@ void filesystem::commit(store::transaction& txn, bool sync,
   }
   for (const std::uint64_t ino : ended) txn.clear_new_file(ino);
   try {
-    store_->commit(txn, sync, fill);
+    store_->commit(txn, sync, fill, ahead);
   } catch (...) {
     // Not cleared: the next commit tries again.
     std::lock_guard lock(ended_new_files_mutex_);

@@ -52,7 +52,8 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       // (docs/read-path.md, "Requests per file"). An atime that relatime
       // changed is stored at release instead.
       if ((fi->flags & O_ACCMODE) == O_RDONLY) fi->noflush = 1;
-      // -o relatime: a file the kernel serves from its cache sends no READ.
+      // -o relatime, strictatime: a file the kernel serves from its cache
+      // sends no READ.
       if ((fi->flags & O_ACCMODE) != O_WRONLY) atime_changed = touch_atime(*n);
       ++n->opens;
       if ((fi->flags & O_ACCMODE) != O_RDONLY) ++n->writers;
@@ -123,13 +124,15 @@ void filesystem::vouch_for_cache(node& n, const fuse_file_info* fi) {
 }
 
 bool filesystem::touch_atime(node& n) const {
-  if (!options_.relatime || options_.read_only) return false;
+  if (!options_.updates_atime() || options_.read_only) return false;
   const store::timestamp t = now();
   store::inode_record& r = n.record;
   // As the kernel's relatime_need_update: atime not newer than mtime or
   // ctime, or a day old.
   constexpr std::int64_t k_day = 24 * 60 * 60;
-  if (r.atime > r.mtime && r.atime > r.ctime && t.sec - r.atime.sec < k_day) return false;
+  if (!options_.strictatime && r.atime > r.mtime && r.atime > r.ctime &&
+      t.sec - r.atime.sec < k_day)
+    return false;
   r.atime = t;
   n.record_dirty = true;  // stored by the flush at release
   return true;
@@ -171,7 +174,7 @@ void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t of
     // on the read-ahead pool meanwhile (fs/read_ahead.h).
     // Not for the kernel's own reads through a write-only handle (with
     // writeback_cache, to fill a page a write covers in part).
-    if (options_.relatime && (fi->flags & O_ACCMODE) != O_WRONLY) {
+    if (options_.updates_atime() && (fi->flags & O_ACCMODE) != O_WRONLY) {
       bool atime_changed;
       {
         std::lock_guard meta(meta_mutex_);

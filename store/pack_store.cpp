@@ -951,7 +951,8 @@ std::uint64_t pack_store::file_bytes() const {
   return bytes;
 }
 
-pack_store::compaction pack_store::compact(double dead_share, std::mutex& commit_mutex,
+pack_store::compaction pack_store::compact(double dead_share, std::shared_mutex& ahead_gate,
+                                           std::mutex& commit_mutex,
                                            const std::atomic<bool>& cancel,
                                            const std::function<void(std::string_view)>& progress) {
   if (options_.read_only) throw store_error(EROFS, "pack store is read-only");
@@ -981,8 +982,11 @@ pack_store::compaction pack_store::compact(double dead_share, std::mutex& commit
   }
   // Plan under the commit mutex: a commit whose record went to a pack that
   // has been closed since has committed by then, so the scan sees its entry.
+  // And with no payload written ahead of its commit outstanding: those that
+  // come later go to the current pack or a newer one, never one planned here.
   std::map<std::uint32_t, std::vector<std::pair<chunk_hash, pack_ref>>> moves;
   {
+    std::unique_lock ahead(ahead_gate);
     std::lock_guard commit(commit_mutex);
     for (const pack_usage& u : usage(&cancel)) {
       if (u.file_bytes == 0 || waiting.contains(u.id)) continue;

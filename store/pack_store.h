@@ -130,6 +130,7 @@ class pack_store final : public payload_store {
   void remove(metadata_batch& batch, const chunk_hash& hash) override;
   std::string get(const chunk_hash& hash) override;
   std::vector<std::string> get_many(std::span<const chunk_hash> hashes) override;
+  bool writes_at_put() const override { return true; }
   void sync() override;
 
   std::string_view reader_kind() const { return reader_->kind(); }
@@ -183,7 +184,11 @@ class pack_store final : public payload_store {
     std::uint64_t records_moved = 0;
     std::uint64_t bytes_moved = 0;
   };
-  compaction compact(double dead_share, std::mutex& commit_mutex, const std::atomic<bool>& cancel,
+  // `ahead_gate`, taken exclusively while it plans (before `commit_mutex`):
+  // held shared by the payloads written ahead of their commit (store::
+  // payloads_ahead), whose pack would look dead until then.
+  compaction compact(double dead_share, std::shared_mutex& ahead_gate, std::mutex& commit_mutex,
+                     const std::atomic<bool>& cancel,
                      const std::function<void(std::string_view)>& progress = {});
 
   // Every record of every pack file in (pack, offset) order; bytes that do

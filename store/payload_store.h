@@ -54,6 +54,10 @@ class payload_store {
   virtual std::string get(const chunk_hash& hash) = 0;
   // Same order as hashes; one batched lookup.
   virtual std::vector<std::string> get_many(std::span<const chunk_hash> hashes) = 0;
+  // Whether put() writes the bytes out at once (pack files) rather than into
+  // the batch: then a commit may write them ahead, with no lock held
+  // (store::write_payloads_ahead).
+  virtual bool writes_at_put() const { return false; }
   // Makes every payload put so far durable, before a commit that names them
   // syncs the write-ahead log. Nothing to do when payloads go through it.
   virtual void sync() {}

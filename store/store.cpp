@@ -19,6 +19,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <shared_mutex>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -1467,8 +1468,8 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
     }
     phase("compacting packs");
     // Without room, a threshold above 1 selects only packs with nothing live.
-    const pack_store::compaction c =
-        packs_->compact(room ? k_pack_dead_share : 2.0, commit_mutex_, gc_canceled_, progress);
+    const pack_store::compaction c = packs_->compact(room ? k_pack_dead_share : 2.0, ahead_gate_,
+                                                     commit_mutex_, gc_canceled_, progress);
     packs_deleted = c.packs_deleted;
     packs_deferred = c.packs_deferred;
     if (!room) result.rewrote_payloads = rewrite_payloads = false;
@@ -1981,19 +1982,25 @@ std::size_t store::load_chunks(std::span<const chunk_hash> hashes,
 
 // ---------------------------------------------------------------- commit
 
+namespace {
+// New file data may not eat into a reserve kept for metadata (unlink and
+// rename must work on a full disk) and for RocksDB's own flushes (a
+// memtable full of payloads becomes a blob file before its WAL goes). If
+// RocksDB itself hits ENOSPC it stops writing until Resume() can flush,
+// which on a full disk is never.
+std::uint64_t space_reserve(const struct ::statvfs& sv) {
+  const std::uint64_t block = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+  const std::uint64_t total = static_cast<std::uint64_t>(sv.f_blocks) * block;
+  return std::clamp<std::uint64_t>(total / 50, k_min_space_reserve, k_max_space_reserve);
+}
+}  // namespace
+
 void store::check_space_for(std::uint64_t bytes) const {
   struct ::statvfs sv {};
   if (::statvfs(dir_.c_str(), &sv) != 0) return;  // cannot tell: let RocksDB decide
   const std::uint64_t block = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
-  const std::uint64_t total = static_cast<std::uint64_t>(sv.f_blocks) * block;
   const std::uint64_t free = static_cast<std::uint64_t>(sv.f_bavail) * block;
-  // New file data may not eat into a reserve kept for metadata (unlink and
-  // rename must work on a full disk) and for RocksDB's own flushes (a
-  // memtable full of payloads becomes a blob file before its WAL goes). If
-  // RocksDB itself hits ENOSPC it stops writing until Resume() can flush,
-  // which on a full disk is never.
-  const std::uint64_t reserve =
-      std::clamp<std::uint64_t>(total / 50, k_min_space_reserve, k_max_space_reserve);
+  const std::uint64_t reserve = space_reserve(sv);
   if (free < bytes + reserve) {
     throw store_error(ENOSPC, "store " + dir_.string() + " is full: " + std::to_string(free) +
                                   " bytes free, " + std::to_string(bytes) +
@@ -2006,10 +2013,28 @@ void store::check_space_for(std::uint64_t bytes) const {
 // (or inline payloads) each put left in its batch, to be written by the
 // commit if the chunk is still new then. Keyed by the bytes they came from.
 struct store::staged_payload {
-  chunk_hash hash;
   payload_meta meta;
+  std::uint64_t size = 0;
+  std::uint64_t checksum = 0;                                     // stored_checksum of the bytes
   std::vector<std::pair<std::string, std::string>> payload_rows;  // payloads table: key, value
+  bool same_as(std::string_view bytes, const payload_meta& m) const {
+    return meta.codec == m.codec && meta.plain_size == m.plain_size && size == bytes.size() &&
+           checksum == stored_checksum(bytes);
+  }
 };
+
+struct payloads_ahead::impl {
+  std::shared_lock<std::shared_mutex> gate;  // store::ahead_gate_
+  store::staged_payloads payloads;
+};
+
+payloads_ahead::payloads_ahead() = default;
+payloads_ahead::~payloads_ahead() = default;
+payloads_ahead::payloads_ahead(payloads_ahead&&) noexcept = default;
+payloads_ahead& payloads_ahead::operator=(payloads_ahead&&) noexcept = default;
+bool payloads_ahead::empty() const {
+  return !impl_ || impl_->payloads.empty();
+}
 
 namespace {
 
@@ -2033,8 +2058,9 @@ class payload_rows_batch final : public metadata_batch {
 };
 
 // Thrown out of a commit's locked transaction when it needs a payload that
-// was not staged (a chunk another writer deleted since the staging): the
-// commit stages it and tries again.
+// was not staged (a chunk another writer deleted since the staging, one
+// encoded again after it, one a payloads_ahead lacks): the commit stages it
+// and tries again.
 struct payload_not_staged {
   chunk_hash hash;
   const std::string* bytes;
@@ -2045,9 +2071,10 @@ struct payload_not_staged {
 
 void store::stage_payload(staged_payloads& staged, const chunk_hash& hash, const std::string& bytes,
                           const payload_meta& meta) {
-  staged_payload& p = staged[&bytes];
-  p.hash = hash;
+  staged_payload& p = staged[hash];
   p.meta = meta;
+  p.size = bytes.size();
+  p.checksum = stored_checksum(bytes);
   p.payload_rows.clear();
   payload_rows_batch rows(p.payload_rows);
   payloads_->put(rows, hash, bytes, meta);
@@ -2070,9 +2097,16 @@ void store::stage_payloads(const transaction::impl& t, staged_payloads& staged, 
   std::uint64_t bytes = 0;
   std::vector<std::function<void()>> puts;
   std::size_t i = 0;
+  const auto is_staged = [&](const chunk_hash& hash, const std::string& bytes,
+                             const payload_meta& meta) {
+    const auto it = staged.find(hash);
+    return it != staged.end() && it->second.same_as(bytes, meta);
+  };
   for (; i < candidates.size(); ++i) {
     const auto& [hash, d] = *candidates[i];
-    if ((records[i] && !every_chunk) || staged.contains(&d.encoded->bytes)) continue;
+    if ((records[i] && !every_chunk) ||
+        is_staged(hash, d.encoded->bytes, {d.encoded->codec, d.plain_size}))
+      continue;
     bytes += d.encoded->bytes.size();
     puts.push_back([&, h = &hash, dl = &d] {
       stage_payload(staged, *h, dl->encoded->bytes, {dl->encoded->codec, dl->plain_size});
@@ -2081,8 +2115,9 @@ void store::stage_payloads(const transaction::impl& t, staged_payloads& staged, 
   for (const auto& group : t.replacements)
     for (const transaction::payload_swap& r : group) {
       const std::optional<std::string>& raw = records[i++];
-      if (!raw || staged.contains(&r.encoded.bytes)) continue;  // gone: the swap will not apply
+      if (!raw) continue;  // gone: the swap will not apply
       const chunk_record rec = detail::decode_chunk(*raw, "chunk " + r.hash.hex());
+      if (is_staged(r.hash, r.encoded.bytes, {r.encoded.codec, rec.plain_size})) continue;
       bytes += r.encoded.bytes.size();
       puts.push_back([&, sw = &r, plain = rec.plain_size] {
         stage_payload(staged, sw->hash, sw->encoded.bytes, {sw->encoded.codec, plain});
@@ -2095,10 +2130,49 @@ void store::stage_payloads(const transaction::impl& t, staged_payloads& staged, 
   payloads_->sync();
 }
 
-void store::commit(transaction& txn, bool sync, const std::function<void(transaction&)>& fill) {
+payloads_ahead store::write_payloads_ahead(std::span<const prepared_chunk* const> chunks) {
+  payloads_ahead ahead;
+  if (options_.read_only || !payloads_->writes_at_put()) return ahead;
+  // The chunks that come with their bytes and are new (or damaged: the
+  // commit stores them afresh), each once.
+  std::map<chunk_hash, const prepared_chunk*> candidates;
+  for (const prepared_chunk* c : chunks)
+    if (c && c->encoded) candidates.try_emplace(c->hash, c);
+  if (candidates.empty()) return ahead;
+  std::vector<std::string> keys;
+  keys.reserve(candidates.size());
+  for (const auto& [hash, c] : candidates) keys.emplace_back(hash.view());
+  const std::vector<std::optional<std::string>> records =
+      engine_->get_many(table::chunks, keys, "the chunks of a commit");
+  std::vector<const prepared_chunk*> puts;
+  std::uint64_t bytes = 0;
+  std::size_t i = 0;
+  for (const auto& [hash, c] : candidates) {
+    if (records[i++] && !damaged_->contains(hash)) continue;
+    puts.push_back(c);
+    bytes += c->encoded->bytes.size();
+  }
+  if (puts.empty()) return ahead;
+  ahead.impl_ = std::make_unique<payloads_ahead::impl>();
+  ahead.impl_->gate = std::shared_lock(ahead_gate_);
+  check_space_for(bytes);
+  for (const prepared_chunk* c : puts)
+    stage_payload(ahead.impl_->payloads, c->hash, c->encoded->bytes,
+                  {c->encoded->codec, c->plain_size});
+  // Durable before a commit names them durably (an engine whose every
+  // write is, or the shared database other writers read at once); else
+  // the commit syncs them when it syncs its log.
+  if (writes_beside_others() || engine_->writes_are_durable()) payloads_->sync();
+  return ahead;
+}
+
+void store::commit(transaction& txn, bool sync, const std::function<void(transaction&)>& fill,
+                   payloads_ahead* ahead) {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   transaction::impl& t = ensure(txn.impl_);
 
+  // (Pack compaction plans under commit_mutex_ too: the payloads this
+  // writes are named by its index entries before compaction looks.)
   std::lock_guard lock(commit_mutex_);
   // One writer: nothing can change between fill's reads and the write.
   const bool fill_locked = fill && writes_beside_others();
@@ -2157,8 +2231,15 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
   // go to the payload store first, and the transaction writes the index
   // entries of those still new then. (A payload found to exist by then is
   // left in its pack as dead bytes, for gc.)
-  std::optional<staged_payloads> staged;
-  if (writes_beside_others()) stage_payloads(t, staged.emplace(), false);
+  // Payloads written ahead (write_payloads_ahead) are used the same way;
+  // what they lack is staged on the first try that needs it.
+  std::optional<staged_payloads> own_staged;
+  staged_payloads* staged = nullptr;
+  if (ahead && ahead->impl_)
+    staged = &ahead->impl_->payloads;
+  else if (writes_beside_others())
+    staged = &own_staged.emplace();
+  if (staged && writes_beside_others()) stage_payloads(t, *staged, false);
 
   // What the commit did, for after it (set by each try of `build`).
   std::vector<chunk_hash> deleted;
@@ -2451,14 +2532,16 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
     if (staged) {
       // Staged before the transaction, or not yet: then stage and try again.
       for (const new_payload& p : new_payloads) {
-        const auto it = staged->find(p.bytes);
-        if (it == staged->end() || it->second.hash != *p.hash ||
-            it->second.meta.codec != p.meta.codec ||
-            it->second.meta.plain_size != p.meta.plain_size)
+        const auto it = staged->find(*p.hash);
+        if (it == staged->end() || !it->second.same_as(*p.bytes, p.meta))
           throw payload_not_staged{*p.hash, p.bytes, p.meta};
         for (const auto& [key, value] : it->second.payload_rows)
           batch.put(table::payloads, key, value);
       }
+      // Pack bytes durable before the log that names them (payloads written
+      // ahead on an engine that is not durable at once were not synced, nor
+      // were those of earlier commits this synced log makes durable).
+      if (sync) payloads_->sync();
       return;
     }
     if (new_payload_bytes > 0) check_space_for(new_payload_bytes);
@@ -2483,7 +2566,8 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
         throw store_error(EIO, "chunk " + missing.hash.hex() +
                                    ": its payload was not staged for the commit that makes it");
       stage_payloads(t, *staged, true);
-      if (!staged->contains(missing.bytes)) {
+      if (const auto it = staged->find(missing.hash);
+          it == staged->end() || !it->second.same_as(*missing.bytes, missing.meta)) {
         check_space_for(missing.bytes->size());
         stage_payload(*staged, missing.hash, *missing.bytes, missing.meta);
         payloads_->sync();
@@ -2529,6 +2613,13 @@ struct statvfs store::statvfs() const {
   struct statvfs out {};
   if (::statvfs(dir_.c_str(), &out) != 0)
     throw store_error(errno, "statvfs " + dir_.string() + ": " + errno_text(errno));
+  // What file data may still use: the reserve is to it what ext4's blocks
+  // reserved for root are to users (in f_bfree, not in f_bavail), so that
+  // a program that fills what df says is free is not refused (fallocate
+  // of f_bavail bytes succeeds; xfstests generic/103).
+  const std::uint64_t block = out.f_frsize ? out.f_frsize : out.f_bsize;
+  const std::uint64_t reserved_blocks = block ? (space_reserve(out) + block - 1) / block : 0;
+  out.f_bavail = out.f_bavail > reserved_blocks ? out.f_bavail - reserved_blocks : 0;
   return out;
 }
 

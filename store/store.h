@@ -27,6 +27,7 @@
 #include <optional>
 #include <semaphore>
 #include <set>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -193,6 +194,29 @@ class transaction {
   };
   void replace_payloads(std::vector<payload_swap> swaps);
 
+  bool empty() const;
+
+ private:
+  friend class store;
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+// Payloads written before the commit that names them (store::
+// write_payloads_ahead): the pack writes of a commit, done before the caller
+// takes the locks its readers wait on, so that the commit only writes
+// metadata. Until it is committed or destroyed it holds pack compaction off
+// (a pack holding bytes no index entry names yet would look dead). One
+// that is never committed leaves dead bytes in a pack, for gc. Move-only;
+// for one commit, from the thread that made it.
+class payloads_ahead {
+ public:
+  payloads_ahead();
+  ~payloads_ahead();
+  payloads_ahead(payloads_ahead&&) noexcept;
+  payloads_ahead& operator=(payloads_ahead&&) noexcept;
+  // Whether any payload was written (nothing was new, or the payload store
+  // writes payloads with the commit: RocksDB blobs).
   bool empty() const;
 
  private:
@@ -537,8 +561,19 @@ class store {
   // must not add chunks that bring their own payload. An exception from it
   // applies nothing and leaves the commit. On a store with one writer it
   // runs once, just before the write.
+  //
+  // `ahead`: payloads written ahead for this commit (write_payloads_ahead);
+  // a new payload it lacks is written by the commit, under its lock.
   void commit(transaction& txn, bool sync = false,
-              const std::function<void(transaction&)>& fill = {});
+              const std::function<void(transaction&)>& fill = {}, payloads_ahead* ahead = nullptr);
+
+  // Writes the payloads of `chunks` that the store does not hold (or holds
+  // damaged) to the payload store now, for a commit that will name them:
+  // its caller holds no lock meanwhile. Throws store_error (ENOSPC: the
+  // disk is full); nothing is lost then, the commit writes them itself.
+  // Uploaded first beside other writers, synced first where the engine's
+  // writes are durable at once (the commit names them durably).
+  payloads_ahead write_payloads_ahead(std::span<const prepared_chunk* const> chunks);
 
   // Makes every committed change durable (syncs the WAL).
   void sync();
@@ -786,6 +821,10 @@ class store {
   mutable std::counting_semaphore<k_parallel_lepton_file_decodes> lepton_file_decodes_{
       k_parallel_lepton_file_decodes};
   std::mutex commit_mutex_;
+  // Held shared by every payloads_ahead until its commit, exclusively by
+  // pack compaction while it plans (before commit_mutex_): a pack holding
+  // payloads written ahead looks dead until their commit names them.
+  std::shared_mutex ahead_gate_;
   std::mutex gc_mutex_;  // one collect_garbage() at a time
   std::atomic<std::uint64_t> garbage_bytes_{0};
   std::atomic<bool> gc_canceled_{false};
@@ -842,8 +881,11 @@ class store {
   void drop_cached_extents(std::span<const std::uint64_t> inodes, bool all) const;
   // A shared writer's commit puts the payloads that may be new before its
   // locked transaction (commit()): staged, by the bytes they came from.
+  // By chunk; an entry is used only for the same bytes (staged_payload::
+  // same_as), so a chunk encoded again after its staging is staged again.
   struct staged_payload;
-  using staged_payloads = std::map<const std::string*, staged_payload>;
+  using staged_payloads = std::map<chunk_hash, staged_payload>;
+  friend class payloads_ahead;  // holds staged_payloads
   void stage_payloads(const transaction::impl& t, staged_payloads& staged, bool every_chunk);
   void stage_payload(staged_payloads& staged, const chunk_hash& hash, const std::string& bytes,
                      const payload_meta& meta);

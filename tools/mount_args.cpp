@@ -68,6 +68,7 @@ const char* const k_mount_usage =
      relatime           reads update atime when it is not newer than mtime or
                         ctime, or a day old (default: reads never update it,
                         as with noatime)
+     strictatime        every read updates atime
      acl / noacl        POSIX ACLs, enforced by the kernel (default acl; with
                         noacl setfacl is refused: docs/testing.md, "POSIX ACLs")
      encode_threads=N   compression threads (default: one per core)
@@ -160,7 +161,17 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
   } else if (key == "relatime") {
     // Not for libfuse, which knows only noatime among the atime options;
     // the kernel mounts relatime by default and leaves atime to densefs.
+    // The atime options exclude each other: the last one given counts (a
+    // remount adds its option to those of fstab).
     flag(o.relatime, true);
+    o.strictatime = false;
+  } else if (key == "strictatime") {
+    // Not for libfuse either (it knows only nostrictatime).
+    flag(o.strictatime, true);
+    o.relatime = false;
+  } else if (key == "noatime" && !has_value) {
+    o.relatime = o.strictatime = false;
+    o.fuse_options.emplace_back(opt);
   } else if (key == "debug") {
     flag(o.debug, true);
     o.foreground = true;

@@ -1020,6 +1020,15 @@ TEST_F(store_test, statvfs_describes_the_store_file_system) {
   const struct statvfs v = s->statvfs();
   EXPECT_GT(v.f_blocks, 0u);
   EXPECT_GT(v.f_bsize, 0u);
+  // What file data may use: the space reserve (at least 40 MiB) is not
+  // available, as ext4's root-reserved blocks are not, so that filling
+  // what df shows works (fallocate checks the same; xfstests generic/103).
+  struct statvfs disk {};
+  ASSERT_EQ(::statvfs(dir().c_str(), &disk), 0);
+  const std::uint64_t disk_free = static_cast<std::uint64_t>(disk.f_bavail) * disk.f_frsize;
+  const std::uint64_t shown = static_cast<std::uint64_t>(v.f_bavail) * v.f_frsize;
+  EXPECT_LE(shown + (40u << 20), std::max<std::uint64_t>(disk_free, 40u << 20) + (1u << 20));
+  EXPECT_LE(v.f_bavail, v.f_bfree);
 }
 
 // ---- stats

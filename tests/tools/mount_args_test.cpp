@@ -155,6 +155,22 @@ TEST(mount_args, relatime_is_understood_not_passed_to_fuse) {
   expect_usage_error({"s", "m", "-o", "relatime=1"}, "relatime");
 }
 
+TEST(mount_args, strictatime_is_understood_not_passed_to_fuse) {
+  // libfuse knows only nostrictatime; xfstests mounts with strictatime.
+  const fs::mount_options o = parse_mount_args({"s", "m", "-o", "strictatime,nosuid"});
+  EXPECT_TRUE(o.strictatime);
+  EXPECT_TRUE(o.updates_atime());
+  EXPECT_EQ(o.fuse_options, std::vector<std::string>{"nosuid"});
+  EXPECT_FALSE(parse_mount_args({"s", "m"}).updates_atime());
+  // The last atime option counts (xfstests generic/003 remounts with
+  // noatime after relatime).
+  EXPECT_FALSE(parse_mount_args({"s", "m", "-o", "relatime", "-o", "noatime"}).updates_atime());
+  const fs::mount_options strict_then_rel =
+      parse_mount_args({"s", "m", "-o", "strictatime,relatime"});
+  EXPECT_TRUE(strict_then_rel.relatime);
+  EXPECT_FALSE(strict_then_rel.strictatime);
+}
+
 TEST(mount_args, bad_values_are_usage_errors_naming_the_option) {
   expect_usage_error({"s", "m", "-o", "entry_timeout=abc"}, "entry_timeout");
   expect_usage_error({"s", "m", "-o", "attr_timeout=-1"}, "attr_timeout");
