@@ -10,7 +10,8 @@
 # count, median, 99th percentile and maximum of each, and dd's time.
 # Not part of ctest; run with nothing else on the machine.
 # Usage: tests/bench/lookup_during_write.sh DENSEFS [DENSEFS...]
-#   env ROUNDS (default 2), WORK (default /var/tmp/densefs-bench-lookup)
+#   env ROUNDS (default 2), WORK (default /var/tmp/densefs-bench-lookup),
+#   OPTIONS (mount options, e.g. transport=device)
 set -euo pipefail
 [[ $# -ge 1 ]] || {
   echo "usage: $0 DENSEFS [DENSEFS...]" >&2
@@ -69,7 +70,7 @@ for round in $(seq 1 "$rounds"); do
     fusermount3 -u "$d/mnt" 2>/dev/null || true
     rm -rf "$d" && mkdir -p "$d/mnt"
     "$densefs" mkfs "$d/store" >/dev/null
-    "$densefs" mount "$d/store" "$d/mnt"
+    "$densefs" mount "$d/store" "$d/mnt" ${OPTIONS:+-o "$OPTIONS"}
     echo probe >"$d/mnt/probe"
     sync
     probe "$d/mnt" "$d/stop" "$d/idle.txt" &
