@@ -25,10 +25,7 @@ namespace densefs::fs {
 namespace {
 
 using nlohmann::json;
-
-std::string errno_text(int e) {
-  return std::strerror(e);
-}
+using store::errno_text;
 
 // One JSON line. Error messages may carry file names that are not UTF-8:
 // replace what JSON cannot hold instead of throwing.

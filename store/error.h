@@ -3,10 +3,16 @@
 // message with context: what failed, on which chunk/inode/file, and why.
 #pragma once
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
 namespace densefs::store {
+
+// The text of an errno value, for messages ("No space left on device").
+inline std::string errno_text(int e) {
+  return std::strerror(e);
+}
 
 class store_error : public std::runtime_error {
  public:

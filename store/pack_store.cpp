@@ -44,10 +44,6 @@ std::uint64_t get_le(const char* p, int bytes) {
   return v;
 }
 
-std::string errno_text(int e) {
-  return std::strerror(e);
-}
-
 std::string_view key_of(const chunk_hash& hash) {
   return hash.view();
 }

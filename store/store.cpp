@@ -67,10 +67,6 @@ constexpr double k_pack_dead_share = 0.2;
 constexpr std::uint64_t k_min_space_reserve = 40u << 20;
 constexpr std::uint64_t k_max_space_reserve = 256u << 20;
 
-std::string errno_text(int e) {
-  return std::strerror(e);
-}
-
 timestamp now() {
   struct timespec ts {};
   clock_gettime(CLOCK_REALTIME, &ts);

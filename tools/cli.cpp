@@ -96,7 +96,17 @@ store_lock::store_lock(const std::filesystem::path& store_dir)
     : fd_(store::store::lock(store_dir)) {}
 
 store_lock::~store_lock() {
-  ::close(fd_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::optional<store_lock> lock_unless_mounted(const std::filesystem::path& store_dir) {
+  std::optional<store_lock> lock;
+  try {
+    lock.emplace(store_dir);
+  } catch (const store::store_error& e) {
+    if (e.error_number() != EBUSY) throw;
+  }
+  return lock;
 }
 
 std::filesystem::path absolute_path(const std::string& text) {

@@ -75,12 +75,18 @@ class store_lock {
  public:
   explicit store_lock(const std::filesystem::path& store_dir);
   ~store_lock();
+  store_lock(store_lock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   store_lock(const store_lock&) = delete;
   store_lock& operator=(const store_lock&) = delete;
 
  private:
   int fd_;
 };
+
+// For commands that work on a store mounted or not (gc, scrub): its lock
+// when it is not mounted, nothing when a daemon holds it (then the command
+// asks the daemon). Other errors (no store there) throw.
+std::optional<store_lock> lock_unless_mounted(const std::filesystem::path& store_dir);
 
 // `text` made absolute and normal, without a trailing '/': the daemon runs
 // in /, and mount tables list paths without one.

@@ -122,12 +122,7 @@ int gc_main(const std::vector<std::string>& args, const tool_io& io) {
 
   store::store::check(path);
   const bool progress = !as_json && progress_wanted(io);
-  std::optional<store_lock> lock;
-  try {
-    lock.emplace(path);
-  } catch (const store::store_error& e) {
-    if (e.error_number() != EBUSY) throw;
-  }
+  const std::optional<store_lock> lock = lock_unless_mounted(path);
   if (!lock) {
     print_result(path, true, collect_live(path, dry_run, progress, io), as_json, io);
     return k_exit_ok;

@@ -94,12 +94,7 @@ int scrub_main(const std::vector<std::string>& args, const tool_io& io) {
 
   store::store::check(path);
   const bool progress = !as_json && progress_wanted(io);
-  std::optional<store_lock> lock;
-  try {
-    lock.emplace(path);
-  } catch (const store::store_error& e) {
-    if (e.error_number() != EBUSY) throw;
-  }
+  const std::optional<store_lock> lock = lock_unless_mounted(path);
   const bool live = !lock;
   json report = live ? scrub_live(path, progress, io) : scrub_here(path, progress, io);
   const bool clean = report.value("damaged", std::uint64_t{0}) == 0;
