@@ -633,6 +633,10 @@ void filesystem::commit_group(std::vector<encoded_slot>& group) {
     }
   }
 
+  // Committed or not: pack compaction may plan again (what was written
+  // ahead and not committed is dead bytes now).
+  ahead = store::payloads_ahead();
+
   bool queued_any = false;  // the re-encoder is told after the locks below
   std::vector<std::uint64_t> attributes_changed;
   if (error == 0) {

@@ -2005,17 +2005,22 @@ void store::check_space_for(std::uint64_t bytes) const {
 }
 
 // A commit's payloads put into the payload store ahead of its locked
-// transaction (store::commit, a writer beside others): the index entries
-// (or inline payloads) each put left in its batch, to be written by the
-// commit if the chunk is still new then. Keyed by the bytes they came from.
+// transaction (store::commit beside other writers, or written ahead by
+// write_payloads_ahead): the index entries (or inline payloads) each put
+// left in its batch, to be written by the commit if the chunk is still new
+// then. Keyed by chunk; used only for the same bytes.
 struct store::staged_payload {
   payload_meta meta;
   std::uint64_t size = 0;
   std::uint64_t checksum = 0;                                     // stored_checksum of the bytes
   std::vector<std::pair<std::string, std::string>> payload_rows;  // payloads table: key, value
+  bool same_as(std::uint64_t bytes_size, std::uint64_t bytes_checksum,
+               const payload_meta& m) const {
+    return meta.codec == m.codec && meta.plain_size == m.plain_size && size == bytes_size &&
+           checksum == bytes_checksum;
+  }
   bool same_as(std::string_view bytes, const payload_meta& m) const {
-    return meta.codec == m.codec && meta.plain_size == m.plain_size && size == bytes.size() &&
-           checksum == stored_checksum(bytes);
+    return same_as(bytes.size(), stored_checksum(bytes), m);
   }
 };
 
@@ -2280,6 +2285,7 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
       const chunk_hash* hash;
       const std::string* bytes;
       payload_meta meta;
+      std::uint64_t checksum;  // stored_checksum(*bytes), as its record has it
     };
     std::vector<new_payload> new_payloads;
     std::uint64_t new_payload_bytes = 0;
@@ -2384,7 +2390,7 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
         r.checksum = stored_checksum(bytes);
         r.location = payload_location::rocksdb;
         touched[hash] = r;
-        new_payloads.push_back({&hash, &bytes, {r.codec, r.plain_size}});
+        new_payloads.push_back({&hash, &bytes, {r.codec, r.plain_size}, r.checksum});
         new_payload_bytes += bytes.size();
         continue;
       }
@@ -2407,7 +2413,7 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
           r.refcount += static_cast<std::uint64_t>(d.delta);
           garbage += rec->stored_size;
           touched[hash] = r;
-          new_payloads.push_back({&hash, &bytes, {r.codec, r.plain_size}});
+          new_payloads.push_back({&hash, &bytes, {r.codec, r.plain_size}, r.checksum});
           new_payload_bytes += bytes.size();
           damaged_chunks::clear_in(batch, hash);
           healed.push_back(hash);
@@ -2484,7 +2490,7 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
           damaged_chunks::clear_in(batch, group[i].hash);
           healed.push_back(group[i].hash);
         }
-        new_payloads.push_back({&group[i].hash, &bytes, {rec.codec, rec.plain_size}});
+        new_payloads.push_back({&group[i].hash, &bytes, {rec.codec, rec.plain_size}, rec.checksum});
         new_payload_bytes += bytes.size();
       }
       for (const transaction::payload_swap& r : group)
@@ -2529,7 +2535,7 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
       // Staged before the transaction, or not yet: then stage and try again.
       for (const new_payload& p : new_payloads) {
         const auto it = staged->find(*p.hash);
-        if (it == staged->end() || !it->second.same_as(*p.bytes, p.meta))
+        if (it == staged->end() || !it->second.same_as(p.bytes->size(), p.checksum, p.meta))
           throw payload_not_staged{*p.hash, p.bytes, p.meta};
         for (const auto& [key, value] : it->second.payload_rows)
           batch.put(table::payloads, key, value);
@@ -2537,7 +2543,9 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
       // Pack bytes durable before the log that names them (payloads written
       // ahead on an engine that is not durable at once were not synced, nor
       // were those of earlier commits this synced log makes durable).
-      if (sync) payloads_->sync();
+      // Beside other writers every staged payload was uploaded already, and
+      // an upload must not hold the others' lock.
+      if (sync && !writes_beside_others()) payloads_->sync();
       return;
     }
     if (new_payload_bytes > 0) check_space_for(new_payload_bytes);
