@@ -7,8 +7,8 @@
 
 #include "fs/control_server.h"
 #include "fs/recompressor.h"
+#include "store/check/scrub.h"
 #include "store/export.h"
-#include "store/scrub.h"
 #include "store/store.h"
 
 namespace densefs::fs {
@@ -114,7 +114,7 @@ void chunks(const store::store& s, const nlohmann::json& request, control_respon
   response.summary({{"pieces", pieces}, {"stored_pieces", stored}});
 }
 
-// {"op":"scrub"}: store/scrub.h on this control thread, at nice 19 and the
+// {"op":"scrub"}: store/check/scrub.h on this control thread, at nice 19 and the
 // lowest best-effort I/O priority so that the mount's users do not wait
 // for it (fs/recompressor.h, nice_own_thread: not SCHED_IDLE, which could
 // starve it while it holds a lock a writer needs). Messages

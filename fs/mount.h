@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "codec/codec.h"
-#include "store/batched_reader.h"
+#include "store/payload/batched_reader.h"
 
 namespace densefs::fs {
 

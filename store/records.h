@@ -133,7 +133,7 @@ struct chunk_record {
 // Where payloads of 4 KiB and more live, chosen at mkfs (docs/packs.md).
 enum class payload_backend : std::uint8_t {
   blob = 0,  // RocksDB blob files (every store made before the choice existed)
-  pack = 1,  // append-only pack files under STORE/packs (store/pack_store.h)
+  pack = 1,  // append-only pack files under STORE/packs (store/payload/pack_store.h)
 };
 std::string_view payload_backend_name(payload_backend b);
 
@@ -169,7 +169,7 @@ inline constexpr std::string_view k_new_file_prefix = "new_file/";
 std::string recompress_key(const chunk_hash& hash);
 inline constexpr std::string_view k_recompress_prefix = "recompress/";
 // A chunk whose payload failed its check, to be stored afresh by the next
-// commit of its content (store/damaged_chunks.h): "damaged/" + 32-byte
+// commit of its content (store/check/damaged_chunks.h): "damaged/" + 32-byte
 // hash, in k_cf_meta; the value is the version byte and when it was found
 // (unix seconds, u64).
 std::string damaged_key(const chunk_hash& hash);
@@ -181,7 +181,7 @@ inline constexpr std::string_view k_next_ino_key = "next_ino";
 // was given it, no credentials), and the next pack number to hand out (8
 // bytes; pack numbers come from the database so that no two
 // clients, and no client after a crash, upload two packs of one name).
-// Both are kept by store/pack_store.cpp; next_pack is 8 bytes little-endian.
+// Both are kept by store/payload/pack_store.cpp; next_pack is 8 bytes little-endian.
 inline constexpr std::string_view k_payload_location_key = "payload_location";
 // Formats 5 and 6: the mounts of the volume, "session/" + 16 hex digits, in
 // k_cf_meta (docs/scale-out.md, "Sessions").

@@ -1,6 +1,6 @@
 // Decoders that name the record's key in their corruption messages. The
-// public decoders in records.h call these with an empty key; store.cpp, which
-// knows the key, calls these.
+// public decoders in records.h call these with an empty key; the store
+// facade (store_*.cpp), which knows the key, calls these.
 #pragma once
 
 #include <string_view>

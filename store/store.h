@@ -1,7 +1,7 @@
 // A densefs store: a directory holding a FORMAT marker file, a lock file and
-// the store's records in a metadata engine (store/metadata_engine.h; the
-// embedded RocksDB one, store/rocksdb_engine.h), chunk payloads in a payload
-// store (store/payload_store.h). The store speaks records (records.h) and
+// the store's records in a metadata engine (store/metadata/metadata_engine.h; the
+// embedded RocksDB one, store/metadata/rocksdb_engine.h), chunk payloads in a payload
+// store (store/payload/payload_store.h). The store speaks records (records.h) and
 // chunks (codecs, refcounts, the decoded-chunk cache); the engines keep
 // bytes.
 //
@@ -37,11 +37,11 @@
 
 #include "codec/codec.h"
 #include "codec/policy.h"
-#include "store/batched_reader.h"
-#include "store/damaged_chunks.h"
+#include "store/check/damaged_chunks.h"
 #include "store/error.h"
 #include "store/hash.h"
-#include "store/metadata_engine.h"
+#include "store/metadata/metadata_engine.h"
+#include "store/payload/batched_reader.h"
 #include "store/records.h"
 
 namespace densefs::store {
@@ -118,7 +118,7 @@ struct store_open_options {
   std::size_t chunk_cache_bytes = 256u << 20;
   // RocksDB block cache for metadata.
   std::size_t block_cache_bytes = 64u << 20;
-  // How pack files are read (store/batched_reader.h; mount option io=).
+  // How pack files are read (store/payload/batched_reader.h; mount option io=).
   io_mode io = io_mode::automatic;
   // Scale-out volumes: the local payload cache (mount options cache_dir=,
   // cache_size=; default STORE/cache, 10 GiB).
@@ -170,7 +170,7 @@ class transaction {
   // (it was deleted or swapped meanwhile). The caller has verified that
   // `encoded` decodes to the chunk's plain content.
   //
-  // A chunk marked damaged (store/damaged_chunks.h) is swapped only by a
+  // A chunk marked damaged (store/check/damaged_chunks.h) is swapped only by a
   // swap made from bytes whose SHA-256 the caller checked against the
   // chunk's name (`content_checked`: fsck --repair-from), which also clears
   // the mark; a re-encoding, which starts from the damaged payload, is
@@ -341,7 +341,7 @@ class store {
   // password: libpq takes it from PGPASSWORD or ~/.pgpass) of an empty
   // database that keeps the store's records instead of the embedded RocksDB
   // (docs/scale-out.md); payloads then live in pack files in `dir`.
-  // `data` (needs `postgres`): an s3:// location (store/s3_object_store.h,
+  // `data` (needs `postgres`): an s3:// location (store/object/s3_object_store.h,
   // parse_s3_url) whose packs/ prefix is empty; the pack files are objects
   // there (format 6) and `dir` is this client's cache. The bucket is made
   // if missing.
@@ -541,7 +541,7 @@ class store {
   // Lepton file publishes its other chunks to the cache.
   std::shared_ptr<const std::string> decode_stored_chunk(const chunk_hash& hash,
                                                          const stored_chunk& stored) const;
-  // Chunks whose payload failed its check (store/damaged_chunks.h): those
+  // Chunks whose payload failed its check (store/check/damaged_chunks.h): those
   // two mark them; the next commit of the same content stores it afresh.
   std::vector<chunk_hash> damaged_chunk_list() const;
   bool is_damaged(const chunk_hash& hash) const;
@@ -734,7 +734,7 @@ class store {
   // Every inode in number order; the callback returns false to stop.
   void for_each_inode(const std::function<bool(const inode_record&)>& fn) const;
 
-  // --- For fsck (store/fsck.cpp) only: raw walks and an outright repair.
+  // --- For fsck (store/check/fsck.cpp) only: raw walks and an outright repair.
   // Every record of one column family (a k_cf_* name from records.h) whose
   // key starts with `prefix`, in key order and undecoded, so that fsck can
   // report a record that does not decode instead of stopping at it. The

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "store/fsck.h"
-#include "store/repair_from.h"
+#include "store/check/fsck.h"
+#include "store/check/repair_from.h"
 #include "store/store.h"
 #include "tools/cli.h"
 #include "tools/format.h"

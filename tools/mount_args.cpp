@@ -6,7 +6,7 @@
 
 #include "codec/codec.h"
 #include "codec/policy.h"
-#include "store/batched_reader.h"
+#include "store/payload/batched_reader.h"
 #include "store/records.h"
 #include "tools/tool_main.h"
 

@@ -1,7 +1,7 @@
 // densefs scrub STORE [--json]: reads every chunk of the store and checks
 // that it decodes to its content; damaged chunks are marked so that the
 // next copy of the same content heals every file using them, and those
-// files are named by path (store/scrub.h, docs/fsck.md "Scrub"). While
+// files are named by path (store/check/scrub.h, docs/fsck.md "Scrub"). While
 // STORE is mounted its daemon scrubs, at low priority; an unmounted store
 // is scrubbed here, at low priority too.
 #include <nlohmann/json.hpp>
@@ -12,7 +12,7 @@
 
 #include "fs/control_server.h"
 #include "fs/recompressor.h"
-#include "store/scrub.h"
+#include "store/check/scrub.h"
 #include "store/store.h"
 #include "tools/cli.h"
 #include "tools/format.h"

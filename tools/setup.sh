@@ -113,9 +113,9 @@ build_packages=(
   libfuse3-dev fuse3 librocksdb-dev libxxhash-dev libssl-dev libzstd-dev
   liburing-dev libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev
   rsync attr acl kmod util-linux jq
-  # libpq: the PostgreSQL metadata engine (store/postgres_engine.cpp)
+  # libpq: the PostgreSQL metadata engine (store/metadata/postgres_engine.cpp)
   libpq-dev
-  # libcurl: S3-compatible object storage (store/s3_object_store.cpp)
+  # libcurl: S3-compatible object storage (store/object/s3_object_store.cpp)
   libcurl4-openssl-dev
 )
 test_packages=(

@@ -1,5 +1,5 @@
 // Faults under the store, through the store's own test-only I/O seam
-// (store/fault_injection.h, DENSEFS_FAULT_INJECTION in the daemon's
+// (store/metadata/fault_injection.h, DENSEFS_FAULT_INJECTION in the daemon's
 // environment) and by damaging a blob file of an unmounted store: the error
 // reaches the reader or writer as EIO with a log line, the daemon stays up,
 // and nothing already stored is damaged.

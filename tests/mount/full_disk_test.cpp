@@ -172,7 +172,7 @@ TEST_F(full_disk, fallocate_beyond_the_free_space_is_enospc) {
   ASSERT_EQ(sync.exit_code, 0) << sync.err;
 
   // What file data may still take: the free space less the reserve of 2%
-  // of the disk, at least 40 MiB (store/store.cpp, check_space_for).
+  // of the disk, at least 40 MiB (store/store_commit.cpp, check_space_for).
   struct statvfs sv {};
   ASSERT_EQ(::statvfs(small_.c_str(), &sv), 0) << strerror(errno);
   const std::uint64_t free = static_cast<std::uint64_t>(sv.f_bavail) * sv.f_frsize;

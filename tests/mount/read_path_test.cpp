@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "store/batched_reader.h"
+#include "store/payload/batched_reader.h"
 #include "tests/mount/mount_fixture.h"
 
 namespace densefs::test {

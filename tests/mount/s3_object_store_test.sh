@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# store/s3_object_store.cpp against a real S3 server: Ceph's radosgw on a
+# store/object/s3_object_store.cpp against a real S3 server: Ceph's radosgw on a
 # private one-node cluster (s3_lib.sh). Runs the GoogleTest cases of
 # tests/store/s3_object_store_test.cpp, which skip without a server, with
 # the server's endpoint and a user's key pair in the environment: puts and

@@ -1,7 +1,7 @@
-// Batched positional reads under both implementations (store/batched_reader.h):
+// Batched positional reads under both implementations (store/payload/batched_reader.h):
 // ranges across a file, big batches, more ranges than the queue depth, a
 // range past the end, concurrent callers.
-#include "store/batched_reader.h"
+#include "store/payload/batched_reader.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

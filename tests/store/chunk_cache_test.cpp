@@ -1,5 +1,5 @@
 // The decoded-chunk cache: byte budget, LRU order, merged concurrent loads.
-#include "store/chunk_cache.h"
+#include "store/cache/chunk_cache.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The test-only fault spec (DENSEFS_FAULT_INJECTION) is parsed strictly: a
 // typo must not silently turn the faults off.
-#include "store/fault_injection.h"
+#include "store/metadata/fault_injection.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // fsck on stores built through the store API and then damaged behind its
 // back (tests/store/raw_db.h): each kind of damage is found, --repair fixes
 // the repairable ones, and the rest stay reported with the files they hit.
-#include "store/fsck.h"
+#include "store/check/fsck.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "store/fsck.h"
+#include "store/check/fsck.h"
 #include "store/store.h"
 #include "tests/random_bytes.h"
 #include "tests/temp_dir.h"

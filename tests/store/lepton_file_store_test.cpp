@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "codec/lepton_file.h"
-#include "store/fsck.h"
+#include "store/check/fsck.h"
 #include "store/store.h"
 #include "tests/make_jpeg.h"
 #include "tests/store/raw_db.h"

@@ -1,10 +1,10 @@
-// The metadata engines (store/metadata_engine.h) against one set of cases:
+// The metadata engines (store/metadata/metadata_engine.h) against one set of cases:
 // RocksDB in a temporary directory and PostgreSQL on a private server
 // (tests/postgres_server.h) must answer every get, get_many, scan and batch
 // the same way, bytewise key order and scan orders included. Then what only
 // the PostgreSQL engine has: its schema checks, credentials kept out of
 // messages, failed commits, lost connections, its connection pool.
-#include "store/metadata_engine.h"
+#include "store/metadata/metadata_engine.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -29,8 +29,8 @@
 #include <type_traits>
 
 #include "store/error.h"
-#include "store/postgres_engine.h"
-#include "store/rocksdb_engine.h"
+#include "store/metadata/postgres_engine.h"
+#include "store/metadata/rocksdb_engine.h"
 #include "store/store.h"
 #include "tests/postgres_server.h"
 #include "tests/random_bytes.h"

@@ -1,7 +1,7 @@
-// Pack stores (store/pack_store.h): round trips, rolling, the index rebuilt
+// Pack stores (store/payload/pack_store.h): round trips, rolling, the index rebuilt
 // from the packs alone, compaction, damaged and truncated packs, untrusted
 // lengths, and the backend recorded at mkfs.
-#include "store/pack_store.h"
+#include "store/payload/pack_store.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -14,9 +14,9 @@
 #include <map>
 #include <random>
 
+#include "store/check/fsck.h"
 #include "store/error.h"
-#include "store/fsck.h"
-#include "store/rocksdb_engine.h"
+#include "store/metadata/rocksdb_engine.h"
 #include "store/store.h"
 #include "tests/random_bytes.h"
 #include "tests/store/raw_db.h"

@@ -1,8 +1,8 @@
 // The local cache of a scale-out volume's pack payloads
-// (store/payload_cache.h): records and whole packs kept within the
+// (store/cache/payload_cache.h): records and whole packs kept within the
 // capacity, least recently used out first, the order kept across a reopen,
 // and a read-only cache that changes nothing.
-#include "store/payload_cache.h"
+#include "store/cache/payload_cache.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

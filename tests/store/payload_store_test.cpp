@@ -1,13 +1,13 @@
 // The blob payload store (payloads in the engine's payloads table): batched puts, single and
 // batched gets in order, and a missing payload reported as EIO naming the chunk.
-#include "store/rocksdb_payload_store.h"
+#include "store/payload/rocksdb_payload_store.h"
 
 #include <gtest/gtest.h>
 
 #include <cerrno>
 
 #include "store/error.h"
-#include "store/rocksdb_engine.h"
+#include "store/metadata/rocksdb_engine.h"
 #include "store/store.h"
 #include "tests/temp_dir.h"
 

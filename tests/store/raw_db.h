@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "store/pack_store.h"
+#include "store/payload/pack_store.h"
 #include "store/records.h"
 
 namespace densefs::test {

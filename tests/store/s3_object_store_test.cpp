@@ -3,7 +3,7 @@
 // on loopback), which runs these cases with DENSEFS_TEST_S3_ENDPOINT and
 // the credentials set; without them the cases that need a server skip.
 // parse_s3_url needs none.
-#include "store/s3_object_store.h"
+#include "store/object/s3_object_store.h"
 
 #include <gtest/gtest.h>
 

@@ -18,8 +18,8 @@
 
 #include <rocksdb/table_properties.h>
 
-#include "store/repair_from.h"
-#include "store/scrub.h"
+#include "store/check/repair_from.h"
+#include "store/check/scrub.h"
 #include "tests/random_bytes.h"
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"

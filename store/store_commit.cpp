@@ -1,0 +1,682 @@
+// store::store, part: free space, staged payloads, the commit, sync and statvfs
+// (store/store_internal.h says how the class is split).
+#include "store/store.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <utility>
+
+#include "codec/lepton_file.h"
+#include "store/cache/chunk_cache.h"
+#include "store/log.h"
+#include "store/metadata/fault_injection.h"
+#include "store/metadata/metadata_engine.h"
+#include "store/payload/payload_store.h"
+#include "store/records_detail.h"
+#include "store/store_internal.h"
+
+namespace densefs::store {
+
+using namespace internal;
+
+namespace {
+namespace fs = std::filesystem;
+}  // namespace
+
+// ---------------------------------------------------------------- commit
+
+namespace {
+// New file data may not eat into a reserve kept for metadata (unlink and
+// rename must work on a full disk) and for RocksDB's own flushes (a
+// memtable full of payloads becomes a blob file before its WAL goes). If
+// RocksDB itself hits ENOSPC it stops writing until Resume() can flush,
+// which on a full disk is never.
+std::uint64_t space_reserve(const struct ::statvfs& sv) {
+  const std::uint64_t block = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+  const std::uint64_t total = static_cast<std::uint64_t>(sv.f_blocks) * block;
+  return std::clamp<std::uint64_t>(total / 50, k_min_space_reserve, k_max_space_reserve);
+}
+}  // namespace
+
+void store::check_space_for(std::uint64_t bytes) const {
+  struct ::statvfs sv {};
+  if (::statvfs(dir_.c_str(), &sv) != 0) return;  // cannot tell: let RocksDB decide
+  const std::uint64_t block = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+  const std::uint64_t free = static_cast<std::uint64_t>(sv.f_bavail) * block;
+  const std::uint64_t reserve = space_reserve(sv);
+  if (free < bytes + reserve) {
+    throw store_error(ENOSPC, "store " + dir_.string() + " is full: " + std::to_string(free) +
+                                  " bytes free, " + std::to_string(bytes) +
+                                  " needed plus a reserve of " + std::to_string(reserve));
+  }
+}
+
+// A commit's payloads put into the payload store ahead of its locked
+// transaction (store::commit beside other writers, or written ahead by
+// write_payloads_ahead): the index entries (or inline payloads) each put
+// left in its batch, to be written by the commit if the chunk is still new
+// then. Keyed by chunk; used only for the same bytes.
+struct store::staged_payload {
+  payload_meta meta;
+  std::uint64_t size = 0;
+  std::uint64_t checksum = 0;                                     // stored_checksum of the bytes
+  std::vector<std::pair<std::string, std::string>> payload_rows;  // payloads table: key, value
+  bool same_as(std::uint64_t bytes_size, std::uint64_t bytes_checksum,
+               const payload_meta& m) const {
+    return meta.codec == m.codec && meta.plain_size == m.plain_size && size == bytes_size &&
+           checksum == bytes_checksum;
+  }
+  bool same_as(std::string_view bytes, const payload_meta& m) const {
+    return same_as(bytes.size(), stored_checksum(bytes), m);
+  }
+};
+
+struct payloads_ahead::impl {
+  std::shared_lock<std::shared_mutex> gate;  // store::ahead_gate_
+  store::staged_payloads payloads;
+};
+
+payloads_ahead::payloads_ahead() = default;
+payloads_ahead::~payloads_ahead() = default;
+payloads_ahead::payloads_ahead(payloads_ahead&&) noexcept = default;
+payloads_ahead& payloads_ahead::operator=(payloads_ahead&&) noexcept = default;
+bool payloads_ahead::empty() const {
+  return !impl_ || impl_->payloads.empty();
+}
+
+namespace {
+
+// The rows payload_store::put writes, kept for later (staged payloads).
+class payload_rows_batch final : public metadata_batch {
+ public:
+  explicit payload_rows_batch(std::vector<std::pair<std::string, std::string>>& rows)
+      : rows_(rows) {}
+  void put(table t, std::string_view key, std::string_view value) override {
+    if (t != table::payloads)
+      throw store_error(EIO, "staging a payload: a write outside the payloads table");
+    rows_.emplace_back(key, value);
+  }
+  void erase(table, std::string_view) override {
+    throw store_error(EIO, "staging a payload: an erase");
+  }
+  bool empty() const override { return rows_.empty(); }
+
+ private:
+  std::vector<std::pair<std::string, std::string>>& rows_;
+};
+
+// Thrown out of a commit's locked transaction when it needs a payload that
+// was not staged (a chunk another writer deleted since the staging, one
+// encoded again after it, one a payloads_ahead lacks): the commit stages it
+// and tries again.
+struct payload_not_staged {
+  chunk_hash hash;
+  const std::string* bytes;
+  payload_meta meta;
+};
+
+}  // namespace
+
+void store::stage_payload(staged_payloads& staged, const chunk_hash& hash, const std::string& bytes,
+                          const payload_meta& meta) {
+  staged_payload& p = staged[hash];
+  p.meta = meta;
+  p.size = bytes.size();
+  p.checksum = stored_checksum(bytes);
+  p.payload_rows.clear();
+  payload_rows_batch rows(p.payload_rows);
+  payloads_->put(rows, hash, bytes, meta);
+}
+
+void store::stage_payloads(const transaction::impl& t, staged_payloads& staged, bool every_chunk) {
+  // The chunks that look new now (or all that come with their bytes), and
+  // every swap's bytes; none staged already.
+  std::vector<std::string> keys;
+  std::vector<const std::pair<const chunk_hash, chunk_delta>*> candidates;
+  for (const auto& c : t.chunks) {
+    if (c.second.delta <= 0 || !c.second.encoded) continue;
+    keys.emplace_back(c.first.view());
+    candidates.push_back(&c);
+  }
+  for (const auto& group : t.replacements)
+    for (const transaction::payload_swap& r : group) keys.emplace_back(r.hash.view());
+  const std::vector<std::optional<std::string>> records =
+      engine_->get_many(table::chunks, keys, "the chunks of a commit");
+  std::uint64_t bytes = 0;
+  std::vector<std::function<void()>> puts;
+  std::size_t i = 0;
+  const auto is_staged = [&](const chunk_hash& hash, const std::string& bytes,
+                             const payload_meta& meta) {
+    const auto it = staged.find(hash);
+    return it != staged.end() && it->second.same_as(bytes, meta);
+  };
+  for (; i < candidates.size(); ++i) {
+    const auto& [hash, d] = *candidates[i];
+    if ((records[i] && !every_chunk) ||
+        is_staged(hash, d.encoded->bytes, {d.encoded->codec, d.plain_size}))
+      continue;
+    bytes += d.encoded->bytes.size();
+    puts.push_back([&, h = &hash, dl = &d] {
+      stage_payload(staged, *h, dl->encoded->bytes, {dl->encoded->codec, dl->plain_size});
+    });
+  }
+  for (const auto& group : t.replacements)
+    for (const transaction::payload_swap& r : group) {
+      const std::optional<std::string>& raw = records[i++];
+      if (!raw) continue;  // gone: the swap will not apply
+      const chunk_record rec = detail::decode_chunk(*raw, "chunk " + r.hash.hex());
+      if (is_staged(r.hash, r.encoded.bytes, {r.encoded.codec, rec.plain_size})) continue;
+      bytes += r.encoded.bytes.size();
+      puts.push_back([&, sw = &r, plain = rec.plain_size] {
+        stage_payload(staged, sw->hash, sw->encoded.bytes, {sw->encoded.codec, plain});
+      });
+    }
+  if (puts.empty()) return;
+  check_space_for(bytes);
+  for (const auto& put : puts) put();
+  // Durable (uploaded, for a scale-out volume) before a commit names them.
+  payloads_->sync();
+}
+
+payloads_ahead store::write_payloads_ahead(std::span<const prepared_chunk* const> chunks) {
+  payloads_ahead ahead;
+  if (options_.read_only || !payloads_->writes_at_put()) return ahead;
+  // The chunks that come with their bytes and are new (or damaged: the
+  // commit stores them afresh), each once.
+  std::map<chunk_hash, const prepared_chunk*> candidates;
+  for (const prepared_chunk* c : chunks)
+    if (c && c->encoded) candidates.try_emplace(c->hash, c);
+  if (candidates.empty()) return ahead;
+  std::vector<std::string> keys;
+  keys.reserve(candidates.size());
+  for (const auto& [hash, c] : candidates) keys.emplace_back(hash.view());
+  const std::vector<std::optional<std::string>> records =
+      engine_->get_many(table::chunks, keys, "the chunks of a commit");
+  std::vector<const prepared_chunk*> puts;
+  std::uint64_t bytes = 0;
+  std::size_t i = 0;
+  for (const auto& [hash, c] : candidates) {
+    if (records[i++] && !damaged_->contains(hash)) continue;
+    puts.push_back(c);
+    bytes += c->encoded->bytes.size();
+  }
+  if (puts.empty()) return ahead;
+  ahead.impl_ = std::make_unique<payloads_ahead::impl>();
+  ahead.impl_->gate = std::shared_lock(ahead_gate_);
+  check_space_for(bytes);
+  for (const prepared_chunk* c : puts)
+    stage_payload(ahead.impl_->payloads, c->hash, c->encoded->bytes,
+                  {c->encoded->codec, c->plain_size});
+  // Durable before a commit names them durably (an engine whose every
+  // write is, or the shared database other writers read at once); else
+  // the commit syncs them when it syncs its log.
+  if (writes_beside_others() || engine_->writes_are_durable()) payloads_->sync();
+  return ahead;
+}
+
+void store::commit(transaction& txn, bool sync, const std::function<void(transaction&)>& fill,
+                   payloads_ahead* ahead) {
+  if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
+  transaction::impl& t = ensure(txn.impl_);
+
+  // (Pack compaction plans under commit_mutex_ too: the payloads this
+  // writes are named by its index entries before compaction looks.)
+  std::lock_guard lock(commit_mutex_);
+  // One writer: nothing can change between fill's reads and the write.
+  const bool fill_locked = fill && writes_beside_others();
+  if (fill && !fill_locked) fill(txn);
+  if (!fill_locked && txn.empty()) return;
+
+  // Inodes whose cached extent lists this commit makes stale, and the
+  // notice that tells other clients what it changes (set by changes_of).
+  std::vector<std::uint64_t> extents_changed;
+  std::string notice;
+  const auto changes_of = [&] {
+    extents_changed.clear();
+    notice.clear();
+    if (caches_extents())
+      for (const txn_op& op : t.ops)
+        if ((op.cf == table::extents || op.cf == table::inodes) && op.key.size() >= 8)
+          extents_changed.push_back(decode_u64_be(std::string_view(op.key).substr(0, 8)));
+    if (!keeps_sessions()) return;
+    change_notice changed;
+    for (const txn_op& op : t.ops) {
+      if (op.key.size() < 8) continue;
+      const std::uint64_t ino = decode_u64_be(std::string_view(op.key).substr(0, 8));
+      if (op.cf == table::dirents)
+        changed.entries.emplace_back(ino, op.key.substr(8));
+      else if (op.cf == table::inodes || op.cf == table::extents || op.cf == table::xattrs)
+        changed.inodes.push_back(ino);
+    }
+    if (changed.inodes.empty() && changed.entries.empty()) return;
+    if (writes_beside_others()) changed.writer = session_id_;
+    notice = encode_change_notice(changed);
+  };
+  // What `fill` starts from on each run: the transaction as passed.
+  const std::size_t base_ops = t.ops.size();
+  std::map<chunk_hash, std::int64_t> base_deltas;
+  if (fill_locked)
+    for (const auto& [hash, d] : t.chunks) base_deltas[hash] = d.delta;
+  const auto run_fill = [&] {
+    t.ops.resize(base_ops);
+    for (auto it = t.chunks.begin(); it != t.chunks.end();) {
+      const auto base = base_deltas.find(it->first);
+      if (base == base_deltas.end()) {
+        it = t.chunks.erase(it);
+      } else {
+        it->second.delta = base->second;
+        ++it;
+      }
+    }
+    fill(txn);
+    changes_of();
+  };
+  if (!fill_locked) changes_of();
+
+  // A writer beside others on one volume reads the chunk records and
+  // writes the batch in one locked transaction (write_locked), which must
+  // not hold the others off for a pack upload: the payloads that may be new
+  // go to the payload store first, and the transaction writes the index
+  // entries of those still new then. (A payload found to exist by then is
+  // left in its pack as dead bytes, for gc.)
+  // Payloads written ahead (write_payloads_ahead) are used the same way;
+  // what they lack is staged on the first try that needs it.
+  std::optional<staged_payloads> own_staged;
+  staged_payloads* staged = nullptr;
+  if (ahead && ahead->impl_)
+    staged = &ahead->impl_->payloads;
+  else if (writes_beside_others())
+    staged = &own_staged.emplace();
+  if (staged && writes_beside_others()) stage_payloads(t, *staged, false);
+
+  // What the commit did, for after it (set by each try of `build`).
+  std::vector<chunk_hash> deleted;
+  // Damaged chunks stored afresh (damaged_chunks.h).
+  std::vector<chunk_hash> healed;
+  std::uint64_t garbage = 0;  // payload bytes this commit deletes or replaces
+  bool raise_format = false;  // the store's first Lepton file
+  store_settings raised;
+
+  const auto build = [&](locked_reads& reads, metadata_batch& batch) {
+    if (fill_locked) run_fill();
+    deleted.clear();
+    healed.clear();
+    garbage = 0;
+    raise_format = false;
+    for (const txn_op& op : t.ops) {
+      if (op.erase)
+        batch.erase(op.cf, op.key);
+      else
+        batch.put(op.cf, op.key, encode_value(op, encoding_));
+    }
+    if (!notice.empty()) batch.set_notice(notice);
+    // The chunk records this commit changes, read in one go.
+    std::map<chunk_hash, std::optional<std::string>> read;
+    {
+      std::vector<chunk_hash> hashes;
+      for (const auto& [hash, d] : t.chunks)
+        if (d.delta != 0) hashes.push_back(hash);
+      for (const auto& group : t.replacements)
+        for (const transaction::payload_swap& r : group) hashes.push_back(r.hash);
+      std::vector<std::string> keys;
+      keys.reserve(hashes.size());
+      for (const chunk_hash& h : hashes) keys.emplace_back(h.view());
+      std::vector<std::optional<std::string>> values =
+          reads.get_many(table::chunks, keys, "the chunks of a commit");
+      for (std::size_t i = 0; i < hashes.size(); ++i) read[hashes[i]] = std::move(values[i]);
+    }
+
+    // Payloads are put after the space check: a pack store writes them out
+    // at once.
+    struct new_payload {
+      const chunk_hash* hash;
+      const std::string* bytes;
+      payload_meta meta;
+      std::uint64_t checksum;  // stored_checksum(*bytes), as its record has it
+    };
+    std::vector<new_payload> new_payloads;
+    std::uint64_t new_payload_bytes = 0;
+
+    // Chunk records as this commit leaves them (nullopt: deleted), written to
+    // the batch at the end: a Lepton member deleted or swapped here gives its
+    // reference on its first chunk back, and that chunk may change in this
+    // commit too.
+    std::map<chunk_hash, std::optional<chunk_record>> touched;
+    const auto current = [&](const chunk_hash& h) -> std::optional<chunk_record> {
+      if (const auto it = touched.find(h); it != touched.end()) return it->second;
+      const std::string what = "chunk " + h.hex();
+      std::optional<std::string> raw;
+      if (const auto it = read.find(h); it != read.end())
+        raw = it->second;
+      else
+        raw = reads.get(table::chunks, h.view(), what);
+      if (!raw) return std::nullopt;
+      return detail::decode_chunk(*raw, what);
+    };
+    // First chunks whose members left them, one entry per reference. Only a
+    // member fsck would count gives a reference back (fsck.cpp,
+    // count_member_references): its payload matches its record's checksum and
+    // names a chunk that is a Lepton file (checked in apply_releases). A
+    // damaged member must not take a reference from a chunk others still use.
+    std::vector<chunk_hash> releases;
+    const auto release_member = [&](const chunk_hash& member, const chunk_record& rec) {
+      try {
+        const std::string stored = payloads_->get(member);
+        if (!payload_matches(rec, stored))
+          throw store_error(EIO, "payload does not match its record's checksum");
+        const codec::lepton_member m = codec::parse_lepton_member(stored);
+        if (m.first_chunk.size() == chunk_hash::k_size)
+          releases.push_back(chunk_hash::from_bytes(m.first_chunk));
+      } catch (const std::exception& e) {
+        // Its first chunk keeps one reference too many (fsck reports it as a
+        // wrong refcount); no bytes are at risk.
+        log_error("chunk " + member.hex() +
+                  ": cannot read the Lepton member being dropped: " + e.what());
+      }
+    };
+    const auto apply_delta = [&](const chunk_hash& hash, chunk_record rec, std::int64_t delta) {
+      std::uint64_t count = rec.refcount;
+      if (delta > 0) {
+        count += static_cast<std::uint64_t>(delta);
+      } else if (static_cast<std::uint64_t>(-delta) > count) {
+        // A bug elsewhere; a negative count would wrap around and keep the
+        // chunk forever, so clamp and say so.
+        log_error("chunk " + hash.hex() + ": refcount " + std::to_string(count) + " minus " +
+                  std::to_string(-delta) + " would go below zero; treating it as 0");
+        count = 0;
+      } else {
+        count -= static_cast<std::uint64_t>(-delta);
+      }
+      if (count == 0) {
+        if (rec.codec == codec::codec_id::lepton_member) release_member(hash, rec);
+        touched[hash] = std::nullopt;
+        deleted.push_back(hash);
+        garbage += rec.stored_size;
+      } else {
+        rec.refcount = count;
+        touched[hash] = rec;
+      }
+    };
+    const auto apply_releases = [&] {
+      while (!releases.empty()) {
+        const chunk_hash first = releases.back();
+        releases.pop_back();
+        if (std::optional<chunk_record> rec = current(first);
+            rec && rec->codec == codec::codec_id::lepton_file) {
+          apply_delta(first, *rec, -1);
+        } else if (rec) {
+          log_error("chunk " + first.hex() +
+                    ": a Lepton member named it as its Lepton file, but it is not one; "
+                    "its references are left as they are");
+        } else {
+          log_error("chunk " + first.hex() +
+                    ": a Lepton member gave back a reference to it, but it "
+                    "does not exist");
+        }
+      }
+    };
+
+    for (const auto& [hash, d] : t.chunks) {
+      if (d.delta == 0) continue;
+      std::optional<chunk_record> rec = current(hash);
+      if (!rec) {
+        if (d.delta < 0) {
+          log_error("chunk " + hash.hex() + ": dropping " + std::to_string(-d.delta) +
+                    " reference(s) to a chunk that does not exist");
+          continue;
+        }
+        if (!d.encoded) throw chunk_missing(hash);
+        const std::string& bytes = d.encoded->bytes;
+        if (bytes.size() > std::numeric_limits<std::uint32_t>::max())
+          throw store_error(EIO, "chunk " + hash.hex() + ": stored size too large");
+        chunk_record r;
+        r.codec = d.encoded->codec;
+        r.plain_size = d.plain_size;
+        r.stored_size = static_cast<std::uint32_t>(bytes.size());
+        r.refcount = static_cast<std::uint64_t>(d.delta);
+        r.checksum = stored_checksum(bytes);
+        r.location = payload_location::rocksdb;
+        touched[hash] = r;
+        new_payloads.push_back({&hash, &bytes, {r.codec, r.plain_size}, r.checksum});
+        new_payload_bytes += bytes.size();
+        continue;
+      }
+      if (d.delta > 0 && damaged_->contains(hash)) {
+        // Its payload failed a check, and this commit brings the content
+        // again (a re-copy, the next backup): a fresh payload under the same
+        // record instead of one more reference to the damaged one, so every
+        // file using the chunk is whole again. Not a Lepton file or member:
+        // others depend on their payloads.
+        if (!codec::is_lepton_file_codec(rec->codec) &&
+            !(d.encoded && codec::is_lepton_file_codec(d.encoded->codec))) {
+          if (!d.encoded) throw chunk_missing(hash);  // the caller encodes it and retries
+          const std::string& bytes = d.encoded->bytes;
+          if (bytes.size() > std::numeric_limits<std::uint32_t>::max())
+            throw store_error(EIO, "chunk " + hash.hex() + ": stored size too large");
+          chunk_record r = *rec;
+          r.codec = d.encoded->codec;
+          r.stored_size = static_cast<std::uint32_t>(bytes.size());
+          r.checksum = stored_checksum(bytes);
+          r.refcount += static_cast<std::uint64_t>(d.delta);
+          garbage += rec->stored_size;
+          touched[hash] = r;
+          new_payloads.push_back({&hash, &bytes, {r.codec, r.plain_size}, r.checksum});
+          new_payload_bytes += bytes.size();
+          damaged_chunks::clear_in(batch, hash);
+          healed.push_back(hash);
+          continue;
+        }
+      }
+      apply_delta(hash, *rec, d.delta);
+    }
+    // After every chunk's own references: a first chunk that gains one in
+    // this commit is not deleted by its member's release first.
+    apply_releases();
+
+    std::set<chunk_hash> swapped;  // one swap per chunk and commit
+    for (std::vector<transaction::payload_swap>& group : t.replacements) {
+      // All of the group or none of it.
+      std::vector<chunk_record> recs;
+      bool ok = true;
+      for (const transaction::payload_swap& r : group) {
+        std::optional<chunk_record> rec = current(r.hash);
+        // Deleted or swapped meanwhile, never mixed with reference changes,
+        // never a Lepton file (its members depend on it).
+        // A damaged chunk only from checked content: a re-encoding of its
+        // damaged payload would make the damage permanent.
+        if (!rec || rec->checksum != r.expected_checksum || t.chunks.count(r.hash) ||
+            swapped.count(r.hash) || rec->codec == codec::codec_id::lepton_file ||
+            r.encoded.bytes.size() > std::numeric_limits<std::uint32_t>::max() ||
+            (!r.content_checked && damaged_->contains(r.hash))) {
+          ok = false;
+          break;
+        }
+        recs.push_back(*rec);
+      }
+      // Each new member names a chunk that is a Lepton file after the swap.
+      std::vector<chunk_hash> takes;
+      for (std::size_t i = 0; ok && i < group.size(); ++i) {
+        if (group[i].encoded.codec != codec::codec_id::lepton_member) continue;
+        codec::lepton_member m;
+        try {
+          m = codec::parse_lepton_member(group[i].encoded.bytes);
+        } catch (const codec::codec_error&) {
+          ok = false;
+          break;
+        }
+        if (m.first_chunk.size() != chunk_hash::k_size || m.plain_size != recs[i].plain_size) {
+          ok = false;
+          break;
+        }
+        const chunk_hash first = chunk_hash::from_bytes(m.first_chunk);
+        const auto in_group = std::find_if(group.begin(), group.end(),
+                                           [&](const auto& g) { return g.hash == first; });
+        std::optional<chunk_record> first_rec = current(first);
+        const bool is_file = in_group != group.end()
+                                 ? in_group->encoded.codec == codec::codec_id::lepton_file
+                                 : first_rec && first_rec->codec == codec::codec_id::lepton_file;
+        if (!is_file || first == group[i].hash) {
+          ok = false;
+          break;
+        }
+        takes.push_back(first);
+      }
+      if (!ok) continue;
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        const std::string& bytes = group[i].encoded.bytes;
+        chunk_record rec = recs[i];
+        if (rec.codec == codec::codec_id::lepton_member) release_member(group[i].hash, rec);
+        garbage += rec.stored_size;
+        rec.codec = group[i].encoded.codec;
+        rec.stored_size = static_cast<std::uint32_t>(bytes.size());
+        rec.checksum = stored_checksum(bytes);
+        touched[group[i].hash] = rec;
+        swapped.insert(group[i].hash);
+        if (group[i].content_checked && damaged_->contains(group[i].hash)) {
+          // A fresh payload for a damaged chunk (densefs fsck --repair-from).
+          damaged_chunks::clear_in(batch, group[i].hash);
+          healed.push_back(group[i].hash);
+        }
+        new_payloads.push_back({&group[i].hash, &bytes, {rec.codec, rec.plain_size}, rec.checksum});
+        new_payload_bytes += bytes.size();
+      }
+      for (const transaction::payload_swap& r : group)
+        raise_format = raise_format ||
+                       (r.encoded.codec == codec::codec_id::lepton_file && !holds_lepton_files_);
+      for (const chunk_hash& first : takes) {
+        chunk_record rec = *current(first);  // present: checked above
+        ++rec.refcount;
+        touched[first] = rec;
+      }
+      apply_releases();
+    }
+
+    raised = settings_;
+    if (raise_format) {
+      raised.format_version = k_lepton_file_format_version;
+      batch.put(table::meta, k_settings_key, encode_settings(raised));
+    }
+    // Queue entries this transaction puts (a deleted chunk's entry goes too);
+    // gathered once, and only for a commit that deletes a chunk.
+    std::optional<std::set<std::string_view>> queued_here;
+    for (const auto& [hash, rec] : touched) {
+      if (rec) {
+        batch.put(table::chunks, hash.view(), encode_chunk(*rec, encoding_));
+      } else {
+        // No other commit of this store runs now: its queue cannot change
+        // meanwhile.
+        if (!queued_here) {
+          queued_here.emplace();
+          for (const txn_op& op : t.ops)
+            if (op.cf == table::meta && !op.erase && op.key.starts_with(k_recompress_prefix))
+              queued_here->insert(op.key);
+        }
+        const bool queued =
+            queued_here->contains(recompress_key(hash)) || is_queued_for_recompress(hash);
+        delete_chunk(batch, hash, queued);
+        if (damaged_->contains(hash)) damaged_chunks::clear_in(batch, hash);
+      }
+    }
+
+    if (staged) {
+      // Staged before the transaction, or not yet: then stage and try again.
+      for (const new_payload& p : new_payloads) {
+        const auto it = staged->find(*p.hash);
+        if (it == staged->end() || !it->second.same_as(p.bytes->size(), p.checksum, p.meta))
+          throw payload_not_staged{*p.hash, p.bytes, p.meta};
+        for (const auto& [key, value] : it->second.payload_rows)
+          batch.put(table::payloads, key, value);
+      }
+      // Pack bytes durable before the log that names them (payloads written
+      // ahead on an engine that is not durable at once were not synced, nor
+      // were those of earlier commits this synced log makes durable).
+      // Beside other writers every staged payload was uploaded already, and
+      // an upload must not hold the others' lock.
+      if (sync && !writes_beside_others()) payloads_->sync();
+      return;
+    }
+    if (new_payload_bytes > 0) check_space_for(new_payload_bytes);
+    for (const new_payload& p : new_payloads) payloads_->put(batch, *p.hash, *p.bytes, p.meta);
+    // Pack bytes durable before the log that names them.
+    // (Also those of earlier commits, which the synced log includes.) An
+    // engine whose every write is durable at once (PostgreSQL) names them
+    // durably with this write: a power loss after it must not leave an index
+    // entry naming bytes the page cache lost.
+    if (sync || (engine_->writes_are_durable() && !new_payloads.empty())) payloads_->sync();
+  };
+
+  for (int attempt = 1;; ++attempt) {
+    try {
+      engine_->write_locked(k_commit_section, build, sync);
+      break;
+    } catch (const payload_not_staged& missing) {
+      // Nothing was applied. A chunk that existed at the staging was
+      // deleted by another writer since: stage every chunk that came with
+      // its bytes, so that this cannot happen again.
+      if (attempt >= 3)
+        throw store_error(EIO, "chunk " + missing.hash.hex() +
+                                   ": its payload was not staged for the commit that makes it");
+      stage_payloads(t, *staged, true);
+      if (const auto it = staged->find(missing.hash);
+          it == staged->end() || !it->second.same_as(*missing.bytes, missing.meta)) {
+        check_space_for(missing.bytes->size());
+        stage_payload(*staged, missing.hash, *missing.bytes, missing.meta);
+        payloads_->sync();
+      }
+    } catch (...) {
+      // Applied or not (a lost connection leaves it unknown): nothing cached
+      // of these inodes may stay.
+      drop_cached_extents(extents_changed, false);
+      throw;
+    }
+  }
+  drop_cached_extents(extents_changed, false);
+  garbage_bytes_ += garbage;
+  for (const auto& h : deleted) {
+    cache_->erase(h);
+    damaged_->forget(h);
+  }
+  for (const auto& h : healed) {
+    damaged_->forget(h);
+    log_info("chunk " + h.hex() + " stored afresh: the files using it are whole again");
+  }
+  if (raise_format) {
+    holds_lepton_files_ = true;
+    // After the database, which is the authority: FORMAT lets older builds
+    // refuse the store before starting RocksDB (open() repairs it if a
+    // crash comes in between).
+    try {
+      write_file_durably(dir_ / k_format_file, format_marker_text({raised.format_version,
+                                                                   raised.uuid, postgres_, data_}));
+    } catch (const store_error& e) {
+      log_error(std::string("raising the FORMAT file's version: ") + e.what());
+    }
+  }
+}
+
+void store::sync() {
+  if (options_.read_only) return;
+  payloads_->sync();  // pack bytes durable before the log that names them
+  engine_->sync();
+}
+
+struct statvfs store::statvfs() const {
+  struct statvfs out {};
+  if (::statvfs(dir_.c_str(), &out) != 0)
+    throw store_error(errno, "statvfs " + dir_.string() + ": " + errno_text(errno));
+  // What file data may still use: the reserve is to it what ext4's blocks
+  // reserved for root are to users (in f_bfree, not in f_bavail), so that
+  // a program that fills what df says is free is not refused (fallocate
+  // of f_bavail bytes succeeds; xfstests generic/103).
+  const std::uint64_t block = out.f_frsize ? out.f_frsize : out.f_bsize;
+  const std::uint64_t reserved_blocks = block ? (space_reserve(out) + block - 1) / block : 0;
+  out.f_bavail = out.f_bavail > reserved_blocks ? out.f_bavail - reserved_blocks : 0;
+  return out;
+}
+
+}  // namespace densefs::store

@@ -1,0 +1,300 @@
+// store::store, part: garbage, what is dead and collecting it
+// (store/store_internal.h says how the class is split).
+#include "store/store.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "store/log.h"
+#include "store/metadata/metadata_engine.h"
+#include "store/metadata/rocksdb_engine.h"
+#include "store/payload/pack_store.h"
+#include "store/records_detail.h"
+#include "store/store_internal.h"
+
+namespace densefs::store {
+
+using namespace internal;
+
+namespace {
+namespace fs = std::filesystem;
+
+// gc rewrites a pack once this share of its bytes is dead: each rewrite
+// copies at most 4x the space it gives back.
+constexpr double k_pack_dead_share = 0.2;
+}  // namespace
+
+// ---------------------------------------------------------------- gc
+
+namespace {
+
+// What RocksDB adds to every value it puts in a blob file: the record
+// header (key and value sizes, expiration, two CRCs) and the key (our 32-byte
+// chunk hash). Used only to estimate the garbage in blob files.
+constexpr std::uint64_t k_blob_record_overhead = 32 + chunk_hash::k_size;
+
+// Adds the store directory's files to `r`, by kind (RocksDB's file names),
+// except those under `skip` (a scale-out volume's cache, whose packs are
+// copies).
+void add_file_sizes(const fs::path& dir, const fs::path& skip, gc_report& r) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!skip.empty() && it->path() == skip) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    struct stat sb {};
+    if (::lstat(it->path().c_str(), &sb) != 0 || S_ISDIR(sb.st_mode)) continue;
+    // Apparent sizes (du -sb): while the store is open RocksDB preallocates
+    // its write-ahead log and MANIFEST (fallocate, up to ~18 and 4 MiB) and
+    // gives the rest back at close, so allocated blocks would make the same
+    // store look bigger while mounted.
+    const auto bytes = static_cast<std::uint64_t>(sb.st_size);
+    const std::string name = it->path().filename().string();
+    r.disk_bytes += bytes;
+    if (name.ends_with(".blob") || name.ends_with(".pack")) {
+      r.payload_file_bytes += bytes;
+    } else if (name.ends_with(".sst")) {
+      r.table_file_bytes += bytes;
+    } else if (name.ends_with(".log")) {
+      r.wal_bytes += bytes;
+    } else if (name == "LOG") {
+      r.info_log_bytes += bytes;
+    } else if (name.starts_with("LOG.old.")) {
+      r.old_info_log_bytes += bytes;
+    } else {
+      r.other_file_bytes += bytes;
+    }
+  }
+}
+
+}  // namespace
+
+gc_report store::garbage() const {
+  gc_report r;
+  r.payload_backend = payload_backend_name(settings_.payloads);
+  r.garbage_since_collect = garbage_bytes_.load();
+  scan_prefix(table::chunks, {}, {}, "scanning chunks",
+              [&](std::string_view key, std::string_view value) {
+                if (gc_canceled_.load(std::memory_order_relaxed))
+                  throw store_error(ECANCELED, "scanning the chunks of store " + dir_.string() +
+                                                   ": canceled (the store is closing)");
+                const chunk_record c =
+                    detail::decode_chunk(value, "chunk " + chunk_hash::from_bytes(key).hex());
+                ++r.chunks;
+                r.live_payload_bytes += c.stored_size;
+                if (!packs_ && c.stored_size >= k_min_blob_size)
+                  r.live_blob_payload_bytes += c.stored_size + k_blob_record_overhead;
+                return true;
+              });
+  add_file_sizes(dir_, packs_ && packs_->remote() ? packs_->cache_dir() : fs::path(), r);
+  if (packs_ && packs_->remote()) {
+    const std::uint64_t objects = packs_->file_bytes();
+    r.payload_file_bytes += objects;
+    r.disk_bytes += objects;
+  }
+  if (packs_) {
+    // Exact: the index says which pack bytes are live. Everything else in
+    // the pack files is garbage; the write-ahead log holds no pack payloads.
+    std::uint64_t live_and_headers = 0;
+    for (const pack_store::pack_usage& u : packs_->usage(&gc_canceled_)) {
+      r.live_blob_payload_bytes += u.live_bytes;
+      if (u.file_bytes > 0) {
+        ++r.pack_files;
+        live_and_headers += u.live_bytes + k_pack_header_size;
+      }
+    }
+    r.payload_garbage_bytes =
+        r.payload_file_bytes > live_and_headers ? r.payload_file_bytes - live_and_headers : 0;
+    r.reclaimable_bytes = r.payload_garbage_bytes + r.old_info_log_bytes;
+    return r;
+  }
+  // Every payload is in the write-ahead log until a flush moves it to a
+  // blob file (a log file goes once every column family has flushed past
+  // it, so it often holds payloads that are in blob files already): after
+  // collect_garbage's flush, blob files hold the live payloads and the log
+  // nothing.
+  const std::uint64_t payload_bytes = r.payload_file_bytes + r.wal_bytes;
+  if (payload_bytes > r.live_blob_payload_bytes)
+    r.payload_garbage_bytes = payload_bytes - r.live_blob_payload_bytes;
+  r.reclaimable_bytes = r.payload_garbage_bytes + r.old_info_log_bytes;
+  return r;
+}
+
+gc_result store::collect_garbage(const std::function<void(std::string_view phase)>& progress) {
+  if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
+  std::lock_guard lock(gc_mutex_);
+  // Beside other writers one collects at a time.
+  if (!take_lease(k_lease_gc))
+    throw store_error(EBUSY, "collecting garbage in " + engine_->where() +
+                                 ": another writer of the volume is collecting it");
+  const auto started = std::chrono::steady_clock::now();
+  const auto throw_if_canceled = [&] {
+    if (gc_canceled_)
+      throw store_error(ECANCELED, "collecting garbage in store " + dir_.string() +
+                                       ": canceled (the store is closing)");
+  };
+  const auto phase = [&](std::string_view what) {
+    throw_if_canceled();
+    if (progress) progress(what);
+  };
+  gc_result result;
+  std::uint64_t packs_deleted = 0;
+  std::uint64_t packs_deferred = 0;
+  phase("measuring");
+  result.before = garbage();
+
+  // Copying the live payloads needs their size in free space (the old blob
+  // files go only at the end), on top of the reserve RocksDB needs for its
+  // flushes (check_space_for). Without that room a compaction would hit
+  // ENOSPC, which stops every write until Resume(); so then only what needs
+  // no copy is done: tombstones dropped, and blob files holding nothing
+  // live deleted.
+  bool rewrite_payloads = true;
+  bool compact = true;
+  try {
+    check_space_for(result.before.live_blob_payload_bytes + result.before.table_file_bytes);
+  } catch (const store_error& e) {
+    log_info("gc: " + std::string(e.what()) + "; collecting only blob files without live payloads");
+    rewrite_payloads = false;
+    // Even without blob GC, a forced compaction rewrites the table files.
+    try {
+      check_space_for(result.before.table_file_bytes);
+    } catch (const store_error&) {
+      compact = false;
+    }
+  }
+  result.rewrote_payloads = rewrite_payloads;
+
+  // 0. Pack stores: packs with enough dead bytes rewritten (their live
+  //    records copied to the current pack, the index moved in one synced
+  //    commit, the old pack deleted). Needs room for the copies only.
+  //    Not while writing beside other writers of the volume: another
+  //    writer's packs are uploaded before the commit that names them (its
+  //    staged payloads), so a pack this process sees without a live record
+  //    may be about to get some. That waits for one gc at a time across
+  //    the writers (a lease; docs/scale-out.md, "Several writers").
+  if (packs_ && writes_beside_others())
+    log_info("gc: not compacting packs beside other writers of the volume");
+  if (packs_ && !writes_beside_others()) {
+    std::uint64_t to_move = 0;
+    for (const pack_store::pack_usage& u : packs_->usage(&gc_canceled_))
+      if (u.file_bytes > 0 && static_cast<double>(u.dead_bytes()) >=
+                                  k_pack_dead_share * static_cast<double>(u.file_bytes))
+        to_move += u.live_bytes;
+    // The copies may use the space reserve (check_space_for) but not all of
+    // it: compaction is how a full pack store gets space back (each rewritten
+    // pack frees more than its copies take), while RocksDB still needs room
+    // for the index commit and its flushes.
+    bool room = true;
+    struct ::statvfs sv {};
+    if (::statvfs(dir_.c_str(), &sv) == 0) {
+      const std::uint64_t block = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+      const std::uint64_t free = static_cast<std::uint64_t>(sv.f_bavail) * block;
+      if (free < to_move + k_min_space_reserve / 4) {
+        log_info("gc: " + std::to_string(free) + " bytes free, too few to copy " +
+                 std::to_string(to_move) +
+                 " live pack bytes; deleting only packs without live records");
+        room = false;
+      }
+    }
+    phase("compacting packs");
+    // Without room, a threshold above 1 selects only packs with nothing live.
+    const pack_store::compaction c = packs_->compact(room ? k_pack_dead_share : 2.0, ahead_gate_,
+                                                     commit_mutex_, gc_canceled_, progress);
+    packs_deleted = c.packs_deleted;
+    packs_deferred = c.packs_deferred;
+    if (!room) result.rewrote_payloads = rewrite_payloads = false;
+  }
+
+  // 1. Memtables to table and blob files. A write-ahead log file is deleted
+  //    once every column family has flushed past it, so this is what frees
+  //    the log (which holds every payload written since the last flush).
+  phase("flushing");
+  if (rocksdb_) rocksdb_->flush();
+
+  // 2. Every column family compacted to its bottommost level: only there do
+  //    tombstones (deleted chunks, extents, inodes, dirents) and the values
+  //    they hide go away. For the payloads, blob GC forced over every blob
+  //    file (age cutoff 1.0): the live payloads of a file that holds any
+  //    garbage are copied to a new blob file, and a file whose payloads are
+  //    all garbage is deleted. RocksDB's own blob GC (enable_blob_garbage_
+  //    collection) only looks at the oldest files, and only when a
+  //    compaction happens to touch them.
+  //    (PostgreSQL's autovacuum does this for its tables.)
+  if (compact && rocksdb_)
+    rocksdb_->compact_all(rewrite_payloads, gc_canceled_,
+                          [&](const std::string& what) { phase(what); });
+
+  // 3. Info logs of earlier opens: RocksDB keeps a few (keep_log_file_num)
+  //    for diagnostics only; nothing reads them.
+  phase("removing old info logs");
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->path().filename().string().starts_with("LOG.old.")) continue;
+    std::error_code rm;
+    fs::remove(it->path(), rm);
+    if (rm) log_error("gc: cannot remove " + it->path().string() + ": " + rm.message());
+  }
+
+  // Garbage made since the measurement above is left for the next
+  // collection (the compactions may or may not have seen it). A partial or
+  // failed collection (an exception above) subtracts nothing, so the
+  // collector tries again. Only collections subtract, one at a time, so
+  // this cannot wrap.
+  if (rewrite_payloads && compact) garbage_bytes_ -= result.before.garbage_since_collect;
+
+  phase("measuring");
+  result.after = garbage();
+  result.after.packs_deleted = packs_deleted;
+  result.after.packs_deferred = packs_deferred;
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+void store::cancel_garbage_collection() {
+  gc_canceled_ = true;
+}
+
+std::string to_json(const gc_report& r) {
+  nlohmann::json j;
+  j["payload_backend"] = r.payload_backend;
+  j["disk_bytes"] = r.disk_bytes;
+  j["payload_file_bytes"] = r.payload_file_bytes;
+  j["pack_files"] = r.pack_files;
+  j["packs_deleted"] = r.packs_deleted;
+  j["packs_deferred"] = r.packs_deferred;
+  j["table_file_bytes"] = r.table_file_bytes;
+  j["wal_bytes"] = r.wal_bytes;
+  j["info_log_bytes"] = r.info_log_bytes;
+  j["old_info_log_bytes"] = r.old_info_log_bytes;
+  j["other_file_bytes"] = r.other_file_bytes;
+  j["chunks"] = r.chunks;
+  j["live_payload_bytes"] = r.live_payload_bytes;
+  j["live_blob_payload_bytes"] = r.live_blob_payload_bytes;
+  j["payload_garbage_bytes"] = r.payload_garbage_bytes;
+  j["garbage_since_collect"] = r.garbage_since_collect;
+  j["reclaimable_bytes"] = r.reclaimable_bytes;
+  return j.dump();
+}
+
+std::string to_json(const gc_result& r) {
+  nlohmann::json j;
+  j["before"] = nlohmann::json::parse(to_json(r.before));
+  j["after"] = nlohmann::json::parse(to_json(r.after));
+  j["reclaimed_bytes"] = r.reclaimed_bytes();
+  j["rewrote_payloads"] = r.rewrote_payloads;
+  j["seconds"] = r.seconds;
+  return j.dump();
+}
+
+bool store::is_queued_for_recompress(const chunk_hash& hash) const {
+  return engine_->get(table::meta, recompress_key(hash), "the re-encoding queue").has_value();
+}
+
+}  // namespace densefs::store

@@ -1,0 +1,202 @@
+// store::store, part: change notices between the clients of a volume
+// (store/store_internal.h says how the class is split).
+#include "store/store.h"
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "store/log.h"
+#include "store/metadata/metadata_engine.h"
+#include "store/store_internal.h"
+
+namespace densefs::store {
+
+using namespace internal;
+
+namespace {
+namespace fs = std::filesystem;
+}  // namespace
+
+// ---------------------------------------------------------------- change notices
+
+namespace {
+constexpr std::string_view k_notice_version = "1";
+// PostgreSQL refuses NOTIFY payloads of 8,000 bytes or more.
+constexpr std::size_t k_max_notice_bytes = 7000;
+constexpr char k_hex_digits[] = "0123456789abcdef";
+
+void append_hex_u64(std::string& out, std::uint64_t v) {
+  char buf[16];
+  int n = 0;
+  do {
+    buf[n++] = k_hex_digits[v & 15];
+    v >>= 4;
+  } while (v != 0);
+  while (n > 0) out += buf[--n];
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+std::optional<std::uint64_t> parse_hex_u64(std::string_view s) {
+  if (s.empty() || s.size() > 16) return std::nullopt;
+  std::uint64_t v = 0;
+  for (const char c : s) {
+    const int d = hex_value(c);
+    if (d < 0) return std::nullopt;
+    v = v << 4 | static_cast<std::uint64_t>(d);
+  }
+  return v;
+}
+}  // namespace
+
+std::string encode_change_notice(const change_notice& c) {
+  std::string out(k_notice_version);
+  // The writer's token survives a notice cut to `*`: a shared writer must
+  // still know its own.
+  const std::string writer = c.writer.empty() ? std::string() : " w" + c.writer;
+  if (c.everything) return out + " *" + writer;
+  std::set<std::uint64_t> inodes(c.inodes.begin(), c.inodes.end());
+  std::set<std::pair<std::uint64_t, std::string>> entries(c.entries.begin(), c.entries.end());
+  for (const std::uint64_t ino : inodes) {
+    out += " i";
+    append_hex_u64(out, ino);
+  }
+  for (const auto& [parent, name] : entries) {
+    out += " e";
+    append_hex_u64(out, parent);
+    out += ':';
+    for (const char ch : name) {
+      out += k_hex_digits[static_cast<unsigned char>(ch) >> 4];
+      out += k_hex_digits[static_cast<unsigned char>(ch) & 15];
+    }
+    if (out.size() > k_max_notice_bytes) break;
+  }
+  for (const std::string& id : c.sessions_started) out += " s" + id;
+  for (const std::string& id : c.sessions_answered) out += " a" + id;
+  out += writer;
+  if (out.size() > k_max_notice_bytes) return std::string(k_notice_version) + " *" + writer;
+  return out;
+}
+
+std::optional<change_notice> decode_change_notice(std::string_view text) {
+  change_notice c;
+  std::size_t at = 0;
+  bool first = true;
+  while (at <= text.size()) {
+    std::size_t end = text.find(' ', at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view token = text.substr(at, end - at);
+    at = end + 1;
+    if (first) {
+      if (token != k_notice_version) return std::nullopt;
+      first = false;
+    } else if (token == "*") {
+      c.everything = true;
+    } else if (token.size() > 1 && token[0] == 'i') {
+      const auto ino = parse_hex_u64(token.substr(1));
+      if (!ino) return std::nullopt;
+      c.inodes.push_back(*ino);
+    } else if (token.size() > 1 && token[0] == 'e') {
+      const std::size_t colon = token.find(':');
+      if (colon == std::string_view::npos) return std::nullopt;
+      const auto parent = parse_hex_u64(token.substr(1, colon - 1));
+      const std::string_view hex = token.substr(colon + 1);
+      if (!parent || hex.empty() || hex.size() % 2 != 0 || hex.size() > 2 * 255)  // NAME_MAX
+        return std::nullopt;
+      std::string name;
+      for (std::size_t i = 0; i < hex.size(); i += 2) {
+        const int hi = hex_value(hex[i]), lo = hex_value(hex[i + 1]);
+        if (hi < 0 || lo < 0) return std::nullopt;
+        name += static_cast<char>(hi << 4 | lo);
+      }
+      c.entries.emplace_back(*parent, std::move(name));
+    } else if (token.size() == 17 && (token[0] == 's' || token[0] == 'a' || token[0] == 'w')) {
+      // A session id: 16 lower-case hex digits (random_hex_id).
+      const std::string_view id = token.substr(1);
+      if (!std::all_of(id.begin(), id.end(), [](char ch) { return hex_value(ch) >= 0; }))
+        return std::nullopt;
+      if (token[0] == 'w')
+        c.writer = id;
+      else
+        (token[0] == 's' ? c.sessions_started : c.sessions_answered).emplace_back(id);
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (first) return std::nullopt;
+  return c;
+}
+
+bool store::watch(std::function<void(const change_notice&)> fn) {
+  if (!keeps_sessions()) return false;
+  if (!follower_ && !writes_beside_others()) {
+    if (options_.read_only) return false;
+    // The writer hears its own commits' notices too: only followers that
+    // mounted matter to it.
+    return engine_->watch([fn = std::move(fn)](std::string_view text) {
+      // Most notices are its own commits' (inodes and entries): not decoded.
+      // Only a session token begins with " s".
+      if (text.find(" s") == std::string_view::npos) return;
+      const std::optional<change_notice> c = decode_change_notice(text);
+      if (c && !c->sessions_started.empty()) {
+        change_notice started;
+        started.sessions_started = c->sessions_started;
+        fn(started);
+      }
+    });
+  }
+  // A follower, or one of several writers: every commit of the others.
+  return engine_->watch([this, fn = std::move(fn)](std::string_view text) {
+    std::optional<change_notice> c;
+    if (!text.empty()) c = decode_change_notice(text);
+    if (!c) {
+      // Missed notices (text ""), or a notice this build cannot read (a
+      // newer writer): anything may have changed.
+      if (!text.empty()) log_error("a change notice this densefs cannot read; dropping caches");
+      c.emplace();
+      c->everything = true;
+    }
+    // A writer's own commits (its session in their `w` token): only the
+    // sessions that started matter.
+    if (!c->writer.empty() && c->writer == session_id_) {
+      if (c->sessions_started.empty()) return;
+      c->everything = false;
+      c->inodes.clear();
+      c->entries.clear();
+    }
+    drop_cached_extents(c->inodes, c->everything);
+    fn(*c);
+  });
+}
+
+void store::unwatch() {
+  if (engine_) engine_->unwatch();
+}
+
+void store::answer_sessions(const std::vector<std::string>& ids) {
+  std::optional<session_record> own;
+  {
+    std::lock_guard lock(session_mutex_);
+    own = session_;
+  }
+  if (!own || ids.empty()) return;
+  // Its own session row again (a batch must write something), carrying the
+  // answer.
+  own->heartbeat = unix_now();
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  batch->put(table::meta, session_key(own->id), encode_session(*own));
+  change_notice answer;
+  answer.sessions_answered = ids;
+  // Beside other writers, a new client waits for each of them by name.
+  if (writes_beside_others()) answer.writer = own->id;
+  batch->set_notice(encode_change_notice(answer));
+  engine_->write(*batch, false);
+}
+
+}  // namespace densefs::store

@@ -1,0 +1,434 @@
+// store::store, part: scale-out sessions, heartbeat, leases and inode holds
+// (store/store_internal.h says how the class is split).
+#include "store/store.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "store/log.h"
+#include "store/metadata/metadata_engine.h"
+#include "store/object/s3_object_store.h"
+#include "store/payload/pack_store.h"
+#include "store/store_internal.h"
+
+namespace densefs::store {
+
+using namespace internal;
+
+namespace {
+namespace fs = std::filesystem;
+}  // namespace
+
+// ---------------------------------------------------------------- sessions
+
+namespace {
+// How long a follower's mount waits for the writer's answer.
+constexpr std::chrono::milliseconds k_writer_answer_timeout{30000};
+}  // namespace
+
+std::chrono::seconds store::heartbeat_interval() {
+  if (const char* env = std::getenv("DENSEFS_HEARTBEAT_SECONDS"); env && *env) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (*end == '\0' && v >= 1 && v <= 3600) return std::chrono::seconds(v);
+  }
+  return std::chrono::seconds(10);
+}
+
+bool store::session_expired(const session_record& r, std::int64_t now_unix) {
+  return now_unix - r.heartbeat > 3 * heartbeat_interval().count();
+}
+
+void store::write_meta_row(std::string_view key, std::optional<std::string_view> value) {
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  if (value)
+    batch->put(table::meta, key, *value);
+  else
+    batch->erase(table::meta, key);
+  engine_->write(*batch, false);
+}
+
+void store::write_session(const session_record& r) {
+  write_meta_row(session_key(r.id), encode_session(r));
+}
+
+std::string store::payload_location() const {
+  return packs_ && packs_->remote() ? packs_->remote()->where() : std::string();
+}
+
+namespace {
+
+// The session rows of a volume's database.
+std::vector<session_record> sessions_in(const metadata_engine& engine) {
+  std::vector<session_record> out;
+  scan_options o;
+  o.fill_cache = false;
+  engine.scan(table::meta, prefix_range(k_session_prefix), o, "listing sessions",
+              [&](std::string_view key, std::string_view value) {
+                out.push_back(decode_session(key, value));
+                return true;
+              });
+  return out;
+}
+
+}  // namespace
+
+std::vector<session_record> store::sessions() const {
+  if (!keeps_sessions()) return {};
+  return sessions_in(*engine_);
+}
+
+std::optional<store::volume_status> store::read_volume_status(const std::string& store_or_uri,
+                                                              bool is_uri) {
+  std::string conninfo = store_or_uri;
+  if (!is_uri) {
+    check(store_or_uri);
+    conninfo = read_format_marker(store_or_uri).postgres;
+    if (conninfo.empty()) return std::nullopt;
+  }
+  const auto [engine, settings_record] = open_volume_database(conninfo);
+  volume_status out;
+  out.metadata_location = engine->where();
+  if (const std::optional<std::string> location =
+          engine->get(table::meta, k_payload_location_key, "the payload location"))
+    out.payload_location = describe_s3(parse_s3_url(*location));
+  out.sessions = sessions_in(*engine);
+  return out;
+}
+
+void store::begin_session(const std::string& mountpoint) {
+  if (!keeps_sessions() || (options_.read_only && !follower_)) return;
+  session_record r;
+  r.id = random_hex_id("a random session id");
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  r.host = host;
+  r.pid = static_cast<std::uint32_t>(::getpid());
+  r.mountpoint = mountpoint;
+  r.started = r.heartbeat = unix_now();
+  r.read_only = follower_;
+  // Rows of sessions that stopped without ending (kill -9, a lost machine):
+  // this mount holds the volume's lock, so none of them is writing. A
+  // writer's row is dead even before it expires (a writer killed and
+  // mounted again at once): counted as another client, it would make this
+  // one commit at every close and keep unlinked files for followers that
+  // are not there. (A follower leaves them to the writer.)
+  // Writers beside others keep each other's rows (the heartbeat erases a
+  // row once session_alive finds it dead: by the clock alone, a mount just
+  // after a database outage would take every live writer for dead), but
+  // for the last session of this directory (a writer killed and mounted
+  // again at once): this mount holds the directory's lock, so that one is
+  // over.
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  std::vector<session_record> all = sessions();
+  const bool shares = writes_beside_others();
+  std::string previous;
+  if (std::ifstream in(dir_ / k_session_file); in) std::getline(in, previous);
+  if (!follower_) {
+    std::erase_if(all, [&](const session_record& old) {
+      const bool dead = (!shares && (!old.read_only || session_expired(old, r.started))) ||
+                        (!previous.empty() && old.id == previous);
+      if (dead) batch->erase(table::meta, session_key(old.id));
+      return dead;
+    });
+  }
+  batch->put(table::meta, session_key(r.id), encode_session(r));
+  // The live writers, each of which must answer (one writer alone answers
+  // without naming itself).
+  std::set<std::string> writers_alive;
+  for (const session_record& s : all)
+    if (!s.read_only && !session_expired(s, r.started)) writers_alive.insert(s.id);
+  // A follower's directory too (its holds end with its session).
+  try {
+    write_file_durably(dir_ / k_session_file, r.id + "\n");
+  } catch (const store_error& e) {
+    log_error(std::string("recording the session: ") + e.what() +
+              " (after a crash, the next mount here waits for this session to expire)");
+  }
+  if ((follower_ || shares) && !writers_alive.empty()) {
+    // Close-to-open from the first open: the writer commits at close only
+    // once it knows of another client, and files it closed before that may
+    // still be staged in its memory. So the follower asks, in the batch
+    // that makes its session, and waits until the writer has committed
+    // them and answers (fs::filesystem::answer_new_clients). A writer that
+    // does not answer in time is logged, not fatal: it learns of this
+    // session at its next heartbeat anyway.
+    change_notice ask;
+    ask.sessions_started.push_back(r.id);
+    batch->set_notice(encode_change_notice(ask));
+    std::set<std::string> answered_by;
+    const bool answered = engine_->write_and_await(
+        *batch,
+        [&](std::string_view text) {
+          const std::optional<change_notice> c = decode_change_notice(text);
+          if (!c || std::find(c->sessions_answered.begin(), c->sessions_answered.end(), r.id) ==
+                        c->sessions_answered.end())
+            return false;
+          if (c->writer.empty()) return true;  // a writer alone
+          answered_by.insert(c->writer);
+          return std::includes(answered_by.begin(), answered_by.end(), writers_alive.begin(),
+                               writers_alive.end());
+        },
+        k_writer_answer_timeout);
+    if (!answered)
+      log_warning("the writer did not answer within " +
+                  std::to_string(k_writer_answer_timeout.count() / 1000) +
+                  " s; files it closed just before this mount may be seen only once it "
+                  "commits them");
+  } else {
+    engine_->write(*batch, false);
+  }
+  std::lock_guard lock(session_mutex_);
+  session_ = r;
+  session_id_ = r.id;
+  count_others(all, r.started, false);
+  observe_sessions(all);
+  {
+    std::lock_guard observed(observed_mutex_);
+    observing_ = true;
+  }
+  session_stop_ = false;
+  heartbeat_thread_ = std::thread([this] {
+    std::unique_lock lock(session_mutex_);
+    while (!session_wake_.wait_for(lock, heartbeat_interval(), [&] { return session_stop_; })) {
+      session_record beat = *session_;
+      beat.heartbeat = unix_now();
+      lock.unlock();
+      try {
+        write_session(beat);
+        const std::vector<session_record> all = sessions();
+        count_others(all, beat.heartbeat, true);
+        observe_sessions(all);
+        if (writes_beside_others()) erase_dead_sessions(all);
+        std::vector<std::string> held;
+        {
+          std::lock_guard leases(lease_mutex_);
+          held.assign(leases_.begin(), leases_.end());
+        }
+        for (const std::string& name : held)
+          if (!take_lease(name)) log_info("another writer took the lease of " + name);
+      } catch (const store_error& e) {
+        // The next beat tries again; status shows the session as expired
+        // meanwhile, which is the truth as others can see it. Others'
+        // standing still counts again from the next beat that goes through.
+        log_error(std::string("session heartbeat: ") + e.what());
+        std::lock_guard observed(observed_mutex_);
+        observed_.clear();
+      }
+      {
+        std::lock_guard hook(heartbeat_hook_mutex_);
+        if (heartbeat_hook_) heartbeat_hook_();
+      }
+      lock.lock();
+      session_->heartbeat = beat.heartbeat;
+    }
+  });
+}
+
+bool store::take_lease(std::string_view name) {
+  if (!writes_beside_others()) return true;
+  const std::string key = std::string(k_lease_prefix) + std::string(name);
+  const std::int64_t now = unix_now();
+  bool held = false;
+  engine_->write_locked(
+      k_counters_section,
+      [&](locked_reads& reads, metadata_batch& batch) {
+        held = false;
+        if (const std::optional<std::string> v = reads.get(table::meta, key, "a lease")) {
+          const lease_record current = decode_lease(key, *v);
+          if (current.session_id != session_id_ && current.expires >= now) return;
+        }
+        lease_record mine{session_id_, now + 3 * heartbeat_interval().count()};
+        batch.put(table::meta, key, encode_lease(mine));
+        held = true;
+      },
+      false);
+  std::lock_guard lock(lease_mutex_);
+  if (held)
+    leases_.emplace(name);
+  else if (const auto it = leases_.find(name); it != leases_.end())
+    leases_.erase(it);
+  return held;
+}
+
+bool store::holds_lease(std::string_view name) const {
+  if (!writes_beside_others()) return true;
+  std::lock_guard lock(lease_mutex_);
+  return leases_.find(name) != leases_.end();
+}
+
+bool store::other_writers_alive() const {
+  if (!keeps_sessions()) return false;
+  const std::int64_t now = unix_now();
+  for (const session_record& r : sessions())
+    if (r.id != session_id_ && !r.read_only && !session_expired(r, now)) return true;
+  return false;
+}
+
+void store::observe_sessions(const std::vector<session_record>& all) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(observed_mutex_);
+  // A heartbeat of this store that came late (blocked while the database
+  // was unreachable, then through) is a gap too: what stood still across
+  // it proves nothing.
+  if (now - last_observed_ > 2 * heartbeat_interval()) observed_.clear();
+  last_observed_ = now;
+  std::map<std::string, observed_beat> next;
+  for (const session_record& r : all) {
+    if (r.id == session_id_) continue;
+    const auto before = observed_.find(r.id);
+    next.emplace(r.id, before != observed_.end() && before->second.heartbeat == r.heartbeat
+                           ? before->second
+                           : observed_beat{r.heartbeat, now});
+  }
+  observed_ = std::move(next);
+}
+
+void store::erase_dead_sessions(const std::vector<session_record>& all) {
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  bool any = false;
+  for (const session_record& s : all) {
+    if (s.id == session_id_ || session_alive(s)) continue;
+    batch->erase(table::meta, session_key(s.id));
+    any = true;
+    log_info("session " + s.id + " (" + s.host + " pid " + std::to_string(s.pid) + " on " +
+             s.mountpoint + "): no heartbeat since " + std::to_string(unix_now() - s.heartbeat) +
+             " s ago; taken for gone");
+  }
+  if (any) engine_->write(*batch, false);
+}
+
+bool store::session_alive(const session_record& r) const {
+  if (!session_expired(r, unix_now())) return true;
+  std::lock_guard lock(observed_mutex_);
+  if (!observing_) return false;
+  const auto now = std::chrono::steady_clock::now();
+  // This store's own last heartbeat is late (the database unreachable, a
+  // reader blocked until it came back): nothing can be judged now.
+  if (now - last_observed_ > 2 * heartbeat_interval()) return true;
+  const auto seen = observed_.find(r.id);
+  if (seen == observed_.end() || seen->second.heartbeat != r.heartbeat) return true;
+  return now - seen->second.since <= 3 * heartbeat_interval();
+}
+
+void store::count_others(const std::vector<session_record>& all, std::int64_t now_unix,
+                         bool announce) {
+  bool others = false;
+  for (const session_record& r : all)
+    if (r.id != session_id_ && !session_expired(r, now_unix)) others = true;
+  if (others != others_mounted_.exchange(others) && announce)
+    log_info(others ? "another client has the volume mounted: close now waits for the commit"
+                    : "no other client has the volume mounted");
+}
+
+void store::end_session() {
+  std::optional<session_record> ended;
+  {
+    std::lock_guard lock(session_mutex_);
+    if (!session_) return;
+    session_stop_ = true;
+  }
+  session_wake_.notify_all();
+  heartbeat_thread_.join();
+  {
+    std::lock_guard lock(session_mutex_);
+    ended = std::exchange(session_, std::nullopt);
+  }
+  {
+    std::lock_guard observed(observed_mutex_);
+    observing_ = false;
+    observed_.clear();
+  }
+  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  batch->erase(table::meta, session_key(ended->id));
+  {
+    // Leases held go with the session (another writer takes them at once),
+    // each only if it is still this session's: one renewed late may have
+    // been taken over.
+    std::lock_guard lock(lease_mutex_);
+    for (const std::string& name : leases_) {
+      const std::string key = std::string(k_lease_prefix) + name;
+      try {
+        engine_->write_locked(
+            k_counters_section,
+            [&](locked_reads& reads, metadata_batch& lease_batch) {
+              if (const std::optional<std::string> v = reads.get(table::meta, key, "a lease");
+                  v && decode_lease(key, *v).session_id == ended->id)
+                lease_batch.erase(table::meta, key);
+            },
+            false);
+      } catch (const store_error& e) {
+        // It ends by itself three heartbeats after its last renewal.
+        log_error("letting the lease of " + name + " go: " + e.what());
+      }
+    }
+    leases_.clear();
+  }
+  // A follower's holds end with it (so do a shared writer's): the writer
+  // may release those files.
+  if (follower_ || writes_beside_others()) {
+    const std::string prefix = hold_prefix(ended->id);
+    scan_prefix(table::meta, prefix, prefix, "listing holds",
+                [&](std::string_view key, std::string_view) {
+                  batch->erase(table::meta, key);
+                  return true;
+                });
+  }
+  engine_->write(*batch, false);
+}
+
+void store::on_heartbeat(std::function<void()> fn) {
+  std::lock_guard hook(heartbeat_hook_mutex_);
+  heartbeat_hook_ = std::move(fn);
+}
+
+void store::hold_inode(std::uint64_t ino) {
+  write_meta_row(hold_key(session_id_, ino), encode_hold());
+}
+
+void store::release_inode_hold(std::uint64_t ino) {
+  write_meta_row(hold_key(session_id_, ino), std::nullopt);
+}
+
+std::set<std::uint64_t> store::held_inodes() {
+  std::set<std::uint64_t> held;
+  if (!keeps_sessions()) return held;
+  // The rows first, then the sessions: a follower that mounts in between
+  // and holds a file is then seen with its session.
+  std::vector<std::pair<std::string, hold_record>> rows;
+  scan_prefix(table::meta, k_hold_prefix, k_hold_prefix, "listing holds",
+              [&](std::string_view key, std::string_view value) {
+                rows.emplace_back(std::string(key), decode_hold(key, value));
+                return true;
+              });
+  if (rows.empty()) return held;
+  std::map<std::string, bool> alive;  // by session id
+  for (const session_record& r : sessions()) alive.emplace(r.id, session_alive(r));
+  const std::unique_ptr<metadata_batch> stale = engine_->new_batch();
+  bool any_stale = false;
+  for (const auto& [key, h] : rows) {
+    const auto session = alive.find(h.session_id);
+    if (session == alive.end()) {
+      // An ended session's row (its end erases them; a crash in between).
+      stale->erase(table::meta, key);
+      any_stale = true;
+    } else if (session->second) {
+      held.insert(h.ino);
+    }
+    // Not alive: counted as gone (three heartbeats missed while this store
+    // beat: killed, or cut off, as far as anyone can tell; session_alive);
+    // the row goes with its session's.
+  }
+  if (any_stale) engine_->write(*stale, false);
+  return held;
+}
+
+}  // namespace densefs::store
