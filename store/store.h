@@ -96,6 +96,19 @@ struct change_notice {
 std::string encode_change_notice(const change_notice& c);
 std::optional<change_notice> decode_change_notice(std::string_view text);
 
+// How this client takes part in its volume, one value set when the store
+// opens (docs/scale-out.md). The store and fs/ ask it rather than which
+// engine the store has.
+enum class volume_role {
+  // No other client writes beside it: the embedded store (its lock admits
+  // one process), a scale-out volume's one writer, a read-only tool.
+  alone,
+  // One of several writers of a scale-out volume (-o shared).
+  writer_beside_others,
+  // A scale-out volume's reader beside its writer (-o ro).
+  follower,
+};
+
 struct store_open_options {
   bool read_only = false;  // no lock taken; used by `densefs stats STORE`
   // On a volume whose records are in PostgreSQL: open read-only, as a
@@ -109,9 +122,8 @@ struct store_open_options {
   // Every read-modify-write of records others may change too (a commit's
   // chunk refcounts, the inode and pack counters, gc's moves of pack
   // records) reads and writes in one locked transaction
-  // (metadata_engine::write_locked), so no update is lost. The store's part
-  // of several writers on one volume; mounts cannot share a volume for
-  // writing yet (docs/scale-out.md, "Several writers"). Ignored for the
+  // (metadata_engine::write_locked), so no update is lost (`densefs mount
+  // -o shared`, docs/scale-out.md, "Several writers"). Ignored for the
   // embedded store, whose lock admits one process.
   bool shared_writer = false;
   // Decoded-chunk cache shared by all files (bytes of plain data).
@@ -596,15 +608,16 @@ class store {
   // the one mount). A writer's begin_session also deletes the rows of
   // sessions whose heartbeat expired (a daemon that was killed) and of
   // every other writer (it holds the volume's lock). The destructor ends it.
-  bool keeps_sessions() const { return rocksdb_ == nullptr; }
+  bool keeps_sessions() const { return shared_volume_; }
+  volume_role role() const { return role_; }
   bool read_only() const { return options_.read_only; }
   // Opened as a follower (store_open_options::follower) of a shared volume.
-  bool follows() const { return follower_; }
+  bool follows() const { return role_ == volume_role::follower; }
   // Open as one of several writers of a PostgreSQL volume
   // (store_open_options::shared_writer): it hears the others' commits
   // (watch()) and builds its own from what it reads under their lock
   // (commit()'s `fill`).
-  bool writes_beside_others() const { return options_.shared_writer && !postgres_.empty(); }
+  bool writes_beside_others() const { return role_ == volume_role::writer_beside_others; }
   // The writer: whether another client (a follower) had a live session at
   // the last heartbeat, or has mounted since (note_other_client). Then close waits for the commit,
   // so that an open on that client sees the file whole (close-to-open; docs/scale-out.md).
@@ -889,6 +902,11 @@ class store {
   void stage_payloads(const transaction::impl& t, staged_payloads& staged, bool every_chunk);
   void stage_payload(staged_payloads& staged, const chunk_hash& hash, const std::string& bytes,
                      const payload_meta& meta);
+  // One payload to stage: the bytes of a chunk, kept by the caller.
+  struct payload_to_stage;
+  // Stages all of `puts` once the disk has room for all of them
+  // (check_space_for).
+  void stage_all(staged_payloads& staged, std::span<const payload_to_stage> puts);
   // Appends the extent record (`key`, `value`) of `ino` to `c`, or marks it
   // too_many (emptied) past k_cached_extents; false once it is.
   static bool add_cached_extent(cached_extents& c, std::uint64_t ino, std::string_view key,
@@ -924,7 +942,9 @@ class store {
   std::string session_id_;  // set by begin_session before its thread starts
   mutable std::mutex lease_mutex_;
   std::set<std::string, std::less<>> leases_;  // held (take_lease)
-  bool follower_ = false;
+  // The volume's records are in a shared database (STORE/FORMAT names it).
+  bool shared_volume_ = false;
+  volume_role role_ = volume_role::alone;
   // The store's format version is k_lepton_file_format_version or newer:
   // Lepton files may be committed without raising it. Under commit_mutex_.
   bool holds_lepton_files_ = false;

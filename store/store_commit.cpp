@@ -61,6 +61,12 @@ void store::check_space_for(std::uint64_t bytes) const {
 // write_payloads_ahead): the index entries (or inline payloads) each put
 // left in its batch, to be written by the commit if the chunk is still new
 // then. Keyed by chunk; used only for the same bytes.
+struct store::payload_to_stage {
+  const chunk_hash* hash;
+  const std::string* bytes;
+  payload_meta meta;
+};
+
 struct store::staged_payload {
   payload_meta meta;
   std::uint64_t size = 0;
@@ -147,8 +153,7 @@ void store::stage_payloads(const transaction::impl& t, staged_payloads& staged, 
     for (const transaction::payload_swap& r : group) keys.emplace_back(r.hash.view());
   const std::vector<std::optional<std::string>> records =
       engine_->get_many(table::chunks, keys, "the chunks of a commit");
-  std::uint64_t bytes = 0;
-  std::vector<std::function<void()>> puts;
+  std::vector<payload_to_stage> puts;
   std::size_t i = 0;
   const auto is_staged = [&](const chunk_hash& hash, const std::string& bytes,
                              const payload_meta& meta) {
@@ -157,30 +162,30 @@ void store::stage_payloads(const transaction::impl& t, staged_payloads& staged, 
   };
   for (; i < candidates.size(); ++i) {
     const auto& [hash, d] = *candidates[i];
-    if ((records[i] && !every_chunk) ||
-        is_staged(hash, d.encoded->bytes, {d.encoded->codec, d.plain_size}))
-      continue;
-    bytes += d.encoded->bytes.size();
-    puts.push_back([&, h = &hash, dl = &d] {
-      stage_payload(staged, *h, dl->encoded->bytes, {dl->encoded->codec, dl->plain_size});
-    });
+    const payload_meta meta{d.encoded->codec, d.plain_size};
+    if ((records[i] && !every_chunk) || is_staged(hash, d.encoded->bytes, meta)) continue;
+    puts.push_back({&hash, &d.encoded->bytes, meta});
   }
   for (const auto& group : t.replacements)
     for (const transaction::payload_swap& r : group) {
       const std::optional<std::string>& raw = records[i++];
       if (!raw) continue;  // gone: the swap will not apply
       const chunk_record rec = detail::decode_chunk(*raw, "chunk " + r.hash.hex());
-      if (is_staged(r.hash, r.encoded.bytes, {r.encoded.codec, rec.plain_size})) continue;
-      bytes += r.encoded.bytes.size();
-      puts.push_back([&, sw = &r, plain = rec.plain_size] {
-        stage_payload(staged, sw->hash, sw->encoded.bytes, {sw->encoded.codec, plain});
-      });
+      const payload_meta meta{r.encoded.codec, rec.plain_size};
+      if (is_staged(r.hash, r.encoded.bytes, meta)) continue;
+      puts.push_back({&r.hash, &r.encoded.bytes, meta});
     }
   if (puts.empty()) return;
-  check_space_for(bytes);
-  for (const auto& put : puts) put();
+  stage_all(staged, puts);
   // Durable (uploaded, for a scale-out volume) before a commit names them.
   payloads_->sync();
+}
+
+void store::stage_all(staged_payloads& staged, std::span<const payload_to_stage> puts) {
+  std::uint64_t bytes = 0;
+  for (const payload_to_stage& p : puts) bytes += p.bytes->size();
+  check_space_for(bytes);
+  for (const payload_to_stage& p : puts) stage_payload(staged, *p.hash, *p.bytes, p.meta);
 }
 
 payloads_ahead store::write_payloads_ahead(std::span<const prepared_chunk* const> chunks) {
@@ -197,21 +202,16 @@ payloads_ahead store::write_payloads_ahead(std::span<const prepared_chunk* const
   for (const auto& [hash, c] : candidates) keys.emplace_back(hash.view());
   const std::vector<std::optional<std::string>> records =
       engine_->get_many(table::chunks, keys, "the chunks of a commit");
-  std::vector<const prepared_chunk*> puts;
-  std::uint64_t bytes = 0;
+  std::vector<payload_to_stage> puts;
   std::size_t i = 0;
   for (const auto& [hash, c] : candidates) {
     if (records[i++] && !damaged_->contains(hash)) continue;
-    puts.push_back(c);
-    bytes += c->encoded->bytes.size();
+    puts.push_back({&c->hash, &c->encoded->bytes, {c->encoded->codec, c->plain_size}});
   }
   if (puts.empty()) return ahead;
   ahead.impl_ = std::make_unique<payloads_ahead::impl>();
   ahead.impl_->gate = std::shared_lock(ahead_gate_);
-  check_space_for(bytes);
-  for (const prepared_chunk* c : puts)
-    stage_payload(ahead.impl_->payloads, c->hash, c->encoded->bytes,
-                  {c->encoded->codec, c->plain_size});
+  stage_all(ahead.impl_->payloads, puts);
   // Durable before a commit names them durably (an engine whose every
   // write is, or the shared database other writers read at once); else
   // the commit syncs them when it syncs its log.

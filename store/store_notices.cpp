@@ -135,7 +135,7 @@ std::optional<change_notice> decode_change_notice(std::string_view text) {
 
 bool store::watch(std::function<void(const change_notice&)> fn) {
   if (!keeps_sessions()) return false;
-  if (!follower_ && !writes_beside_others()) {
+  if (!follows() && !writes_beside_others()) {
     if (options_.read_only) return false;
     // The writer hears its own commits' notices too: only followers that
     // mounted matter to it.

@@ -533,8 +533,12 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     // A follower writes its session row and its hold rows (so not a
     // read-only engine) and nothing else (the store refuses every other
     // write), beside the writer that holds the volume's lock.
-    self->follower_ = options.follower;
-    if (self->follower_) self->options_.read_only = true;
+    self->shared_volume_ = true;
+    if (options.follower)
+      self->role_ = volume_role::follower;
+    else if (options.shared_writer)
+      self->role_ = volume_role::writer_beside_others;
+    if (self->follows()) self->options_.read_only = true;
     po.read_only = options.read_only;
     po.lock_volume = !self->options_.read_only;
     po.share_volume = options.shared_writer;
@@ -610,7 +614,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
       po.cache_dir = options.cache_dir;
       po.cache_bytes = options.cache_bytes;
       // Its own client directory; a writer beside others reads theirs too.
-      po.fill_cache = self->follower_ || options.shared_writer;
+      po.fill_cache = self->role_ != volume_role::alone;
       self->data_ = marker.data;
     } else if (self->settings_.format_version >= k_object_format_version) {
       throw store_error(EINVAL, "store " + dir.string() +

@@ -105,7 +105,7 @@ std::optional<store::volume_status> store::read_volume_status(const std::string&
 }
 
 void store::begin_session(const std::string& mountpoint) {
-  if (!keeps_sessions() || (options_.read_only && !follower_)) return;
+  if (!keeps_sessions() || (options_.read_only && !follows())) return;
   session_record r;
   r.id = random_hex_id("a random session id");
   char host[256] = {};
@@ -114,7 +114,7 @@ void store::begin_session(const std::string& mountpoint) {
   r.pid = static_cast<std::uint32_t>(::getpid());
   r.mountpoint = mountpoint;
   r.started = r.heartbeat = unix_now();
-  r.read_only = follower_;
+  r.read_only = follows();
   // Rows of sessions that stopped without ending (kill -9, a lost machine):
   // this mount holds the volume's lock, so none of them is writing. A
   // writer's row is dead even before it expires (a writer killed and
@@ -132,7 +132,7 @@ void store::begin_session(const std::string& mountpoint) {
   const bool shares = writes_beside_others();
   std::string previous;
   if (std::ifstream in(dir_ / k_session_file); in) std::getline(in, previous);
-  if (!follower_) {
+  if (!follows()) {
     std::erase_if(all, [&](const session_record& old) {
       const bool dead = (!shares && (!old.read_only || session_expired(old, r.started))) ||
                         (!previous.empty() && old.id == previous);
@@ -153,7 +153,7 @@ void store::begin_session(const std::string& mountpoint) {
     log_error(std::string("recording the session: ") + e.what() +
               " (after a crash, the next mount here waits for this session to expire)");
   }
-  if ((follower_ || shares) && !writers_alive.empty()) {
+  if ((follows() || shares) && !writers_alive.empty()) {
     // Close-to-open from the first open: the writer commits at close only
     // once it knows of another client, and files it closed before that may
     // still be staged in its memory. So the follower asks, in the batch
@@ -374,7 +374,7 @@ void store::end_session() {
   }
   // A follower's holds end with it (so do a shared writer's): the writer
   // may release those files.
-  if (follower_ || writes_beside_others()) {
+  if (follows() || writes_beside_others()) {
     const std::string prefix = hold_prefix(ended->id);
     scan_prefix(table::meta, prefix, prefix, "listing holds",
                 [&](std::string_view key, std::string_view) {
