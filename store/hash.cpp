@@ -9,6 +9,7 @@
 #include <string>
 
 #include "store/error.h"
+#include "store/text.h"
 
 namespace densefs::store {
 namespace {
@@ -22,28 +23,15 @@ int hex_digit(char c) {
 
 }  // namespace
 
-namespace {
-std::string lower_hex(const std::uint8_t* bytes, std::size_t n) {
-  static constexpr char k_digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(n * 2);
-  for (std::size_t i = 0; i < n; ++i) {
-    out += k_digits[bytes[i] >> 4];
-    out += k_digits[bytes[i] & 0xf];
-  }
-  return out;
-}
-}  // namespace
-
 std::string chunk_hash::hex() const {
-  return lower_hex(bytes.data(), bytes.size());
+  return to_hex({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
 }
 
 std::string random_hex_id(std::string_view what) {
   std::uint8_t bytes[8];
   if (RAND_bytes(bytes, sizeof bytes) != 1)
     throw store_error(EIO, "cannot draw " + std::string(what) + " (OpenSSL RAND_bytes failed)");
-  return lower_hex(bytes, sizeof bytes);
+  return to_hex({reinterpret_cast<const char*>(bytes), sizeof bytes});
 }
 
 std::optional<chunk_hash> chunk_hash::from_hex(std::string_view hex) {

@@ -9,6 +9,7 @@
 
 #include "store/error.h"
 #include "store/records_detail.h"
+#include "store/text.h"
 
 namespace densefs::store {
 namespace {
@@ -272,19 +273,7 @@ std::string new_file_key(std::uint64_t ino) {
 }
 
 std::string printable_name(std::string_view name) {
-  static constexpr char k_digits[] = "0123456789abcdef";
-  std::string out;
-  for (const char c : name) {
-    const auto b = static_cast<unsigned char>(c);
-    if (b >= 0x20 && b < 0x7f && c != '\\') {
-      out += c;
-    } else {
-      out += "\\x";
-      out += k_digits[b >> 4];
-      out += k_digits[b & 0xf];
-    }
-  }
-  return out;
+  return escape_bytes(name);
 }
 
 std::uint64_t decode_u64_be(std::string_view eight_bytes) {

@@ -1,5 +1,7 @@
-// store::store, part: preparing chunks, re-encoding them, reading them back
-// (store/store_internal.h says how the class is split).
+// Chunks: preparing them (hash and encode), re-encoding them, and reading
+// them back checked and decoded.
+// Part of store::store (store/store.h); store/store_internal.h says how
+// the class is split.
 #include "store/store.h"
 
 #include <algorithm>
@@ -19,12 +21,6 @@
 namespace densefs::store {
 
 using namespace internal;
-
-namespace {
-namespace fs = std::filesystem;
-}  // namespace
-
-// ---------------------------------------------------------------- chunks
 
 prepared_chunk store::prepare_chunk(std::string_view plain, bool force_encode) const {
   return prepare_chunk(plain, policy_.for_type(codec::file_type::other), force_encode);

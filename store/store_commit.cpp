@@ -1,5 +1,7 @@
-// store::store, part: free space, staged payloads, the commit, sync and statvfs
-// (store/store_internal.h says how the class is split).
+// The commit: free space, payloads staged or written ahead, the locked
+// transaction, sync and statvfs.
+// Part of store::store (store/store.h); store/store_internal.h says how
+// the class is split.
 #include "store/store.h"
 
 #include <algorithm>
@@ -23,12 +25,6 @@
 namespace densefs::store {
 
 using namespace internal;
-
-namespace {
-namespace fs = std::filesystem;
-}  // namespace
-
-// ---------------------------------------------------------------- commit
 
 namespace {
 // New file data may not eat into a reserve kept for metadata (unlink and

@@ -1,5 +1,6 @@
-// store::store, part: what fsck and its repairs change through the store
-// (store/store_internal.h says how the class is split).
+// What fsck and its repairs change through the store.
+// Part of store::store (store/store.h); store/store_internal.h says how
+// the class is split.
 #include "store/store.h"
 
 #include <cerrno>
@@ -17,12 +18,6 @@
 namespace densefs::store {
 
 using namespace internal;
-
-namespace {
-namespace fs = std::filesystem;
-}  // namespace
-
-// ---------------------------------------------------------------- fsck
 
 void store::scan_records(
     std::string_view column_family, std::string_view prefix,

@@ -1,5 +1,6 @@
-// store::store, part: change notices between the clients of a volume
-// (store/store_internal.h says how the class is split).
+// Change notices between the clients of a scale-out volume.
+// Part of store::store (store/store.h); store/store_internal.h says how
+// the class is split.
 #include "store/store.h"
 
 #include <algorithm>
@@ -10,28 +11,22 @@
 #include "store/log.h"
 #include "store/metadata/metadata_engine.h"
 #include "store/store_internal.h"
+#include "store/text.h"
 
 namespace densefs::store {
 
 using namespace internal;
 
 namespace {
-namespace fs = std::filesystem;
-}  // namespace
-
-// ---------------------------------------------------------------- change notices
-
-namespace {
 constexpr std::string_view k_notice_version = "1";
 // PostgreSQL refuses NOTIFY payloads of 8,000 bytes or more.
 constexpr std::size_t k_max_notice_bytes = 7000;
-constexpr char k_hex_digits[] = "0123456789abcdef";
 
 void append_hex_u64(std::string& out, std::uint64_t v) {
   char buf[16];
   int n = 0;
   do {
-    buf[n++] = k_hex_digits[v & 15];
+    buf[n++] = hex_digit(static_cast<unsigned>(v & 15));
     v >>= 4;
   } while (v != 0);
   while (n > 0) out += buf[--n];
@@ -71,10 +66,7 @@ std::string encode_change_notice(const change_notice& c) {
     out += " e";
     append_hex_u64(out, parent);
     out += ':';
-    for (const char ch : name) {
-      out += k_hex_digits[static_cast<unsigned char>(ch) >> 4];
-      out += k_hex_digits[static_cast<unsigned char>(ch) & 15];
-    }
+    out += to_hex(name);
     if (out.size() > k_max_notice_bytes) break;
   }
   for (const std::string& id : c.sessions_started) out += " s" + id;

@@ -1,5 +1,7 @@
-// store::store, part: creating and opening a store, its FORMAT marker and lock, inode numbers
-// (store/store_internal.h says how the class is split).
+// Creating and opening a store: its FORMAT marker and lock, the engines
+// and payload store it opens on, inode numbers.
+// Part of store::store (store/store.h); store/store_internal.h says how
+// the class is split.
 #include "store/store.h"
 
 #include <fcntl.h>
@@ -28,6 +30,7 @@
 #include "store/payload/payload_store.h"
 #include "store/payload/rocksdb_payload_store.h"
 #include "store/store_internal.h"
+#include "store/text.h"
 
 namespace densefs::store {
 
@@ -49,12 +52,10 @@ std::string new_uuid() {
     throw store_error(EIO, "cannot generate a store UUID: OpenSSL RAND_bytes failed");
   b[6] = static_cast<std::uint8_t>((b[6] & 0x0f) | 0x40);  // version 4
   b[8] = static_cast<std::uint8_t>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
-  static constexpr char k_digits[] = "0123456789abcdef";
   std::string out;
   for (int i = 0; i < 16; ++i) {
     if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
-    out += k_digits[b[i] >> 4];
-    out += k_digits[b[i] & 0xf];
+    append_hex(out, b[i]);
   }
   return out;
 }
@@ -187,8 +188,6 @@ void refuse_newer(const fs::path& dir, std::uint32_t found) {
 }
 
 }  // namespace internal
-
-// ---------------------------------------------------------------- lifecycle
 
 store::store(std::filesystem::path dir, store_open_options options)
     : dir_(std::move(dir)), options_(options) {}

@@ -1,5 +1,7 @@
-// store::store, part: reading records, directory listings, extents and their cache
-// (store/store_internal.h says how the class is split).
+// Reading records: inodes, directory entries, xattrs, and extents with
+// their cache.
+// Part of store::store (store/store.h); store/store_internal.h says how
+// the class is split.
 #include "store/store.h"
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "store/payload/pack_store.h"
 #include "store/records_detail.h"
 #include "store/store_internal.h"
+#include "store/text.h"
 
 namespace densefs::store {
 
@@ -25,20 +28,7 @@ namespace fs = std::filesystem;
 // Names in messages: printable ASCII as is, other bytes as \xNN, so one odd
 // file name cannot break a log line.
 std::string printable(std::string_view name) {
-  static constexpr char k_digits[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (char c : name) {
-    const auto b = static_cast<unsigned char>(c);
-    if (b >= 0x20 && b < 0x7f && c != '"' && c != '\\') {
-      out += c;
-    } else {
-      out += "\\x";
-      out += k_digits[b >> 4];
-      out += k_digits[b & 0xf];
-    }
-  }
-  out += '"';
-  return out;
+  return '"' + escape_bytes(name, "\"\\") + '"';
 }
 
 std::string dirent_what(std::uint64_t parent, std::string_view name) {
@@ -51,8 +41,6 @@ std::string xattr_what(std::uint64_t ino, std::string_view name) {
   return "xattr " + printable(name) + " of inode " + std::to_string(ino);
 }
 }  // namespace
-
-// ---------------------------------------------------------------- reads
 
 namespace {
 

@@ -1,5 +1,7 @@
-// store::store, part: scale-out sessions, heartbeat, leases and inode holds
-// (store/store_internal.h says how the class is split).
+// A scale-out volume's sessions: begin and end, the heartbeat, leases and
+// inode holds.
+// Part of store::store (store/store.h); store/store_internal.h says how
+// the class is split.
 #include "store/store.h"
 
 #include <unistd.h>
@@ -23,11 +25,7 @@ namespace densefs::store {
 
 using namespace internal;
 
-namespace {
 namespace fs = std::filesystem;
-}  // namespace
-
-// ---------------------------------------------------------------- sessions
 
 namespace {
 // How long a follower's mount waits for the writer's answer.

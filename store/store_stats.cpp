@@ -1,5 +1,6 @@
-// store::store, part: `densefs stats`
-// (store/store_internal.h says how the class is split).
+// `densefs stats`: what a store holds and saves.
+// Part of store::store (store/store.h); store/store_internal.h says how
+// the class is split.
 #include "store/store.h"
 
 #include <sys/stat.h>
@@ -16,11 +17,7 @@ namespace densefs::store {
 
 using namespace internal;
 
-namespace {
 namespace fs = std::filesystem;
-}  // namespace
-
-// ---------------------------------------------------------------- stats
 
 store_stats store::stats() const {
   store_stats st;

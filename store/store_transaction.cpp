@@ -1,5 +1,6 @@
-// store::store, part: the transaction a commit applies
-// (store/store_internal.h says how the class is split).
+// The transaction a commit applies.
+// Part of store::store (store/store.h); store/store_internal.h says how
+// the class is split.
 #include "store/store.h"
 
 #include <utility>
@@ -11,10 +12,6 @@
 namespace densefs::store {
 
 using namespace internal;
-
-namespace {
-namespace fs = std::filesystem;
-}  // namespace
 
 transaction::transaction() : impl_(std::make_unique<impl>()) {}
 transaction::~transaction() = default;

@@ -21,6 +21,7 @@
 #include "store/error.h"
 #include "store/hash.h"
 #include "store/log.h"
+#include "store/text.h"
 
 namespace densefs::store {
 
@@ -140,24 +141,6 @@ std::string scrub(std::string text, const std::vector<std::string>& secrets) {
   return text;
 }
 
-// URI-encodes a host (a socket directory: "%2Frun%2Fpostgresql") or a
-// database name, as libpq reads them back.
-std::string uri_part(std::string_view s) {
-  static constexpr char k_hex[] = "0123456789ABCDEF";
-  std::string out;
-  for (char c : s) {
-    const auto b = static_cast<unsigned char>(c);
-    if (std::isalnum(b) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += c;
-    } else {
-      out += '%';
-      out += k_hex[b >> 4];
-      out += k_hex[b & 0xf];
-    }
-  }
-  return out;
-}
-
 // "volume on postgresql://db1:5432/vol1": host, port and database only, never
 // the user's password.
 std::string describe(PGconn* pg) {
@@ -165,9 +148,11 @@ std::string describe(PGconn* pg) {
   const std::string_view host = pg ? text(PQhost(pg)) : "";
   const std::string_view port = pg ? text(PQport(pg)) : "";
   const std::string_view db = pg ? text(PQdb(pg)) : "";
-  std::string out = "volume on postgresql://" + uri_part(host);
-  if (!port.empty()) out += ":" + uri_part(port);
-  out += "/" + uri_part(db);
+  // Each part as libpq reads a URI back (a socket directory becomes
+  // %2Frun%2Fpostgresql).
+  std::string out = "volume on postgresql://" + percent_encode(host);
+  if (!port.empty()) out += ":" + percent_encode(port);
+  out += "/" + percent_encode(db);
   return out;
 }
 
@@ -665,14 +650,7 @@ class postgres_batch final : public metadata_batch {
 // end the literal or a DO block's $$ quoting), read the same whatever the
 // session's standard_conforming_strings.
 std::string bytea_literal(std::string_view bytes) {
-  static constexpr char k_hex[] = "0123456789abcdef";
-  std::string out = "decode('";
-  out.reserve(out.size() + bytes.size() * 2 + 10);
-  for (const unsigned char c : bytes) {
-    out += k_hex[c >> 4];
-    out += k_hex[c & 15];
-  }
-  return out + "', 'hex')";
+  return "decode('" + to_hex(bytes) + "', 'hex')";
 }
 
 // The statement that fails with k_conflict_sqlstate unless every expected

@@ -16,6 +16,7 @@
 
 #include "store/error.h"
 #include "store/log.h"
+#include "store/text.h"
 
 namespace densefs::store {
 
@@ -39,22 +40,10 @@ struct s3_object_store::response {
 
 namespace {
 
-constexpr char k_hex[] = "0123456789abcdef";
-
-std::string hex(const unsigned char* bytes, std::size_t n) {
-  std::string out;
-  out.reserve(n * 2);
-  for (std::size_t i = 0; i < n; ++i) {
-    out += k_hex[bytes[i] >> 4];
-    out += k_hex[bytes[i] & 0xf];
-  }
-  return out;
-}
-
 std::string sha256_hex(std::string_view data) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
-  return hex(digest, sizeof digest);
+  return to_hex({reinterpret_cast<const char*>(digest), sizeof digest});
 }
 
 std::string hmac_sha256(std::string_view key, std::string_view data) {
@@ -64,25 +53,6 @@ std::string hmac_sha256(std::string_view key, std::string_view data) {
             reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &n))
     throw store_error(EIO, "signing an S3 request: HMAC-SHA256 failed");
   return std::string(reinterpret_cast<const char*>(out), n);
-}
-
-// SigV4's URI encoding: every byte but A-Z a-z 0-9 - _ . ~ as %XX
-// (uppercase); '/' kept in paths.
-std::string uri_encode(std::string_view s, bool keep_slash) {
-  static constexpr char k_upper_hex[] = "0123456789ABCDEF";
-  std::string out;
-  for (const char c : s) {
-    const auto b = static_cast<unsigned char>(c);
-    if ((b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') || (b >= '0' && b <= '9') || b == '-' ||
-        b == '_' || b == '.' || b == '~' || (keep_slash && b == '/')) {
-      out += c;
-    } else {
-      out += '%';
-      out += k_upper_hex[b >> 4];
-      out += k_upper_hex[b & 0xf];
-    }
-  }
-  return out;
 }
 
 void ensure_curl_initialized() {
@@ -319,11 +289,11 @@ s3_object_store::response s3_object_store::send_once(const request& r, void* han
   std::strftime(amz_date, sizeof amz_date, "%Y%m%dT%H%M%SZ", &utc);
   std::strftime(date, sizeof date, "%Y%m%d", &utc);
   const std::string payload_hash = sha256_hex(r.body);
-  const std::string canonical_path = uri_encode(r.path, true);
+  const std::string canonical_path = percent_encode(r.path, true);
   std::string canonical_query;
   for (const auto& [k, v] : r.query) {  // std::map: sorted by name
     if (!canonical_query.empty()) canonical_query += '&';
-    canonical_query += uri_encode(k, false) + "=" + uri_encode(v, false);
+    canonical_query += percent_encode(k) + "=" + percent_encode(v);
   }
   const std::string signed_headers = "host;x-amz-content-sha256;x-amz-date";
   const std::string canonical_request =
@@ -340,8 +310,7 @@ s3_object_store::response s3_object_store::send_once(const request& r, void* han
   const std::string mac = hmac_sha256(key, string_to_sign);
   const std::string authorization =
       "Authorization: AWS4-HMAC-SHA256 Credential=" + options_.access_key + "/" + scope +
-      ", SignedHeaders=" + signed_headers +
-      ", Signature=" + hex(reinterpret_cast<const unsigned char*>(mac.data()), mac.size());
+      ", SignedHeaders=" + signed_headers + ", Signature=" + to_hex(mac);
 
   struct header_list {
     curl_slist* list = nullptr;
