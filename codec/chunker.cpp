@@ -13,6 +13,7 @@
 #include <charconv>
 
 #include "codec/codec.h"
+#include "codec/codec_impl.h"
 
 namespace densefs::codec {
 namespace {
@@ -143,7 +144,7 @@ void validate(const cdc_options& o) {
   }
 }
 
-// Same ':'-separated KEY=VALUE grammar as parse_codec_spec (codec_registry.cpp),
+// Same ':'-separated KEY=VALUE grammar as parse_codec_spec (for_each_spec_option),
 // so a chunker spec can travel inside comma-separated mount options.
 cdc_options parse_cdc_spec(std::string_view spec) {
   const auto colon = spec.find(':');
@@ -153,32 +154,18 @@ cdc_options parse_cdc_spec(std::string_view spec) {
                       std::string(spec) + "' (expected cdc)");
   }
   cdc_options o;
-  if (colon != std::string_view::npos) {
-    std::string_view rest = spec.substr(colon + 1);
-    while (true) {
-      const auto next = rest.find(':');
-      const std::string_view token = rest.substr(0, next);
-      const auto eq = token.find('=');
-      if (token.empty() || eq == std::string_view::npos || eq == 0) {
-        throw codec_error("bad option '" + std::string(token) + "' in chunker spec '" +
-                          std::string(spec) + "' (expected key=value)");
-      }
-      const std::string_view key = token.substr(0, eq);
-      const std::string_view value = token.substr(eq + 1);
-      if (key == "min") {
-        o.min_size = parse_size(key, value);
-      } else if (key == "avg") {
-        o.avg_size = parse_size(key, value);
-      } else if (key == "max") {
-        o.max_size = parse_size(key, value);
-      } else {
-        throw codec_error("unknown option '" + std::string(key) + "' in chunker spec '" +
-                          std::string(spec) + "' (cdc takes min, avg, max)");
-      }
-      if (next == std::string_view::npos) break;
-      rest = rest.substr(next + 1);
+  detail::for_each_spec_option(spec, "chunker", [&](std::string_view key, std::string_view value) {
+    if (key == "min") {
+      o.min_size = parse_size(key, value);
+    } else if (key == "avg") {
+      o.avg_size = parse_size(key, value);
+    } else if (key == "max") {
+      o.max_size = parse_size(key, value);
+    } else {
+      throw codec_error("unknown option '" + std::string(key) + "' in chunker spec '" +
+                        std::string(spec) + "' (cdc takes min, avg, max)");
     }
-  }
+  });
   validate(o);
   return o;
 }

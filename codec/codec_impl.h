@@ -5,6 +5,7 @@
 #include <zstd.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -93,5 +94,13 @@ std::string format_min_savings(const codec_options& options);
 
 // Throws codec_error unless a decoder produced exactly the expected size.
 void check_decoded_size(std::string_view codec, std::size_t got, std::size_t expected);
+
+// The options of a spec, NAME[:KEY=VALUE]* (codec and chunker specs; ':'
+// separates options because specs travel inside comma-separated mount
+// options): calls `option(key, value)` for each, in order. `kind` names the
+// spec in errors ("codec", "chunker").
+void for_each_spec_option(
+    std::string_view spec, std::string_view kind,
+    const std::function<void(std::string_view key, std::string_view value)>& option);
 
 }  // namespace densefs::codec::detail

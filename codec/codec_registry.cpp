@@ -139,22 +139,30 @@ codec_options parse_codec_spec(std::string_view spec) {
 
   codec_options options;
   options.preferred = *id;
-  if (colon == std::string_view::npos) return options;
+  detail::for_each_spec_option(spec, "codec", [&](std::string_view key, std::string_view value) {
+    c.apply_option(key, value, options);
+  });
+  return options;
+}
 
+void detail::for_each_spec_option(
+    std::string_view spec, std::string_view kind,
+    const std::function<void(std::string_view key, std::string_view value)>& option) {
+  const auto colon = spec.find(':');
+  if (colon == std::string_view::npos) return;
   std::string_view rest = spec.substr(colon + 1);
   while (true) {
     const auto next = rest.find(':');
     const std::string_view token = rest.substr(0, next);
     const auto eq = token.find('=');
     if (token.empty() || eq == std::string_view::npos || eq == 0) {
-      throw codec_error("bad option '" + std::string(token) + "' in codec spec '" +
-                        std::string(spec) + "' (expected key=value)");
+      throw codec_error("bad option '" + std::string(token) + "' in " + std::string(kind) +
+                        " spec '" + std::string(spec) + "' (expected key=value)");
     }
-    c.apply_option(token.substr(0, eq), token.substr(eq + 1), options);
+    option(token.substr(0, eq), token.substr(eq + 1));
     if (next == std::string_view::npos) break;
     rest = rest.substr(next + 1);
   }
-  return options;
 }
 
 std::string format_codec_spec(const codec_options& options) {
