@@ -23,7 +23,6 @@
 #include <thread>
 
 #include "tools/bench/bench.h"
-#include "tools/cli.h"
 #include "tools/format.h"
 
 #ifndef DENSEFS_BENCH_JPEG_DIR
@@ -578,7 +577,17 @@ int run(const std::vector<std::string>& args, const tool_io& io) {
   app.add_option("--save-json", o.save_json, "also write all figures as JSON to FILE");
   app.add_flag("--keep", o.keep, "keep the work directories on the targets");
 
-  if (auto done = parse_cli(app, args, io)) return *done;
+  // Not tools::parse_cli: the standalone harness (docs/bench.md) builds
+  // without tools/cli.cpp (tests/lint/bench_only_test.sh).
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(std::move(reversed));
+  } catch (const CLI::CallForHelp&) {
+    io.out << app.help();
+    return k_exit_ok;
+  } catch (const CLI::ParseError& e) {
+    throw usage_error(e.what());
+  }
   check_options(o);
   progress p(io);
   if (!o.prepare.empty()) prepare(o, io, p);
