@@ -261,7 +261,7 @@ std::string format_chunker_spec(const chunker_spec& spec) {
 }
 
 std::size_t chunk_context_bytes(const chunker_spec& spec) {
-  return spec.how == chunker_spec::kind::cdc ? 2 * spec.cdc.max_size : 0;
+  return spec.how == chunker_spec::kind::cdc ? std::min(2 * spec.cdc.max_size, k_cdc_max_chunk) : 0;
 }
 
 std::vector<std::size_t> chunk_ends(std::string_view data, const chunker_spec& spec,

@@ -117,7 +117,9 @@ std::string format_chunker_spec(const chunker_spec& spec);
 std::vector<std::size_t> chunk_ends(std::string_view data, const chunker_spec& spec,
                                     std::string_view before = {});
 // How many bytes of `before` chunk_ends uses: two maximal chunks, so that
-// the chunker has fallen back onto the stream's cut points at data's start.
+// the chunker has fallen back onto the stream's cut points at data's start,
+// but at most one 4 MiB slot (k_cdc_max_chunk): a slot is cut with the end
+// of the one before it, staged or committed, and nothing further back.
 // 0 for fixed chunking.
 std::size_t chunk_context_bytes(const chunker_spec& spec);
 

@@ -3,14 +3,16 @@
 //
 // A dry run: what densefs would store for an existing directory tree, per
 // file type and per codec, without creating a store. Every file is
-// classified by codec::classify on its first 4096 bytes and its name, cut
-// into 4 MiB chunks, and every chunk is read once: an
-// all-zero chunk is a hole and costs nothing, a chunk whose SHA-256 was
-// seen before is a duplicate and costs nothing. The remaining (unique)
-// chunks are encoded with codec::encode_chunk under the policy, fallbacks
-// and the raw guard included; or, to stay fast on large trees, a sample of
-// them is (see plan_sample) and each type's ratio is extrapolated to its
-// unsampled bytes.
+// classified by codec::classify on its first 4096 bytes and its name, and
+// cut as a mount cuts it (docs/design.md): into 4 MiB slots, each slot into
+// chunks by the policy's chunker for the file's type (codec::chunk_ends,
+// with the end of the previous slot as its context). Every slot is read
+// once: an all-zero chunk is a hole and costs nothing, a chunk whose
+// SHA-256 was seen before is a duplicate and costs nothing. The remaining
+// (unique) chunks are encoded with codec::encode_chunk under the policy,
+// fallbacks and the raw guard included; or, to stay fast on large trees,
+// those of a sample of the slots are (see plan_sample) and each type's
+// ratio is extrapolated to its unsampled bytes.
 //
 // The figures do not depend on the number of threads or on timing: threads
 // only read, hash and encode; which copy of a duplicate counts, and every
@@ -44,6 +46,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codec/chunker.h"
 #include "codec/classify.h"
 #include "codec/policy.h"
 #include "store/hash.h"
@@ -74,9 +77,10 @@ struct file_entry {
   file_type type = file_type::unknown;
 };
 
+// A 4 MiB slot of a file: what the sample draws and a worker reads.
 struct chunk_ref {
   std::uint32_t file = 0;
-  std::uint32_t index = 0;  // chunk number within the file
+  std::uint32_t index = 0;  // slot number within the file
   std::uint32_t size = 0;   // as the walk saw the file
   bool sampled = false;
   // 1 / the probability that the sample took this chunk (1 when certain).
@@ -305,12 +309,17 @@ bool all_zero(std::string_view data) {
   return true;
 }
 
-// What the read pass learned about one chunk.
-struct chunk_result {
-  enum class kind : std::uint8_t { unread, hole, data };
-  kind what = kind::unread;
-  std::uint32_t bytes = 0;  // read (a file may have shrunk since the walk)
+// What the read pass learned about one chunk of a slot.
+struct chunk_piece {
+  std::uint32_t bytes = 0;
+  bool hole = false;  // all zeros: not stored
   store::chunk_hash hash;
+};
+
+// What the read pass learned about one slot: its chunks, in file order.
+struct chunk_result {
+  bool read = false;
+  std::vector<chunk_piece> pieces;
 };
 
 // One encoding, shared by every copy of the content under the same codec
@@ -341,7 +350,7 @@ struct scan_state {
   const std::vector<file_entry>& files;
   const std::vector<chunk_ref>& chunks;
   const codec::policy& policy;
-  std::vector<chunk_result> results;  // index: chunk; each written by one thread
+  std::vector<chunk_result> results;  // index: slot; each written by one thread
 
   std::atomic<std::size_t> next{0};
   std::atomic<std::uint64_t> bytes_done{0};
@@ -370,15 +379,16 @@ struct scan_state {
   }
 };
 
-// One worker: takes chunks in walk order (one at a time, so a single huge
-// file still spreads over all threads), reads, hashes and, for sampled
-// chunks, encodes them. Two threads may encode the same content at once;
-// both get the same answer.
+// One worker: takes slots in walk order (one at a time, so a single huge
+// file still spreads over all threads), reads each, cuts it into chunks,
+// hashes them and, for sampled slots, encodes them. Two threads may encode the same content at
+// once; both get the same answer.
 void scan_worker(scan_state& s) {
   int fd = -1;
   std::uint32_t fd_file = 0;
   std::uint32_t failed_file = UINT32_MAX;
   std::string data;
+  std::string context;
   try {
     while (!s.stop.load(std::memory_order_relaxed)) {
       const std::size_t i = s.next.fetch_add(1);
@@ -405,26 +415,45 @@ void scan_worker(scan_state& s) {
       s.bytes_done.fetch_add(c.size, std::memory_order_relaxed);
       if (offset + c.size >= f.size) s.files_done.fetch_add(1, std::memory_order_relaxed);
 
-      chunk_result& r = s.results[i];
-      r.bytes = static_cast<std::uint32_t>(data.size());
-      if (all_zero(data)) {  // also a file that shrank to nothing here
-        r.what = chunk_result::kind::hole;
+      // The mount's cut: the policy's chunker for the type, the end of the
+      // previous slot as its context (fs/file_data.cpp, encode_slot).
+      const codec::chunker_spec& chunker = s.policy.chunker_for(f.type);
+      const std::uint64_t want = c.index == 0 ? 0 : codec::chunk_context_bytes(chunker);
+      if (want > 0 && !read_at(fd, offset - want, want, context)) {
+        failed_file = c.file;
+        s.read_errors.fetch_add(1);
         continue;
       }
-      r.what = chunk_result::kind::data;
-      r.hash = store::sha256_of(data);
+      const std::vector<std::size_t> ends = codec::chunk_ends(
+          data, chunker, want > 0 ? std::string_view(context) : std::string_view());
+
+      chunk_result& r = s.results[i];
+      r.read = true;
+      r.pieces.reserve(ends.size());
       const codec::codec_options& options = s.policy.for_type(f.type);
-      if (!c.sampled || options.preferred == codec::codec_id::raw) continue;
-      const encoding_key key{r.hash, static_cast<std::uint8_t>(f.type)};
-      if (s.encoded_already(key)) continue;
-      codec::encoded_chunk e;
-      try {
-        e = codec::encode_chunk(data, options);
-      } catch (const codec::codec_error& ex) {
-        throw codec::codec_error(f.path + ": chunk " + std::to_string(c.index) + ": " + ex.what());
+      std::size_t begin = 0;
+      for (const std::size_t end : ends) {
+        const std::string_view plain = std::string_view(data).substr(begin, end - begin);
+        begin = end;
+        chunk_piece& piece = r.pieces.emplace_back();
+        piece.bytes = static_cast<std::uint32_t>(plain.size());
+        if (all_zero(plain)) {
+          piece.hole = true;
+          continue;
+        }
+        piece.hash = store::sha256_of(plain);
+        if (!c.sampled || options.preferred == codec::codec_id::raw) continue;
+        const encoding_key key{piece.hash, static_cast<std::uint8_t>(f.type)};
+        if (s.encoded_already(key)) continue;
+        codec::encoded_chunk e;
+        try {
+          e = codec::encode_chunk(plain, options);
+        } catch (const codec::codec_error& ex) {
+          throw codec::codec_error(f.path + ": slot " + std::to_string(c.index) + ": " + ex.what());
+        }
+        s.add_encoding(key, {static_cast<std::uint32_t>(e.bytes.size()), e.codec,
+                             e.fell_back_from.has_value()});
       }
-      s.add_encoding(
-          key, {static_cast<std::uint32_t>(e.bytes.size()), e.codec, e.fell_back_from.has_value()});
     }
   } catch (...) {
     const std::lock_guard lock(s.error_mutex);
@@ -532,30 +561,32 @@ stats_by_type add_up(const scan_state& s) {
   for (std::size_t i = 0; i < s.chunks.size(); ++i) {
     const chunk_ref& c = s.chunks[i];
     const chunk_result& r = s.results[i];
-    if (r.what == chunk_result::kind::unread) continue;
+    if (!r.read) continue;
     const file_type type = s.files[c.file].type;
     type_stats& t = stats[static_cast<std::size_t>(type)];
-    t.logical_bytes += r.bytes;
-    if (r.what == chunk_result::kind::hole) {
-      t.hole_bytes += r.bytes;
-      continue;
+    for (const chunk_piece& piece : r.pieces) {
+      t.logical_bytes += piece.bytes;
+      if (piece.hole) {
+        t.hole_bytes += piece.bytes;
+        continue;
+      }
+      if (!seen.insert(piece.hash).second) {
+        ++t.duplicate_chunks;
+        t.duplicate_bytes += piece.bytes;
+        continue;
+      }
+      ++t.unique_chunks;
+      t.unique_bytes += piece.bytes;
+      if (!c.sampled) continue;
+      if (s.policy.for_type(type).preferred == codec::codec_id::raw) {
+        t.add_sampled(piece.bytes, piece.bytes, false, codec::codec_id::raw, false, c.weight);
+        continue;
+      }
+      const auto it = s.encodings.find({piece.hash, static_cast<std::uint8_t>(type)});
+      if (it == s.encodings.end()) continue;  // cannot happen: this chunk was encoded
+      t.add_sampled(piece.bytes, it->second.stored, true, it->second.codec, it->second.fell_back,
+                    c.weight);
     }
-    if (!seen.insert(r.hash).second) {
-      ++t.duplicate_chunks;
-      t.duplicate_bytes += r.bytes;
-      continue;
-    }
-    ++t.unique_chunks;
-    t.unique_bytes += r.bytes;
-    if (!c.sampled) continue;
-    if (s.policy.for_type(type).preferred == codec::codec_id::raw) {
-      t.add_sampled(r.bytes, r.bytes, false, codec::codec_id::raw, false, c.weight);
-      continue;
-    }
-    const auto it = s.encodings.find({r.hash, static_cast<std::uint8_t>(type)});
-    if (it == s.encodings.end()) continue;  // cannot happen: this chunk was encoded
-    t.add_sampled(r.bytes, it->second.stored, true, it->second.codec, it->second.fell_back,
-                  c.weight);
   }
   return stats;
 }

@@ -2,10 +2,12 @@
 // file, across files and across versions at shifted offsets; the 4 MiB grid
 // (a policy choice) finds only aligned copies; copies made with cp share
 // every chunk. Counts come from `densefs stats` (unique plain bytes) and
-// `densefs info` (shared chunks).
+// `densefs info` (shared chunks). `densefs analyze` cuts a tree as the mount
+// does, so it predicts what the mount stores.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <map>
 #include <string>
 
 #include "tests/mount/mount_fixture.h"
@@ -71,6 +73,45 @@ TEST_F(dedup, a_shifted_copy_and_a_new_version_share_most_chunks) {
   EXPECT_TRUE(same_bytes(v1, read_file(path("v1"))));
   EXPECT_TRUE(same_bytes(shifted, read_file(path("shifted"))));
   EXPECT_TRUE(same_bytes(v2, read_file(path("v2"))));
+}
+
+// A mixed tree: text (Broccoli) over two slots and an edited version of it,
+// random bytes and a copy shifted by 5000 bytes, zeros, small files. Only
+// content-defined chunks find the edited and shifted copies, so analyze
+// predicts the store only if it cuts as the mount does (issue 33).
+TEST_F(dedup, analyze_predicts_what_a_mount_of_the_same_tree_stores) {
+  options_ = "ingest=strong";  // the policy's codec at write time, as analyze encodes
+  remount();
+  const std::string text = compressible_bytes(6 * k_mib, 10);
+  const std::string binary = random_bytes(5 * k_mib, 11);
+  std::map<std::string, std::string> tree = {
+      {"docs/a.txt", text},
+      {"docs/b.txt", edited(text, 3000, "a new paragraph\n", k_mib, 12)},
+      {"data/blob.bin", binary},
+      {"data/blob-shifted.bin", random_bytes(5000, 13) + binary},
+      {"data/sparse.bin",
+       random_bytes(k_mib, 14) + std::string(5 * k_mib, '\0') + random_bytes(1000, 15)},
+  };
+  for (int i = 0; i < 20; ++i)
+    tree["small/" + std::to_string(i) + ".txt"] = compressible_bytes(1000 + 700 * i, 20 + i);
+  const stdfs::path source = scratch_ / "tree";
+  for (const auto& [name, content] : tree) {
+    for (const stdfs::path& root : {source, mnt_}) {
+      stdfs::create_directories((root / name).parent_path());
+      write_file(root / name, content);
+    }
+  }
+  sync_mount();
+
+  const auto analyzed =
+      run_command({densefs_binary(), "analyze", "--full", "--json", source.string()});
+  ASSERT_EQ(analyzed.exit_code, 0) << analyzed.err;
+  const nlohmann::json totals = nlohmann::json::parse(analyzed.out).at("totals");
+  const auto predicted = [&](const char* k) { return totals.at(k).get<double>(); };
+  const auto stored = static_cast<double>(stats_u64("stored_bytes"));
+  const auto unique = static_cast<double>(stats_u64("unique_plain_bytes"));
+  EXPECT_NEAR(predicted("unique_bytes"), unique, unique * 0.02) << analyzed.out;
+  EXPECT_NEAR(predicted("stored_bytes"), stored, stored * 0.02) << analyzed.out;
 }
 
 TEST_F(dedup, the_fixed_grid_policy_finds_only_aligned_copies) {

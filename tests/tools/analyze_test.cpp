@@ -169,7 +169,7 @@ TEST_F(analyze_tree, totals_add_up) {
 
   // The duplicated text file is stored once.
   EXPECT_EQ(u64(totals, "duplicate_bytes"), 200'000u);
-  EXPECT_EQ(u64(totals, "duplicate_chunks"), 1u);
+  EXPECT_EQ(u64(totals, "duplicate_chunks"), 1u);  // text's chunks: 256 KiB and more
 
   // Everything fits in the default sample: exact, every unique chunk encoded.
   EXPECT_FALSE(totals.at("estimated").get<bool>());
