@@ -64,9 +64,12 @@ TEST_F(staging, copy_file_range_from_a_file_being_written_does_not_hang) {
   });
   // A hang is the failure: SIGALRM's default action ends the test process.
   // (About 5 s in a release build. Under ThreadSanitizer each round takes
-  // about 0.5 s, 1 s on a loaded machine: fewer rounds there.)
+  // about 0.5 s, 1 s on a loaded machine: fewer rounds there. Beside other
+  // writers, on PostgreSQL + S3, every copy waits for commits the flooding
+  // writer keeps coming: 200 rounds take 60-110 s in a release build, and
+  // 60 under ASan took over 300 s, at b82f44e as since: fewer still.)
   ::alarm(300);
-  const int rounds = k_sanitized_build ? 60 : 200;
+  const int rounds = !k_sanitized_build ? 200 : mounts_shared() ? 12 : 60;
   const int b = ::open(path("b").c_str(), O_CREAT | O_RDWR, 0644);
   const int a = ::open(path("a").c_str(), O_RDONLY);
   ASSERT_GE(a, 0);
