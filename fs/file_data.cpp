@@ -785,7 +785,7 @@ int filesystem::write_behind(node& n) {
   std::unique_lock lock(n.data_mutex);
   // Unless another client has the volume mounted: then close commits, so
   // that an open there sees the file whole (close-to-open, as NFS).
-  if (store_->others_mounted()) return flush_data(lock, n, true);
+  if (store_->membership().others_mounted()) return flush_data(lock, n, true);
   submit_dirty_slots(n);
   store_record_if_settled(n);
   return std::exchange(n.write_error, 0);

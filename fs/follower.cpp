@@ -19,17 +19,17 @@
 
 namespace densefs::fs {
 
-// The writer: followers mounted and wait (store::begin_session). From now
+// The writer: followers mounted and wait (volume_membership::begin). From now
 // on close commits (close-to-open for them); what was closed before, and is
 // still staged, is committed now; then they are told.
 void filesystem::answer_new_clients(const std::vector<std::string>& sessions) {
   if (sessions.empty()) return;
-  store_->note_other_client();
+  store_->membership().note_other_client();
   if (const int error = sync_all(nullptr))
     log_error(std::string("committing staged files for a client that mounted: ") +
               std::strerror(error));
   try {
-    store_->answer_sessions(sessions);
+    store_->membership().answer_sessions(sessions);
   } catch (const std::exception& e) {
     log_error(std::string("answering a client that mounted: ") + e.what());
   }

@@ -765,7 +765,7 @@ int mount(const mount_options& requested) {
                                "(-o shared, or -o ro of a volume in PostgreSQL): the kernel "
                                "would keep its own file sizes and never see their writes");
     // A volume in a shared database lists its mounts (`densefs status`).
-    s->begin_session(holder.mountpoint);
+    s->membership().begin(holder.mountpoint);
     register_store_handlers(control, *s);  // control socket
     fs.start(std::move(s));
     fs.register_control_handlers(control);  // control socket: "recompress"

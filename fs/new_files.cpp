@@ -59,7 +59,7 @@ void filesystem::settle_new_files(const node* own, bool unmounting) {
           (n->writers > 0 && n.get() != own && !unmounting))
         continue;
       ended.push_back(n);
-    } else if (shares_volume() && r.writer != store_->session_id()) {
+    } else if (shares_volume() && r.writer != store_->membership().session_id()) {
       // No node, beside other writers: it may be another writer's file,
       // being written there.
       continue;
@@ -120,15 +120,15 @@ void filesystem::remove_unfinished_new_files(bool at_mount) {
     // expired) go, and at a mount those of a writer alone that crashed
     // (none can be alive beside this one). Never this writer's own.
     std::set<std::string> live;
-    for (const store::session_record& s : store_->sessions())
-      if (!s.read_only && store_->session_alive(s)) live.insert(s.id);
+    for (const store::session_record& s : store_->membership().sessions())
+      if (!s.read_only && store_->membership().session_alive(s)) live.insert(s.id);
     // Rows without a writer: a writer alone that crashed, or a writer
     // beside others of a build before the writer field (then only when no
     // other writer is alive, as those builds did).
-    const bool others_alive = at_mount && store_->other_writers_alive();
+    const bool others_alive = at_mount && store_->membership().other_writers_alive();
     std::erase_if(rows, [&](const store::new_file_record& r) {
       if (r.writer.empty()) return !at_mount || others_alive;
-      return r.writer == store_->session_id() || live.contains(r.writer);
+      return r.writer == store_->membership().session_id() || live.contains(r.writer);
     });
   }
   if (rows.empty()) return;

@@ -92,20 +92,21 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   if (!store_->read_only()) {
     if (recompressor_) {
       try {
-        store_->take_lease(store::store::k_lease_re_encoder);
+        store_->membership().take_lease(store::volume_membership::k_lease_re_encoder);
       } catch (const std::exception& e) {
         log_error(std::string("taking the re-encoder's lease: ") + e.what());
       }
     }
-    if (store_->keeps_sessions())
-      store_->on_heartbeat([this] {
+    if (store_->membership().keeps_sessions())
+      store_->membership().on_heartbeat([this] {
         release_deferred_orphans_later();
         // Beside other writers one re-encodes at a time: the lease, when
         // its holder let it go or stopped renewing it (the store renews
         // the leases held).
         try {
-          if (recompressor_ && !store_->holds_lease(store::store::k_lease_re_encoder) &&
-              store_->take_lease(store::store::k_lease_re_encoder))
+          if (recompressor_ &&
+              !store_->membership().holds_lease(store::volume_membership::k_lease_re_encoder) &&
+              store_->membership().take_lease(store::volume_membership::k_lease_re_encoder))
             recompressor_->notify();
         } catch (const std::exception& e) {
           log_error(std::string("taking the re-encoder's lease: ") + e.what());
@@ -121,8 +122,8 @@ void filesystem::start(std::unique_ptr<store::store> store) {
 
 void filesystem::shutdown() {
   if (!store_) return;
-  store_->on_heartbeat({});  // release_orphans runs no more on its own
-  store_->unwatch();         // apply_remote_change runs no more
+  store_->membership().on_heartbeat({});  // release_orphans runs no more on its own
+  store_->unwatch();                      // apply_remote_change runs no more
   // No collection at unmount: it costs I/O in proportion to the live
   // payloads, and unmount must be prompt. The next mount estimates what is
   // left (garbage_collector), or `densefs gc STORE` collects it.

@@ -88,7 +88,8 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
     txn.put_dirent(parent.ino, name, {r.ino, r.mode & S_IFMT});
     txn.put_inode(persistable(parent, p));
     if (new_file)
-      txn.mark_new_file(r.ino, parent.ino, name, shares_volume() ? store_->session_id() : "");
+      txn.mark_new_file(r.ino, parent.ino, name,
+                        shares_volume() ? store_->membership().session_id() : "");
   });
   entries_changed(parent);
   keep_record(parent, p);

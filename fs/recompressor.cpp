@@ -130,7 +130,8 @@ void recompressor::run() {
     // Beside other writers of the volume, only the lease's holder works
     // (the heartbeat takes it when it is free, filesystem::start).
     std::optional<store::recompress_item> item;
-    if (store_.holds_lease(store::store::k_lease_re_encoder)) item = next_locked();
+    if (store_.membership().holds_lease(store::volume_membership::k_lease_re_encoder))
+      item = next_locked();
     if (!item) {
       cv_.wait_for(lock, k_idle_poll, [&] { return stopping_ || notified_.load(); });
       notified_ = false;

@@ -25,7 +25,8 @@
 namespace densefs::fs {
 
 bool filesystem::others_may_hold(const node& n) const {
-  return store_->follows() || (n.regular && store_->keeps_sessions() && store_->others_mounted());
+  return store_->follows() || (n.regular && store_->membership().keeps_sessions() &&
+                               store_->membership().others_mounted());
 }
 
 void filesystem::defer_orphan(std::uint64_t ino) {
@@ -42,8 +43,9 @@ void filesystem::release_orphans(orphan_scan scan) {
     for (const auto& [ino, since] : deferred_orphans_) candidates.push_back(ino);
   }
   if (candidates.empty()) return;
-  const std::set<std::uint64_t> held = store_->held_inodes();
-  const bool others = store_->keeps_sessions() && store_->others_mounted();
+  const std::set<std::uint64_t> held = store_->membership().held_inodes();
+  const bool others =
+      store_->membership().keeps_sessions() && store_->membership().others_mounted();
   const auto now = std::chrono::steady_clock::now();
   // Small files go many to a commit: a tree removed while a follower is
   // mounted comes back here whole, and one commit per file would take
@@ -94,7 +96,7 @@ void filesystem::release_orphans(orphan_scan scan) {
           // Found at mount or unmount: unlinked at some unknown time, so
           // the grace starts now.
           const auto since = deferred_orphans_.try_emplace(ino, now).first->second;
-          if (now - since < store::store::other_clients_grace()) continue;
+          if (now - since < store::volume_membership::other_clients_grace()) continue;
         }
         deferred_orphans_.erase(ino);
       }
@@ -152,7 +154,7 @@ void filesystem::hold_if_unlinked(node& n) {
     if (n.held || n.opens == 0 || n.record.nlink != 0) return;
   }
   try {
-    store_->hold_inode(n.ino);
+    store_->membership().hold_inode(n.ino);
   } catch (const std::exception& e) {
     log_error("inode " + std::to_string(n.ino) +
               ": keeping the unlinked file for its open handles: " + e.what());
@@ -191,7 +193,7 @@ void filesystem::close_handle(const std::shared_ptr<node>& n, bool writer) {
 
 void filesystem::erase_hold(std::uint64_t ino) {
   try {
-    store_->release_inode_hold(ino);
+    store_->membership().release_inode_hold(ino);
   } catch (const std::exception& e) {
     // The writer ignores it once this session ends (its rows go with it).
     log_error("inode " + std::to_string(ino) + ": letting the unlinked file go: " + e.what());

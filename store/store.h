@@ -40,6 +40,7 @@
 #include "store/check/damaged_chunks.h"
 #include "store/error.h"
 #include "store/hash.h"
+#include "store/membership/volume_membership.h"
 #include "store/metadata/metadata_engine.h"
 #include "store/payload/batched_reader.h"
 #include "store/records.h"
@@ -72,41 +73,6 @@ struct prepared_chunk {
 struct recompress_item {
   chunk_hash hash;
   std::uint64_t ino = 0;
-};
-
-// What a commit on another client changed, for a follower's caches
-// (store::watch; the notice's text is specified in docs/format.md, "Change
-// notices"). `everything`: notices may have been missed or one was too long
-// to list; drop every cached record.
-struct change_notice {
-  bool everything = false;
-  std::vector<std::uint64_t> inodes;  // attributes, data, extents or xattrs
-  std::vector<std::pair<std::uint64_t, std::string>> entries;  // parent, name
-  // Sessions (their ids) of followers that just mounted and wait for the
-  // writer to answer (store::begin_session), and the writer's answers.
-  std::vector<std::string> sessions_started;
-  std::vector<std::string> sessions_answered;
-  // The session of the shared writer whose commit sent it ("" otherwise):
-  // a writer skips its own commits' notices.
-  std::string writer;
-};
-// The text a commit of `inodes` and `entries` sends, and its decoding
-// (nullopt: not a notice this build reads, which the caller treats as
-// `everything`).
-std::string encode_change_notice(const change_notice& c);
-std::optional<change_notice> decode_change_notice(std::string_view text);
-
-// How this client takes part in its volume, one value set when the store
-// opens (docs/scale-out.md). The store and fs/ ask it rather than which
-// engine the store has.
-enum class volume_role {
-  // No other client writes beside it: the embedded store (its lock admits
-  // one process), a scale-out volume's one writer, a read-only tool.
-  alone,
-  // One of several writers of a scale-out volume (-o shared).
-  writer_beside_others,
-  // A scale-out volume's reader beside its writer (-o ro).
-  follower,
 };
 
 struct store_open_options {
@@ -159,7 +125,7 @@ class transaction {
   void remove_orphan(std::uint64_t ino);
   // A file created as `name` in `parent` whose data is not all committed
   // yet (records.h, k_new_file_prefix), and the end of that. `writer`: the
-  // session of a writer beside others (store::session_id()), so that the
+  // session of a writer beside others (volume_membership::session_id()), so that the
   // others can remove its unfinished files once it is gone.
   void mark_new_file(std::uint64_t ino, std::uint64_t parent, std::string_view name,
                      std::string_view writer = {});
@@ -600,15 +566,11 @@ class store {
   // Walks inodes and chunks (O(store size)); for `densefs stats`.
   store_stats stats() const;
 
-  // Sessions: the mounts of a volume whose records are in a shared database
-  // (PostgreSQL, formats 5 and 6; docs/scale-out.md "Sessions"). A mount
-  // writes a row naming its host, pid and mount point and refreshes it every
-  // heartbeat_interval() from a thread of its own; `densefs status` lists
-  // the rows. On the embedded store these do nothing (its lock file names
-  // the one mount). A writer's begin_session also deletes the rows of
-  // sessions whose heartbeat expired (a daemon that was killed) and of
-  // every other writer (it holds the volume's lock). The destructor ends it.
-  bool keeps_sessions() const { return shared_volume_; }
+  // How this client takes part in its volume: its role, sessions,
+  // heartbeat, leases, holds and change notices
+  // (store/membership/volume_membership.h). Made at open; lives as long as
+  // the store.
+  volume_membership& membership() const { return *membership_; }
   volume_role role() const { return role_; }
   bool read_only() const { return options_.read_only; }
   // Opened as a follower (store_open_options::follower) of a shared volume.
@@ -618,42 +580,13 @@ class store {
   // (watch()) and builds its own from what it reads under their lock
   // (commit()'s `fill`).
   bool writes_beside_others() const { return role_ == volume_role::writer_beside_others; }
-  // The writer: whether another client (a follower) had a live session at
-  // the last heartbeat, or has mounted since (note_other_client). Then close waits for the commit,
-  // so that an open on that client sees the file whole (close-to-open; docs/scale-out.md).
-  bool others_mounted() const { return others_mounted_.load(std::memory_order_relaxed); }
-  // A follower: calls `fn` from a thread of the store with every change the
-  // writer commits, decoded (change_notice). The writer of a shared volume:
-  // calls `fn` only with the sessions of followers that just mounted
-  // (change_notice::sessions_started), which wait until answer_sessions
-  // tells them that everything closed so far is committed. False on other
-  // stores. unwatch() (also at destruction) returns once `fn` runs no more.
+  // volume_membership::watch, after which the store drops what it cached of
+  // the records a notice names. unwatch() (also at destruction) returns
+  // once `fn` runs no more.
   bool watch(std::function<void(const change_notice&)> fn);
-  // Whether a writer other than this one has a live session on the volume.
-  bool other_writers_alive() const;
-  // Background work one writer of a shared volume does at a time
-  // (k_lease_re_encoder, k_lease_gc): takes or renews the lease, for three
-  // heartbeat intervals, unless another live session holds it. The heartbeat
-  // renews the leases held; a lease whose holder stopped renewing it can be
-  // taken once it ends. A store with one writer always holds every lease.
-  bool take_lease(std::string_view name);
-  bool holds_lease(std::string_view name) const;
-  static constexpr std::string_view k_lease_re_encoder = "recompress";
-  static constexpr std::string_view k_lease_gc = "gc";
-  // The writer: another client has mounted (heard from it at once, not at
-  // the next heartbeat): close commits from now on.
-  void note_other_client() { others_mounted_.store(true, std::memory_order_relaxed); }
-  // The writer: tells the followers `ids` (change_notice::sessions_started)
-  // that what was closed before they mounted is committed.
-  void answer_sessions(const std::vector<std::string>& ids);
   void unwatch();
   // Scale-out volumes: the pack objects' location (no credential); else "".
   std::string payload_location() const;
-  void begin_session(const std::string& mountpoint);
-  void end_session();
-  // The id of the session begin_session announced ("" before it).
-  const std::string& session_id() const { return session_id_; }
-  std::vector<session_record> sessions() const;
   // What `densefs status` shows of a scale-out volume, read from its
   // database alone (no client directory is made, no S3 credential needed).
   // `store_or_uri`: a postgresql:// URI or connection string, or a client
@@ -666,42 +599,6 @@ class store {
   };
   static std::optional<volume_status> read_volume_status(const std::string& store_or_uri,
                                                          bool is_uri);
-  // DENSEFS_HEARTBEAT_SECONDS (1..3600; tests) or 10 s; a session is
-  // expired after three intervals without a heartbeat.
-  static std::chrono::seconds heartbeat_interval();
-  // How long the writer keeps what another client may still be about to
-  // use (an emptied pack object, an unlinked file): one interval past a
-  // session's expiry.
-  static std::chrono::seconds other_clients_grace() { return 4 * heartbeat_interval(); }
-  // The writer: `fn` runs on the heartbeat thread after each heartbeat (fs
-  // queues the release of unlinked files no client holds any more); an
-  // empty `fn` stops it, and returns once a running call has finished.
-  void on_heartbeat(std::function<void()> fn);
-
-  // Unlinked files open on a follower (docs/scale-out.md, "Unlinked while
-  // open elsewhere"). A follower holds a file it has open once it learns
-  // that the writer unlinked it, and releases it at its last close (its
-  // rows also go when its session ends); the writer releases an unlinked
-  // file's data only while no live session holds it.
-  void hold_inode(std::uint64_t ino);
-  void release_inode_hold(std::uint64_t ino);
-  // The writer: the inodes that live sessions hold. Rows of sessions that
-  // expired or ended are erased on the way.
-  std::set<std::uint64_t> held_inodes();
-  static bool session_expired(const session_record& r, std::int64_t now_unix);
-  // Whether another client's session counts as alive, for what is taken
-  // from the dead (their orphans, their unfinished new files). By the
-  // clock alone a session expires three intervals after its last
-  // heartbeat; but after the database was unreachable for that long, every
-  // session looks expired (none could beat), and the first writer back
-  // must not take the others for dead. So on a store with a heartbeat
-  // (begin_session), an expired session is dead only once its heartbeat
-  // has stood still while this store's own heartbeats went through, each
-  // on time (a failed or late one starts the count again), for more than
-  // three intervals (observe_sessions); a row that appeared since the
-  // last heartbeat is alive. Without a heartbeat (tools), the clock
-  // decides.
-  bool session_alive(const session_record& r) const;
 
   // The codec policy for new chunks (settings, overridable per mount).
   void set_policy(const codec::policy& p) { policy_ = p; }
@@ -842,38 +739,6 @@ class store {
   std::atomic<std::uint64_t> garbage_bytes_{0};
   std::atomic<bool> gc_canceled_{false};
 
-  // The session this store announced (begin_session), and its heartbeat.
-  std::mutex session_mutex_;
-  std::condition_variable session_wake_;
-  std::optional<session_record> session_;
-  bool session_stop_ = false;
-  std::thread heartbeat_thread_;
-  std::mutex heartbeat_hook_mutex_;  // held while the hook runs
-  std::function<void()> heartbeat_hook_;
-  // One meta row put (`value`) or erased (nullopt) in a write of its own.
-  void write_meta_row(std::string_view key, std::optional<std::string_view> value);
-  void write_session(const session_record& r);
-  // Another live session at the last heartbeat (the writer; others_mounted).
-  std::atomic<bool> others_mounted_{false};
-  // `announce`: log a change (not at mount, while stderr is the user's).
-  void count_others(const std::vector<session_record>& all, std::int64_t now_unix, bool announce);
-  // session_alive's record: each other session's heartbeat as last read,
-  // and since when (this store's clock) it has read the same; cleared
-  // when a heartbeat of this store fails, so that standing still is
-  // measured only across heartbeats that went through.
-  struct observed_beat {
-    std::int64_t heartbeat = 0;
-    std::chrono::steady_clock::time_point since{};
-  };
-  mutable std::mutex observed_mutex_;
-  std::map<std::string, observed_beat> observed_;
-  std::chrono::steady_clock::time_point last_observed_{};
-  bool observing_ = false;  // a heartbeat thread runs
-  void observe_sessions(const std::vector<session_record>& all);
-  // A writer beside others, after each heartbeat: erases the rows of the
-  // sessions session_alive finds dead (what they held then counts as
-  // gone: their holds, their unfinished new files).
-  void erase_dead_sessions(const std::vector<session_record>& all);
   // Engines with a round trip per statement (PostgreSQL): the whole extent
   // lists of recently read files with at most k_cached_extents extents (a
   // marker for files with more), so that the sibling prefetch and the
@@ -890,7 +755,7 @@ class store {
   static constexpr std::size_t k_extent_cache_files = 65536;
   // Not beside other writers: a commit's reads of extents (the ones it
   // drops) must see every other writer's commit, and their notices come late.
-  bool caches_extents() const { return keeps_sessions() && !writes_beside_others(); }
+  bool caches_extents() const { return membership_->keeps_sessions() && !writes_beside_others(); }
   void drop_cached_extents(std::span<const std::uint64_t> inodes, bool all) const;
   // A shared writer's commit puts the payloads that may be new before its
   // locked transaction (commit()): staged, by the bytes they came from.
@@ -939,12 +804,8 @@ class store {
   mutable std::unordered_map<std::uint64_t, cached_extents> extent_cache_;
   mutable std::unordered_map<std::uint64_t, std::deque<extent_window>> extent_windows_;
   mutable std::uint64_t extents_gen_ = 0;
-  std::string session_id_;  // set by begin_session before its thread starts
-  mutable std::mutex lease_mutex_;
-  std::set<std::string, std::less<>> leases_;  // held (take_lease)
-  // The volume's records are in a shared database (STORE/FORMAT names it).
-  bool shared_volume_ = false;
   volume_role role_ = volume_role::alone;
+  std::unique_ptr<volume_membership> membership_;  // made at open, after engine_
   // The store's format version is k_lepton_file_format_version or newer:
   // Lepton files may be committed without raising it. Under commit_mutex_.
   bool holds_lepton_files_ = false;

@@ -15,6 +15,7 @@
 
 #include "codec/lepton_file.h"
 #include "store/cache/chunk_cache.h"
+#include "store/durable_file.h"
 #include "store/log.h"
 #include "store/metadata/fault_injection.h"
 #include "store/metadata/metadata_engine.h"
@@ -239,7 +240,7 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
       for (const txn_op& op : t.ops)
         if ((op.cf == table::extents || op.cf == table::inodes) && op.key.size() >= 8)
           extents_changed.push_back(decode_u64_be(std::string_view(op.key).substr(0, 8)));
-    if (!keeps_sessions()) return;
+    if (!membership_->keeps_sessions()) return;
     change_notice changed;
     for (const txn_op& op : t.ops) {
       if (op.key.size() < 8) continue;
@@ -250,7 +251,7 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
         changed.inodes.push_back(ino);
     }
     if (changed.inodes.empty() && changed.entries.empty()) return;
-    if (writes_beside_others()) changed.writer = session_id_;
+    if (writes_beside_others()) changed.writer = membership_->session_id();
     notice = encode_change_notice(changed);
   };
   // What `fill` starts from on each run: the transaction as passed.

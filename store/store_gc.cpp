@@ -128,7 +128,7 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   std::lock_guard lock(gc_mutex_);
   // Beside other writers one collects at a time.
-  if (!take_lease(k_lease_gc))
+  if (!membership_->take_lease(volume_membership::k_lease_gc))
     throw store_error(EBUSY, "collecting garbage in " + engine_->where() +
                                  ": another writer of the volume is collecting it");
   const auto started = std::chrono::steady_clock::now();

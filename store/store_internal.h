@@ -6,8 +6,7 @@
 //   store_chunks.cpp       chunk preparation, re-encoding, reading chunks back
 //   store_commit.cpp       free space, staged payloads, the commit, sync, statvfs
 //   store_gc.cpp           garbage: what is dead, and collecting it
-//   store_sessions.cpp     scale-out sessions, heartbeat, leases, inode holds
-//   store_notices.cpp      change notices between a volume's clients
+//   store_volume.cpp       change notices and the caches they drop, status
 //   store_stats.cpp        `densefs stats`
 //   store_fsck.cpp         what fsck and its repairs change through the store
 //   store_transaction.cpp  the transaction a commit applies
@@ -48,18 +47,12 @@ inline timestamp now() {
 }
 
 constexpr const char* k_format_file = "FORMAT";
-// Scale-out volumes: the session id of this directory's last mount, so the
-// next one (which holds the directory's lock) knows that session is over.
-constexpr const char* k_session_file = "SESSION.densefs";
 constexpr std::string_view k_format_magic = "densefs store";
 
 // Free space kept back from file data (see check_space_for): at least two
 // payload memtables, so a flush always fits.
 constexpr std::uint64_t k_min_space_reserve = 40u << 20;
 constexpr std::uint64_t k_max_space_reserve = 256u << 20;
-
-// Writes a small file so that it appears complete or not at all.
-void write_file_durably(const std::filesystem::path& path, std::string_view content);
 
 struct format_marker {
   std::uint32_t format_version = 0;

@@ -20,6 +20,7 @@
 
 #include "codec/lepton_file.h"
 #include "store/cache/chunk_cache.h"
+#include "store/durable_file.h"
 #include "store/log.h"
 #include "store/metadata/fault_injection.h"
 #include "store/metadata/metadata_engine.h"
@@ -60,15 +61,6 @@ std::string new_uuid() {
   return out;
 }
 
-void fsync_path(const fs::path& path, int flags) {
-  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) throw store_error(errno, "cannot open " + path.string() + ": " + errno_text(errno));
-  const int rc = ::fsync(fd);
-  const int e = errno;
-  ::close(fd);
-  if (rc != 0) throw store_error(e, "cannot sync " + path.string() + ": " + errno_text(e));
-}
-
 // Creates `dir` (and its parents) if missing and makes it private to its
 // owner: a store holds every file's content, like a home directory, also
 // when the user made the directory beforehand. `what` names it in errors.
@@ -84,31 +76,6 @@ void make_private_directory(const fs::path& dir, const char* what) {
 }  // namespace
 
 namespace internal {
-
-// Writes a small file so that it appears complete or not at all.
-void write_file_durably(const fs::path& path, std::string_view content) {
-  const fs::path tmp = path.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw store_error(errno, "cannot create " + tmp.string() + ": " + errno_text(errno));
-  std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      throw store_error(e, "cannot write " + tmp.string() + ": " + errno_text(e));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int e = errno;
-    throw store_error(e, "cannot write " + tmp.string() + ": " + errno_text(e));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    throw store_error(errno, "cannot rename " + tmp.string() + ": " + errno_text(errno));
-  fsync_path(path.parent_path(), O_RDONLY | O_DIRECTORY);
-}
 
 std::string format_marker_text(const format_marker& m) {
   std::string text = std::string(k_format_magic) +
@@ -193,12 +160,9 @@ store::store(std::filesystem::path dir, store_open_options options)
     : dir_(std::move(dir)), options_(options) {}
 
 store::~store() {
+  // Before what the membership's thread and the follower's callback use.
   unwatch();  // the follower's callback reads through this store
-  try {
-    end_session();
-  } catch (const store_error& e) {
-    log_error("closing store " + dir_.string() + ": ending its session: " + e.what());
-  }
+  membership_.reset();
   cache_.reset();
   if (payloads_ && !options_.read_only) {
     try {
@@ -532,7 +496,6 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     // A follower writes its session row and its hold rows (so not a
     // read-only engine) and nothing else (the store refuses every other
     // write), beside the writer that holds the volume's lock.
-    self->shared_volume_ = true;
     if (options.follower)
       self->role_ = volume_role::follower;
     else if (options.shared_writer)
@@ -547,6 +510,8 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     self->engine_ = postgres_engine::open(po);
     self->postgres_ = marker.postgres;
   }
+  self->membership_ = std::make_unique<volume_membership>(
+      *self->engine_, dir, self->role_, !marker.postgres.empty(), self->options_.read_only);
 
   const std::optional<std::string> value =
       self->engine_->get(table::meta, k_settings_key, "the settings");
@@ -626,7 +591,8 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     // objects outlive the heartbeat expiry (3 intervals) by one more.
     if (po.remote)
       packs->set_delete_grace([s = self.get()] {
-        return s->others_mounted() ? other_clients_grace() : std::chrono::seconds(0);
+        return s->membership().others_mounted() ? volume_membership::other_clients_grace()
+                                                : std::chrono::seconds(0);
       });
     self->payloads_ = std::move(packs);
     // Pack bytes durable before a memtable flush makes the index entries
@@ -639,9 +605,8 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   self->cache_ = std::make_unique<chunk_cache>(options.chunk_cache_bytes);
   self->damaged_ = std::make_unique<damaged_chunks>(*self->engine_, !self->options_.read_only);
   // A tool that writes (gc) sees the mounts as other clients; a mount
-  // counts again without itself (begin_session).
-  if (self->keeps_sessions() && !self->options_.read_only)
-    self->count_others(self->sessions(), unix_now(), false);
+  // counts again without itself (volume_membership::begin).
+  self->membership_->count_others_now();
   return self;
 }
 

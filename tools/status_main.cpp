@@ -56,7 +56,7 @@ int status_main(const std::vector<std::string>& args, const tool_io& io) {
                           {"started", r.started},
                           {"heartbeat", r.heartbeat},
                           {"heartbeat_age_seconds", now - r.heartbeat},
-                          {"alive", !store::store::session_expired(r, now)}});
+                          {"alive", !store::volume_membership::session_expired(r, now)}});
     }
     j = {{"store", dir},
          {"metadata_engine", "postgresql"},

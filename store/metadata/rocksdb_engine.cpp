@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "store/durable_file.h"
 #include "store/error.h"
 #include "store/log.h"
 #include "store/metadata/fault_injection.h"
@@ -251,15 +252,6 @@ std::chrono::seconds backup_interval() {
   if (const char* env = std::getenv("DENSEFS_METADATA_BACKUP_SECONDS"); env && *env)
     return std::chrono::seconds(std::strtoll(env, nullptr, 10));
   return std::chrono::hours(1);
-}
-
-void fsync_path(const fs::path& p, int flags) {
-  const int fd = ::open(p.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) throw store_error(errno, "cannot open " + p.string() + ": " + std::strerror(errno));
-  const int r = ::fsync(fd);
-  const int e = errno;
-  ::close(fd);
-  if (r != 0) throw store_error(e, "cannot sync " + p.string() + ": " + std::strerror(e));
 }
 
 // Reads a table file whole and checks every block's checksum: empty when

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <utility>
 
+#include "store/durable_file.h"
 #include "store/error.h"
 #include "store/log.h"
 #include "store/records.h"
@@ -111,15 +112,6 @@ void write_all(int fd, const struct iovec* iov, int count, std::uint64_t offset,
       v[first].iov_len -= left;
     }
   }
-}
-
-void fsync_dir(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw store_error(errno, "cannot open " + dir.string() + ": " + errno_text(errno));
-  const int rc = ::fsync(fd);
-  const int e = errno;
-  ::close(fd);
-  if (rc != 0) throw store_error(e, "cannot sync " + dir.string() + ": " + errno_text(e));
 }
 
 // Pack ids of the files in `dir` named like pack_file_name().
@@ -346,7 +338,7 @@ void pack_store::roll_locked() {
     fs::create_directory(dir, ec);
     if (ec) throw store_error(ec.value(), "cannot create " + dir.string() + ": " + ec.message());
     ::chmod(dir.c_str(), 0700);  // file contents, like the store directory
-    if (!remote_) fsync_dir(dir.parent_path());
+    if (!remote_) fsync_directory(dir.parent_path());
   }
   auto f = std::make_shared<pack_file>();
   if (remote_) next_id_ = allocate_remote_pack_id();
@@ -489,7 +481,7 @@ void pack_store::sync() {
         throw store_error(e, "syncing pack " + f->path.string() + ": " + errno_text(e));
       }
     }
-    if (dir) fsync_dir(pack_dir_);
+    if (dir) fsync_directory(pack_dir_);
   } catch (const store_error&) {
     // Synced again next time (a failed fdatasync may have dropped the dirty
     // pages, but the commit that needed them fails now with this error).
@@ -928,7 +920,7 @@ void pack_store::delete_pack(std::uint32_t id) {
     const fs::path path = pack_dir_ / pack_file_name(id);
     if (::unlink(path.c_str()) != 0 && errno != ENOENT)
       throw store_error(errno, "gc: deleting " + path.string() + ": " + errno_text(errno));
-    fsync_dir(pack_dir_);
+    fsync_directory(pack_dir_);
     return;
   }
   try {

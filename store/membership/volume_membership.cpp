@@ -1,8 +1,4 @@
-// A scale-out volume's sessions: begin and end, the heartbeat, leases and
-// inode holds.
-// Part of store::store (store/store.h); store/store_internal.h says how
-// the class is split.
-#include "store/store.h"
+#include "store/membership/volume_membership.h"
 
 #include <unistd.h>
 
@@ -11,28 +7,60 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <utility>
 
+#include "store/durable_file.h"
+#include "store/error.h"
+#include "store/hash.h"
 #include "store/log.h"
 #include "store/metadata/metadata_engine.h"
-#include "store/object/s3_object_store.h"
-#include "store/payload/pack_store.h"
-#include "store/store_internal.h"
 
 namespace densefs::store {
 
-using namespace internal;
-
-namespace fs = std::filesystem;
-
 namespace {
+
 // How long a follower's mount waits for the writer's answer.
 constexpr std::chrono::milliseconds k_writer_answer_timeout{30000};
+// This client's last session id, in its store directory (docs/format.md).
+constexpr const char* k_session_file = "SESSION.densefs";
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One pass over the meta rows under `prefix` (sessions, holds): rows
+// nobody reads again soon, kept out of the engine's cache.
+void scan_meta(const metadata_engine& engine, std::string_view prefix, const char* what,
+               const std::function<bool(std::string_view key, std::string_view value)>& fn) {
+  scan_options o;
+  o.fill_cache = false;
+  engine.scan(table::meta, prefix_range(prefix), o, what, fn);
+}
+
 }  // namespace
 
-std::chrono::seconds store::heartbeat_interval() {
+volume_membership::volume_membership(metadata_engine& engine, std::filesystem::path client_dir,
+                                     volume_role role, bool shared, bool read_only)
+    : engine_(engine),
+      client_dir_(std::move(client_dir)),
+      role_(role),
+      shared_(shared),
+      read_only_(read_only) {}
+
+volume_membership::~volume_membership() {
+  try {
+    end();
+  } catch (const store_error& e) {
+    log_error("closing store " + client_dir_.string() + ": ending its session: " + e.what());
+  }
+}
+
+std::chrono::seconds volume_membership::heartbeat_interval() {
   if (const char* env = std::getenv("DENSEFS_HEARTBEAT_SECONDS"); env && *env) {
     char* end = nullptr;
     const long v = std::strtol(env, &end, 10);
@@ -41,69 +69,37 @@ std::chrono::seconds store::heartbeat_interval() {
   return std::chrono::seconds(10);
 }
 
-bool store::session_expired(const session_record& r, std::int64_t now_unix) {
+bool volume_membership::session_expired(const session_record& r, std::int64_t now_unix) {
   return now_unix - r.heartbeat > 3 * heartbeat_interval().count();
 }
 
-void store::write_meta_row(std::string_view key, std::optional<std::string_view> value) {
-  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+void volume_membership::write_meta_row(std::string_view key,
+                                       std::optional<std::string_view> value) {
+  const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
   if (value)
     batch->put(table::meta, key, *value);
   else
     batch->erase(table::meta, key);
-  engine_->write(*batch, false);
+  engine_.write(*batch, false);
 }
 
-void store::write_session(const session_record& r) {
-  write_meta_row(session_key(r.id), encode_session(r));
-}
-
-std::string store::payload_location() const {
-  return packs_ && packs_->remote() ? packs_->remote()->where() : std::string();
-}
-
-namespace {
-
-// The session rows of a volume's database.
-std::vector<session_record> sessions_in(const metadata_engine& engine) {
+std::vector<session_record> volume_membership::sessions_in(const metadata_engine& engine) {
   std::vector<session_record> out;
-  scan_options o;
-  o.fill_cache = false;
-  engine.scan(table::meta, prefix_range(k_session_prefix), o, "listing sessions",
-              [&](std::string_view key, std::string_view value) {
-                out.push_back(decode_session(key, value));
-                return true;
-              });
+  scan_meta(engine, k_session_prefix, "listing sessions",
+            [&](std::string_view key, std::string_view value) {
+              out.push_back(decode_session(key, value));
+              return true;
+            });
   return out;
 }
 
-}  // namespace
-
-std::vector<session_record> store::sessions() const {
-  if (!keeps_sessions()) return {};
-  return sessions_in(*engine_);
+std::vector<session_record> volume_membership::sessions() const {
+  if (!shared_) return {};
+  return sessions_in(engine_);
 }
 
-std::optional<store::volume_status> store::read_volume_status(const std::string& store_or_uri,
-                                                              bool is_uri) {
-  std::string conninfo = store_or_uri;
-  if (!is_uri) {
-    check(store_or_uri);
-    conninfo = read_format_marker(store_or_uri).postgres;
-    if (conninfo.empty()) return std::nullopt;
-  }
-  const auto [engine, settings_record] = open_volume_database(conninfo);
-  volume_status out;
-  out.metadata_location = engine->where();
-  if (const std::optional<std::string> location =
-          engine->get(table::meta, k_payload_location_key, "the payload location"))
-    out.payload_location = describe_s3(parse_s3_url(*location));
-  out.sessions = sessions_in(*engine);
-  return out;
-}
-
-void store::begin_session(const std::string& mountpoint) {
-  if (!keeps_sessions() || (options_.read_only && !follows())) return;
+void volume_membership::begin(const std::string& mountpoint) {
+  if (!shared_ || (read_only_ && !follows())) return;
   session_record r;
   r.id = random_hex_id("a random session id");
   char host[256] = {};
@@ -125,11 +121,11 @@ void store::begin_session(const std::string& mountpoint) {
   // for the last session of this directory (a writer killed and mounted
   // again at once): this mount holds the directory's lock, so that one is
   // over.
-  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
   std::vector<session_record> all = sessions();
   const bool shares = writes_beside_others();
   std::string previous;
-  if (std::ifstream in(dir_ / k_session_file); in) std::getline(in, previous);
+  if (std::ifstream in(client_dir_ / k_session_file); in) std::getline(in, previous);
   if (!follows()) {
     std::erase_if(all, [&](const session_record& old) {
       const bool dead = (!shares && (!old.read_only || session_expired(old, r.started))) ||
@@ -146,7 +142,7 @@ void store::begin_session(const std::string& mountpoint) {
     if (!s.read_only && !session_expired(s, r.started)) writers_alive.insert(s.id);
   // A follower's directory too (its holds end with its session).
   try {
-    write_file_durably(dir_ / k_session_file, r.id + "\n");
+    write_file_durably(client_dir_ / k_session_file, r.id + "\n");
   } catch (const store_error& e) {
     log_error(std::string("recording the session: ") + e.what() +
               " (after a crash, the next mount here waits for this session to expire)");
@@ -163,7 +159,7 @@ void store::begin_session(const std::string& mountpoint) {
     ask.sessions_started.push_back(r.id);
     batch->set_notice(encode_change_notice(ask));
     std::set<std::string> answered_by;
-    const bool answered = engine_->write_and_await(
+    const bool answered = engine_.write_and_await(
         *batch,
         [&](std::string_view text) {
           const std::optional<change_notice> c = decode_change_notice(text);
@@ -182,7 +178,7 @@ void store::begin_session(const std::string& mountpoint) {
                   " s; files it closed just before this mount may be seen only once it "
                   "commits them");
   } else {
-    engine_->write(*batch, false);
+    engine_.write(*batch, false);
   }
   std::lock_guard lock(session_mutex_);
   session_ = r;
@@ -194,49 +190,56 @@ void store::begin_session(const std::string& mountpoint) {
     observing_ = true;
   }
   session_stop_ = false;
-  heartbeat_thread_ = std::thread([this] {
-    std::unique_lock lock(session_mutex_);
-    while (!session_wake_.wait_for(lock, heartbeat_interval(), [&] { return session_stop_; })) {
-      session_record beat = *session_;
-      beat.heartbeat = unix_now();
-      lock.unlock();
-      try {
-        write_session(beat);
-        const std::vector<session_record> all = sessions();
-        count_others(all, beat.heartbeat, true);
-        observe_sessions(all);
-        if (writes_beside_others()) erase_dead_sessions(all);
-        std::vector<std::string> held;
-        {
-          std::lock_guard leases(lease_mutex_);
-          held.assign(leases_.begin(), leases_.end());
-        }
-        for (const std::string& name : held)
-          if (!take_lease(name)) log_info("another writer took the lease of " + name);
-      } catch (const store_error& e) {
-        // The next beat tries again; status shows the session as expired
-        // meanwhile, which is the truth as others can see it. Others'
-        // standing still counts again from the next beat that goes through.
-        log_error(std::string("session heartbeat: ") + e.what());
-        std::lock_guard observed(observed_mutex_);
-        observed_.clear();
-      }
-      {
-        std::lock_guard hook(heartbeat_hook_mutex_);
-        if (heartbeat_hook_) heartbeat_hook_();
-      }
-      lock.lock();
-      session_->heartbeat = beat.heartbeat;
-    }
-  });
+  heartbeat_thread_ = std::thread([this] { heartbeat_loop(); });
 }
 
-bool store::take_lease(std::string_view name) {
+void volume_membership::heartbeat_loop() {
+  std::unique_lock lock(session_mutex_);
+  while (!session_wake_.wait_for(lock, heartbeat_interval(), [&] { return session_stop_; })) {
+    session_record r = *session_;
+    r.heartbeat = unix_now();
+    lock.unlock();
+    try {
+      write_meta_row(session_key(r.id), encode_session(r));
+      beat();
+    } catch (const store_error& e) {
+      // The next beat tries again; status shows the session as expired
+      // meanwhile, which is the truth as others can see it. Others'
+      // standing still counts again from the next beat that goes through.
+      log_error(std::string("session heartbeat: ") + e.what());
+      std::lock_guard observed(observed_mutex_);
+      observed_.clear();
+    }
+    {
+      std::lock_guard hook(heartbeat_hook_mutex_);
+      if (heartbeat_hook_) heartbeat_hook_();
+    }
+    lock.lock();
+    session_->heartbeat = r.heartbeat;
+  }
+}
+
+void volume_membership::beat() {
+  // After this session's row is renewed: what the others' rows say now.
+  const std::vector<session_record> all = sessions();
+  count_others(all, unix_now(), true);
+  observe_sessions(all);
+  if (writes_beside_others()) erase_dead_sessions(all);
+  std::vector<std::string> held;
+  {
+    std::lock_guard leases(lease_mutex_);
+    held.assign(leases_.begin(), leases_.end());
+  }
+  for (const std::string& name : held)
+    if (!take_lease(name)) log_info("another writer took the lease of " + name);
+}
+
+bool volume_membership::take_lease(std::string_view name) {
   if (!writes_beside_others()) return true;
   const std::string key = std::string(k_lease_prefix) + std::string(name);
   const std::int64_t now = unix_now();
   bool held = false;
-  engine_->write_locked(
+  engine_.write_locked(
       k_counters_section,
       [&](locked_reads& reads, metadata_batch& batch) {
         held = false;
@@ -257,24 +260,24 @@ bool store::take_lease(std::string_view name) {
   return held;
 }
 
-bool store::holds_lease(std::string_view name) const {
+bool volume_membership::holds_lease(std::string_view name) const {
   if (!writes_beside_others()) return true;
   std::lock_guard lock(lease_mutex_);
   return leases_.find(name) != leases_.end();
 }
 
-bool store::other_writers_alive() const {
-  if (!keeps_sessions()) return false;
+bool volume_membership::other_writers_alive() const {
+  if (!shared_) return false;
   const std::int64_t now = unix_now();
   for (const session_record& r : sessions())
     if (r.id != session_id_ && !r.read_only && !session_expired(r, now)) return true;
   return false;
 }
 
-void store::observe_sessions(const std::vector<session_record>& all) {
+void volume_membership::observe_sessions(const std::vector<session_record>& all) {
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(observed_mutex_);
-  // A heartbeat of this store that came late (blocked while the database
+  // A heartbeat of this client that came late (blocked while the database
   // was unreachable, then through) is a gap too: what stood still across
   // it proves nothing.
   if (now - last_observed_ > 2 * heartbeat_interval()) observed_.clear();
@@ -290,8 +293,8 @@ void store::observe_sessions(const std::vector<session_record>& all) {
   observed_ = std::move(next);
 }
 
-void store::erase_dead_sessions(const std::vector<session_record>& all) {
-  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+void volume_membership::erase_dead_sessions(const std::vector<session_record>& all) {
+  const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
   bool any = false;
   for (const session_record& s : all) {
     if (s.id == session_id_ || session_alive(s)) continue;
@@ -301,15 +304,15 @@ void store::erase_dead_sessions(const std::vector<session_record>& all) {
              s.mountpoint + "): no heartbeat since " + std::to_string(unix_now() - s.heartbeat) +
              " s ago; taken for gone");
   }
-  if (any) engine_->write(*batch, false);
+  if (any) engine_.write(*batch, false);
 }
 
-bool store::session_alive(const session_record& r) const {
+bool volume_membership::session_alive(const session_record& r) const {
   if (!session_expired(r, unix_now())) return true;
   std::lock_guard lock(observed_mutex_);
   if (!observing_) return false;
   const auto now = std::chrono::steady_clock::now();
-  // This store's own last heartbeat is late (the database unreachable, a
+  // This client's own last heartbeat is late (the database unreachable, a
   // reader blocked until it came back): nothing can be judged now.
   if (now - last_observed_ > 2 * heartbeat_interval()) return true;
   const auto seen = observed_.find(r.id);
@@ -317,8 +320,8 @@ bool store::session_alive(const session_record& r) const {
   return now - seen->second.since <= 3 * heartbeat_interval();
 }
 
-void store::count_others(const std::vector<session_record>& all, std::int64_t now_unix,
-                         bool announce) {
+void volume_membership::count_others(const std::vector<session_record>& all, std::int64_t now_unix,
+                                     bool announce) {
   bool others = false;
   for (const session_record& r : all)
     if (r.id != session_id_ && !session_expired(r, now_unix)) others = true;
@@ -327,7 +330,11 @@ void store::count_others(const std::vector<session_record>& all, std::int64_t no
                     : "no other client has the volume mounted");
 }
 
-void store::end_session() {
+void volume_membership::count_others_now() {
+  if (shared_ && !read_only_) count_others(sessions(), unix_now(), false);
+}
+
+void volume_membership::end() {
   std::optional<session_record> ended;
   {
     std::lock_guard lock(session_mutex_);
@@ -345,7 +352,7 @@ void store::end_session() {
     observing_ = false;
     observed_.clear();
   }
-  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
+  const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
   batch->erase(table::meta, session_key(ended->id));
   {
     // Leases held go with the session (another writer takes them at once),
@@ -355,7 +362,7 @@ void store::end_session() {
     for (const std::string& name : leases_) {
       const std::string key = std::string(k_lease_prefix) + name;
       try {
-        engine_->write_locked(
+        engine_.write_locked(
             k_counters_section,
             [&](locked_reads& reads, metadata_batch& lease_batch) {
               if (const std::optional<std::string> v = reads.get(table::meta, key, "a lease");
@@ -374,43 +381,42 @@ void store::end_session() {
   // may release those files.
   if (follows() || writes_beside_others()) {
     const std::string prefix = hold_prefix(ended->id);
-    scan_prefix(table::meta, prefix, prefix, "listing holds",
-                [&](std::string_view key, std::string_view) {
-                  batch->erase(table::meta, key);
-                  return true;
-                });
+    scan_meta(engine_, prefix, "listing holds", [&](std::string_view key, std::string_view) {
+      batch->erase(table::meta, key);
+      return true;
+    });
   }
-  engine_->write(*batch, false);
+  engine_.write(*batch, false);
 }
 
-void store::on_heartbeat(std::function<void()> fn) {
+void volume_membership::on_heartbeat(std::function<void()> fn) {
   std::lock_guard hook(heartbeat_hook_mutex_);
   heartbeat_hook_ = std::move(fn);
 }
 
-void store::hold_inode(std::uint64_t ino) {
+void volume_membership::hold_inode(std::uint64_t ino) {
   write_meta_row(hold_key(session_id_, ino), encode_hold());
 }
 
-void store::release_inode_hold(std::uint64_t ino) {
+void volume_membership::release_inode_hold(std::uint64_t ino) {
   write_meta_row(hold_key(session_id_, ino), std::nullopt);
 }
 
-std::set<std::uint64_t> store::held_inodes() {
+std::set<std::uint64_t> volume_membership::held_inodes() {
   std::set<std::uint64_t> held;
-  if (!keeps_sessions()) return held;
+  if (!shared_) return held;
   // The rows first, then the sessions: a follower that mounts in between
   // and holds a file is then seen with its session.
   std::vector<std::pair<std::string, hold_record>> rows;
-  scan_prefix(table::meta, k_hold_prefix, k_hold_prefix, "listing holds",
-              [&](std::string_view key, std::string_view value) {
-                rows.emplace_back(std::string(key), decode_hold(key, value));
-                return true;
-              });
+  scan_meta(engine_, k_hold_prefix, "listing holds",
+            [&](std::string_view key, std::string_view value) {
+              rows.emplace_back(std::string(key), decode_hold(key, value));
+              return true;
+            });
   if (rows.empty()) return held;
   std::map<std::string, bool> alive;  // by session id
   for (const session_record& r : sessions()) alive.emplace(r.id, session_alive(r));
-  const std::unique_ptr<metadata_batch> stale = engine_->new_batch();
+  const std::unique_ptr<metadata_batch> stale = engine_.new_batch();
   bool any_stale = false;
   for (const auto& [key, h] : rows) {
     const auto session = alive.find(h.session_id);
@@ -421,12 +427,77 @@ std::set<std::uint64_t> store::held_inodes() {
     } else if (session->second) {
       held.insert(h.ino);
     }
-    // Not alive: counted as gone (three heartbeats missed while this store
+    // Not alive: counted as gone (three heartbeats missed while this client
     // beat: killed, or cut off, as far as anyone can tell; session_alive);
     // the row goes with its session's.
   }
-  if (any_stale) engine_->write(*stale, false);
+  if (any_stale) engine_.write(*stale, false);
   return held;
+}
+
+bool volume_membership::watch(std::function<void(const change_notice&)> fn) {
+  if (!shared_) return false;
+  if (!follows() && !writes_beside_others()) {
+    if (read_only_) return false;
+    // The writer hears its own commits' notices too: only followers that
+    // mounted matter to it.
+    return engine_.watch([fn = std::move(fn)](std::string_view text) {
+      // Most notices are its own commits' (inodes and entries): not decoded.
+      // Only a session token begins with " s".
+      if (text.find(" s") == std::string_view::npos) return;
+      const std::optional<change_notice> c = decode_change_notice(text);
+      if (c && !c->sessions_started.empty()) {
+        change_notice started;
+        started.sessions_started = c->sessions_started;
+        fn(started);
+      }
+    });
+  }
+  // A follower, or one of several writers: every commit of the others.
+  return engine_.watch([this, fn = std::move(fn)](std::string_view text) {
+    std::optional<change_notice> c;
+    if (!text.empty()) c = decode_change_notice(text);
+    if (!c) {
+      // Missed notices (text ""), or a notice this build cannot read (a
+      // newer writer): anything may have changed.
+      if (!text.empty()) log_error("a change notice this densefs cannot read; dropping caches");
+      c.emplace();
+      c->everything = true;
+    }
+    // A writer's own commits (its session in their `w` token): only the
+    // sessions that started matter.
+    if (!c->writer.empty() && c->writer == session_id_) {
+      if (c->sessions_started.empty()) return;
+      c->everything = false;
+      c->inodes.clear();
+      c->entries.clear();
+    }
+    fn(*c);
+  });
+}
+
+void volume_membership::unwatch() {
+  engine_.unwatch();
+}
+
+void volume_membership::answer_sessions(const std::vector<std::string>& ids) {
+  std::optional<session_record> own;
+  {
+    std::lock_guard lock(session_mutex_);
+    own = session_;
+  }
+  if (!own || ids.empty()) return;
+  // Its own session row again (a batch must write something), carrying the
+  // answer.
+  own->heartbeat = unix_now();
+  const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
+  batch->put(table::meta, session_key(own->id), encode_session(*own));
+  change_notice answer;
+  answer.sessions_answered = ids;
+  // Beside other writers, a new client waits for each of them by name.
+  if (writes_beside_others()) answer.writer = own->id;
+  batch->set_notice(encode_change_notice(answer));
+  engine_.write(*batch, false);
 }
 
 }  // namespace densefs::store

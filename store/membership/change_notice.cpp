@@ -1,21 +1,11 @@
-// Change notices between the clients of a scale-out volume.
-// Part of store::store (store/store.h); store/store_internal.h says how
-// the class is split.
-#include "store/store.h"
+#include "store/membership/change_notice.h"
 
 #include <algorithm>
-#include <mutex>
 #include <set>
-#include <utility>
 
-#include "store/log.h"
-#include "store/metadata/metadata_engine.h"
-#include "store/store_internal.h"
 #include "store/text.h"
 
 namespace densefs::store {
-
-using namespace internal;
 
 namespace {
 constexpr std::string_view k_notice_version = "1";
@@ -123,72 +113,6 @@ std::optional<change_notice> decode_change_notice(std::string_view text) {
   }
   if (first) return std::nullopt;
   return c;
-}
-
-bool store::watch(std::function<void(const change_notice&)> fn) {
-  if (!keeps_sessions()) return false;
-  if (!follows() && !writes_beside_others()) {
-    if (options_.read_only) return false;
-    // The writer hears its own commits' notices too: only followers that
-    // mounted matter to it.
-    return engine_->watch([fn = std::move(fn)](std::string_view text) {
-      // Most notices are its own commits' (inodes and entries): not decoded.
-      // Only a session token begins with " s".
-      if (text.find(" s") == std::string_view::npos) return;
-      const std::optional<change_notice> c = decode_change_notice(text);
-      if (c && !c->sessions_started.empty()) {
-        change_notice started;
-        started.sessions_started = c->sessions_started;
-        fn(started);
-      }
-    });
-  }
-  // A follower, or one of several writers: every commit of the others.
-  return engine_->watch([this, fn = std::move(fn)](std::string_view text) {
-    std::optional<change_notice> c;
-    if (!text.empty()) c = decode_change_notice(text);
-    if (!c) {
-      // Missed notices (text ""), or a notice this build cannot read (a
-      // newer writer): anything may have changed.
-      if (!text.empty()) log_error("a change notice this densefs cannot read; dropping caches");
-      c.emplace();
-      c->everything = true;
-    }
-    // A writer's own commits (its session in their `w` token): only the
-    // sessions that started matter.
-    if (!c->writer.empty() && c->writer == session_id_) {
-      if (c->sessions_started.empty()) return;
-      c->everything = false;
-      c->inodes.clear();
-      c->entries.clear();
-    }
-    drop_cached_extents(c->inodes, c->everything);
-    fn(*c);
-  });
-}
-
-void store::unwatch() {
-  if (engine_) engine_->unwatch();
-}
-
-void store::answer_sessions(const std::vector<std::string>& ids) {
-  std::optional<session_record> own;
-  {
-    std::lock_guard lock(session_mutex_);
-    own = session_;
-  }
-  if (!own || ids.empty()) return;
-  // Its own session row again (a batch must write something), carrying the
-  // answer.
-  own->heartbeat = unix_now();
-  const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
-  batch->put(table::meta, session_key(own->id), encode_session(*own));
-  change_notice answer;
-  answer.sessions_answered = ids;
-  // Beside other writers, a new client waits for each of them by name.
-  if (writes_beside_others()) answer.writer = own->id;
-  batch->set_notice(encode_change_notice(answer));
-  engine_->write(*batch, false);
 }
 
 }  // namespace densefs::store
