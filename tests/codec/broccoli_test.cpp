@@ -12,27 +12,20 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "tests/codec/codec_test_util.h"
+#include "tests/random_bytes.h"
 #include "tests/temp_dir.h"
 #include "tests/test_env.h"
 
 namespace densefs::codec {
 namespace {
 
-std::string random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(rng());
-  return s;
-}
+using test::random_bytes_mt19937;
 
 std::string text_bytes(std::size_t n, std::uint32_t seed) {
   static const char* const words[] = {"broccoli ", "brotli ", "catable ", "stream ",
                                       "window ",   "chunk\n", "quality ", "the "};
-  std::mt19937 rng(seed);
-  std::string s;
-  while (s.size() < n) s += words[rng() % 8];
-  s.resize(n);
-  return s;
+  return test::word_text(n, seed, words);
 }
 
 codec_options broccoli(int quality = 5, int window = 22) {
@@ -66,7 +59,7 @@ TEST(broccoli_codec, round_trips_sizes_qualities_and_windows) {
 }
 
 TEST(broccoli_codec, incompressible_chunks_are_stored_raw_without_a_fallback) {
-  const std::string plain = random_bytes(1 << 20, 1);
+  const std::string plain = random_bytes_mt19937(1 << 20, 1);
   const encoded_chunk e = encode_chunk(plain, broccoli());
   EXPECT_EQ(e.codec, codec_id::raw);
   EXPECT_FALSE(e.fell_back_from);
@@ -113,40 +106,18 @@ TEST(broccoli_spec, parses_formats_and_rejects) {
                                                         {"broccoli:min_savings=1", "1"},
                                                         {"lepton:quality=5", "quality"},
                                                         {"Broccoli", "Broccoli"}}) {
-    try {
-      parse_codec_spec(spec);
-      ADD_FAILURE() << "accepted '" << spec << "'";
-    } catch (const codec_error& e) {
-      EXPECT_NE(std::string(e.what()).find(token), std::string::npos)
-          << "'" << e.what() << "' does not name '" << token << "'";
-    }
+    testing::expect_spec_rejected(parse_codec_spec, spec, token);
   }
 }
 
-class broccoli_decode : public ::testing::Test {
+class broccoli_decode : public testing::damaged_chunk_test<codec_id::broccoli> {
  protected:
   void SetUp() override {
-    plain_ = text_bytes(200000, 3) + random_bytes(20000, 4);
+    plain_ = text_bytes(200000, 3) + random_bytes_mt19937(20000, 4);
     const encoded_chunk e = encode_chunk(plain_, broccoli());
     ASSERT_EQ(e.codec, codec_id::broccoli);
     stored_ = e.bytes;
   }
-  // Every outcome must be codec_error or exactly plain_size bytes; returns
-  // how many were errors.
-  int count_errors(const std::vector<std::string>& inputs) {
-    int errors = 0;
-    for (const auto& bad : inputs) {
-      try {
-        const std::string out = decode_chunk(codec_id::broccoli, bad, plain_.size());
-        EXPECT_EQ(out.size(), plain_.size());
-      } catch (const codec_error&) {
-        ++errors;
-      }
-    }
-    return errors;
-  }
-  std::string plain_;
-  std::string stored_;
 };
 
 TEST_F(broccoli_decode, rejects_truncation_trailing_bytes_and_wrong_sizes) {
@@ -168,7 +139,7 @@ TEST_F(broccoli_decode, rejects_truncation_trailing_bytes_and_wrong_sizes) {
 TEST_F(broccoli_decode, random_bytes_and_bit_flips_never_crash_or_change_the_size) {
   std::vector<std::string> bad;
   for (std::uint32_t seed = 0; seed < 50; ++seed) {
-    bad.push_back(random_bytes(1 + seed * 97, seed));
+    bad.push_back(random_bytes_mt19937(1 + seed * 97, seed));
   }
   const int random_errors = count_errors(bad);
   std::mt19937 rng(5);

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <set>
@@ -13,23 +12,14 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "tests/codec/codec_test_util.h"
+#include "tests/random_bytes.h"
 
 namespace densefs::codec {
 namespace {
 
-// splitmix64 bytes: fixed across platforms and standard libraries (unlike
-// std::uniform_int_distribution), so the golden values below stay valid.
-std::string random_bytes(std::size_t n, std::uint64_t seed) {
-  std::string d(n, '\0');
-  for (std::size_t i = 0; i < n; i += 8) {
-    std::uint64_t z = (seed += 0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-    z ^= z >> 31;
-    std::memcpy(&d[i], &z, std::min<std::size_t>(8, n - i));
-  }
-  return d;
-}
+// splitmix64 bytes: the golden values below were computed from them.
+using test::splitmix_bytes;
 
 std::vector<std::string> chunks_of(std::string_view data, const cdc_options& o) {
   std::vector<std::string> out;
@@ -49,7 +39,7 @@ TEST(chunker, GoldenCutPointsOfVersion1) {
   EXPECT_EQ(cdc_gear_table()[0], 0xf74e827635974e78u);
   EXPECT_EQ(cdc_gear_table()[255], 0x63bb225c393e8fc3u);
 
-  const auto data = random_bytes(std::size_t{1} << 20, 42);
+  const auto data = splitmix_bytes(std::size_t{1} << 20, 42);
   const auto cuts = cut_points(data, {1024, 4096, 16384});
   ASSERT_EQ(cuts.size(), 227u);
   const std::vector<std::size_t> first(cuts.begin(), cuts.begin() + 12);
@@ -70,7 +60,7 @@ TEST(chunker, EmptyAndTinyInputs) {
 TEST(chunker, ChunksStayWithinMinAndMaxExceptTheLast) {
   const std::vector<cdc_options> configs = {
       {}, {64, 128, 4096}, {2048, 8192, 32768}, {512 << 10, 1 << 20, 4 << 20}};
-  const auto data = random_bytes(24 << 20, 7);
+  const auto data = splitmix_bytes(24 << 20, 7);
   // Long runs of one byte never match a mask: they must be cut at max_size.
   const std::string zeros(3 << 20, '\0');
   for (const auto& o : configs) {
@@ -131,7 +121,7 @@ std::vector<std::size_t> streamed_cuts(std::string_view data, const cdc_options&
 }
 
 TEST(chunker, StreamingGivesTheWholeBufferBoundaries) {
-  const auto data = random_bytes(6 << 20, 99);
+  const auto data = splitmix_bytes(6 << 20, 99);
   std::mt19937_64 rng(5);
   for (const cdc_options& o :
        {cdc_options{}, cdc_options{64, 256, 1024}, cdc_options{2048, 8192, 65536}}) {
@@ -148,7 +138,7 @@ TEST(chunker, StreamingGivesTheWholeBufferBoundaries) {
 }
 
 TEST(chunker, FinishResetsForTheNextFile) {
-  const auto data = random_bytes(1 << 20, 3);
+  const auto data = splitmix_bytes(1 << 20, 3);
   const cdc_options o{1024, 4096, 16384};
   cdc_chunker c(o);
   c.feed(std::string_view(data).substr(0, 100));
@@ -169,13 +159,13 @@ TEST(chunker, FinishResetsForTheNextFile) {
 // The point of CDC: an insertion near the start changes only the chunks
 // around it; with fixed blocks every later block would change.
 TEST(chunker, InsertionsChangeOnlyNearbyChunks) {
-  const auto v1 = random_bytes(8 << 20, 11);
+  const auto v1 = splitmix_bytes(8 << 20, 11);
   const cdc_options o;
   const auto before = chunks_of(v1, o);
   const std::set<std::string> known(before.begin(), before.end());
   for (const std::size_t inserted : {std::size_t{1}, std::size_t{1024}}) {
     std::string v2 = v1;
-    v2.insert(5000, random_bytes(inserted, 12));
+    v2.insert(5000, splitmix_bytes(inserted, 12));
     const auto after = chunks_of(v2, o);
     const auto changed = std::count_if(after.begin(), after.end(),
                                        [&](const std::string& c) { return !known.contains(c); });
@@ -189,13 +179,7 @@ TEST(chunker, InsertionsChangeOnlyNearbyChunks) {
 }
 
 void expect_rejected(const std::string& spec, const std::string& token) {
-  try {
-    parse_cdc_spec(spec);
-    ADD_FAILURE() << "'" << spec << "' was accepted";
-  } catch (const codec_error& e) {
-    EXPECT_NE(std::string(e.what()).find(token), std::string::npos)
-        << "error for '" << spec << "' does not name '" << token << "': " << e.what();
-  }
+  testing::expect_spec_rejected(parse_cdc_spec, spec, token);
 }
 
 TEST(chunker_spec, ParsesAndFormats) {
@@ -231,13 +215,7 @@ TEST(chunker_spec, RejectsBadSpecsNamingTheToken) {
 }
 
 void expect_chunker_rejected(const std::string& spec, const std::string& token) {
-  try {
-    parse_chunker_spec(spec);
-    ADD_FAILURE() << "'" << spec << "' was accepted";
-  } catch (const codec_error& e) {
-    EXPECT_NE(std::string(e.what()).find(token), std::string::npos)
-        << "error for '" << spec << "' does not name '" << token << "': " << e.what();
-  }
+  testing::expect_spec_rejected(parse_chunker_spec, spec, token);
 }
 
 TEST(chunker_spec, FixedSizes) {
@@ -276,7 +254,7 @@ TEST(chunker_spec, ContextLinesSlotsUpWithOneStream) {
   // previous one as context gives the stream's cut points (plus the slot
   // edges), where a cut without context restarts at every slot.
   constexpr std::size_t k_slot = 1 << 20;
-  const std::string d = random_bytes(16 * k_slot, 9);
+  const std::string d = splitmix_bytes(16 * k_slot, 9);
   const chunker_spec spec = chunker_spec::content_defined();
   const auto stream = cut_points(d, spec.cdc);
   int lined_up = 0;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/random_bytes.h"
 #include "tests/temp_dir.h"
 
 namespace densefs::codec::czip {
@@ -50,22 +51,12 @@ class memory_source : public byte_source {
   std::string_view data_;
 };
 
-// splitmix64 bytes: the same on every platform, so golden values hold.
-std::string random_bytes(std::size_t n, std::uint64_t seed) {
-  std::string d(n, '\0');
-  for (std::size_t i = 0; i < n; i += 8) {
-    std::uint64_t z = (seed += 0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-    z ^= z >> 31;
-    std::memcpy(&d[i], &z, std::min<std::size_t>(8, n - i));
-  }
-  return d;
-}
+// splitmix64 bytes: the golden values below were computed from them.
+using test::splitmix_bytes;
 
 // Compressible text with repeats far apart (dedup) and near (compression).
 std::string repetitive(std::size_t n) {
-  const std::string block = random_bytes(96 * 1024, 3);
+  const std::string block = splitmix_bytes(96 * 1024, 3);
   std::string out;
   std::uint64_t line = 0;
   while (out.size() < n) {
@@ -119,7 +110,7 @@ TEST_P(czip_round_trip, SizesAroundChunkBoundaries) {
   // fixed:4K makes the boundaries exact: 0, 1, one below, at and above.
   for (const std::size_t size : {0, 1, 63, 4095, 4096, 4097, 8191, 8192, 8193, 65536 + 17}) {
     SCOPED_TRACE("size " + std::to_string(size));
-    const std::string data = random_bytes(size, size);
+    const std::string data = splitmix_bytes(size, size);
     const std::string file = pack(data, options_for(encrypted, "fixed:size=4K"), !footer, 1000);
     const memory_source src(file);
     const reader r(src, read_options(encrypted));
@@ -140,7 +131,7 @@ TEST_P(czip_round_trip, SizesAroundChunkBoundaries) {
 
 TEST_P(czip_round_trip, MebibytesRandomAndRepetitiveWithCdc) {
   const auto [footer, encrypted] = GetParam();
-  for (const std::string& data : {random_bytes(3 << 20, 11), repetitive(5 << 20)}) {
+  for (const std::string& data : {splitmix_bytes(3 << 20, 11), repetitive(5 << 20)}) {
     const std::string file = pack(data, options_for(encrypted), !footer);
     const memory_source src(file);
     const reader r(src, read_options(encrypted));
@@ -163,7 +154,7 @@ INSTANTIATE_TEST_SUITE_P(czip, czip_round_trip,
 TEST(czip, UniqueChunksAreStoredOnce) {
   // Eight copies of 256 KiB of random data on a 64 KiB grid: 32 chunks, 4
   // unique, so the czip is about one copy.
-  const std::string block = random_bytes(256 * 1024, 5);
+  const std::string block = splitmix_bytes(256 * 1024, 5);
   std::string data;
   for (int i = 0; i < 8; ++i) data += block;
   for (const bool encrypted : {false, true}) {
@@ -183,7 +174,7 @@ TEST(czip, UniqueChunksAreStoredOnce) {
 TEST(czip, CdcDedupsShiftedCopies) {
   // The same data twice with a few bytes inserted between: content-defined
   // boundaries resynchronise, so most of the second copy dedups.
-  const std::string block = random_bytes(2 << 20, 9);
+  const std::string block = splitmix_bytes(2 << 20, 9);
   const std::string data = block + "inserted" + block;
   const std::string file = pack(data, options_for(false), true);
   const memory_source src(file);
@@ -213,7 +204,7 @@ TEST(czip, ConvergentEncryptionDedupsAcrossPassphrases) {
 }
 
 TEST(czip, RandomAccessMatchesTheOriginal) {
-  const std::string data = repetitive(3 << 20) + random_bytes(1 << 20, 4);
+  const std::string data = repetitive(3 << 20) + splitmix_bytes(1 << 20, 4);
   for (const bool encrypted : {false, true}) {
     const std::string file = pack(data, options_for(encrypted), false);
     const memory_source src(file);
@@ -363,7 +354,7 @@ TEST(czip, FlippedBytesAreDetected) {
   for (const bool footer : {false, true}) {
     for (const bool encrypted : {false, true}) {
       SCOPED_TRACE(std::string(footer ? "footer" : "header") + (encrypted ? " encrypted" : ""));
-      const std::string data = repetitive(60000) + random_bytes(20000, 8);
+      const std::string data = repetitive(60000) + splitmix_bytes(20000, 8);
       const std::string file = pack(data, options_for(encrypted, "fixed:size=8K"), !footer);
       // Every byte of the header and the array, a sample of the payloads.
       const memory_source src(file);
@@ -408,7 +399,7 @@ TEST(czip, CorruptPayloadNamesTheChunk) {
 TEST(czip, CzipInsideAFooterModeCzip) {
   // The outer czip starts with the inner one's valid header (chunk 0 stored
   // raw): the reader must still find the outer trailer.
-  const std::string inner = pack(random_bytes(300000, 12), options_for(false), true);
+  const std::string inner = pack(splitmix_bytes(300000, 12), options_for(false), true);
   writer_options raw = options_for(false);
   raw.codec = parse_codec_spec("raw");
   for (const bool footer : {true, false}) {

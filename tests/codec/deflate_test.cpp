@@ -54,6 +54,15 @@ codec_options deflate_options() {
   return o;
 }
 
+// The deflate codec refuses `plain` with a reason that contains `why`, and
+// the fallback stores it so that it decodes exactly.
+void expect_falls_back(const std::string& plain, const std::string& why) {
+  const encoded_chunk e = encode_chunk(plain, deflate_options());
+  EXPECT_EQ(e.fell_back_from, codec_id::deflate);
+  EXPECT_NE(e.fallback_reason.find(why), std::string::npos) << e.fallback_reason;
+  EXPECT_EQ(decode_chunk(e.codec, e.bytes, plain.size()), plain);
+}
+
 // A gzip file made with zlib, with whatever header fields `header` holds.
 // Text that repeats beyond deflate's 32 KiB window, as a long manual
 // repeats its phrases: zstd's larger window finds what gzip could not, so
@@ -184,16 +193,8 @@ std::string make_png(std::size_t idat_size) {
       raw.push_back(static_cast<char>(((x + y) / 25) * 13));
     }
   }
-  z_stream z{};
-  EXPECT_EQ(deflateInit(&z, 6), Z_OK);
-  std::string zdata(deflateBound(&z, raw.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(raw.data());
-  z.avail_in = static_cast<uInt>(raw.size());
-  z.next_out = reinterpret_cast<Bytef*>(zdata.data());
-  z.avail_out = static_cast<uInt>(zdata.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  zdata.resize(z.total_out);
-  deflateEnd(&z);
+  // One zlib stream (window bits 15: deflateInit's), cut into IDAT chunks.
+  const std::string zdata = densefs::test::zlib_deflate(raw, 6, 15);
   std::string png = "\x89PNG\r\n\x1a\n" + chunk("IHDR", ihdr);
   for (std::size_t at = 0; at < zdata.size(); at += idat_size)
     png += chunk("IDAT", std::string_view(zdata).substr(at, idat_size));
@@ -216,10 +217,7 @@ TEST(deflate_codec, png_with_forged_lengths_falls_back) {
   // The first IDAT chunk (after the 8-byte signature and the 25-byte IHDR
   // chunk) claims 2 GiB.
   png[33] = '\x7f';
-  const encoded_chunk e = encode_chunk(png, deflate_options());
-  EXPECT_EQ(e.fell_back_from, codec_id::deflate);
-  EXPECT_NE(e.fallback_reason.find("PNG refused"), std::string::npos) << e.fallback_reason;
-  EXPECT_EQ(decode_chunk(e.codec, e.bytes, png.size()), png);
+  expect_falls_back(png, "PNG refused");
   // Cut in the middle of the IDAT chunks.
   const std::string cut = make_png(1000).substr(0, 2000);
   const encoded_chunk c = encode_chunk(cut, deflate_options());
@@ -297,11 +295,7 @@ TEST(deflate_codec, gzip_bomb_is_refused_quickly_and_stored_by_the_fallback) {
   const std::string zeros(256u << 20, '\0');
   const std::string bomb = gzip_with_zlib(zeros, 9);
   ASSERT_LT(bomb.size(), 512u << 10);
-  const encoded_chunk e = encode_chunk(bomb, deflate_options());
-  EXPECT_EQ(e.fell_back_from, codec_id::deflate);
-  EXPECT_NE(e.fallback_reason.find("inflates to more than"), std::string::npos)
-      << e.fallback_reason;
-  EXPECT_EQ(decode_chunk(e.codec, e.bytes, bomb.size()), bomb);
+  expect_falls_back(bomb, "inflates to more than");
 }
 
 TEST(deflate_codec, truncated_and_foreign_input_fall_back) {
@@ -313,12 +307,7 @@ TEST(deflate_codec, truncated_and_foreign_input_fall_back) {
     EXPECT_FALSE(e.fallback_reason.empty()) << cut;
     EXPECT_EQ(decode_chunk(e.codec, e.bytes, part.size()), part) << cut;
   }
-  const std::string text = sample_text(100);
-  const encoded_chunk e = encode_chunk(text, deflate_options());
-  EXPECT_EQ(e.fell_back_from, codec_id::deflate);
-  EXPECT_NE(e.fallback_reason.find("not a gzip file, a PNG or a zip"), std::string::npos)
-      << e.fallback_reason;
-  EXPECT_EQ(decode_chunk(e.codec, e.bytes, text.size()), text);
+  expect_falls_back(sample_text(100), "not a gzip file, a PNG or a zip");
 }
 
 TEST(deflate_codec, corrupt_payloads_throw_or_keep_the_size) {

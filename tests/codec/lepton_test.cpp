@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "codec/codec.h"
-
+#include "tests/codec/codec_test_util.h"
 #include "tests/test_env.h"
 
 namespace densefs::codec {
@@ -144,7 +144,7 @@ TEST(lepton_codec, non_jpeg_chunks_fall_back_to_zstd_without_a_lepton_attempt) {
 
 // The smallest corpus file Lepton takes, encoded once for the hostile-input
 // tests.
-class lepton_decode : public ::testing::Test {
+class lepton_decode : public testing::damaged_chunk_test<codec_id::lepton> {
  protected:
   void SetUp() override {
     auto files = corpus_files();
@@ -162,24 +162,6 @@ class lepton_decode : public ::testing::Test {
     }
     FAIL() << "lepton took no corpus file";
   }
-
-  // Every outcome must be codec_error or exactly plain_size bytes. Returns
-  // how many were errors.
-  int count_errors(const std::vector<std::string>& inputs) {
-    int errors = 0;
-    for (const auto& bad : inputs) {
-      try {
-        const std::string out = decode_chunk(codec_id::lepton, bad, plain_.size());
-        EXPECT_EQ(out.size(), plain_.size());
-      } catch (const codec_error&) {
-        ++errors;
-      }
-    }
-    return errors;
-  }
-
-  std::string plain_;
-  std::string stored_;
 };
 
 TEST_F(lepton_decode, rejects_truncations) {

@@ -3,7 +3,7 @@
 # shellcheck disable=SC2154
 # Sourced by the store tests that copy a tree in with rsync -aHAX, check
 # it after each step and kill the daemon mid-write (postgres_store_test.sh,
-# s3_store_test.sh).
+# s3_store_test.sh, two_clients_test.sh, two_writers_test.sh).
 #
 # make_tree DIR RANDOM_BYTES: the source files and docs of this repository, a
 #   hard link (dir/a, dir/sub/a-link), a symlink, an xattr (user.tag on
@@ -20,6 +20,11 @@
 # step LABEL: prints how long the previous step took, then LABEL.
 # check_fsck LABEL: densefs fsck of $store passes, or the test fails with its
 #   output, naming LABEL.
+# eventually SECONDS WHAT CMD...: CMD succeeds within SECONDS (polled every
+#   0.1 s), or the test fails saying WHAT; prints how long it took. For what
+#   one mount sees of another's change.
+# absent PATH: PATH does not exist.
+# listed DIR NAME: a readdir of DIR (not a lookup) has NAME.
 
 make_tree() {
   local dir=$1 random_bytes=$2
@@ -90,3 +95,18 @@ check_fsck() {
     fail "fsck $1 failed"
   }
 }
+
+eventually() {
+  local seconds=$1 what=$2 start
+  shift 2
+  start=$(now)
+  until "$@" >/dev/null 2>&1; do
+    awk -v a="$start" -v b="$(now)" -v s="$seconds" 'BEGIN { exit !(b - a > s) }' &&
+      fail "$what (not within $seconds s)"
+    sleep 0.1
+  done
+  echo "$what after $(elapsed "$start" "$(now)") s"
+}
+
+absent() { [[ ! -e $1 ]]; }
+listed() { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | grep -qxF "$2"; }

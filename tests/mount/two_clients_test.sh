@@ -45,24 +45,7 @@ pg_createdb vol1
 location="s3://densefs-two/vol1-$$?endpoint=$S3_ENDPOINT"
 uri="postgresql:///vol1?host=$pg_socket_dir&port=$pg_port&user=postgres"
 
-# eventually SECONDS WHAT CMD...: CMD succeeds within SECONDS (polled every
-# 0.1 s), or the test fails saying WHAT.
-eventually() {
-  local seconds=$1 what=$2 start
-  shift 2
-  start=$(now)
-  until "$@" >/dev/null 2>&1; do
-    awk -v a="$start" -v b="$(now)" -v s="$seconds" 'BEGIN { exit !(b - a > s) }' &&
-      fail "the follower: $what (not within $seconds s)"
-    sleep 0.1
-  done
-  echo "follower: $what after $(elapsed "$start" "$(now)") s"
-}
-
 same_file() { cmp -s "$1" "$2"; }
-absent() { [[ ! -e $1 ]]; }
-# listed DIR NAME: a readdir of DIR (not a lookup) has NAME.
-listed() { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | grep -qxF "$2"; }
 
 step "mkfs; the writer mounts; the follower mounts read-only by URI"
 "$densefs" mkfs --meta "$(pg_conninfo vol1)" --data "$location" "$store" >/dev/null ||
@@ -111,23 +94,23 @@ cmp "$work/two.bin" "$reader/one.bin" || fail "the follower read stale pages aft
 printf 'more\n' >>"$writer/small.txt"
 [[ $(cat "$reader/small.txt") == $'small text\nmore' ]] ||
   fail "the follower read a stale size after an append: $(cat "$reader/small.txt")"
-eventually 5 "sees the size of the grown file" test "$(stat -c %s "$reader/small.txt")" -eq 16
+eventually 5 "the follower sees the size of the grown file" test "$(stat -c %s "$reader/small.txt")" -eq 16
 
 step "renames, unlinks, new directories, xattrs"
 mv "$writer/one.bin" "$writer/renamed.bin"
-eventually 5 "no longer lists the old name" absent "$reader/one.bin"
-eventually 5 "lists the new name" listed "$reader" renamed.bin
+eventually 5 "the follower no longer lists the old name" absent "$reader/one.bin"
+eventually 5 "the follower lists the new name" listed "$reader" renamed.bin
 cmp "$work/two.bin" "$reader/renamed.bin" || fail "the renamed file differs on the follower"
 rm "$writer/small.txt"
-eventually 5 "no longer sees the unlinked file" absent "$reader/small.txt"
+eventually 5 "the follower no longer sees the unlinked file" absent "$reader/small.txt"
 mkdir -p "$writer/d1/d2"
 printf 'deep\n' >"$writer/d1/d2/f"
-eventually 5 "sees a new directory's file" same_file "$writer/d1/d2/f" "$reader/d1/d2/f"
+eventually 5 "the follower sees a new directory's file" same_file "$writer/d1/d2/f" "$reader/d1/d2/f"
 setfattr -n user.note -v first "$writer/d1/d2/f"
 [[ $(getfattr --absolute-names --only-values -n user.note "$reader/d1/d2/f" 2>/dev/null) == first ]] ||
-  eventually 5 "sees a new xattr" getfattr -n user.note "$reader/d1/d2/f"
+  eventually 5 "the follower sees a new xattr" getfattr -n user.note "$reader/d1/d2/f"
 chmod 600 "$writer/d1/d2/f"
-eventually 5 "sees a chmod" test "$(stat -c %a "$reader/d1/d2/f")" = 600
+eventually 5 "the follower sees a chmod" test "$(stat -c %a "$reader/d1/d2/f")" = 600
 
 step "refused on the follower: writes"
 if printf x 2>/dev/null >"$reader/nope"; then fail "the follower took a new file"; fi
@@ -139,7 +122,7 @@ data=$work/data
 make_tree "$data" 4000000
 rsync -aHAX "$data/" "$writer/data/" || fail "rsync -aHAX to the writer failed"
 check_tree "on the writer" "$data" "$writer/data"
-eventually 10 "lists the whole tree" diff -r "$data" "$reader/data"
+eventually 10 "the follower lists the whole tree" diff -r "$data" "$reader/data"
 check_tree "on the follower" "$data" "$reader/data"
 # Packs it read from more than once came whole into its cache (one GET).
 whole=$(find "$work/client2" -path '*/cache/packs/*.pack' | wc -l)
@@ -162,7 +145,7 @@ gc() {
 gc "with a live follower"
 deferred=$(jq '.after.packs_deferred' <<<"$gc_json")
 ((deferred > 0)) || fail "gc with a live follower deferred no pack deletion: $gc_json"
-eventually 10 "sees the deletions" diff -r "$data" "$reader/data"
+eventually 10 "the follower sees the deletions" diff -r "$data" "$reader/data"
 rm -rf "$work/client2"/*/cache/records
 check_tree "on the follower after gc, read from S3" "$data" "$reader/data"
 # Past the grace (4 heartbeats), the next gc deletes them.
@@ -187,7 +170,7 @@ mount_densefs "$store" "$writer"
 [[ $(cat "$writer/durable.txt") == durable ]] || fail "the writer lost a synced file to kill -9"
 printf 'after the crash\n' >"$writer/after.txt"
 [[ $(cat "$reader/after.txt" 2>/dev/null) == "after the crash" ]] ||
-  eventually 5 "sees a file written after the writer's restart" test -e "$reader/after.txt"
+  eventually 5 "the follower sees a file written after the writer's restart" test -e "$reader/after.txt"
 [[ $(cat "$reader/after.txt") == "after the crash" ]] || fail "the follower read after.txt differently"
 
 step "a file open on the follower and unlinked on the writer stays readable there until its last close"
@@ -206,14 +189,14 @@ mkdir "$writer/many"
 for i in $(seq 1 60); do echo "file $i" >"$writer/many/$i.txt"; done
 "$densefs" sync "$writer" >/dev/null || fail "densefs sync failed"
 rm -r "$writer/many"
-eventually 5 "no longer sees the file the writer unlinked" absent "$reader/held.bin"
-eventually 5 "holds the unlinked file it has open" holds_one
+eventually 5 "the follower no longer sees the file the writer unlinked" absent "$reader/held.bin"
+eventually 5 "the follower holds the unlinked file it has open" holds_one
 # Past the writer's grace (4 heartbeats) and more: it would have released
 # the file by now if nothing held it.
 sleep 6
 cmp - "$work/held.bin" <&7 || fail "the follower's open handle read the unlinked file differently"
 exec 7<&-
-eventually 10 "lets the writer release the unlinked file at its last close" no_orphans
+eventually 10 "the follower lets the writer release the unlinked file at its last close" no_orphans
 
 step "a handle the follower's kernel kept to a file the writer released: ESTALE, never bytes or EIO"
 # file_handle FILE: name_to_handle_at of FILE printed as hex; file_handle -
@@ -253,9 +236,9 @@ handle=$(file_handle "$reader/stale.txt") || fail "no file handle for $reader/st
 opened=$(file_handle - "$handle")
 [[ $opened == ok ]] || fail "the follower's file handle gave $opened while the file exists"
 rm "$writer/stale.txt"
-eventually 5 "no longer sees the file the writer unlinked" absent "$reader/stale.txt"
+eventually 5 "the follower no longer sees the file the writer unlinked" absent "$reader/stale.txt"
 sleep 5 # past the writer's grace (4 heartbeats): released, as nothing holds it
-eventually 10 "lets the writer release the unlinked file nobody holds" no_orphans
+eventually 10 "the follower lets the writer release the unlinked file nobody holds" no_orphans
 opened=$(file_handle - "$handle")
 [[ $opened == ESTALE ]] || fail "a handle to a released file gave $opened instead of ESTALE"
 umount_densefs "$writer"

@@ -41,20 +41,6 @@ pg_createdb vol1
 location="s3://densefs-writers/vol1-$$?endpoint=$S3_ENDPOINT"
 uri="postgresql:///vol1?host=$pg_socket_dir&port=$pg_port&user=postgres"
 
-# eventually SECONDS WHAT CMD...: CMD succeeds within SECONDS.
-eventually() {
-  local seconds=$1 what=$2 start
-  shift 2
-  start=$(now)
-  until "$@" >/dev/null 2>&1; do
-    awk -v a="$start" -v b="$(now)" -v s="$seconds" 'BEGIN { exit !(b - a > s) }' &&
-      fail "$what (not within $seconds s)"
-    sleep 0.1
-  done
-  echo "$what after $(elapsed "$start" "$(now)") s"
-}
-absent() { [[ ! -e $1 ]]; }
-listed() { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | grep -qxF "$2"; }
 b_client() { find "$work/client2" -mindepth 1 -maxdepth 1 -type d | head -n 1; }
 # entries DIR [PATTERN]: how many names DIR lists (matching PATTERN).
 entries() { find "$1" -mindepth 1 -maxdepth 1 -name "${2:-*}" | wc -l; }

@@ -7,25 +7,18 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <random>
 
 #include "codec/policy.h"
 #include "store/store.h"
+#include "tests/random_bytes.h"
 #include "tests/temp_dir.h"
 
 namespace densefs::store {
 namespace {
 
 std::string text(std::size_t n, unsigned seed) {
-  static const char* const words[] = {"alpha", "beta", "gamma", "delta", "chunk", "extent"};
-  std::mt19937 rng(seed);
-  std::string out;
-  while (out.size() < n) {
-    out += words[rng() % 6];
-    out += ' ';
-  }
-  out.resize(n);
-  return out;
+  static const char* const words[] = {"alpha ", "beta ", "gamma ", "delta ", "chunk ", "extent "};
+  return test::word_text(n, seed, words);
 }
 
 class export_test : public ::testing::Test {

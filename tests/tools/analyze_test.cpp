@@ -11,6 +11,7 @@
 #include <string>
 
 #include "codec/codec.h"
+#include "tests/random_bytes.h"
 #include "tests/test_env.h"
 #include "tests/tools/tools_test_util.h"
 
@@ -18,9 +19,8 @@ namespace densefs::tools {
 namespace {
 
 using nlohmann::json;
-using testing::is_one_error_line;
-using testing::run_cli;
-using testing::temp_dir;
+using namespace tools::testing;  // tests/tools/tools_test_util.h
+using test::random_bytes_mt19937;
 
 namespace fs = std::filesystem;
 
@@ -29,13 +29,6 @@ void write_file(const fs::path& p, const std::string& bytes) {
   std::ofstream out(p, std::ios::binary);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(out.good()) << p;
-}
-
-std::string random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (auto& c : s) c = static_cast<char>(rng());
-  return s;
 }
 
 // Prose-like text: random words, random line lengths. Compresses well but
@@ -88,8 +81,8 @@ class analyze_tree : public ::testing::Test {
     write_file(d / "src/notes.txt", text_bytes(200'000, 2));
     write_file(d / "src/copy/notes.txt", text_bytes(200'000, 2));  // a duplicate
     write_file(d / "README", text_bytes(5'000, 3));
-    write_file(d / "data/random.bin", random_bytes(3 << 20, 4));
-    write_file(d / "data/logs.gz", "\x1f\x8b\x08\x00" + random_bytes(500'000, 5));
+    write_file(d / "data/random.bin", random_bytes_mt19937(3 << 20, 4));
+    write_file(d / "data/logs.gz", "\x1f\x8b\x08\x00" + random_bytes_mt19937(500'000, 5));
     write_file(d / "data/zeros.img", std::string(5 << 20, '\0'));  // 4 MiB + 1 MiB of holes
     write_file(d / "empty", "");
     fs::create_symlink(d / "data/random.bin", d / "link.bin");
@@ -246,7 +239,7 @@ TEST(analyze, raw_types_are_exact_without_encoding) {
   write_file(tmp / "a.xz", std::string("\xFD"
                                        "7zXZ\0",
                                        6) +
-                               random_bytes(5 << 20, 7));
+                               random_bytes_mt19937(5 << 20, 7));
   const json r = analyze_json({tmp.path().string(), "--sample-bytes", "1"});
   const json* archive_row = type_row(r, "archive");
   ASSERT_NE(archive_row, nullptr) << r.dump();
@@ -262,7 +255,7 @@ TEST(analyze, threads_do_not_change_the_figures) {
   for (int i = 0; i < 5; ++i) {
     write_file(tmp / ("f" + std::to_string(i) + ".log"), text_bytes(3 << 20, 20 + i));
   }
-  write_file(tmp / "r.bin", random_bytes(6 << 20, 9));
+  write_file(tmp / "r.bin", random_bytes_mt19937(6 << 20, 9));
   const json one = analyze_json({tmp.path().string(), "--threads", "1"});
   const json four = analyze_json({tmp.path().string(), "--threads", "4"});
   EXPECT_EQ(one.at("totals"), four.at("totals"));

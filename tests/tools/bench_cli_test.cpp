@@ -17,11 +17,7 @@ namespace {
 
 namespace stdfs = std::filesystem;
 using nlohmann::json;
-using testing::is_one_error_line;
-using testing::read_file;
-using testing::run_cli;
-using testing::temp_dir;
-using testing::write_file;
+using namespace tools::testing;  // tests/tools/tools_test_util.h
 
 bool bench_has(const char* program) {
   return ::access((std::string("/usr/bin/") + program).c_str(), X_OK) == 0 ||

@@ -15,9 +15,7 @@ namespace densefs::tools {
 namespace {
 
 using nlohmann::json;
-using testing::is_one_error_line;
-using testing::run_cli;
-using testing::temp_dir;
+using namespace tools::testing;  // tests/tools/tools_test_util.h
 
 TEST(cli, mkfs_creates_a_store_that_checks) {
   temp_dir tmp;

@@ -14,11 +14,7 @@
 namespace densefs::tools {
 namespace {
 
-using testing::is_one_error_line;
-using testing::read_file;
-using testing::run_cli;
-using testing::temp_dir;
-using testing::write_file;
+using namespace tools::testing;  // tests/tools/tools_test_util.h
 namespace stdfs = std::filesystem;
 
 std::string text(std::size_t n) {

@@ -7,33 +7,24 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 
 #include "codec/czip.h"
 #include "codec/policy.h"
 #include "store/store.h"
+#include "tests/random_bytes.h"
 #include "tests/tools/tools_test_util.h"
 
 namespace densefs::tools {
 namespace {
 
-using testing::is_one_error_line;
-using testing::read_file;
-using testing::run_cli;
+using namespace tools::testing;  // tests/tools/tools_test_util.h
 namespace stdfs = std::filesystem;
 namespace czip = codec::czip;
 
 std::string text(std::size_t n, unsigned seed) {
-  static const char* const words[] = {"alpha", "beta", "gamma", "delta", "chunk", "extent"};
-  std::mt19937 rng(seed);
-  std::string out;
-  while (out.size() < n) {
-    out += words[rng() % 6];
-    out += ' ';
-  }
-  out.resize(n);
-  return out;
+  static const char* const words[] = {"alpha ", "beta ", "gamma ", "delta ", "chunk ", "extent "};
+  return test::word_text(n, seed, words);
 }
 
 class memory_source : public czip::byte_source {

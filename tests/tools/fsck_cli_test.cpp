@@ -12,9 +12,7 @@ namespace densefs::tools {
 namespace {
 
 using nlohmann::json;
-using testing::is_one_error_line;
-using testing::run_cli;
-using testing::temp_dir;
+using namespace tools::testing;  // tests/tools/tools_test_util.h
 
 // A store with one chunk that no extent references.
 void leak_a_chunk(const std::string& dir) {

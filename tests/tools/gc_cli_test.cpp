@@ -13,9 +13,7 @@ namespace densefs::tools {
 namespace {
 
 using nlohmann::json;
-using testing::is_one_error_line;
-using testing::run_cli;
-using testing::temp_dir;
+using namespace tools::testing;  // tests/tools/tools_test_util.h
 
 // 16 chunks of 1 MiB of incompressible data: written, then all deleted but
 // the first. The store is closed again.

@@ -10,8 +10,7 @@
 namespace densefs::tools {
 namespace {
 
-using testing::is_one_error_line;
-using testing::run_cli;
+using namespace tools::testing;  // tests/tools/tools_test_util.h
 
 TEST(mount_args, defaults_with_two_paths) {
   const fs::mount_options o = parse_mount_args({"/srv/store", "/mnt/x"});
