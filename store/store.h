@@ -731,6 +731,11 @@ class store {
   mutable std::counting_semaphore<k_parallel_lepton_file_decodes> lepton_file_decodes_{
       k_parallel_lepton_file_decodes};
   std::mutex commit_mutex_;
+  // commit() in steps (store_commit.cpp): one try of its locked write, and
+  // what the commit did, applied to the caches after it.
+  class commit_attempt;
+  struct commit_outcome;
+  void after_commit(const commit_outcome& done, std::span<const std::uint64_t> extents_changed);
   // Held shared by every payloads_ahead until its commit, exclusively by
   // pack compaction while it plans (before commit_mutex_): a pack holding
   // payloads written ahead looks dead until their commit names them.

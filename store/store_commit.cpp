@@ -216,6 +216,386 @@ payloads_ahead store::write_payloads_ahead(std::span<const prepared_chunk* const
   return ahead;
 }
 
+namespace {
+
+// Inodes whose cached extent lists a transaction's `ops` make stale.
+std::vector<std::uint64_t> inodes_with_new_extents(const std::vector<txn_op>& ops) {
+  std::vector<std::uint64_t> out;
+  for (const txn_op& op : ops)
+    if ((op.cf == table::extents || op.cf == table::inodes) && op.key.size() >= 8)
+      out.push_back(decode_u64_be(std::string_view(op.key).substr(0, 8)));
+  return out;
+}
+
+// What a transaction's `ops` change, as the notice other clients hear (""
+// when they change no inode, entry or xattr). `writer`: a shared writer's
+// session, so that it can skip its own commits' notices.
+std::string notice_of(const std::vector<txn_op>& ops, const std::string& writer) {
+  change_notice changed;
+  for (const txn_op& op : ops) {
+    if (op.key.size() < 8) continue;
+    const std::uint64_t ino = decode_u64_be(std::string_view(op.key).substr(0, 8));
+    if (op.cf == table::dirents)
+      changed.entries.emplace_back(ino, op.key.substr(8));
+    else if (op.cf == table::inodes || op.cf == table::extents || op.cf == table::xattrs)
+      changed.inodes.push_back(ino);
+  }
+  if (changed.inodes.empty() && changed.entries.empty()) return {};
+  changed.writer = writer;
+  return encode_change_notice(changed);
+}
+
+// The record and payload of a chunk stored new (or afresh): `bytes` as
+// encoded, the rest as its record will say.
+chunk_record record_for(const chunk_hash& hash, const codec::encoded_chunk& e, chunk_record base) {
+  if (e.bytes.size() > std::numeric_limits<std::uint32_t>::max())
+    throw store_error(EIO, "chunk " + hash.hex() + ": stored size too large");
+  base.codec = e.codec;
+  base.stored_size = static_cast<std::uint32_t>(e.bytes.size());
+  base.checksum = stored_checksum(e.bytes);
+  return base;
+}
+
+}  // namespace
+
+// What a commit did, for after it: the caches and the FORMAT file follow.
+struct store::commit_outcome {
+  std::vector<chunk_hash> deleted;
+  std::vector<chunk_hash> healed;  // damaged chunks stored afresh (damaged_chunks.h)
+  std::uint64_t garbage = 0;       // payload bytes this commit deletes or replaces
+  bool raise_format = false;       // the store's first Lepton file
+  store_settings raised;
+};
+
+// What one try of a commit's locked write changes in chunk records, and
+// what it leaves for after the commit. Made afresh for each try (a lost
+// connection, a payload not staged): nothing of a failed try carries over.
+// The steps, in order: read_records, apply_references, apply_swaps,
+// put_records, put_payloads.
+class store::commit_attempt {
+ public:
+  commit_attempt(store& s, const transaction::impl& t, locked_reads& reads, metadata_batch& batch)
+      : s_(s), t_(t), reads_(reads), batch_(batch) {}
+
+  // The chunk records this commit changes, read in one go.
+  void read_records();
+  // Each chunk's reference change: a new chunk's record and payload, a
+  // damaged chunk stored afresh, a count that reaches zero deleted (with
+  // the reference its Lepton member held on its first chunk).
+  void apply_references();
+  // The payload swaps (re-encodings), each group whole or not at all.
+  void apply_swaps();
+  // Every record as this commit leaves it, and the format raised if this
+  // is the store's first Lepton file.
+  void put_records();
+  // The new payloads: their index rows as staged (`staged`), or put now,
+  // after the space check, then synced as the engine's durability needs.
+  void put_payloads(staged_payloads* staged, bool sync);
+
+  commit_outcome done;
+
+ private:
+  store& s_;
+  const transaction::impl& t_;
+  locked_reads& reads_;
+  metadata_batch& batch_;
+
+  std::map<chunk_hash, std::optional<std::string>> read_;
+  struct new_payload {
+    const chunk_hash* hash;
+    const std::string* bytes;
+    payload_meta meta;
+    std::uint64_t checksum;  // stored_checksum(*bytes), as its record has it
+  };
+  std::vector<new_payload> new_payloads_;
+  std::uint64_t new_payload_bytes_ = 0;
+  // Chunk records as this commit leaves them (nullopt: deleted), written to
+  // the batch at the end: a Lepton member deleted or swapped here gives its
+  // reference on its first chunk back, and that chunk may change in this
+  // commit too.
+  std::map<chunk_hash, std::optional<chunk_record>> touched_;
+  // First chunks whose members left them, one entry per reference.
+  std::vector<chunk_hash> releases_;
+  std::set<chunk_hash> swapped_;  // one swap per chunk and commit
+
+  std::optional<chunk_record> current(const chunk_hash& h);
+  void add_payload(const chunk_hash& hash, const std::string& bytes, const chunk_record& r) {
+    new_payloads_.push_back({&hash, &bytes, {r.codec, r.plain_size}, r.checksum});
+    new_payload_bytes_ += bytes.size();
+  }
+  void release_member(const chunk_hash& member, const chunk_record& rec);
+  void apply_delta(const chunk_hash& hash, chunk_record rec, std::int64_t delta);
+  void apply_releases();
+  // Whether `group` may be swapped whole: its records (in `recs`) and the
+  // first chunks its new Lepton members take a reference on (in `takes`).
+  bool swap_applies(const std::vector<transaction::payload_swap>& group,
+                    std::vector<chunk_record>& recs, std::vector<chunk_hash>& takes);
+};
+
+void store::commit_attempt::read_records() {
+  std::vector<chunk_hash> hashes;
+  for (const auto& [hash, d] : t_.chunks)
+    if (d.delta != 0) hashes.push_back(hash);
+  for (const auto& group : t_.replacements)
+    for (const transaction::payload_swap& r : group) hashes.push_back(r.hash);
+  std::vector<std::string> keys;
+  keys.reserve(hashes.size());
+  for (const chunk_hash& h : hashes) keys.emplace_back(h.view());
+  std::vector<std::optional<std::string>> values =
+      reads_.get_many(table::chunks, keys, "the chunks of a commit");
+  for (std::size_t i = 0; i < hashes.size(); ++i) read_[hashes[i]] = std::move(values[i]);
+}
+
+std::optional<chunk_record> store::commit_attempt::current(const chunk_hash& h) {
+  if (const auto it = touched_.find(h); it != touched_.end()) return it->second;
+  const std::string what = "chunk " + h.hex();
+  std::optional<std::string> raw;
+  if (const auto it = read_.find(h); it != read_.end())
+    raw = it->second;
+  else
+    raw = reads_.get(table::chunks, h.view(), what);
+  if (!raw) return std::nullopt;
+  return detail::decode_chunk(*raw, what);
+}
+
+void store::commit_attempt::release_member(const chunk_hash& member, const chunk_record& rec) {
+  // Only a member fsck would count gives a reference back (fsck.cpp,
+  // count_member_references): its payload matches its record's checksum and
+  // names a chunk that is a Lepton file (checked in apply_releases). A
+  // damaged member must not take a reference from a chunk others still use.
+  try {
+    const std::string stored = s_.payloads_->get(member);
+    if (!payload_matches(rec, stored))
+      throw store_error(EIO, "payload does not match its record's checksum");
+    const codec::lepton_member m = codec::parse_lepton_member(stored);
+    if (m.first_chunk.size() == chunk_hash::k_size)
+      releases_.push_back(chunk_hash::from_bytes(m.first_chunk));
+  } catch (const std::exception& e) {
+    // Its first chunk keeps one reference too many (fsck reports it as a
+    // wrong refcount); no bytes are at risk.
+    log_error("chunk " + member.hex() +
+              ": cannot read the Lepton member being dropped: " + e.what());
+  }
+}
+
+void store::commit_attempt::apply_delta(const chunk_hash& hash, chunk_record rec,
+                                        std::int64_t delta) {
+  std::uint64_t count = rec.refcount;
+  if (delta > 0) {
+    count += static_cast<std::uint64_t>(delta);
+  } else if (static_cast<std::uint64_t>(-delta) > count) {
+    // A bug elsewhere; a negative count would wrap around and keep the
+    // chunk forever, so clamp and say so.
+    log_error("chunk " + hash.hex() + ": refcount " + std::to_string(count) + " minus " +
+              std::to_string(-delta) + " would go below zero; treating it as 0");
+    count = 0;
+  } else {
+    count -= static_cast<std::uint64_t>(-delta);
+  }
+  if (count == 0) {
+    if (rec.codec == codec::codec_id::lepton_member) release_member(hash, rec);
+    touched_[hash] = std::nullopt;
+    done.deleted.push_back(hash);
+    done.garbage += rec.stored_size;
+  } else {
+    rec.refcount = count;
+    touched_[hash] = rec;
+  }
+}
+
+void store::commit_attempt::apply_releases() {
+  while (!releases_.empty()) {
+    const chunk_hash first = releases_.back();
+    releases_.pop_back();
+    if (std::optional<chunk_record> rec = current(first);
+        rec && rec->codec == codec::codec_id::lepton_file) {
+      apply_delta(first, *rec, -1);
+    } else if (rec) {
+      log_error("chunk " + first.hex() +
+                ": a Lepton member named it as its Lepton file, but it is not one; "
+                "its references are left as they are");
+    } else {
+      log_error("chunk " + first.hex() +
+                ": a Lepton member gave back a reference to it, but it does not exist");
+    }
+  }
+}
+
+void store::commit_attempt::apply_references() {
+  for (const auto& [hash, d] : t_.chunks) {
+    if (d.delta == 0) continue;
+    std::optional<chunk_record> rec = current(hash);
+    if (!rec) {
+      if (d.delta < 0) {
+        log_error("chunk " + hash.hex() + ": dropping " + std::to_string(-d.delta) +
+                  " reference(s) to a chunk that does not exist");
+        continue;
+      }
+      if (!d.encoded) throw chunk_missing(hash);
+      chunk_record fresh;
+      fresh.plain_size = d.plain_size;
+      fresh.refcount = static_cast<std::uint64_t>(d.delta);
+      fresh.location = payload_location::rocksdb;
+      const chunk_record r = record_for(hash, *d.encoded, fresh);
+      touched_[hash] = r;
+      add_payload(hash, d.encoded->bytes, r);
+      continue;
+    }
+    if (d.delta > 0 && s_.damaged_->contains(hash)) {
+      // Its payload failed a check, and this commit brings the content
+      // again (a re-copy, the next backup): a fresh payload under the same
+      // record instead of one more reference to the damaged one, so every
+      // file using the chunk is whole again. Not a Lepton file or member:
+      // others depend on their payloads.
+      if (!codec::is_lepton_file_codec(rec->codec) &&
+          !(d.encoded && codec::is_lepton_file_codec(d.encoded->codec))) {
+        if (!d.encoded) throw chunk_missing(hash);  // the caller encodes it and retries
+        chunk_record r = record_for(hash, *d.encoded, *rec);
+        r.refcount += static_cast<std::uint64_t>(d.delta);
+        done.garbage += rec->stored_size;
+        touched_[hash] = r;
+        add_payload(hash, d.encoded->bytes, r);
+        damaged_chunks::clear_in(batch_, hash);
+        done.healed.push_back(hash);
+        continue;
+      }
+    }
+    apply_delta(hash, *rec, d.delta);
+  }
+  // After every chunk's own references: a first chunk that gains one in
+  // this commit is not deleted by its member's release first.
+  apply_releases();
+}
+
+bool store::commit_attempt::swap_applies(const std::vector<transaction::payload_swap>& group,
+                                         std::vector<chunk_record>& recs,
+                                         std::vector<chunk_hash>& takes) {
+  for (const transaction::payload_swap& r : group) {
+    std::optional<chunk_record> rec = current(r.hash);
+    // Deleted or swapped meanwhile, never mixed with reference changes,
+    // never a Lepton file (its members depend on it).
+    // A damaged chunk only from checked content: a re-encoding of its
+    // damaged payload would make the damage permanent.
+    if (!rec || rec->checksum != r.expected_checksum || t_.chunks.count(r.hash) ||
+        swapped_.count(r.hash) || rec->codec == codec::codec_id::lepton_file ||
+        r.encoded.bytes.size() > std::numeric_limits<std::uint32_t>::max() ||
+        (!r.content_checked && s_.damaged_->contains(r.hash)))
+      return false;
+    recs.push_back(*rec);
+  }
+  // Each new member names a chunk that is a Lepton file after the swap.
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    if (group[i].encoded.codec != codec::codec_id::lepton_member) continue;
+    codec::lepton_member m;
+    try {
+      m = codec::parse_lepton_member(group[i].encoded.bytes);
+    } catch (const codec::codec_error&) {
+      return false;
+    }
+    if (m.first_chunk.size() != chunk_hash::k_size || m.plain_size != recs[i].plain_size)
+      return false;
+    const chunk_hash first = chunk_hash::from_bytes(m.first_chunk);
+    const auto in_group =
+        std::find_if(group.begin(), group.end(), [&](const auto& g) { return g.hash == first; });
+    std::optional<chunk_record> first_rec = current(first);
+    const bool is_file = in_group != group.end()
+                             ? in_group->encoded.codec == codec::codec_id::lepton_file
+                             : first_rec && first_rec->codec == codec::codec_id::lepton_file;
+    if (!is_file || first == group[i].hash) return false;
+    takes.push_back(first);
+  }
+  return true;
+}
+
+void store::commit_attempt::apply_swaps() {
+  for (const std::vector<transaction::payload_swap>& group : t_.replacements) {
+    std::vector<chunk_record> recs;
+    std::vector<chunk_hash> takes;
+    if (!swap_applies(group, recs, takes)) continue;
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      const transaction::payload_swap& swap = group[i];
+      if (recs[i].codec == codec::codec_id::lepton_member) release_member(swap.hash, recs[i]);
+      done.garbage += recs[i].stored_size;
+      const chunk_record rec = record_for(swap.hash, swap.encoded, recs[i]);
+      touched_[swap.hash] = rec;
+      swapped_.insert(swap.hash);
+      if (swap.content_checked && s_.damaged_->contains(swap.hash)) {
+        // A fresh payload for a damaged chunk (densefs fsck --repair-from).
+        damaged_chunks::clear_in(batch_, swap.hash);
+        done.healed.push_back(swap.hash);
+      }
+      add_payload(swap.hash, swap.encoded.bytes, rec);
+      done.raise_format =
+          done.raise_format ||
+          (swap.encoded.codec == codec::codec_id::lepton_file && !s_.holds_lepton_files_);
+    }
+    for (const chunk_hash& first : takes) {
+      chunk_record rec = *current(first);  // present: checked by swap_applies
+      ++rec.refcount;
+      touched_[first] = rec;
+    }
+    apply_releases();
+  }
+}
+
+void store::commit_attempt::put_records() {
+  done.raised = s_.settings_;
+  if (done.raise_format) {
+    done.raised.format_version = k_lepton_file_format_version;
+    batch_.put(table::meta, k_settings_key, encode_settings(done.raised));
+  }
+  // Queue entries this transaction puts (a deleted chunk's entry goes too);
+  // gathered once, and only for a commit that deletes a chunk.
+  std::optional<std::set<std::string_view>> queued_here;
+  for (const auto& [hash, rec] : touched_) {
+    if (rec) {
+      batch_.put(table::chunks, hash.view(), encode_chunk(*rec, s_.encoding_));
+      continue;
+    }
+    // No other commit of this store runs now: its queue cannot change
+    // meanwhile.
+    if (!queued_here) {
+      queued_here.emplace();
+      for (const txn_op& op : t_.ops)
+        if (op.cf == table::meta && !op.erase && op.key.starts_with(k_recompress_prefix))
+          queued_here->insert(op.key);
+    }
+    const bool queued =
+        queued_here->contains(recompress_key(hash)) || s_.is_queued_for_recompress(hash);
+    s_.delete_chunk(batch_, hash, queued);
+    if (s_.damaged_->contains(hash)) damaged_chunks::clear_in(batch_, hash);
+  }
+}
+
+void store::commit_attempt::put_payloads(staged_payloads* staged, bool sync) {
+  if (staged) {
+    // Staged before the transaction, or not yet: then stage and try again.
+    for (const new_payload& p : new_payloads_) {
+      const auto it = staged->find(*p.hash);
+      if (it == staged->end() || !it->second.same_as(p.bytes->size(), p.checksum, p.meta))
+        throw payload_not_staged{*p.hash, p.bytes, p.meta};
+      for (const auto& [key, value] : it->second.payload_rows)
+        batch_.put(table::payloads, key, value);
+    }
+    // Pack bytes durable before the log that names them (payloads written
+    // ahead on an engine that is not durable at once were not synced, nor
+    // were those of earlier commits this synced log makes durable).
+    // Beside other writers every staged payload was uploaded already, and
+    // an upload must not hold the others' lock.
+    if (sync && !s_.writes_beside_others()) s_.payloads_->sync();
+    return;
+  }
+  // After the space check: a pack store writes them out at once.
+  if (new_payload_bytes_ > 0) s_.check_space_for(new_payload_bytes_);
+  for (const new_payload& p : new_payloads_) s_.payloads_->put(batch_, *p.hash, *p.bytes, p.meta);
+  // Pack bytes durable before the log that names them.
+  // (Also those of earlier commits, which the synced log includes.) An
+  // engine whose every write is durable at once (PostgreSQL) names them
+  // durably with this write: a power loss after it must not leave an index
+  // entry naming bytes the page cache lost.
+  if (sync || (s_.engine_->writes_are_durable() && !new_payloads_.empty())) s_.payloads_->sync();
+}
+
 void store::commit(transaction& txn, bool sync, const std::function<void(transaction&)>& fill,
                    payloads_ahead* ahead) {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
@@ -230,50 +610,27 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
   if (!fill_locked && txn.empty()) return;
 
   // Inodes whose cached extent lists this commit makes stale, and the
-  // notice that tells other clients what it changes (set by changes_of).
+  // notice that tells other clients what it changes.
   std::vector<std::uint64_t> extents_changed;
   std::string notice;
-  const auto changes_of = [&] {
-    extents_changed.clear();
-    notice.clear();
-    if (caches_extents())
-      for (const txn_op& op : t.ops)
-        if ((op.cf == table::extents || op.cf == table::inodes) && op.key.size() >= 8)
-          extents_changed.push_back(decode_u64_be(std::string_view(op.key).substr(0, 8)));
-    if (!membership_->keeps_sessions()) return;
-    change_notice changed;
-    for (const txn_op& op : t.ops) {
-      if (op.key.size() < 8) continue;
-      const std::uint64_t ino = decode_u64_be(std::string_view(op.key).substr(0, 8));
-      if (op.cf == table::dirents)
-        changed.entries.emplace_back(ino, op.key.substr(8));
-      else if (op.cf == table::inodes || op.cf == table::extents || op.cf == table::xattrs)
-        changed.inodes.push_back(ino);
-    }
-    if (changed.inodes.empty() && changed.entries.empty()) return;
-    if (writes_beside_others()) changed.writer = membership_->session_id();
-    notice = encode_change_notice(changed);
+  const auto note_changes = [&] {
+    if (caches_extents()) extents_changed = inodes_with_new_extents(t.ops);
+    if (membership_->keeps_sessions())
+      notice = notice_of(t.ops, writes_beside_others() ? membership_->session_id() : std::string());
   };
-  // What `fill` starts from on each run: the transaction as passed.
+  // What `fill` starts from on each try: the transaction as passed.
   const std::size_t base_ops = t.ops.size();
   std::map<chunk_hash, std::int64_t> base_deltas;
   if (fill_locked)
     for (const auto& [hash, d] : t.chunks) base_deltas[hash] = d.delta;
-  const auto run_fill = [&] {
+  const auto refill = [&] {
     t.ops.resize(base_ops);
-    for (auto it = t.chunks.begin(); it != t.chunks.end();) {
-      const auto base = base_deltas.find(it->first);
-      if (base == base_deltas.end()) {
-        it = t.chunks.erase(it);
-      } else {
-        it->second.delta = base->second;
-        ++it;
-      }
-    }
+    std::erase_if(t.chunks, [&](const auto& c) { return !base_deltas.contains(c.first); });
+    for (auto& [hash, d] : t.chunks) d.delta = base_deltas.at(hash);
     fill(txn);
-    changes_of();
+    note_changes();
   };
-  if (!fill_locked) changes_of();
+  if (!fill_locked) note_changes();
 
   // A writer beside others on one volume reads the chunk records and
   // writes the batch in one locked transaction (write_locked), which must
@@ -291,20 +648,9 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
     staged = &own_staged.emplace();
   if (staged && writes_beside_others()) stage_payloads(t, *staged, false);
 
-  // What the commit did, for after it (set by each try of `build`).
-  std::vector<chunk_hash> deleted;
-  // Damaged chunks stored afresh (damaged_chunks.h).
-  std::vector<chunk_hash> healed;
-  std::uint64_t garbage = 0;  // payload bytes this commit deletes or replaces
-  bool raise_format = false;  // the store's first Lepton file
-  store_settings raised;
-
+  commit_outcome done;
   const auto build = [&](locked_reads& reads, metadata_batch& batch) {
-    if (fill_locked) run_fill();
-    deleted.clear();
-    healed.clear();
-    garbage = 0;
-    raise_format = false;
+    if (fill_locked) refill();
     for (const txn_op& op : t.ops) {
       if (op.erase)
         batch.erase(op.cf, op.key);
@@ -312,299 +658,13 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
         batch.put(op.cf, op.key, encode_value(op, encoding_));
     }
     if (!notice.empty()) batch.set_notice(notice);
-    // The chunk records this commit changes, read in one go.
-    std::map<chunk_hash, std::optional<std::string>> read;
-    {
-      std::vector<chunk_hash> hashes;
-      for (const auto& [hash, d] : t.chunks)
-        if (d.delta != 0) hashes.push_back(hash);
-      for (const auto& group : t.replacements)
-        for (const transaction::payload_swap& r : group) hashes.push_back(r.hash);
-      std::vector<std::string> keys;
-      keys.reserve(hashes.size());
-      for (const chunk_hash& h : hashes) keys.emplace_back(h.view());
-      std::vector<std::optional<std::string>> values =
-          reads.get_many(table::chunks, keys, "the chunks of a commit");
-      for (std::size_t i = 0; i < hashes.size(); ++i) read[hashes[i]] = std::move(values[i]);
-    }
-
-    // Payloads are put after the space check: a pack store writes them out
-    // at once.
-    struct new_payload {
-      const chunk_hash* hash;
-      const std::string* bytes;
-      payload_meta meta;
-      std::uint64_t checksum;  // stored_checksum(*bytes), as its record has it
-    };
-    std::vector<new_payload> new_payloads;
-    std::uint64_t new_payload_bytes = 0;
-
-    // Chunk records as this commit leaves them (nullopt: deleted), written to
-    // the batch at the end: a Lepton member deleted or swapped here gives its
-    // reference on its first chunk back, and that chunk may change in this
-    // commit too.
-    std::map<chunk_hash, std::optional<chunk_record>> touched;
-    const auto current = [&](const chunk_hash& h) -> std::optional<chunk_record> {
-      if (const auto it = touched.find(h); it != touched.end()) return it->second;
-      const std::string what = "chunk " + h.hex();
-      std::optional<std::string> raw;
-      if (const auto it = read.find(h); it != read.end())
-        raw = it->second;
-      else
-        raw = reads.get(table::chunks, h.view(), what);
-      if (!raw) return std::nullopt;
-      return detail::decode_chunk(*raw, what);
-    };
-    // First chunks whose members left them, one entry per reference. Only a
-    // member fsck would count gives a reference back (fsck.cpp,
-    // count_member_references): its payload matches its record's checksum and
-    // names a chunk that is a Lepton file (checked in apply_releases). A
-    // damaged member must not take a reference from a chunk others still use.
-    std::vector<chunk_hash> releases;
-    const auto release_member = [&](const chunk_hash& member, const chunk_record& rec) {
-      try {
-        const std::string stored = payloads_->get(member);
-        if (!payload_matches(rec, stored))
-          throw store_error(EIO, "payload does not match its record's checksum");
-        const codec::lepton_member m = codec::parse_lepton_member(stored);
-        if (m.first_chunk.size() == chunk_hash::k_size)
-          releases.push_back(chunk_hash::from_bytes(m.first_chunk));
-      } catch (const std::exception& e) {
-        // Its first chunk keeps one reference too many (fsck reports it as a
-        // wrong refcount); no bytes are at risk.
-        log_error("chunk " + member.hex() +
-                  ": cannot read the Lepton member being dropped: " + e.what());
-      }
-    };
-    const auto apply_delta = [&](const chunk_hash& hash, chunk_record rec, std::int64_t delta) {
-      std::uint64_t count = rec.refcount;
-      if (delta > 0) {
-        count += static_cast<std::uint64_t>(delta);
-      } else if (static_cast<std::uint64_t>(-delta) > count) {
-        // A bug elsewhere; a negative count would wrap around and keep the
-        // chunk forever, so clamp and say so.
-        log_error("chunk " + hash.hex() + ": refcount " + std::to_string(count) + " minus " +
-                  std::to_string(-delta) + " would go below zero; treating it as 0");
-        count = 0;
-      } else {
-        count -= static_cast<std::uint64_t>(-delta);
-      }
-      if (count == 0) {
-        if (rec.codec == codec::codec_id::lepton_member) release_member(hash, rec);
-        touched[hash] = std::nullopt;
-        deleted.push_back(hash);
-        garbage += rec.stored_size;
-      } else {
-        rec.refcount = count;
-        touched[hash] = rec;
-      }
-    };
-    const auto apply_releases = [&] {
-      while (!releases.empty()) {
-        const chunk_hash first = releases.back();
-        releases.pop_back();
-        if (std::optional<chunk_record> rec = current(first);
-            rec && rec->codec == codec::codec_id::lepton_file) {
-          apply_delta(first, *rec, -1);
-        } else if (rec) {
-          log_error("chunk " + first.hex() +
-                    ": a Lepton member named it as its Lepton file, but it is not one; "
-                    "its references are left as they are");
-        } else {
-          log_error("chunk " + first.hex() +
-                    ": a Lepton member gave back a reference to it, but it "
-                    "does not exist");
-        }
-      }
-    };
-
-    for (const auto& [hash, d] : t.chunks) {
-      if (d.delta == 0) continue;
-      std::optional<chunk_record> rec = current(hash);
-      if (!rec) {
-        if (d.delta < 0) {
-          log_error("chunk " + hash.hex() + ": dropping " + std::to_string(-d.delta) +
-                    " reference(s) to a chunk that does not exist");
-          continue;
-        }
-        if (!d.encoded) throw chunk_missing(hash);
-        const std::string& bytes = d.encoded->bytes;
-        if (bytes.size() > std::numeric_limits<std::uint32_t>::max())
-          throw store_error(EIO, "chunk " + hash.hex() + ": stored size too large");
-        chunk_record r;
-        r.codec = d.encoded->codec;
-        r.plain_size = d.plain_size;
-        r.stored_size = static_cast<std::uint32_t>(bytes.size());
-        r.refcount = static_cast<std::uint64_t>(d.delta);
-        r.checksum = stored_checksum(bytes);
-        r.location = payload_location::rocksdb;
-        touched[hash] = r;
-        new_payloads.push_back({&hash, &bytes, {r.codec, r.plain_size}, r.checksum});
-        new_payload_bytes += bytes.size();
-        continue;
-      }
-      if (d.delta > 0 && damaged_->contains(hash)) {
-        // Its payload failed a check, and this commit brings the content
-        // again (a re-copy, the next backup): a fresh payload under the same
-        // record instead of one more reference to the damaged one, so every
-        // file using the chunk is whole again. Not a Lepton file or member:
-        // others depend on their payloads.
-        if (!codec::is_lepton_file_codec(rec->codec) &&
-            !(d.encoded && codec::is_lepton_file_codec(d.encoded->codec))) {
-          if (!d.encoded) throw chunk_missing(hash);  // the caller encodes it and retries
-          const std::string& bytes = d.encoded->bytes;
-          if (bytes.size() > std::numeric_limits<std::uint32_t>::max())
-            throw store_error(EIO, "chunk " + hash.hex() + ": stored size too large");
-          chunk_record r = *rec;
-          r.codec = d.encoded->codec;
-          r.stored_size = static_cast<std::uint32_t>(bytes.size());
-          r.checksum = stored_checksum(bytes);
-          r.refcount += static_cast<std::uint64_t>(d.delta);
-          garbage += rec->stored_size;
-          touched[hash] = r;
-          new_payloads.push_back({&hash, &bytes, {r.codec, r.plain_size}, r.checksum});
-          new_payload_bytes += bytes.size();
-          damaged_chunks::clear_in(batch, hash);
-          healed.push_back(hash);
-          continue;
-        }
-      }
-      apply_delta(hash, *rec, d.delta);
-    }
-    // After every chunk's own references: a first chunk that gains one in
-    // this commit is not deleted by its member's release first.
-    apply_releases();
-
-    std::set<chunk_hash> swapped;  // one swap per chunk and commit
-    for (std::vector<transaction::payload_swap>& group : t.replacements) {
-      // All of the group or none of it.
-      std::vector<chunk_record> recs;
-      bool ok = true;
-      for (const transaction::payload_swap& r : group) {
-        std::optional<chunk_record> rec = current(r.hash);
-        // Deleted or swapped meanwhile, never mixed with reference changes,
-        // never a Lepton file (its members depend on it).
-        // A damaged chunk only from checked content: a re-encoding of its
-        // damaged payload would make the damage permanent.
-        if (!rec || rec->checksum != r.expected_checksum || t.chunks.count(r.hash) ||
-            swapped.count(r.hash) || rec->codec == codec::codec_id::lepton_file ||
-            r.encoded.bytes.size() > std::numeric_limits<std::uint32_t>::max() ||
-            (!r.content_checked && damaged_->contains(r.hash))) {
-          ok = false;
-          break;
-        }
-        recs.push_back(*rec);
-      }
-      // Each new member names a chunk that is a Lepton file after the swap.
-      std::vector<chunk_hash> takes;
-      for (std::size_t i = 0; ok && i < group.size(); ++i) {
-        if (group[i].encoded.codec != codec::codec_id::lepton_member) continue;
-        codec::lepton_member m;
-        try {
-          m = codec::parse_lepton_member(group[i].encoded.bytes);
-        } catch (const codec::codec_error&) {
-          ok = false;
-          break;
-        }
-        if (m.first_chunk.size() != chunk_hash::k_size || m.plain_size != recs[i].plain_size) {
-          ok = false;
-          break;
-        }
-        const chunk_hash first = chunk_hash::from_bytes(m.first_chunk);
-        const auto in_group = std::find_if(group.begin(), group.end(),
-                                           [&](const auto& g) { return g.hash == first; });
-        std::optional<chunk_record> first_rec = current(first);
-        const bool is_file = in_group != group.end()
-                                 ? in_group->encoded.codec == codec::codec_id::lepton_file
-                                 : first_rec && first_rec->codec == codec::codec_id::lepton_file;
-        if (!is_file || first == group[i].hash) {
-          ok = false;
-          break;
-        }
-        takes.push_back(first);
-      }
-      if (!ok) continue;
-      for (std::size_t i = 0; i < group.size(); ++i) {
-        const std::string& bytes = group[i].encoded.bytes;
-        chunk_record rec = recs[i];
-        if (rec.codec == codec::codec_id::lepton_member) release_member(group[i].hash, rec);
-        garbage += rec.stored_size;
-        rec.codec = group[i].encoded.codec;
-        rec.stored_size = static_cast<std::uint32_t>(bytes.size());
-        rec.checksum = stored_checksum(bytes);
-        touched[group[i].hash] = rec;
-        swapped.insert(group[i].hash);
-        if (group[i].content_checked && damaged_->contains(group[i].hash)) {
-          // A fresh payload for a damaged chunk (densefs fsck --repair-from).
-          damaged_chunks::clear_in(batch, group[i].hash);
-          healed.push_back(group[i].hash);
-        }
-        new_payloads.push_back({&group[i].hash, &bytes, {rec.codec, rec.plain_size}, rec.checksum});
-        new_payload_bytes += bytes.size();
-      }
-      for (const transaction::payload_swap& r : group)
-        raise_format = raise_format ||
-                       (r.encoded.codec == codec::codec_id::lepton_file && !holds_lepton_files_);
-      for (const chunk_hash& first : takes) {
-        chunk_record rec = *current(first);  // present: checked above
-        ++rec.refcount;
-        touched[first] = rec;
-      }
-      apply_releases();
-    }
-
-    raised = settings_;
-    if (raise_format) {
-      raised.format_version = k_lepton_file_format_version;
-      batch.put(table::meta, k_settings_key, encode_settings(raised));
-    }
-    // Queue entries this transaction puts (a deleted chunk's entry goes too);
-    // gathered once, and only for a commit that deletes a chunk.
-    std::optional<std::set<std::string_view>> queued_here;
-    for (const auto& [hash, rec] : touched) {
-      if (rec) {
-        batch.put(table::chunks, hash.view(), encode_chunk(*rec, encoding_));
-      } else {
-        // No other commit of this store runs now: its queue cannot change
-        // meanwhile.
-        if (!queued_here) {
-          queued_here.emplace();
-          for (const txn_op& op : t.ops)
-            if (op.cf == table::meta && !op.erase && op.key.starts_with(k_recompress_prefix))
-              queued_here->insert(op.key);
-        }
-        const bool queued =
-            queued_here->contains(recompress_key(hash)) || is_queued_for_recompress(hash);
-        delete_chunk(batch, hash, queued);
-        if (damaged_->contains(hash)) damaged_chunks::clear_in(batch, hash);
-      }
-    }
-
-    if (staged) {
-      // Staged before the transaction, or not yet: then stage and try again.
-      for (const new_payload& p : new_payloads) {
-        const auto it = staged->find(*p.hash);
-        if (it == staged->end() || !it->second.same_as(p.bytes->size(), p.checksum, p.meta))
-          throw payload_not_staged{*p.hash, p.bytes, p.meta};
-        for (const auto& [key, value] : it->second.payload_rows)
-          batch.put(table::payloads, key, value);
-      }
-      // Pack bytes durable before the log that names them (payloads written
-      // ahead on an engine that is not durable at once were not synced, nor
-      // were those of earlier commits this synced log makes durable).
-      // Beside other writers every staged payload was uploaded already, and
-      // an upload must not hold the others' lock.
-      if (sync && !writes_beside_others()) payloads_->sync();
-      return;
-    }
-    if (new_payload_bytes > 0) check_space_for(new_payload_bytes);
-    for (const new_payload& p : new_payloads) payloads_->put(batch, *p.hash, *p.bytes, p.meta);
-    // Pack bytes durable before the log that names them.
-    // (Also those of earlier commits, which the synced log includes.) An
-    // engine whose every write is durable at once (PostgreSQL) names them
-    // durably with this write: a power loss after it must not leave an index
-    // entry naming bytes the page cache lost.
-    if (sync || (engine_->writes_are_durable() && !new_payloads.empty())) payloads_->sync();
+    commit_attempt attempt(*this, t, reads, batch);
+    attempt.read_records();
+    attempt.apply_references();
+    attempt.apply_swaps();
+    attempt.put_records();
+    attempt.put_payloads(staged, sync);
+    done = std::move(attempt.done);
   };
 
   for (int attempt = 1;; ++attempt) {
@@ -632,24 +692,30 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
       throw;
     }
   }
+  after_commit(done, extents_changed);
+}
+
+void store::after_commit(const commit_outcome& done,
+                         std::span<const std::uint64_t> extents_changed) {
   drop_cached_extents(extents_changed, false);
-  garbage_bytes_ += garbage;
-  for (const auto& h : deleted) {
+  garbage_bytes_ += done.garbage;
+  for (const auto& h : done.deleted) {
     cache_->erase(h);
     damaged_->forget(h);
   }
-  for (const auto& h : healed) {
+  for (const auto& h : done.healed) {
     damaged_->forget(h);
     log_info("chunk " + h.hex() + " stored afresh: the files using it are whole again");
   }
-  if (raise_format) {
+  if (done.raise_format) {
     holds_lepton_files_ = true;
     // After the database, which is the authority: FORMAT lets older builds
     // refuse the store before starting RocksDB (open() repairs it if a
     // crash comes in between).
     try {
-      write_file_durably(dir_ / k_format_file, format_marker_text({raised.format_version,
-                                                                   raised.uuid, postgres_, data_}));
+      write_file_durably(
+          dir_ / k_format_file,
+          format_marker_text({done.raised.format_version, done.raised.uuid, postgres_, data_}));
     } catch (const store_error& e) {
       log_error(std::string("raising the FORMAT file's version: ") + e.what());
     }
