@@ -56,6 +56,8 @@ struct read_gather {
 };
 
 class filesystem {
+  friend class group_commit;  // the data path's group commit, in steps (group_commit.h)
+
  public:
   explicit filesystem(const mount_options& options);
   ~filesystem();
@@ -448,7 +450,8 @@ class filesystem {
   void prepare_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type, bool force,
                           bool small_file) const;
   // On the committer thread: one transaction for a group of encoded slot
-  // versions of any files (write_back.h), then each slot's bookkeeping.
+  // versions of any files (write_back.h), then each slot's bookkeeping
+  // (fs/group_commit.h).
   void commit_group(std::vector<encoded_slot>& group);
   // Before commit_group takes its locks: the payloads its commit may store
   // (store::write_payloads_ahead). Empty when that fails (the commit then
