@@ -23,8 +23,10 @@ void fsync_directory(const std::filesystem::path& dir) {
   fsync_path(dir, O_RDONLY | O_DIRECTORY);
 }
 
-void write_file_durably(const std::filesystem::path& path, std::string_view content) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
+void write_file_durably(const std::filesystem::path& path, std::string_view content,
+                        const std::filesystem::path& temporary) {
+  const std::filesystem::path tmp =
+      temporary.empty() ? std::filesystem::path(path.string() + ".tmp") : temporary;
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) throw store_error(errno, "cannot create " + tmp.string() + ": " + errno_text(errno));
   std::size_t done = 0;

@@ -15,8 +15,10 @@ void fsync_path(const std::filesystem::path& path, int open_flags);
 // fsync of a directory: its entries (a created, renamed or removed file)
 // are durable.
 void fsync_directory(const std::filesystem::path& dir);
-// Writes a small file (a marker, an id) through a temporary file, fsync and
-// rename, then syncs its directory: after a crash it is whole or absent.
-void write_file_durably(const std::filesystem::path& path, std::string_view content);
+// Writes a file (a marker, an id, an object) through a temporary file
+// (`temporary`, default `path`.tmp), fsync and rename, then syncs its
+// directory: after a crash it is whole or absent.
+void write_file_durably(const std::filesystem::path& path, std::string_view content,
+                        const std::filesystem::path& temporary = {});
 
 }  // namespace densefs::store

@@ -1,7 +1,9 @@
 // Immutable objects by name: where a scale-out volume's sealed pack files go
 // (docs/scale-out.md). An object is written whole once and then read in
-// ranges, so a pack record is one ranged read. Implementation:
-// s3_object_store (any S3-compatible service).
+// ranges, so a pack record is one ranged read. Implementations:
+// s3_object_store (any S3-compatible service) and directory_object_store
+// (files in a local directory); tests/store/object_store_cases.h holds the
+// cases both pass.
 //
 // Threading: every method is safe from any thread.
 #pragma once

@@ -17,6 +17,7 @@
 #include "store/check/fsck.h"
 #include "store/error.h"
 #include "store/metadata/rocksdb_engine.h"
+#include "store/object/directory_object_store.h"
 #include "store/store.h"
 #include "tests/random_bytes.h"
 #include "tests/store/raw_db.h"
@@ -441,6 +442,66 @@ TEST_F(pack_store_test, untrusted_lengths_never_allocate_unbounded_memory) {
   // And the index cannot be pointed at it: no record matches.
   EXPECT_EQ(s_->rebuild_pack_index(), 0u);
   EXPECT_EQ(error_of([&] { s_->read_chunk(hashes[0]); }), EIO);
+}
+
+// A scale-out volume's packs (pack_store::options::remote) over the
+// directory object store: the same path as over S3, without a server.
+TEST(pack_store, packs_in_an_object_store_are_sealed_at_sync_and_read_by_another_client) {
+  temp_dir tmp;
+  store::create(tmp / "s", {}, payload_backend::pack);
+  const std::unique_ptr<rocksdb_engine> engine = rocksdb_engine::open(tmp / "s", {});
+  const auto objects = std::make_shared<directory_object_store>(tmp / "bucket");
+  pack_store::options o;
+  o.io = io_mode::pread;
+  o.remote = objects;
+  o.cache_dir = tmp / "cache-a";
+  pack_store writer(*engine, tmp / "s", o);
+
+  // Payloads of 8 KiB and more: under 4 KiB they are inline in the index.
+  std::vector<chunk_hash> hashes;
+  std::vector<std::string> values;
+  const std::unique_ptr<metadata_batch> batch = engine->new_batch();
+  for (int i = 0; i < 20; ++i) {
+    values.push_back(random_bytes(8000 + static_cast<std::size_t>(i) * 100,
+                                  static_cast<std::uint32_t>(i) + 500));
+    hashes.push_back(sha256_of(values.back()));
+    writer.put(*batch, hashes.back(), values.back(), {codec::codec_id::raw, 0});
+  }
+  // Nothing is an object before the sync that seals the pack.
+  EXPECT_TRUE(objects->list("packs/").empty());
+  writer.sync();
+  engine->write(*batch, false);
+  const std::vector<object_store::object_info> sealed = objects->list("packs/");
+  ASSERT_EQ(sealed.size(), 1u);
+  EXPECT_EQ(sealed[0].name, "packs/" + pack_file_name(1));  // the volume's counter starts at 1
+  for (std::size_t i = 0; i < hashes.size(); ++i) EXPECT_EQ(writer.get(hashes[i]), values[i]);
+  // The next record starts a new pack: an object is written once.
+  const std::unique_ptr<metadata_batch> more = engine->new_batch();
+  const std::string late = random_bytes(9000, 999);  // over 4 KiB: not inline
+  writer.put(*more, sha256_of(late), late, {codec::codec_id::raw, 0});
+  writer.sync();
+  engine->write(*more, false);
+  EXPECT_EQ(objects->list("packs/").size(), 2u);
+  EXPECT_EQ(objects->size(sealed[0].name), sealed[0].size);
+
+  // Another client with an empty cache reads every payload from the objects.
+  pack_store::options r = o;
+  r.read_only = true;
+  r.cache_dir = tmp / "cache-b";
+  pack_store reader(*engine, tmp / "s", r);
+  const std::vector<std::string> got = reader.get_many(hashes);
+  ASSERT_EQ(got.size(), values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) EXPECT_EQ(got[i], values[i]) << i;
+  EXPECT_EQ(reader.get(sha256_of(late)), late);
+
+  // An object that went missing is EIO naming the chunk, not other bytes.
+  objects->remove(sealed[0].name);
+  pack_store::options gone = r;
+  gone.cache_dir = tmp / "cache-c";
+  pack_store cold(*engine, tmp / "s", gone);
+  std::string message;
+  EXPECT_EQ(error_of([&] { cold.get(hashes[3]); }, &message), EIO);
+  EXPECT_NE(message.find(hashes[3].hex()), std::string::npos) << message;
 }
 
 TEST(pack_store, index_values_that_do_not_decode_are_eio) {
