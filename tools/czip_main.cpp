@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "codec/czip.h"
+#include "codec/policy.h"
 #include "fs/control_server.h"
 #include "fs/mount.h"
 #include "store/store.h"
@@ -214,21 +215,32 @@ void print_pack_summary(const czip::header& h, const densefs_pack_summary* from_
   (out_path == "-" ? io.err : io.out) << j.dump(2) << '\n';
 }
 
-int pack(const std::string& in_path, const std::string& out_path,
-         const czip::writer_options& options, bool as_json, const tool_io& io) {
+// `cut_as_a_mount_would`: no --chunker was given, so the chunks are cut
+// as a mount cuts a file of this type (the default policy's chunker for
+// what codec::classify makes of the first bytes and the name;
+// docs/policy.md), and a czip of a file shares its chunks' cuts with the
+// file system.
+int pack(const std::string& in_path, const std::string& out_path, czip::writer_options options,
+         bool cut_as_a_mount_would, bool as_json, const tool_io& io) {
   input_file in(in_path);
   std::uint64_t total = 0;
   struct stat st {};
   if (in_path != "-" && ::stat(in_path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
     total = static_cast<std::uint64_t>(st.st_size);
+  std::string piece = in.read(k_read_piece);
+  if (cut_as_a_mount_would) {
+    const std::string name =
+        in_path == "-" ? std::string() : std::filesystem::path(in_path).filename().string();
+    options.chunker = codec::default_policy().chunker_for(codec::classify(piece, name));
+  }
   output_file out(out_path, io);
   output_sink sink(out);
   czip::writer w(sink, options);
   progress_line progress(io, "pack", true);
   const auto report = progress.callback();
   std::uint64_t done = 0;
-  for (;;) {
-    const std::string piece = in.read(k_read_piece);
+  for (bool first = true;; first = false) {
+    if (!first) piece = in.read(k_read_piece);
     w.write(piece);
     done += piece.size();
     if (report) report(done, total);
@@ -434,7 +446,8 @@ int czip_main(const std::vector<std::string>& args, const tool_io& io) {
                 "keep: every stored encoding as it is");
   p->add_option(
       "--chunker", chunker_spec,
-      "cdc[:min=8K:avg=32K:max=128K] (default), fixed (4M) or fixed:size=SIZE (64 .. 4M)");
+      "cdc[:min=8K:avg=32K:max=128K], fixed (4M) or fixed:size=SIZE (64 .. 4M); default: as a "
+      "mount cuts the file's type");
   p->add_flag("--encrypt", encrypt,
               "encrypt (convergent per chunk; the chunk array sealed under the passphrase)");
   add_passphrase(p);
@@ -502,7 +515,8 @@ int czip_main(const std::vector<std::string>& args, const tool_io& io) {
       }
       if (source.from_densefs())
         return pack_densefs(in_path, out_path, options, source, as_json, io);
-      return pack(in_path, out_path, options, as_json, io);
+      return pack(in_path, out_path, options, p->get_option("--chunker")->count() == 0, as_json,
+                  io);
     }
     if (u->parsed()) return unpack(in_path, out_path, passphrase, io);
     if (i->parsed()) return info(in_path, as_json, passphrase, io);

@@ -11,7 +11,10 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
+#include "codec/policy.h"
+#include "tests/random_bytes.h"
 #include "tests/tools/tools_test_util.h"
 
 namespace densefs::tools {
@@ -69,6 +72,41 @@ std::vector<std::string> other_files(const stdfs::path& dir, const std::set<std:
   return out;
 }
 
+// The chunker a czip's header names (`czip info --json`).
+std::string chunker_of(const stdfs::path& czip) {
+  const auto r = run_cli({"czip", "info", "--json", czip.string()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  return r.status == 0 ? nlohmann::json::parse(r.out)["chunker"].get<std::string>() : "";
+}
+
+TEST(czip_cli, cuts_as_a_mount_would_without_a_chunker) {
+  const temp_dir tmp;
+  // (name, bytes, the chunker a mount's default policy gives that type)
+  const std::vector<std::tuple<std::string, std::string, std::string>> files = {
+      {"notes.txt", std::string(300000, 'a') + "\nsome words of text\n",
+       "cdc:min=256K:avg=1M:max=4M"},
+      {"noise.bin", test::random_bytes(300000, 7), "cdc:min=8K:avg=32K:max=128K"},
+      {"photo.jpg", std::string("\xff\xd8\xff\xe0", 4) + test::random_bytes(300000, 8), "fixed"},
+  };
+  for (const auto& [name, bytes, chunker] : files) {
+    write_file(tmp / name, bytes);
+    const auto r =
+        run_cli({"czip", "pack", (tmp / name).string(), (tmp / (name + ".czip")).string()});
+    ASSERT_EQ(r.status, 0) << name << ": " << r.err;
+    EXPECT_EQ(chunker_of(tmp / (name + ".czip")), chunker) << name;
+    EXPECT_EQ(run_cli({"czip", "unpack", (tmp / (name + ".czip")).string(),
+                       (tmp / (name + ".out")).string()})
+                  .status,
+              0);
+    EXPECT_EQ(read_file(tmp / (name + ".out")), bytes) << name;
+  }
+  // --chunker still decides.
+  const auto r = run_cli({"czip", "pack", "--chunker", "cdc", (tmp / "notes.txt").string(),
+                          (tmp / "chosen.czip").string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(chunker_of(tmp / "chosen.czip"), "cdc:min=8K:avg=32K:max=128K");
+}
+
 TEST(czip_cli, PackUnpackFiles) {
   const temp_dir tmp;
   const std::string data = sample(3 << 20);
@@ -98,7 +136,10 @@ TEST(czip_cli, PackUnpackFiles) {
   EXPECT_EQ(j["original_size"], data.size());
   EXPECT_EQ(j["czip_size"], stdfs::file_size(tmp / "in.czip"));
   EXPECT_EQ(j["codec"], "zstd");
-  EXPECT_EQ(j["chunker"], "cdc:min=8K:avg=32K:max=128K");
+  // No --chunker: cut as a mount cuts a file of its type (czip_cli.
+  // cuts_as_a_mount_would_without_a_chunker has each kind).
+  EXPECT_EQ(j["chunker"], codec::format_chunker_spec(
+                              codec::default_policy().chunker_for(codec::classify(data, "in"))));
   EXPECT_EQ(j["encryption"], "none");
   EXPECT_EQ(j["original_sha256"].get<std::string>().size(), 64u);
 }
