@@ -571,15 +571,15 @@ class store {
   // (store/membership/volume_membership.h). Made at open; lives as long as
   // the store.
   volume_membership& membership() const { return *membership_; }
-  volume_role role() const { return role_; }
+  volume_role role() const { return membership_->role(); }
   bool read_only() const { return options_.read_only; }
   // Opened as a follower (store_open_options::follower) of a shared volume.
-  bool follows() const { return role_ == volume_role::follower; }
+  bool follows() const { return membership_->follows(); }
   // Open as one of several writers of a PostgreSQL volume
   // (store_open_options::shared_writer): it hears the others' commits
   // (watch()) and builds its own from what it reads under their lock
   // (commit()'s `fill`).
-  bool writes_beside_others() const { return role_ == volume_role::writer_beside_others; }
+  bool writes_beside_others() const { return membership_->writes_beside_others(); }
   // volume_membership::watch, after which the store drops what it cached of
   // the records a notice names. unwatch() (also at destruction) returns
   // once `fn` runs no more.
@@ -809,7 +809,6 @@ class store {
   mutable std::unordered_map<std::uint64_t, cached_extents> extent_cache_;
   mutable std::unordered_map<std::uint64_t, std::deque<extent_window>> extent_windows_;
   mutable std::uint64_t extents_gen_ = 0;
-  volume_role role_ = volume_role::alone;
   std::unique_ptr<volume_membership> membership_;  // made at open, after engine_
   // The store's format version is k_lepton_file_format_version or newer:
   // Lepton files may be committed without raising it. Under commit_mutex_.

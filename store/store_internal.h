@@ -34,12 +34,6 @@
 
 namespace densefs::store::internal {
 
-inline std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 inline timestamp now() {
   struct timespec ts {};
   clock_gettime(CLOCK_REALTIME, &ts);

@@ -160,9 +160,16 @@ store::store(std::filesystem::path dir, store_open_options options)
     : dir_(std::move(dir)), options_(options) {}
 
 store::~store() {
-  // Before what the membership's thread and the follower's callback use.
   unwatch();  // the follower's callback reads through this store
-  membership_.reset();
+  // The session ends first (its heartbeat thread stops); the membership
+  // itself stays until the members go: the store's role is its.
+  if (membership_) {
+    try {
+      membership_->end();
+    } catch (const store_error& e) {
+      log_error("closing store " + dir_.string() + ": ending its session: " + e.what());
+    }
+  }
   cache_.reset();
   if (payloads_ && !options_.read_only) {
     try {
@@ -175,6 +182,7 @@ store::~store() {
   packs_ = nullptr;
   payloads_.reset();
   rocksdb_ = nullptr;
+  membership_.reset();  // it borrows the engine
   engine_.reset();
 }
 
@@ -483,6 +491,8 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   std::unique_ptr<store> self(new store(dir, options));
 
   const format_marker marker = read_format_marker(dir);
+  // The volume's role: set here once, kept by the membership.
+  volume_role role = volume_role::alone;
   if (marker.postgres.empty()) {
     rocksdb_engine_options eo;
     eo.read_only = options.read_only;
@@ -497,10 +507,10 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     // read-only engine) and nothing else (the store refuses every other
     // write), beside the writer that holds the volume's lock.
     if (options.follower)
-      self->role_ = volume_role::follower;
+      role = volume_role::follower;
     else if (options.shared_writer)
-      self->role_ = volume_role::writer_beside_others;
-    if (self->follows()) self->options_.read_only = true;
+      role = volume_role::writer_beside_others;
+    if (role == volume_role::follower) self->options_.read_only = true;
     po.read_only = options.read_only;
     po.lock_volume = !self->options_.read_only;
     po.share_volume = options.shared_writer;
@@ -511,7 +521,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     self->postgres_ = marker.postgres;
   }
   self->membership_ = std::make_unique<volume_membership>(
-      *self->engine_, dir, self->role_, !marker.postgres.empty(), self->options_.read_only);
+      *self->engine_, dir, role, !marker.postgres.empty(), self->options_.read_only);
 
   const std::optional<std::string> value =
       self->engine_->get(table::meta, k_settings_key, "the settings");
@@ -578,7 +588,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
       po.cache_dir = options.cache_dir;
       po.cache_bytes = options.cache_bytes;
       // Its own client directory; a writer beside others reads theirs too.
-      po.fill_cache = self->role_ != volume_role::alone;
+      po.fill_cache = role != volume_role::alone;
       self->data_ = marker.data;
     } else if (self->settings_.format_version >= k_object_format_version) {
       throw store_error(EINVAL, "store " + dir.string() +
