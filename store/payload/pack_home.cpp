@@ -1,0 +1,40 @@
+#include "store/payload/pack_home.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "store/error.h"
+
+namespace densefs::store {
+
+pack_file::~pack_file() {
+  if (fd >= 0) ::close(fd);
+}
+
+std::shared_ptr<pack_file> open_pack_files::get(std::uint32_t id) {
+  std::lock_guard lock(mutex_);
+  if (auto it = files_.find(id); it != files_.end()) return it->second;
+  std::filesystem::path path = path_of_(id);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  auto f = std::make_shared<pack_file>(id, fd, std::move(path));
+  files_[id] = f;
+  return f;
+}
+
+void open_pack_files::add(std::shared_ptr<pack_file> f) {
+  std::lock_guard lock(mutex_);
+  files_[f->id] = std::move(f);
+}
+
+void open_pack_files::forget(std::uint32_t id) {
+  std::lock_guard lock(mutex_);
+  files_.erase(id);
+}
+
+void throw_pack_read_error(const chunk_hash& hash, const std::string& location,
+                           const std::string& why) {
+  throw store_error(EIO, "payload of chunk " + hash.hex() + " in pack " + location + ": " + why);
+}
+
+}  // namespace densefs::store
