@@ -22,25 +22,11 @@ std::string local_pack_home::location(std::uint32_t id) const {
 }
 
 std::shared_ptr<pack_file> local_pack_home::create() {
-  std::error_code ec;
-  if (!fs::exists(dir_, ec)) {
-    fs::create_directory(dir_, ec);
-    if (ec) throw store_error(ec.value(), "cannot create " + dir_.string() + ": " + ec.message());
-    ::chmod(dir_.c_str(), 0700);  // file contents, like the store directory
-    fsync_directory(dir_.parent_path());
-  }
+  if (make_private_directory(dir_)) fsync_directory(dir_.parent_path());
   // A number is used once, even when its file cannot be made (left by a run
   // that crashed mid-create: the next try takes the next number).
   const std::uint32_t id = next_id_++;
-  fs::path path = dir_ / pack_file_name(id);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    const int e = errno;
-    throw store_error(e, "cannot create pack " + path.string() + ": " + errno_text(e));
-  }
-  auto f = std::make_shared<pack_file>(id, fd, std::move(path));
-  files_.add(f);
-  return f;
+  return files_.create(id, dir_ / pack_file_name(id));
 }
 
 void local_pack_home::make_durable(packs_to_make_durable& p) {

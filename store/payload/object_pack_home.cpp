@@ -78,23 +78,9 @@ std::uint32_t object_pack_home::allocate_pack_id() {
 }
 
 std::shared_ptr<pack_file> object_pack_home::create() {
-  std::error_code ec;
-  if (!fs::exists(staging_dir_, ec)) {
-    fs::create_directory(staging_dir_, ec);
-    if (ec)
-      throw store_error(ec.value(), "cannot create " + staging_dir_.string() + ": " + ec.message());
-    ::chmod(staging_dir_.c_str(), 0700);  // file contents, like the store directory
-  }
+  make_private_directory(staging_dir_);
   const std::uint32_t id = allocate_pack_id();
-  fs::path path = staging_dir_ / pack_file_name(id);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    const int e = errno;
-    throw store_error(e, "cannot create pack " + path.string() + ": " + errno_text(e));
-  }
-  auto f = std::make_shared<pack_file>(id, fd, std::move(path));
-  files_.add(f);
-  return f;
+  return files_.create(id, staging_dir_ / pack_file_name(id));
 }
 
 void object_pack_home::make_durable(packs_to_make_durable& p) {

@@ -1,6 +1,7 @@
 #include "store/payload/pack_home.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "store/error.h"
@@ -22,9 +23,25 @@ std::shared_ptr<pack_file> open_pack_files::get(std::uint32_t id) {
   return f;
 }
 
-void open_pack_files::add(std::shared_ptr<pack_file> f) {
+std::shared_ptr<pack_file> open_pack_files::create(std::uint32_t id, std::filesystem::path path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int e = errno;
+    throw store_error(e, "cannot create pack " + path.string() + ": " + errno_text(e));
+  }
+  auto f = std::make_shared<pack_file>(id, fd, std::move(path));
   std::lock_guard lock(mutex_);
-  files_[f->id] = std::move(f);
+  files_[id] = f;
+  return f;
+}
+
+bool make_private_directory(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec)) return false;
+  std::filesystem::create_directory(dir, ec);
+  if (ec) throw store_error(ec.value(), "cannot create " + dir.string() + ": " + ec.message());
+  ::chmod(dir.c_str(), 0700);
+  return true;
 }
 
 void open_pack_files::forget(std::uint32_t id) {

@@ -59,8 +59,9 @@ class open_pack_files {
       : path_of_(std::move(path_of)) {}
   // The open file of pack `id`, opened now if needed; null when there is none.
   std::shared_ptr<pack_file> get(std::uint32_t id);
-  // A file the home has just made (a new pack) or moved.
-  void add(std::shared_ptr<pack_file> f);
+  // Creates the file of new pack `id` at `path` (never over one that
+  // exists: EEXIST), open read-write, and keeps it. Throws store_error.
+  std::shared_ptr<pack_file> create(std::uint32_t id, std::filesystem::path path);
   // Closes pack `id` once its readers let go (deleted, or evicted from a cache).
   void forget(std::uint32_t id);
 
@@ -125,6 +126,10 @@ class pack_home {
   virtual std::filesystem::path cache_dir() const { return {}; }
   virtual std::uint64_t cache_bytes() const { return 0; }
 };
+
+// Creates directory `dir` (mode 0700: it holds file contents) unless it
+// exists; true when it did. Throws store_error naming it.
+bool make_private_directory(const std::filesystem::path& dir);
 
 // Throws store_error(EIO): "payload of chunk HASH in pack LOCATION: WHY".
 [[noreturn]] void throw_pack_read_error(const chunk_hash& hash, const std::string& location,

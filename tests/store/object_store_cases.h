@@ -17,18 +17,11 @@
 #include "store/error.h"
 #include "store/object/object_store.h"
 #include "tests/random_bytes.h"
+#include "tests/store/error_of.h"
 
 namespace densefs::store::test_cases {
 
-template <typename F>
-int error_of(F&& f) {
-  try {
-    f();
-  } catch (const store_error& e) {
-    return e.error_number();
-  }
-  return 0;
-}
+using test::error_of;
 
 inline void an_object_reads_back_exactly_in_any_range(object_store& s) {
   const std::string bytes = test::random_bytes(9u << 20, 1);

@@ -20,6 +20,7 @@
 #include "store/object/directory_object_store.h"
 #include "store/store.h"
 #include "tests/random_bytes.h"
+#include "tests/store/error_of.h"
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
 
@@ -76,15 +77,7 @@ void drop_chunks(store& s, const std::vector<chunk_hash>& hashes) {
   s.commit(txn);
 }
 
-int error_of(const std::function<void()>& fn, std::string* message = nullptr) {
-  try {
-    fn();
-  } catch (const store_error& e) {
-    if (message) *message = e.what();
-    return e.error_number();
-  }
-  return 0;
-}
+using test::error_of;
 
 // The payloads column family, key -> value.
 std::map<std::string, std::string> payload_index(const store& s) {
@@ -444,17 +437,28 @@ TEST_F(pack_store_test, untrusted_lengths_never_allocate_unbounded_memory) {
   EXPECT_EQ(error_of([&] { s_->read_chunk(hashes[0]); }), EIO);
 }
 
+// The engine of a new volume whose payloads go to packs.
+std::unique_ptr<rocksdb_engine> new_pack_volume(const fs::path& dir) {
+  store::create(dir, {}, payload_backend::pack);
+  return rocksdb_engine::open(dir, {});
+}
+
+// Options of a pack store whose packs are objects of `objects`.
+pack_store::options in_objects(std::shared_ptr<object_store> objects, const fs::path& cache_dir) {
+  pack_store::options o;
+  o.io = io_mode::pread;
+  o.remote = std::move(objects);
+  o.cache_dir = cache_dir;
+  return o;
+}
+
 // A scale-out volume's packs (pack_store::options::remote) over the
 // directory object store: the same path as over S3, without a server.
 TEST(pack_store, packs_in_an_object_store_are_sealed_at_sync_and_read_by_another_client) {
   temp_dir tmp;
-  store::create(tmp / "s", {}, payload_backend::pack);
-  const std::unique_ptr<rocksdb_engine> engine = rocksdb_engine::open(tmp / "s", {});
+  const std::unique_ptr<rocksdb_engine> engine = new_pack_volume(tmp / "s");
   const auto objects = std::make_shared<directory_object_store>(tmp / "bucket");
-  pack_store::options o;
-  o.io = io_mode::pread;
-  o.remote = objects;
-  o.cache_dir = tmp / "cache-a";
+  const pack_store::options o = in_objects(objects, tmp / "cache-a");
   pack_store writer(*engine, tmp / "s", o);
 
   // Payloads of 8 KiB and more: under 4 KiB they are inline in the index.
@@ -502,6 +506,62 @@ TEST(pack_store, packs_in_an_object_store_are_sealed_at_sync_and_read_by_another
   std::string message;
   EXPECT_EQ(error_of([&] { cold.get(hashes[3]); }, &message), EIO);
   EXPECT_NE(message.find(hashes[3].hex()), std::string::npos) << message;
+}
+
+// A directory object store whose puts fail while `failing` is set: the
+// service going away between an append and the sync that uploads it.
+class flaky_object_store final : public object_store {
+ public:
+  explicit flaky_object_store(fs::path root) : real_(std::move(root)) {}
+  std::atomic<bool> failing{false};
+  const std::string& where() const override { return real_.where(); }
+  void put(std::string_view name, std::string_view bytes) override {
+    if (failing) throw store_error(EIO, "PUT " + std::string(name) + ": the service went away");
+    real_.put(name, bytes);
+  }
+  std::string get_range(std::string_view name, std::uint64_t offset,
+                        std::uint32_t length) override {
+    return real_.get_range(name, offset, length);
+  }
+  std::optional<std::uint64_t> size(std::string_view name) override { return real_.size(name); }
+  void remove(std::string_view name) override { real_.remove(name); }
+  std::vector<object_info> list(std::string_view prefix) override { return real_.list(prefix); }
+
+ private:
+  directory_object_store real_;
+};
+
+TEST(object_pack_home, a_failed_upload_fails_the_sync_and_the_next_sync_uploads_the_pack) {
+  temp_dir tmp;
+  const std::unique_ptr<rocksdb_engine> engine = new_pack_volume(tmp / "s");
+  const auto objects = std::make_shared<flaky_object_store>(tmp / "bucket");
+  const pack_store::options o = in_objects(objects, tmp / "cache");
+  pack_store packs(*engine, tmp / "s", o);
+
+  const std::string value = random_bytes(9000, 7);
+  const chunk_hash hash = sha256_of(value);
+  const std::unique_ptr<metadata_batch> batch = engine->new_batch();
+  packs.put(*batch, hash, value, {codec::codec_id::raw, 0});
+  objects->failing = true;
+  std::string message;
+  EXPECT_EQ(error_of([&] { packs.sync(); }, &message), EIO);
+  EXPECT_NE(message.find("uploading pack " + pack_file_name(1)), std::string::npos) << message;
+  EXPECT_TRUE(objects->list("packs/").empty());
+
+  // The service is back: the next sync uploads the pack the first one could
+  // not, and only then is the batch naming it committed.
+  objects->failing = false;
+  packs.sync();
+  engine->write(*batch, false);
+  ASSERT_EQ(objects->list("packs/").size(), 1u);
+  EXPECT_EQ(packs.get(hash), value);
+
+  // Another client, with an empty cache, reads it from the object.
+  pack_store::options r = o;
+  r.read_only = true;
+  r.cache_dir = tmp / "cache-b";
+  pack_store reader(*engine, tmp / "s", r);
+  EXPECT_EQ(reader.get(hash), value);
 }
 
 TEST(pack_store, index_values_that_do_not_decode_are_eio) {

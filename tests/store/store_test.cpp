@@ -21,6 +21,7 @@
 #include "store/check/repair_from.h"
 #include "store/check/scrub.h"
 #include "tests/random_bytes.h"
+#include "tests/store/error_of.h"
 #include "tests/store/raw_db.h"
 #include "tests/temp_dir.h"
 
@@ -47,16 +48,7 @@ std::string read_file(const fs::path& p) {
 }
 
 // Runs f and returns the errno of the store_error it throws (or -1).
-template <class F>
-int error_of(F&& f, std::string* message = nullptr) {
-  try {
-    f();
-  } catch (const store_error& e) {
-    if (message) *message = e.what();
-    return e.error_number();
-  }
-  return -1;
-}
+using test::error_of;
 
 class store_test : public ::testing::Test {
  protected:
