@@ -23,10 +23,19 @@ std::string local_pack_home::location(std::uint32_t id) const {
 
 std::shared_ptr<pack_file> local_pack_home::create() {
   if (make_private_directory(dir_)) fsync_directory(dir_.parent_path());
-  // A number is used once, even when its file cannot be made (left by a run
-  // that crashed mid-create: the next try takes the next number).
-  const std::uint32_t id = next_id_++;
-  return files_.create(id, dir_ / pack_file_name(id));
+  std::lock_guard lock(create_mutex_);
+  const std::uint32_t id = next_id_;
+  try {
+    std::shared_ptr<pack_file> f = files_.create(id, dir_ / pack_file_name(id));
+    ++next_id_;
+    return f;
+  } catch (const store_error& e) {
+    // A file of that number exists (left by a run that crashed while it
+    // created it, or made meanwhile): never appended to; the next try
+    // takes the next number. Other failures try the same number again.
+    if (e.error_number() == EEXIST) ++next_id_;
+    throw;
+  }
 }
 
 void local_pack_home::make_durable(packs_to_make_durable& p) {

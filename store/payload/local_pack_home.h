@@ -9,8 +9,8 @@
 // records behind it from a scan that stops there.
 #pragma once
 
-#include <atomic>
 #include <filesystem>
+#include <mutex>
 
 #include "store/payload/pack_home.h"
 
@@ -36,7 +36,8 @@ class local_pack_home final : public pack_home {
  private:
   const std::filesystem::path dir_;
   open_pack_files files_;
-  std::atomic<std::uint32_t> next_id_;
+  std::mutex create_mutex_;
+  std::uint32_t next_id_ = 1;  // under create_mutex_
 };
 
 }  // namespace densefs::store

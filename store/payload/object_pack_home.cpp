@@ -377,8 +377,9 @@ void object_pack_home::remove(std::uint32_t id) {
   } catch (const store_error& e) {
     throw store_error(EIO, std::string("gc: deleting pack ") + location(id) + ": " + e.what());
   }
-  files_.forget(id);
+  // The cached copy first: a read between the two would open it again.
   cache_->forget_pack(id);
+  files_.forget(id);
   std::lock_guard lock(sizes_mutex_);
   if (sizes_) sizes_->erase(id);
 }

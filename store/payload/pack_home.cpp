@@ -30,6 +30,20 @@ std::shared_ptr<pack_file> open_pack_files::create(std::uint32_t id, std::filesy
     throw store_error(e, "cannot create pack " + path.string() + ": " + errno_text(e));
   }
   auto f = std::make_shared<pack_file>(id, fd, std::move(path));
+  const std::string header = pack_header(id);
+  for (std::size_t done = 0; done < header.size();) {
+    const ssize_t n =
+        ::pwrite(fd, header.data() + done, header.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // A full disk, say: not kept (nor open), so no pack starts without
+      // its header and the number is free again.
+      const int e = n < 0 ? errno : EIO;
+      ::unlink(f->path.c_str());
+      throw store_error(e, "writing pack " + f->path.string() + ": " + errno_text(e));
+    }
+    done += static_cast<std::size_t>(n);
+  }
   std::lock_guard lock(mutex_);
   files_[id] = f;
   return f;

@@ -60,7 +60,9 @@ class open_pack_files {
   // The open file of pack `id`, opened now if needed; null when there is none.
   std::shared_ptr<pack_file> get(std::uint32_t id);
   // Creates the file of new pack `id` at `path` (never over one that
-  // exists: EEXIST), open read-write, and keeps it. Throws store_error.
+  // exists: EEXIST), open read-write, writes its pack header and keeps it.
+  // Throws store_error; a file whose header could not be written is
+  // removed again.
   std::shared_ptr<pack_file> create(std::uint32_t id, std::filesystem::path path);
   // Closes pack `id` once its readers let go (deleted, or evicted from a cache).
   void forget(std::uint32_t id);
@@ -85,8 +87,8 @@ class pack_home {
   // "packs/00000001.pack in s3://bucket/prefix at http://host:port".
   virtual std::string location(std::uint32_t id) const = 0;
 
-  // A new pack file, empty and open read-write, under a number no pack of
-  // the volume had. Throws store_error naming the file.
+  // A new pack file, open read-write, holding only its pack header, under a
+  // number no pack of the volume had. Throws store_error naming the file.
   virtual std::shared_ptr<pack_file> create() = 0;
   // Makes the packs in `p` durable: once it returns, an index entry may
   // name any record appended to them before the call. On a throw, `p` holds

@@ -70,14 +70,8 @@ pack_store::~pack_store() = default;
 
 void pack_store::roll_locked() {
   if (options_.read_only) throw store_error(EROFS, "pack store is read-only");
-  std::shared_ptr<pack_file> f = home_->create();
+  current_ = home_->create();
   unsynced_.created = true;
-  const std::string header = pack_header(f->id);
-  struct iovec iov {
-    const_cast<char*>(header.data()), header.size()
-  };
-  write_all(f->fd, &iov, 1, 0, f->path);
-  current_ = std::move(f);
   current_size_ = k_pack_header_size;
   writeback_from_ = 0;
   unsynced_.packs.push_back(current_);
@@ -193,7 +187,6 @@ int pack_store::read_bytes(int fd, std::uint64_t offset, std::uint32_t length,
 std::string pack_store::read_whole_record(const chunk_hash& hash, const pack_ref& ref) {
   const std::shared_ptr<pack_file> f = home_->local_file(ref.pack);
   if (!f) return std::move(home_->fetch(std::span(&hash, 1), std::span(&ref, 1)).front());
-  home_->read_locally(ref.pack);
   std::string record;
   if (const int e = read_bytes(f->fd, ref.offset, ref.length, record); e != 0)
     fail_read(hash, ref.pack, errno_text(e));

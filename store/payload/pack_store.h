@@ -19,8 +19,8 @@
 //
 // Threading: put/remove/sync/get/get_many are safe from any thread. Readers
 // hold a shared lock over index lookup and pack read; compact() takes it
-// exclusively only while it commits the moved entries and forgets the old
-// pack, so a reader never reads a deleted pack.
+// exclusively only while it commits the moved entries, so once it deletes
+// the old pack no reader of this process can still be about to read it.
 #pragma once
 
 #include <sys/uio.h>

@@ -46,16 +46,28 @@ TEST(local_pack_home, make_durable_clears_what_it_synced_and_remove_deletes_the_
   packs_to_make_durable p;
   p.packs.push_back(home.create());
   p.created = true;
-  ASSERT_EQ(::pwrite(p.packs[0]->fd, "abcd", 4, 0), 4);
   home.make_durable(p);
   EXPECT_TRUE(p.packs.empty());
   EXPECT_FALSE(p.created);
+  // A new pack holds its header alone.
   ASSERT_EQ(home.sizes().size(), 1u);
-  EXPECT_EQ(home.sizes()[0], (std::pair<std::uint32_t, std::uint64_t>{1, 4}));
+  EXPECT_EQ(home.sizes()[0], (std::pair<std::uint32_t, std::uint64_t>{1, k_pack_header_size}));
+  std::string whole;
+  home.read_whole(1, k_pack_header_size, [&](std::string_view bytes) { whole = bytes; });
+  EXPECT_EQ(whole, pack_header(1));
+  // What a failed sync could not make durable stays for the next one.
+  packs_to_make_durable failing;
+  failing.packs.push_back(std::make_shared<pack_file>(99, -1, tmp / "packs" / "closed"));
+  failing.created = true;
+  EXPECT_EQ(error_of([&] { home.make_durable(failing); }), EBADF);
+  EXPECT_EQ(failing.packs.size(), 1u);
+  EXPECT_TRUE(failing.created);
   // A pack too short to be one is reported, not read.
+  fs::resize_file(tmp / "packs" / pack_file_name(1), 4);
   EXPECT_EQ(error_of([&] { home.read_whole(1, 4, [](std::string_view) {}); }), EIO);
   home.remove(1);
   EXPECT_TRUE(home.sizes().empty());
+  EXPECT_EQ(home.local_file(1), nullptr);  // its descriptor closed with it
   EXPECT_FALSE(fs::exists(tmp / "packs" / pack_file_name(1)));
   // A record of a pack that is gone is EIO naming the chunk and the file.
   std::string message;

@@ -547,14 +547,21 @@ TEST(object_pack_home, a_failed_upload_fails_the_sync_and_the_next_sync_uploads_
   EXPECT_EQ(error_of([&] { packs.sync(); }, &message), EIO);
   EXPECT_NE(message.find("uploading pack " + pack_file_name(1)), std::string::npos) << message;
   EXPECT_TRUE(objects->list("packs/").empty());
+  // The pack is sealed all the same: the next record starts pack 2.
+  const std::string later = random_bytes(9500, 8);
+  packs.put(*batch, sha256_of(later), later, {codec::codec_id::raw, 0});
 
-  // The service is back: the next sync uploads the pack the first one could
-  // not, and only then is the batch naming it committed.
+  // The service is back: the next sync uploads both, the one the first
+  // sync could not first, and only then is the batch naming them committed.
   objects->failing = false;
   packs.sync();
   engine->write(*batch, false);
-  ASSERT_EQ(objects->list("packs/").size(), 1u);
+  const std::vector<object_store::object_info> uploaded = objects->list("packs/");
+  ASSERT_EQ(uploaded.size(), 2u);
+  EXPECT_EQ(uploaded[0].name, pack_object_name(1));
+  EXPECT_EQ(uploaded[1].name, pack_object_name(2));
   EXPECT_EQ(packs.get(hash), value);
+  EXPECT_EQ(packs.get(sha256_of(later)), later);
 
   // Another client, with an empty cache, reads it from the object.
   pack_store::options r = o;
@@ -562,6 +569,7 @@ TEST(object_pack_home, a_failed_upload_fails_the_sync_and_the_next_sync_uploads_
   r.cache_dir = tmp / "cache-b";
   pack_store reader(*engine, tmp / "s", r);
   EXPECT_EQ(reader.get(hash), value);
+  EXPECT_EQ(reader.get(sha256_of(later)), later);
 }
 
 TEST(pack_store, index_values_that_do_not_decode_are_eio) {

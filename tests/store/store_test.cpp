@@ -47,7 +47,6 @@ std::string read_file(const fs::path& p) {
   return s.str();
 }
 
-// Runs f and returns the errno of the store_error it throws (or -1).
 using test::error_of;
 
 class store_test : public ::testing::Test {
