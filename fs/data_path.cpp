@@ -1,6 +1,6 @@
-// File data: writes are staged per inode in 4 MiB slots, handed to the
-// worker pool to be hashed, encoded and committed as each slot fills, and
-// read back from staging until they land. See docs/design.md.
+// The data path (data_path.h): staging, encoding, reads of staged and
+// committed bytes, truncation planning; the group commit's steps are in
+// group_commit.cpp.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "fs/filesystem.h"
+#include "fs/data_path.h"
 #include "fs/group_commit.h"
-#include "fs/ops_common.h"
+#include "store/log.h"
 
 namespace densefs::fs {
 namespace {
@@ -54,10 +54,23 @@ codec::file_type classify_file(std::string_view head, codec::file_type name_type
 
 }  // namespace
 
-filesystem::chunk_encoding filesystem::encoding_for(codec::file_type type, std::string_view plain,
-                                                    bool small_file) const {
+data_path::data_path(const mount_options& options, store::store& store, worker_pool& encoders,
+                     host& host, write_back::settle_fn settle)
+    : options_(options),
+      store_(store),
+      encoders_(encoders),
+      host_(host),
+      // Also on a read-only mount: `mount -o remount,rw` may make it writable.
+      committer_(std::make_unique<write_back>(
+          options.commit_interval,
+          [this](std::vector<encoded_slot>& group) { commit_group(group); }, std::move(settle))) {}
+
+data_path::~data_path() = default;
+
+data_path::chunk_encoding data_path::encoding_for(codec::file_type type, std::string_view plain,
+                                                  bool small_file) const {
   chunk_encoding how;
-  how.options = store_->policy().for_type(type);
+  how.options = store_.policy().for_type(type);
   // Ingest fast, compress hard later: Lepton runs at a few MB/s per core,
   // so a JPEG is stored at once with fast zstd and queued for the
   // background re-encoder, which swaps the payload when Lepton is done.
@@ -120,20 +133,20 @@ static bool read_committed(const store::store& st, std::uint64_t ino, std::uint6
   return true;
 }
 
-std::uint64_t filesystem::drop_extents(store::transaction& txn, std::uint64_t ino,
-                                       const store::extent_list& extents) const {
+std::uint64_t data_path::drop_extents(store::transaction& txn, std::uint64_t ino,
+                                      const store::extent_list& extents) const {
   std::uint64_t stored = 0;
   for (const auto& [off, ext] : extents) {
-    if (auto chunk = store_->get_chunk(ext.hash)) stored += chunk->stored_size;
+    if (auto chunk = store_.get_chunk(ext.hash)) stored += chunk->stored_size;
     txn.delete_extent(ino, off);
     txn.unref_chunk(ext.hash);
   }
   return stored;
 }
 
-std::uint64_t filesystem::drop_extents(store::transaction& txn, std::uint64_t ino,
-                                       std::uint64_t begin, std::uint64_t end) const {
-  store::extent_list ours = store_->extents(ino, begin, end);
+std::uint64_t data_path::drop_extents(store::transaction& txn, std::uint64_t ino,
+                                      std::uint64_t begin, std::uint64_t end) const {
+  store::extent_list ours = store_.extents(ino, begin, end);
   // One that starts before the range is not ours to drop.
   std::erase_if(ours, [&](const auto& e) { return e.first < begin; });
   return drop_extents(txn, ino, ours);
@@ -158,8 +171,8 @@ void add_zeros(read_gather& out, std::size_t n) {
 
 }  // namespace
 
-bool filesystem::gather_data(node& n, std::uint64_t offset, std::size_t length, read_gather& out,
-                             bool cached_only) {
+bool data_path::gather_data(node& n, std::uint64_t offset, std::size_t length, read_gather& out,
+                            bool cached_only) {
   const std::uint64_t end = offset + length;
   std::uint64_t pos = offset;
   while (pos < end) {
@@ -192,9 +205,9 @@ bool filesystem::gather_data(node& n, std::uint64_t offset, std::size_t length, 
       // Committed bytes: the chunks themselves, zeros between extents.
       std::uint64_t cursor = pos;
       const std::uint64_t stop = pos + take;
-      for (const auto& [ext_offset, extent] : store_->extents(n.ino, pos, stop)) {
+      for (const auto& [ext_offset, extent] : store_.extents(n.ino, pos, stop)) {
         auto chunk =
-            cached_only ? store_->cached_chunk(extent.hash) : store_->read_chunk(extent.hash);
+            cached_only ? store_.cached_chunk(extent.hash) : store_.read_chunk(extent.hash);
         if (!chunk) return false;
         if (std::uint64_t{extent.chunk_offset} + extent.length > chunk->size()) {
           throw store::store_error(EIO, "inode " + std::to_string(n.ino) + ": extent at " +
@@ -218,8 +231,8 @@ bool filesystem::gather_data(node& n, std::uint64_t offset, std::size_t length, 
   return true;
 }
 
-bool filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, char* out,
-                           bool cached_only) {
+bool data_path::read_data(node& n, std::uint64_t offset, std::size_t length, char* out,
+                          bool cached_only) {
   // The pieces a reply would point to, copied out (copy_file_range).
   read_gather pieces;
   if (!gather_data(n, offset, length, pieces, cached_only)) return false;
@@ -230,8 +243,8 @@ bool filesystem::read_data(node& n, std::uint64_t offset, std::size_t length, ch
   return true;
 }
 
-void filesystem::stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,
-                             std::string_view data) {
+void data_path::stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,
+                            std::string_view data) {
   const std::uint64_t end = offset + data.size();
   if (offset == 0 && !data.empty()) n.type = classify_file(data, n.name_type);
   std::uint64_t pos = offset;
@@ -248,12 +261,12 @@ void filesystem::stage_write(std::unique_lock<std::mutex>& lock, node& n, std::u
       } else {
         // Committed bytes of this slot, unless this write replaces all of them.
         std::uint64_t committed_end = 0;
-        for (const auto& [off, ext] : store_->extents(n.ino, slot_start, slot_start + k_slot))
+        for (const auto& [off, ext] : store_.extents(n.ino, slot_start, slot_start + k_slot))
           committed_end = std::max(committed_end, off + ext.length - slot_start);
         committed_end = std::min({committed_end, k_slot, n.size - std::min(n.size, slot_start)});
         if (committed_end > 0 && !(in_slot == 0 && take >= committed_end)) {
           buffer->resize(committed_end);
-          read_committed(*store_, n.ino, slot_start, committed_end, buffer->data());
+          read_committed(store_, n.ino, slot_start, committed_end, buffer->data());
         }
       }
       // A large write streams into this slot: give the buffer its full size
@@ -276,7 +289,7 @@ void filesystem::stage_write(std::unique_lock<std::mutex>& lock, node& n, std::u
   }
   if (end > n.size) {
     n.size = end;
-    std::lock_guard meta(meta_mutex_);
+    std::lock_guard meta(host_.meta_mutex());
     n.record.size = end;
   }
   // After the bytes are staged: a READ served before this saw older bytes,
@@ -292,8 +305,8 @@ void filesystem::stage_write(std::unique_lock<std::mutex>& lock, node& n, std::u
 // `index` (codec::chunk_context_bytes), if that slot is staged: a copy, as
 // its buffer may change. Null when it is not staged (the job reads what is
 // committed) or when the chunker needs no context.
-std::shared_ptr<const std::string> filesystem::staged_context(node& n, std::uint64_t index) const {
-  const std::size_t want = codec::chunk_context_bytes(store_->policy().chunker_for(n.type));
+std::shared_ptr<const std::string> data_path::staged_context(node& n, std::uint64_t index) const {
+  const std::size_t want = codec::chunk_context_bytes(store_.policy().chunker_for(n.type));
   if (index == 0 || want == 0) return nullptr;
   const auto it = n.slots.find(index - 1);
   if (it == n.slots.end()) return nullptr;
@@ -309,11 +322,11 @@ std::shared_ptr<const std::string> filesystem::staged_context(node& n, std::uint
   return out;
 }
 
-void filesystem::submit_slot(node& n, std::uint64_t index) {
-  workers_->submit(take_slot(n, index), &n);
+void data_path::submit_slot(node& n, std::uint64_t index) {
+  encoders_.submit(take_slot(n, index), &n);
 }
 
-std::function<void()> filesystem::take_slot(node& n, std::uint64_t index) {
+std::function<void()> data_path::take_slot(node& n, std::uint64_t index) {
   staged_slot& s = n.slots.at(index);
   std::shared_ptr<const std::string> data = std::move(s.dirty);
   s.dirty.reset();
@@ -336,21 +349,21 @@ std::function<void()> filesystem::take_slot(node& n, std::uint64_t index) {
           small_file] { encode_slot(np, index, gen, data, type, before, small_file); };
 }
 
-void filesystem::prepare_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type,
-                                    bool force, bool small_file) const {
+void data_path::prepare_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type,
+                                   bool force, bool small_file) const {
   const std::string_view plain = std::string_view(data).substr(c.offset, c.length);
   const chunk_encoding how = encoding_for(type, plain, small_file);
   c.queue_recompress = how.queue_recompress;
-  c.prepared = store_->prepare_chunk(plain, how.options, force);
+  c.prepared = store_.prepare_chunk(plain, how.options, force);
   // What zstd -1 left raw, a stronger codec would hardly shrink: not
   // queued. (A JPEG zstd left raw is: Lepton saves ~20% on it.)
   if (how.fast_ingest && c.prepared->encoded && c.prepared->encoded->codec == codec::codec_id::raw)
     c.queue_recompress = false;
 }
 
-void filesystem::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::uint64_t gen,
-                             std::shared_ptr<const std::string> data, codec::file_type type,
-                             std::shared_ptr<const std::string> before, bool small_file) {
+void data_path::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::uint64_t gen,
+                            std::shared_ptr<const std::string> data, codec::file_type type,
+                            std::shared_ptr<const std::string> before, bool small_file) {
   // CPU work, with no lock held: cut the slot into chunks (the policy's
   // chunker for this type), hash them, and encode those the store does not
   // have yet. A rewritten slot is cut again whole; chunks away from the
@@ -362,13 +375,13 @@ void filesystem::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::
   e.gen = gen;
   e.type = type;
   e.small_file = small_file;
-  const codec::chunker_spec& chunker = store_->policy().chunker_for(type);
+  const codec::chunker_spec& chunker = store_.policy().chunker_for(type);
   if (!before && index > 0 && codec::chunk_context_bytes(chunker) > 0) {
     // The previous slot as committed. Only where cuts fall depends on it,
     // never what is stored, so a read that fails just goes without.
     try {
       auto context = std::make_shared<std::string>(codec::chunk_context_bytes(chunker), '\0');
-      read_committed(*store_, e.n->ino, index * k_slot - context->size(), context->size(),
+      read_committed(store_, e.n->ino, index * k_slot - context->size(), context->size(),
                      context->data());
       before = std::move(context);
     } catch (const std::exception&) {
@@ -391,8 +404,8 @@ void filesystem::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::
     e.error = EIO;
   }
   e.data = std::move(data);
-  if (write_back_) {
-    write_back_->add(std::move(e));
+  if (committer_) {
+    committer_->add(std::move(e));
   } else {
     // At unmount, after the committer stopped (nothing should be left to
     // encode then, but a version is never dropped).
@@ -402,16 +415,16 @@ void filesystem::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::
   }
 }
 
-store::payloads_ahead filesystem::write_payloads_ahead(const std::vector<encoded_slot>& group) {
+store::payloads_ahead data_path::write_payloads_ahead(const std::vector<encoded_slot>& group) {
   // The payloads a group's commit may store go to the packs first, with no
-  // lock held: every lookup and getattr waits on meta_mutex_, and none may
+  // lock held: every lookup and getattr waits on the metadata mutex, and none may
   // wait behind a pack write. Left out: versions that cannot commit (a
   // newer one of the slot later in the group, a failed encoding, a file
   // deleted before its data landed), whose payloads would be dead bytes.
   // What this misses, the commit writes itself.
   std::set<const node*> gone;
   {
-    std::lock_guard meta(meta_mutex_);
+    std::lock_guard meta(host_.meta_mutex());
     for (const encoded_slot& e : group)
       if (e.n->purged || (e.n->record.nlink == 0 && e.n->opens == 0)) gone.insert(e.n.get());
   }
@@ -425,7 +438,7 @@ store::payloads_ahead filesystem::write_payloads_ahead(const std::vector<encoded
       if (c.prepared && c.prepared->encoded) chunks.push_back(&*c.prepared);
   }
   try {
-    return store_->write_payloads_ahead(chunks);
+    return store_.write_payloads_ahead(chunks);
   } catch (const std::exception& ex) {
     // The disk is full, say: the commit writes them under its lock and
     // reports what it meets.
@@ -434,11 +447,19 @@ store::payloads_ahead filesystem::write_payloads_ahead(const std::vector<encoded
   }
 }
 
-void filesystem::commit_group(std::vector<encoded_slot>& group) {
+void data_path::commit_group(std::vector<encoded_slot>& group) {
   group_commit(*this, group).run();
 }
 
-void filesystem::wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n) {
+void data_path::release_in_flight(std::size_t bytes) {
+  {
+    std::lock_guard staging(staging_mutex_);
+    in_flight_bytes_ -= bytes;
+  }
+  staging_cv_.notify_all();
+}
+
+void data_path::wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n) {
   {
     std::lock_guard staging(staging_mutex_);
     if (in_flight_bytes_ <= options_.max_staged_bytes) return;
@@ -447,20 +468,20 @@ void filesystem::wait_for_staging_room(std::unique_lock<std::mutex>& lock, node&
   // Room comes back only as groups commit: they go at once meanwhile.
   lock.unlock();
   {
-    write_back::urgent hurry(write_back_.get());
+    write_back::urgent hurry(committer_.get());
     std::unique_lock staging(staging_mutex_);
     staging_cv_.wait(staging, [this] { return in_flight_bytes_ <= options_.max_staged_bytes; });
   }
   lock.lock();
 }
 
-void filesystem::wait_in_flight(std::unique_lock<std::mutex>& lock, node& n) {
+void data_path::wait_in_flight(std::unique_lock<std::mutex>& lock, node& n) {
   if (n.in_flight_slots == 0) return;
-  write_back::urgent hurry(write_back_.get());
+  write_back::urgent hurry(committer_.get());
   n.data_cv.wait(lock, [&] { return n.in_flight_slots == 0; });
 }
 
-int filesystem::flush_data(std::unique_lock<std::mutex>& lock, node& n, bool take_error) {
+int data_path::flush_data(std::unique_lock<std::mutex>& lock, node& n, bool take_error) {
   submit_dirty_slots(n);
   const std::uint64_t staged_so_far = n.next_gen - 1;
   const auto landed = [&] {
@@ -474,12 +495,12 @@ int filesystem::flush_data(std::unique_lock<std::mutex>& lock, node& n, bool tak
     // machine, and rsync renames every file it writes right after closing
     // it (docs/design.md, "Write-behind").
     lock.unlock();
-    workers_->run_one_queued(&n);
-    if (write_back_) write_back_->commit_queued(&n);
+    encoders_.run_one_queued(&n);
+    if (committer_) committer_->commit_queued(&n);
     lock.lock();
   }
   if (!landed()) {
-    write_back::urgent hurry(write_back_.get());
+    write_back::urgent hurry(committer_.get());
     n.data_cv.wait(lock, landed);
   }
   // A failed commit keeps the data staged; once a retry stored it there is
@@ -489,45 +510,48 @@ int filesystem::flush_data(std::unique_lock<std::mutex>& lock, node& n, bool tak
   return take_error ? std::exchange(n.write_error, 0) : n.write_error;
 }
 
-int filesystem::write_behind(node& n) {
+int data_path::write_behind(node& n) {
   // Write-behind: nothing here waits for an encode or a commit. The slots
   // go to the workers; their commit comes with a group (write_back.h).
   std::unique_lock lock(n.data_mutex);
   // Unless another client has the volume mounted: then close commits, so
   // that an open there sees the file whole (close-to-open, as NFS).
-  if (store_->membership().others_mounted()) return flush_data(lock, n, true);
+  if (store_.membership().others_mounted()) return flush_data(lock, n, true);
   submit_dirty_slots(n);
   store_record_if_settled(n);
   return std::exchange(n.write_error, 0);
 }
 
-void filesystem::submit_dirty_slots(node& n) {
+void data_path::submit_dirty_slots(node& n) {
   for (auto& [index, s] : n.slots)
     if (s.dirty) submit_slot(n, index);
 }
 
-void filesystem::store_record_if_settled(node& n) {
-  std::lock_guard meta(meta_mutex_);
+void data_path::store_record_if_settled(node& n) {
+  std::lock_guard meta(host_.meta_mutex());
   store_record_if_settled_locked(n);
 }
 
-void filesystem::store_record_if_settled_locked(node& n) {
+void data_path::store_record_if_settled_locked(node& n) {
   if (n.write_error != 0 || n.has_staged() || n.purged) return;
   const bool record = n.persisted_size != n.size || n.record_dirty;
   // A new file whose last versions were obsolete here (a newer one landed
   // earlier) ends its being new now, once closed.
-  const bool ends_new_file = new_file_ends(n, true);
+  const bool ends_new_file = host_.new_file_ends(n, true);
   if (!record && !ends_new_file) return;
   store::transaction txn;
   if (ends_new_file) txn.clear_new_file(n.ino);
-  commit(txn, false, [&](store::transaction& txn) {
-    if (!record) return;
-    // Everything is committed: the persisted size may now be the real one
-    // (a truncate that extended the file, an mtime from a write).
-    store::inode_record r = record_to_edit(n);
-    r.size = n.size;
-    txn.put_inode(r);
-  });
+  host_.commit(
+      txn, false,
+      [&](store::transaction& txn) {
+        if (!record) return;
+        // Everything is committed: the persisted size may now be the real
+        // one (a truncate that extended the file, an mtime from a write).
+        store::inode_record r = host_.record_to_edit(n);
+        r.size = n.size;
+        txn.put_inode(r);
+      },
+      nullptr);
   if (record) {
     n.persisted_size = n.size;
     n.record_dirty = false;
@@ -535,30 +559,10 @@ void filesystem::store_record_if_settled_locked(node& n) {
   if (ends_new_file) n.new_file = false;
 }
 
-int filesystem::sync_all(const node* own) {
-  const std::vector<std::shared_ptr<node>> nodes = table_.all();
-  // Every file's slots to the workers first, so they encode in parallel;
-  // then wait for each. Other files' errors stay theirs, for their own
-  // close or fsync (with no `own`, the first is returned, not cleared).
-  for (const auto& n : nodes) {
-    if (!n->regular) continue;
-    std::unique_lock lock(n->data_mutex);
-    submit_dirty_slots(*n);
-  }
-  int error = 0;
-  for (const auto& n : nodes) {
-    if (!n->regular) continue;
-    std::unique_lock lock(n->data_mutex);
-    const int e = flush_data(lock, *n, n.get() == own);
-    if (n.get() == own || (own == nullptr && error == 0)) error = e;
-  }
-  return error;
-}
-
-std::uint64_t filesystem::plan_truncate(node& n, std::uint64_t stored_bytes, std::uint64_t new_size,
-                                        store::transaction& txn) {
+std::uint64_t data_path::plan_truncate(node& n, std::uint64_t stored_bytes, std::uint64_t new_size,
+                                       store::transaction& txn) {
   constexpr std::uint64_t k_end = std::numeric_limits<std::uint64_t>::max();
-  for (const auto& [off, ext] : store_->extents(n.ino, new_size, k_end)) {
+  for (const auto& [off, ext] : store_.extents(n.ino, new_size, k_end)) {
     if (off < new_size) {
       // The extent that straddles the new end shrinks; its chunk stays as is.
       store::extent_record shorter = ext;
@@ -570,7 +574,7 @@ std::uint64_t filesystem::plan_truncate(node& n, std::uint64_t stored_bytes, std
   return stored_bytes - std::min(stored_bytes, dropped);
 }
 
-void filesystem::apply_truncate(node& n, std::uint64_t new_size) {
+void data_path::apply_truncate(node& n, std::uint64_t new_size) {
   for (auto it = n.slots.begin(); it != n.slots.end();) {
     const std::uint64_t slot_start = it->first * k_slot;
     staged_slot& s = it->second;

@@ -1,7 +1,9 @@
 // The densefs file system: POSIX semantics on top of a store. Each FUSE
 // operation family lives in its own file (ops_attr.cpp, ops_dir.cpp,
-// ops_file.cpp, ops_xattr.cpp); file data staging is in file_data.cpp; the
-// session and the C callback table are in mount.cpp.
+// ops_file.cpp, ops_xattr.cpp); the data of regular files (staging,
+// encoding, group commit, truncation) is the data path beside it
+// (data_path.h), whose host it is; the session and the C callback table
+// are in mount.cpp.
 #pragma once
 
 #define FUSE_USE_VERSION 314
@@ -22,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "fs/data_path.h"
+#include "fs/fs_error.h"
 #include "fs/garbage_collector.h"
 #include "fs/idle_spinner.h"
 #include "fs/inode_table.h"
@@ -39,25 +43,7 @@ namespace densefs::fs {
 
 class control_server;
 
-// A POSIX error to reply with; not logged (ENOENT, EEXIST... are normal).
-class fs_error : public std::runtime_error {
- public:
-  explicit fs_error(int error_number) : std::runtime_error("fs error"), errno_(error_number) {}
-  int error_number() const { return errno_; }
-
- private:
-  int errno_;
-};
-
-// A read's reply as pieces (filesystem::gather_data).
-struct read_gather {
-  std::vector<struct iovec> iov;
-  std::vector<std::shared_ptr<const std::string>> hold;
-};
-
-class filesystem {
-  friend class group_commit;  // the data path's group commit, in steps (group_commit.h)
-
+class filesystem final : private data_path::host {
  public:
   explicit filesystem(const mount_options& options);
   ~filesystem();
@@ -136,8 +122,8 @@ class filesystem {
   store::inode_record persistable(const node& n, store::inode_record r) const;
   // Drops the node from memory once the kernel and open files are done
   // with it; deletes it from the store if it has no links left.
-  void maybe_release(const std::shared_ptr<node>& n);  // caller holds meta_mutex_
-  void purge(store::transaction& txn, node& n);        // delete data + inode
+  void maybe_release(const std::shared_ptr<node>& n) override;  // caller holds meta_mutex_
+  void purge(store::transaction& txn, node& n);                 // delete data + inode
   // The same, given all of the file's extents (already read).
   void purge(store::transaction& txn, node& n, const store::extent_list& extents);
   // A file with millions of extents (a 100 GiB image in 32 KiB chunks) is
@@ -202,14 +188,6 @@ class filesystem {
   // file (unlinked, and no client held it open).
   enum class refreshed { unchanged, changed, gone };
   refreshed refresh_from_store(node& n);
-  // Adds to txn the removal of every extent of `ino` that starts in
-  // [begin, end), dropping its chunk reference; returns the stored bytes
-  // those extents accounted for (to subtract from the inode's stored_bytes).
-  std::uint64_t drop_extents(store::transaction& txn, std::uint64_t ino, std::uint64_t begin,
-                             std::uint64_t end) const;
-  // The same for the given extents of `ino`.
-  std::uint64_t drop_extents(store::transaction& txn, std::uint64_t ino,
-                             const store::extent_list& extents) const;
   // Commits `txn`; `fill` adds what depends on records other writers of a
   // shared volume may change, read inside the commit's lock (store::commit;
   // fs/shared_writers.cpp). Caller holds meta_mutex_ when the commit
@@ -219,7 +197,7 @@ class filesystem {
   // `ahead`: its payloads, written before the caller took meta_mutex_.
   void commit(store::transaction& txn, bool sync = false,
               const std::function<void(store::transaction&)>& fill = {},
-              store::payloads_ahead* ahead = nullptr);
+              store::payloads_ahead* ahead = nullptr) override;
   // Inside a rename's fill beside other writers: EINVAL when `moved_dir`
   // is `new_parent` or one of its ancestors, as the store has them now.
   void refuse_loop(std::uint64_t moved_dir, std::uint64_t new_parent);
@@ -231,7 +209,7 @@ class filesystem {
   // this daemon's data not committed yet on top (size as persisted, mtime
   // of its writes); n's record takes the rest (mode, owners, links, times
   // another writer set).
-  store::inode_record record_to_edit(node& n);
+  store::inode_record record_to_edit(node& n) override;
   // A file this daemon writes: with data, a size or times not committed
   // yet. Its size, mtime and atime are this
   // daemon's until its commits store them (the last close wins, as on
@@ -251,7 +229,7 @@ class filesystem {
   std::shared_ptr<node> node_from(std::uint64_t ino, const store::inode_record& fetched);
   // Tells the kernel to drop the attributes it caches for `ino` (changed
   // behind its back: stored size after a background commit).
-  void invalidate_attributes(std::uint64_t ino);
+  void invalidate_attributes(std::uint64_t ino) override;
   // ...and the listing it caches for directory `ino`. Not while the kernel
   // may wait on us holding a lock of that directory's pages.
   void invalidate_listing(std::uint64_t ino);
@@ -319,19 +297,8 @@ class filesystem {
   // new mode.
   void chmod_access_acl(node& n, mode_t mode, store::transaction& txn);
 
-  // --- file data (file_data.cpp), all with n.data_mutex held ---
-  void stage_write(std::unique_lock<std::mutex>& lock, node& n, std::uint64_t offset,
-                   std::string_view data);
-  // With `cached_only`, returns false (out partly filled) instead of decoding
-  // a chunk that is not in the chunk cache.
-  bool read_data(node& n, std::uint64_t offset, std::size_t length, char* out,
-                 bool cached_only = false);
-  // The same as pieces to reply with (fuse_reply_iov) instead of a copy:
-  // pointers into cached chunks and in-flight slots (kept alive by `hold`),
-  // copies of dirty slots, and a shared buffer of zeros.
-  bool gather_data(node& n, std::uint64_t offset, std::size_t length, read_gather& out,
-                   bool cached_only);
-  // Reads (ops_file.cpp): replies with [off, off + size) of `n`, or with
+  // --- file data (ops_file.cpp; the data path itself is data_path.h) ---
+  // Reads: replies with [off, off + size) of `n`, or with
   // `cached_only` returns false without replying when a chunk needs a
   // decode; decode_chunks decodes a range's chunks into the chunk cache.
   // `file_size` (optional) gets the file's size as the read saw it.
@@ -347,23 +314,8 @@ class filesystem {
   std::optional<read_ahead::listing_orders> listing_orders(std::uint64_t dir) const;
   // Bytes of [begin, end) that committed extents hold (not holes).
   std::uint64_t stored_bytes_in(std::uint64_t ino, std::uint64_t begin, std::uint64_t end) const;
-  void submit_slot(node& n, std::uint64_t slot_index);
-  // Moves the slot's dirty buffer in flight and returns the job that
-  // encodes and commits it (to submit, or to run with n.data_mutex released).
-  std::function<void()> take_slot(node& n, std::uint64_t slot_index);
-  // Submits every dirty slot and waits until all are committed; returns
-  // the first error a background commit hit (0 if none), and clears it
-  // when `take_error` (the caller reports it to this file's user).
-  int flush_data(std::unique_lock<std::mutex>& lock, node& n, bool take_error = true);
-  // close(2) and release: submits the dirty slots and returns without
-  // waiting (write-behind); returns and clears an error a background commit
-  // hit since the last close or fsync. Takes n.data_mutex.
-  int write_behind(node& n);
-  void submit_dirty_slots(node& n);
-  // With nothing staged: stores the record if the size or attributes in
-  // memory are ahead of the store. Takes meta_mutex_.
-  void store_record_if_settled(node& n);
-  void store_record_if_settled_locked(node& n);  // caller holds meta_mutex_
+
+  // --- new files (new_files.cpp) ---
   // New files (node::new_file). A file stays new until its data as of its
   // last close is committed: the group commit that stores it, or its last
   // release when nothing is staged, ends that in the same commit; so do an
@@ -375,7 +327,7 @@ class filesystem {
   // Whether `n` stops being new with a commit that leaves nothing of it
   // staged (`settled`), or that leaves some. Caller holds n.data_mutex and
   // meta_mutex_.
-  bool new_file_ends(const node& n, bool settled) const;
+  bool new_file_ends(const node& n, bool settled) const override;
   // After the last release of `n`: ends its being new if nothing is staged.
   void settle_new_file(node& n);
   // Ends the being new of `n`, whose data is all committed (its last
@@ -393,9 +345,9 @@ class filesystem {
   void clear_ended_new_files();
   std::mutex ended_new_files_mutex_;  // a leaf: held only to take or add
   std::vector<std::uint64_t> ended_new_files_;
-  // write_back_ while it takes settle_soon(); null from the start of
-  // shutdown, which clears the rows itself (read from any thread, so not
-  // the unique_ptr).
+  // The data path's committer while it takes settle_soon(); null from the
+  // start of shutdown, which clears the rows itself (read from any thread,
+  // so not through data_).
   std::atomic<write_back*> settle_committer_{nullptr};
   // fsync of `own`, fsyncdir, `densefs sync`, unmount (`own` null): ends
   // the being new of every file whose data is all committed and that no
@@ -414,24 +366,6 @@ class filesystem {
   // `own`'s error (cleared), never the others' (kept for them); with no
   // `own`, the first error of any file (kept).
   int sync_all(const node* own);
-  // Truncation in three steps so that a truncate and the attribute changes
-  // that come with it are one commit: wait for in-flight encodes, add the
-  // extent changes to the caller's transaction (returns the new
-  // stored_bytes), and after the commit apply it to the staged data.
-  void wait_in_flight(std::unique_lock<std::mutex>& lock, node& n);
-  std::uint64_t plan_truncate(node& n, std::uint64_t stored_bytes, std::uint64_t new_size,
-                              store::transaction& txn);
-  void apply_truncate(node& n, std::uint64_t new_size);
-
-  // How a chunk of a file of `type` is encoded at write time.
-  struct chunk_encoding {
-    codec::codec_options options;
-    bool queue_recompress = false;  // stored fast now, re-encoded in the background
-    bool fast_ingest = false;       // -o ingest=fast (not Lepton's own path)
-  };
-  // `small_file`: the chunk is of a file ingested fast by -o ingest=auto.
-  chunk_encoding encoding_for(codec::file_type type, std::string_view plain,
-                              bool small_file = false) const;
   // Background re-encoding of one queued chunk (recompressor threads).
   void recompress_chunk(const store::recompress_item& item);
   // `references`: the file that queued the chunk still uses it, so its
@@ -440,25 +374,6 @@ class filesystem {
                         std::uint64_t saved, bool fell_back, bool references);
   void commit_recompressed(const store::recompress_item& item, store::transaction txn,
                            std::uint64_t saved, bool fell_back, bool references);
-  // On a worker: cuts and encodes one slot version and hands it to the
-  // write-back queue. `before`: the end of the previous slot, as staged when
-  // this one was submitted (null: the committed bytes are read), so
-  // content-defined cuts line up across slots (codec::chunk_ends).
-  void encode_slot(std::shared_ptr<node> n, std::uint64_t slot_index, std::uint64_t gen,
-                   std::shared_ptr<const std::string> data, codec::file_type type,
-                   std::shared_ptr<const std::string> before, bool small_file);
-  void prepare_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type, bool force,
-                          bool small_file) const;
-  // On the committer thread: one transaction for a group of encoded slot
-  // versions of any files (write_back.h), then each slot's bookkeeping
-  // (fs/group_commit.h).
-  void commit_group(std::vector<encoded_slot>& group);
-  // Before commit_group takes its locks: the payloads its commit may store
-  // (store::write_payloads_ahead). Empty when that fails (the commit then
-  // writes them itself and reports the error).
-  store::payloads_ahead write_payloads_ahead(const std::vector<encoded_slot>& group);
-  std::shared_ptr<const std::string> staged_context(node& n, std::uint64_t index) const;
-  void wait_for_staging_room(std::unique_lock<std::mutex>& lock, node& n);
   // Open and create: keep the kernel's cached pages of `n` only where they
   // are known to be fresh (ops_file.cpp explains). Caller holds meta_mutex_.
   void choose_page_cache(node& n, fuse_file_info* fi) const;
@@ -479,8 +394,11 @@ class filesystem {
   fuse_session* session_ = nullptr;
   std::unique_ptr<store::store> store_;
   std::unique_ptr<worker_pool> workers_;
-  // Group commits of encoded file data (not on a read-only mount).
-  std::unique_ptr<write_back> write_back_;
+  // Regular files' data: staging, encoding, group commits (data_path.h).
+  std::unique_ptr<data_path> data_;
+  // data_path::host, beyond the methods above of the same names.
+  std::mutex& meta_mutex() override { return meta_mutex_; }
+  void data_committed(bool queued_recompress) override;
   std::unique_ptr<recompressor> recompressor_;
   // Automatic garbage collection (not on a read-only mount).
   std::unique_ptr<garbage_collector> gc_;
@@ -505,12 +423,6 @@ class filesystem {
   // them ACL xattrs are refused (EOPNOTSUPP), never stored unenforced.
   bool posix_acl_ = false;
   inode_table table_;
-
-  // Global bound on staged bytes (dirty + in flight) across all files.
-  std::mutex staging_mutex_;
-  std::condition_variable staging_cv_;
-  std::size_t staged_bytes_ = 0;
-  std::size_t in_flight_bytes_ = 0;
 };
 
 // The current time as a store timestamp.

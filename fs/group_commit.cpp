@@ -6,8 +6,9 @@
 #include <string>
 #include <tuple>
 
-#include "fs/filesystem.h"
-#include "fs/ops_common.h"
+#include "fs/data_path.h"
+#include "fs/fs_error.h"
+#include "store/log.h"
 
 namespace densefs::fs {
 namespace {
@@ -21,11 +22,11 @@ void group_commit::run() {
   std::sort(group_.begin(), group_.end(), [](const encoded_slot& a, const encoded_slot& b) {
     return std::tie(a.n->ino, a.index, a.gen) < std::tie(b.n->ino, b.index, b.gen);
   });
-  ahead_ = fs_.write_payloads_ahead(group_);
+  ahead_ = data_.write_payloads_ahead(group_);
   std::vector<std::unique_lock<std::mutex>> data_locks;
   for (std::size_t i = 0; i < group_.size(); ++i)
     if (i == 0 || group_[i].n != group_[i - 1].n) data_locks.emplace_back(group_[i].n->data_mutex);
-  std::unique_lock meta(fs_.meta_mutex_);
+  std::unique_lock meta(data_.host_.meta_mutex());
   decide_fates();
   commit();
   // Committed or not: pack compaction may plan again (what was written
@@ -73,7 +74,7 @@ void group_commit::commit() {
   // payloads are staged before the commit's lock, are all that is decided
   // out here; each file's extents and record are read and written inside it
   // (`fill`): another writer may have changed or removed the file.
-  beside_others_ = fs_.shares_volume();
+  beside_others_ = data_.store_.writes_beside_others();
   for (std::size_t attempt = 0;; ++attempt) {
     try {
       store::transaction txn;
@@ -82,11 +83,11 @@ void group_commit::commit() {
           if (fates_[i] == fate::commit)
             for (const slot_chunk& c : group_[i].chunks)
               if (c.prepared) txn.ref_chunk(*c.prepared);
-        fs_.commit(
+        data_.host_.commit(
             txn, false, [this](store::transaction& t) { fill(t); }, &ahead_);
       } else {
         fill(txn);
-        fs_.commit(txn, false, {}, &ahead_);
+        data_.host_.commit(txn, false, {}, &ahead_);
       }
       // Nobody can read these bytes again: dropped like a deleted file's,
       // and the node's late commits with them.
@@ -120,7 +121,7 @@ bool group_commit::encode_missing(const store::chunk_hash& hash) {
       if (fates_[i] != fate::commit) continue;
       for (slot_chunk& c : group_[i].chunks) {
         if (c.prepared && !c.prepared->encoded && c.prepared->hash == hash) {
-          fs_.prepare_slot_chunk(c, *group_[i].data, group_[i].type, true, group_[i].small_file);
+          data_.prepare_slot_chunk(c, *group_[i].data, group_[i].type, true, group_[i].small_file);
           return true;
         }
       }
@@ -142,7 +143,7 @@ void group_commit::fill(store::transaction& txn) {
     node& n = *e.n;
     if (!updates_.contains(&n) && !gone_.contains(&n)) {
       try {
-        updates_.try_emplace(&n, file_update{fs_.record_to_edit(n)});
+        updates_.try_emplace(&n, file_update{data_.host_.record_to_edit(n)});
       } catch (const fs_error&) {
         gone_.insert(&n);
       }
@@ -163,7 +164,7 @@ void group_commit::put_slot(store::transaction& txn, const encoded_slot& e, file
   store::inode_record& r = u.record;
   const std::uint64_t slot_start = e.index * k_slot;
   r.stored_bytes -=
-      std::min(r.stored_bytes, fs_.drop_extents(txn, n.ino, slot_start, slot_start + k_slot));
+      std::min(r.stored_bytes, data_.drop_extents(txn, n.ino, slot_start, slot_start + k_slot));
   for (const slot_chunk& c : e.chunks) {
     if (!c.prepared) continue;
     const store::prepared_chunk& prepared = *c.prepared;
@@ -171,7 +172,7 @@ void group_commit::put_slot(store::transaction& txn, const encoded_slot& e, file
     if (!beside_others_) txn.ref_chunk(prepared);
     // A chunk that exists keeps its record (another writer may have
     // stored it since we prepared it, even with another codec).
-    const auto existing = fs_.store_->get_chunk(prepared.hash);
+    const auto existing = data_.store_.get_chunk(prepared.hash);
     if (existing) r.stored_bytes += existing->stored_size;
     if (prepared.encoded && !existing) {
       r.stored_bytes += prepared.encoded->bytes.size();
@@ -215,7 +216,7 @@ void group_commit::put_file_record(store::transaction& txn, node& n, file_update
     u.persisted = std::max(n.persisted_size, std::min({n.size, u.data_end, lowest_staged}));
   // A new file whose data as of its last close lands here stops being new
   // in the same commit (new_files.cpp).
-  if (fs_.new_file_ends(n, settled)) {
+  if (data_.host_.new_file_ends(n, settled)) {
     txn.clear_new_file(n.ino);
     u.ends_new_file = true;
   }
@@ -284,7 +285,7 @@ void group_commit::store_settled_sizes() {
   for (std::size_t i = 0; i < group_.size(); ++i) {
     if (i > 0 && group_[i].n == group_[i - 1].n) continue;
     try {
-      fs_.store_record_if_settled_locked(*group_[i].n);
+      data_.store_record_if_settled_locked(*group_[i].n);
     } catch (const std::exception& ex) {
       log_error("inode " + std::to_string(group_[i].n->ino) + ": storing its size: " + ex.what());
     }
@@ -292,23 +293,16 @@ void group_commit::store_settled_sizes() {
 }
 
 void group_commit::after_the_locks() {
-  {
-    std::lock_guard staging(fs_.staging_mutex_);
-    fs_.in_flight_bytes_ -= released_bytes_;
-  }
-  fs_.staging_cv_.notify_all();
-  for (const std::uint64_t ino : attributes_changed_) fs_.invalidate_attributes(ino);
-  if (fs_.recompressor_) {
-    fs_.recompressor_->note_activity();
-    if (queued_any_) fs_.recompressor_->notify();
-  }
+  data_.release_in_flight(released_bytes_);
+  for (const std::uint64_t ino : attributes_changed_) data_.host_.invalidate_attributes(ino);
+  data_.host_.data_committed(queued_any_);
 }
 
 void group_commit::release_unreachable_files() {
   for (std::size_t i = 0; i < group_.size(); ++i) {
     if (i > 0 && group_[i].n == group_[i - 1].n) continue;
     try {
-      fs_.maybe_release(group_[i].n);
+      data_.host_.maybe_release(group_[i].n);
     } catch (const std::exception& ex) {
       // Stays an orphan in the store; the next mount releases it.
       log_error("inode " + std::to_string(group_[i].n->ino) + ": release failed: " + ex.what());

@@ -12,7 +12,7 @@
 //   5. settle_slots          each slot's staged versions, kept on failure
 //   6. after the locks       staging room, the kernel's attributes, the
 //                            re-encoder, and files nobody can reach any more
-// Built and run by filesystem::commit_group on the committer thread.
+// Built and run by data_path::commit_group on the committer thread.
 #pragma once
 
 #include <cstdint>
@@ -25,12 +25,12 @@
 
 namespace densefs::fs {
 
-class filesystem;
+class data_path;
 struct node;
 
 class group_commit {
  public:
-  group_commit(filesystem& fs, std::vector<encoded_slot>& group) : fs_(fs), group_(group) {}
+  group_commit(data_path& data, std::vector<encoded_slot>& group) : data_(data), group_(group) {}
   void run();
 
  private:
@@ -65,7 +65,7 @@ class group_commit {
   void after_the_locks();
   void release_unreachable_files();
 
-  filesystem& fs_;
+  data_path& data_;
   std::vector<encoded_slot>& group_;
   store::payloads_ahead ahead_;
   std::vector<fate> fates_;

@@ -64,11 +64,10 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   unsigned threads = options_.encode_threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   workers_ = std::make_unique<worker_pool>(threads);
-  // Also on a read-only mount: `mount -o remount,rw` may make it writable.
-  write_back_ = std::make_unique<write_back>(
-      options_.commit_interval, [this](std::vector<encoded_slot>& group) { commit_group(group); },
-      [this] { clear_ended_new_files(); });
-  settle_committer_ = write_back_.get();
+  data_path::host& host = *this;  // a private base: converted here, where it is visible
+  data_ = std::make_unique<data_path>(options_, *store_, *workers_, host,
+                                      [this] { clear_ended_new_files(); });
+  settle_committer_ = &data_->committer();
   decoders_ = std::make_unique<worker_pool>(std::max(1u, std::thread::hardware_concurrency()));
   if (store_->caches_chunks())
     read_ahead_ = std::make_unique<read_ahead>(*store_, options_.chunk_cache_bytes,
@@ -134,7 +133,7 @@ void filesystem::shutdown() {
     std::unique_lock lock(n->data_mutex);
     if (!n->regular) continue;
     try {
-      if (int error = flush_data(lock, *n)) {
+      if (int error = data_->flush_data(lock, *n)) {
         log_error("inode " + std::to_string(n->ino) +
                   ": staged data lost at unmount: " + std::strerror(error));
       }
@@ -153,7 +152,7 @@ void filesystem::shutdown() {
   // idle and stops first (it notifies the re-encoder), then the re-encoder
   // (it hands commits to the workers), then the workers.
   settle_committer_ = nullptr;
-  write_back_.reset();
+  data_->stop_committer();
   // The rows of files that ended since (the committer's last group
   // released them): none may outlive this session.
   clear_ended_new_files();
@@ -161,6 +160,7 @@ void filesystem::shutdown() {
   workers_.reset();       // drains the queue
   read_ahead_.reset();    // drops the prefetches still queued
   decoders_.reset();      // answers the reads still queued
+  data_.reset();          // after the last read it served
   try {
     // The kernel is gone: nothing here references them now.
     if (!store_->read_only()) release_orphans(orphan_scan::whole_store);
@@ -173,6 +173,12 @@ void filesystem::shutdown() {
     log_error(std::string("final sync failed: ") + e.what());
   }
   store_.reset();
+}
+
+void filesystem::data_committed(bool queued_recompress) {
+  if (!recompressor_) return;
+  recompressor_->note_activity();
+  if (queued_recompress) recompressor_->notify();
 }
 
 void filesystem::cancel_gc() {
@@ -355,7 +361,7 @@ void filesystem::shrink_in_batches(node& n, std::uint64_t new_size) {
       done = batch.size() <= k_purge_batch;
       if (done) return;
       batch.erase(batch.begin());  // the lowest one stays for the next round
-      const std::uint64_t dropped = drop_extents(txn, n.ino, batch);
+      const std::uint64_t dropped = data_->drop_extents(txn, n.ino, batch);
       r = record_to_edit(n);
       r.stored_bytes -= std::min(r.stored_bytes, dropped);
       persisted = r;
@@ -526,7 +532,7 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
       if (!n->regular) throw fs_error(EINVAL);  // the kernel answers EISDIR itself
       if (attr->st_size < 0) throw fs_error(EINVAL);
       data_lock.lock();
-      wait_in_flight(data_lock, *n);
+      data_->wait_in_flight(data_lock, *n);
       shrink_in_batches(*n, static_cast<std::uint64_t>(attr->st_size));
     }
     std::lock_guard meta(meta_mutex_);
@@ -557,7 +563,7 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
       if (to_set & FUSE_SET_ATTR_MODE) chmod_access_acl(*n, r.mode, txn);
       persisted = persistable(*n, r);
       if (new_size) {
-        r.stored_bytes = plan_truncate(*n, r.stored_bytes, *new_size, txn);
+        r.stored_bytes = data_->plan_truncate(*n, r.stored_bytes, *new_size, txn);
         r.size = *new_size;
         persisted = r;
         // Staged data below the new end is not committed yet: the persisted
@@ -567,7 +573,7 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
       txn.put_inode(persisted);
     });
     if (new_size) {
-      apply_truncate(*n, r.size);
+      data_->apply_truncate(*n, r.size);
       n->persisted_size = persisted.size;
     }
     keep_record(*n, r);

@@ -264,7 +264,7 @@ void filesystem::land_before_rename(std::uint64_t parent, const char* name) {
   std::unique_lock lock(n->data_mutex);
   // The error stays the file's too (its close or fsync reports it); the
   // rename fails rather than name data that is not stored.
-  if (const int error = flush_data(lock, *n, false)) throw fs_error(error);
+  if (const int error = data_->flush_data(lock, *n, false)) throw fs_error(error);
 }
 
 void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
@@ -441,7 +441,7 @@ void filesystem::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, cons
     if (const auto staged = table_.find(ino);
         staged && staged->regular && staged->has_staged() && !options_.read_only) {
       std::unique_lock lock(staged->data_mutex);
-      if (const int error = flush_data(lock, *staged, false)) throw fs_error(error);
+      if (const int error = data_->flush_data(lock, *staged, false)) throw fs_error(error);
     }
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);

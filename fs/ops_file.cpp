@@ -248,7 +248,7 @@ bool filesystem::reply_read(fuse_req_t req, node& n, std::size_t size, off_t off
   // The reply points into the decoded chunks (writev from them): no buffer
   // to zero and fill, for a 1 MiB read of 32 KiB chunks ~35 pieces.
   read_gather pieces;
-  if (!gather_data(n, offset, length, pieces, cached_only)) return false;
+  if (!data_->gather_data(n, offset, length, pieces, cached_only)) return false;
   lock.unlock();
   if (pieces.iov.size() <= k_max_reply_pieces) {
     fuse_reply_iov(req, pieces.iov.data(), static_cast<int>(pieces.iov.size()));
@@ -269,8 +269,8 @@ void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::siz
     auto n = get_node(ino);
     std::unique_lock lock(n->data_mutex);
     if (n->write_error != 0) throw fs_error(std::exchange(n->write_error, 0));
-    wait_for_staging_room(lock, *n);
-    stage_write(lock, *n, static_cast<std::uint64_t>(off), {buf, size});
+    data_->wait_for_staging_room(lock, *n);
+    data_->stage_write(lock, *n, static_cast<std::uint64_t>(off), {buf, size});
     if (!options_.writeback_cache) {
       // With writeback_cache the kernel owns mtime while pages are dirty and
       // sends it with setattr; without it, a write is what changes mtime.
@@ -290,7 +290,7 @@ void filesystem::flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   run_op(req, "flush", [&] {
     auto n = get_node(ino);
     vouch_for_cache(*n, fi);
-    fuse_reply_err(req, n->regular ? write_behind(*n) : 0);
+    fuse_reply_err(req, n->regular ? data_->write_behind(*n) : 0);
   });
 }
 
@@ -299,7 +299,7 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     auto n = get_node(ino);
     int error = 0;
     try {
-      if (n->regular) error = write_behind(*n);
+      if (n->regular) error = data_->write_behind(*n);
     } catch (const std::exception& e) {
       log_error("inode " + std::to_string(n->ino) + ": flush at close failed: " + e.what());
       error = EIO;
@@ -327,6 +327,26 @@ void filesystem::fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
     const int error = sync_everything(n.get());
     fuse_reply_err(req, error);
   });
+}
+
+int filesystem::sync_all(const node* own) {
+  const std::vector<std::shared_ptr<node>> nodes = table_.all();
+  // Every file's slots to the workers first, so they encode in parallel;
+  // then wait for each. Other files' errors stay theirs, for their own
+  // close or fsync (with no `own`, the first is returned, not cleared).
+  for (const auto& n : nodes) {
+    if (!n->regular) continue;
+    std::unique_lock lock(n->data_mutex);
+    data_->submit_dirty_slots(*n);
+  }
+  int error = 0;
+  for (const auto& n : nodes) {
+    if (!n->regular) continue;
+    std::unique_lock lock(n->data_mutex);
+    const int e = data_->flush_data(lock, *n, n.get() == own);
+    if (n.get() == own || (own == nullptr && error == 0)) error = e;
+  }
+  return error;
 }
 
 int filesystem::sync_everything(const node* own) {
@@ -359,7 +379,7 @@ void filesystem::fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offse
       // later write, as on ext4. The bytes the range already holds cost
       // nothing more; staged data is committed first so that it counts.
       // Compression may later need less than this.
-      if (int error = flush_data(lock, *n)) throw fs_error(error);
+      if (int error = data_->flush_data(lock, *n)) throw fs_error(error);
       try {
         store_->check_space_for_data(end - begin - stored_bytes_in(n->ino, begin, end));
       } catch (const store::store_error& e) {
@@ -388,8 +408,8 @@ void filesystem::fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offse
       for (std::uint64_t pos = begin; pos < stop;) {
         const std::size_t take =
             static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), stop - pos));
-        wait_for_staging_room(lock, *n);
-        stage_write(lock, *n, pos, {zeros.data(), take});
+        data_->wait_for_staging_room(lock, *n);
+        data_->stage_write(lock, *n, pos, {zeros.data(), take});
         pos += take;
       }
       std::lock_guard meta(meta_mutex_);
@@ -398,7 +418,7 @@ void filesystem::fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offse
     } else {
       throw fs_error(EOPNOTSUPP);
     }
-    if (int error = flush_data(lock, *n)) throw fs_error(error);
+    if (int error = data_->flush_data(lock, *n)) throw fs_error(error);
     lock.unlock();
     fuse_reply_err(req, 0);
   });
@@ -433,7 +453,7 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
     // lock: the commits being waited for may need it.
     for (const auto& n : {in, out}) {
       std::unique_lock lock(n->data_mutex);
-      if (int error = flush_data(lock, *n)) throw fs_error(error);
+      if (int error = data_->flush_data(lock, *n)) throw fs_error(error);
     }
     std::unique_lock out_lock(out->data_mutex, std::defer_lock);
     std::unique_lock in_lock(in->data_mutex, std::defer_lock);
@@ -468,8 +488,8 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
         const bool source_tail = src + shared + piece == in_size;
         const bool dest_tail = dst + shared + piece >= out->size;
         if (!whole_slot && !(source_tail && dest_tail)) break;
-        r.stored_bytes -= std::min(
-            r.stored_bytes, drop_extents(txn, out->ino, dst + shared, dst + shared + k_slot));
+        r.stored_bytes -= std::min(r.stored_bytes, data_->drop_extents(txn, out->ino, dst + shared,
+                                                                       dst + shared + k_slot));
         for (const auto& [off, ext] :
              store_->extents(in->ino, src + shared, src + shared + piece)) {
           auto chunk = store_->get_chunk(ext.hash);
@@ -512,8 +532,8 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
       const std::size_t take =
           static_cast<std::size_t>(std::min<std::uint64_t>(remaining, 1 << 20));
       buffer.resize(take);
-      read_data(*in, src, take, buffer.data());
-      stage_write(out_lock, *out, dst, {buffer.data(), take});
+      data_->read_data(*in, src, take, buffer.data());
+      data_->stage_write(out_lock, *out, dst, {buffer.data(), take});
       src += take;
       dst += take;
       copied += take;

@@ -119,7 +119,7 @@ std::string filesystem::info_json(node& n, std::size_t max_chunk_list_bytes) {
     std::unique_lock lock(n.data_mutex);
     // How the file is stored once what was written before is stored
     // (write-behind): its chunks, not "pending". Errors stay for its close.
-    if (n.regular) flush_data(lock, n, false);
+    if (n.regular) data_->flush_data(lock, n, false);
     for (const auto& [index, s] : n.slots) {
       if (s.dirty) pending += s.dirty->size();
       for (const auto& [gen, data] : s.in_flight) pending += data->size();

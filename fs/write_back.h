@@ -66,9 +66,10 @@ class write_back {
 
   // A group closes at k_group_files files or k_group_bytes of file data,
   // or once its oldest version has waited `interval`; it never holds more
-  // than k_group_slots versions (small rewrites of one file). 16 MiB: a group commit
-  // holds the metadata lock while it writes its payloads to the pack
-  // files, and every lookup and getattr of the mount waits meanwhile.
+  // than k_group_slots versions (small rewrites of one file). 16 MiB: a
+  // group commit holds the metadata lock while it commits (its payloads
+  // are written before, but what that misses, it writes under the lock),
+  // and every lookup and getattr of the mount waits meanwhile.
   // 48 files: a group commit holds each of its files' data_mutex (so that
   // it is one step for each of them), and ThreadSanitizer's deadlock
   // detector tracks at most 64 mutexes held by one thread.
