@@ -11,7 +11,7 @@
 // decoding. A read elsewhere in the file resets the window.
 //
 // Only the cache is touched: reads still go through the file's staged data
-// and current extents (fs/file_data.cpp), so a prefetch racing a writer
+// and current extents (fs/data_path.cpp), so a prefetch racing a writer
 // cannot serve stale bytes; it can only warm a chunk nobody reads.
 #pragma once
 

@@ -416,7 +416,7 @@ void scan_worker(scan_state& s) {
       if (offset + c.size >= f.size) s.files_done.fetch_add(1, std::memory_order_relaxed);
 
       // The mount's cut: the policy's chunker for the type, the end of the
-      // previous slot as its context (fs/file_data.cpp, encode_slot).
+      // previous slot as its context (fs/data_path.cpp, data_path::encode_slot).
       const codec::chunker_spec& chunker = s.policy.chunker_for(f.type);
       const std::uint64_t want = c.index == 0 ? 0 : codec::chunk_context_bytes(chunker);
       if (want > 0 && !read_at(fd, offset - want, want, context)) {

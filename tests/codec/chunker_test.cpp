@@ -282,7 +282,7 @@ TEST(chunker_spec, ContextLinesSlotsUpWithOneStream) {
             (std::vector<std::size_t>{64, 100}));
   EXPECT_EQ(chunk_context_bytes(chunker_spec::fixed()), 0u);
   EXPECT_EQ(chunk_context_bytes(spec), 2 * spec.cdc.max_size);
-  // Never more than the slot before (fs/file_data.cpp reads no further).
+  // Never more than the slot before (fs/data_path.cpp reads no further).
   chunker_spec huge = spec;
   huge.cdc.max_size = k_cdc_max_chunk;
   EXPECT_EQ(chunk_context_bytes(huge), k_cdc_max_chunk);
