@@ -488,7 +488,8 @@ pack_store::compaction pack_store::compact(double dead_share, std::shared_mutex&
 
 void pack_store::scan_packs(const std::function<void(const pack_record_info&)>& fn,
                             const std::function<void(const std::string&)>& bad) const {
-  for (const auto& [id, size] : pack_sizes()) {
+  for (const auto& [pack, size] : pack_sizes()) {
+    const std::uint32_t id = pack;  // a copy: clang 14 captures no structured binding
     const std::string label = home_->location(id);
     bool scanning = false;
     try {
