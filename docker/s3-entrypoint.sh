@@ -38,6 +38,17 @@
 # OSD's storage layers (thousands of lines at each start): errors only.
 set -euo pipefail
 
+# ceph_one_node_conf: beside this script in a checkout, in the image at
+# /usr/local/lib/densefs-s3 (docker/Dockerfile.s3).
+here=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+if [[ -f $here/ceph-one-node.sh ]]; then
+  # shellcheck source=ceph-one-node.sh
+  source "$here/ceph-one-node.sh"
+else
+  # shellcheck source=/dev/null
+  source /usr/local/lib/densefs-s3/ceph-one-node.sh
+fi
+
 state=${S3_DATA_DIR:-/var/lib/densefs-s3}
 address=${S3_ADDRESS:-0.0.0.0}
 port=${S3_PORT:-7480}
@@ -94,86 +105,11 @@ mkdir -p mon osd.0 run crash rgw
 rm -f "$ready"
 (umask 077 && touch keyring)
 
-# Rewritten at every start (a new S3_ADDRESS or S3_PORT takes effect). One
-# OSD holds every placement group, so pools have one replica; no manager
-# daemon runs (pg autoscaling is off, pools have a fixed pg count).
-cat >"$conf" <<EOF
-[global]
-fsid = $fsid
-mon host = v1:127.0.0.1:$mon_port
-public addr = 127.0.0.1
-cluster addr = 127.0.0.1
-ms bind ipv6 = false
-auth cluster required = cephx
-auth service required = cephx
-auth client required = cephx
-keyring = $state/keyring
-run dir = $state/run
-admin socket = $state/run/\$name.asok
-pid file = $state/run/\$name.pid
-crash dir = $state/crash
-osd pool default size = 1
-osd pool default min size = 1
-osd pool default pg num = 8
-osd pool default pgp num = 8
-osd pool default pg autoscale mode = off
-osd crush chooseleaf type = 0
-mon allow pool size one = true
-mon warn on pool no redundancy = false
-# The monitor shuts itself down when its disk is 95% full (default 5).
-mon data avail crit = 1
-mon data avail warn = 2
-# Map changes are committed at once, not batched for 1 s: pool creation
-# at the first start takes 1 s instead of 14.
-paxos propose interval = 0.05
-# A radosgw killed with -9 leaves watches behind that stall bucket changes
-# until they time out (default 30 s).
-osd client watch timeout = 5
-objecter tick interval = 1
-
-[mon]
-mon data = $state/mon
-log file =
-log to stderr = true
-debug rocksdb = 0/5
-mon cluster log to file = false
-
-[osd]
-keyring = $state/osd.\$id/keyring
-osd data = $state/osd.\$id
-osd objectstore = bluestore
-bluestore block path = $state/osd.\$id.block
-bluestore block create = true
-bluestore block size = $((${S3_DISK_SIZE_GB:-100} << 30))
-bluestore fsck on mkfs = false
-bluestore fsck on mount = false
-# A small fixed cache instead of the default 4 GiB memory target.
-bluestore cache autotune = false
-bluestore cache size = 134217728
-osd memory target = 939524096
-osd max object name len = 460
-osd max object namespace len = 64
-log file =
-log to stderr = true
-# RocksDB (BlueStore's metadata), BlueStore and the placement groups log
-# thousands of lines at start at their default levels; errors are level 0
-# or below.
-debug osd = 0/5
-debug rocksdb = 0/5
-debug bluefs = 0/5
-debug bluestore = 0/5
-debug bdev = 0/5
-debug freelist = 0/5
-
-[client.rgw]
-rgw frontends = beast endpoint=$address:$port
-rgw data = $state/rgw
-rgw thread pool size = 64
-log file =
-log to stderr = true
-# Level 1 logs three lines per request; errors are level 0.
-debug rgw = 0/5
-EOF
+# Rewritten at every start (a new S3_ADDRESS or S3_PORT takes effect); the
+# same cluster as the tests' (tests/mount/s3_lib.sh) but for its logs: to
+# this script's stderr.
+ceph_one_node_conf "$state" "$fsid" "$mon_port" "$address:$port" \
+  $((${S3_DISK_SIZE_GB:-100} << 30)) stderr >"$conf"
 
 ceph_cli() { timeout 120 ceph -c "$conf" --connect-timeout 60 "$@"; }
 

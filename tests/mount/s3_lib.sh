@@ -218,81 +218,14 @@ s3_mon_port=$(s3_free_port)
 s3_port=$(s3_free_port)
 while [[ $s3_port == "$s3_mon_port" ]]; do s3_port=$(s3_free_port); done
 
-# Writes the cluster's configuration. One OSD holds every placement group,
-# so pools have one replica; no manager daemon runs (nothing here needs
-# one: pg autoscaling is off, pools are created with a fixed pg count).
+# The cluster's configuration, the same as the compose file's S3 server's
+# but for its logs (files here).
 s3_fsid=$(cat /proc/sys/kernel/random/uuid)
-cat >"$s3_conf" <<EOF
-[global]
-fsid = $s3_fsid
-mon host = v1:127.0.0.1:$s3_mon_port
-public addr = 127.0.0.1
-ms bind ipv6 = false
-auth cluster required = cephx
-auth service required = cephx
-auth client required = cephx
-keyring = $s3_dir/keyring
-run dir = $s3_dir/run
-admin socket = $s3_dir/run/\$name.asok
-pid file = $s3_dir/run/\$name.pid
-log file = $s3_dir/log/\$name.log
-mon cluster log file = $s3_dir/log/cluster.\$channel.log
-crash dir = $s3_dir/crash
-log to stderr = false
-err to stderr = false
-osd pool default size = 1
-osd pool default min size = 1
-osd pool default pg num = 8
-osd pool default pgp num = 8
-osd pool default pg autoscale mode = off
-osd crush chooseleaf type = 0
-mon allow pool size one = true
-mon allow pool delete = true
-mon warn on pool no redundancy = false
-# The monitor shuts itself down when its disk is 95% full (default 5):
-# a test machine's disk may well be that full with room to spare.
-mon data avail crit = 1
-mon data avail warn = 2
-# The monitor batches map changes for 1 s (default) before it commits them;
-# every pool creation waits for one commit. One client, no load: commit
-# at once.
-paxos propose interval = 0.05
-# radosgw watches objects in its control pool and notifies every watcher
-# when bucket or user metadata changes. A radosgw killed with -9 leaves its
-# watches behind until the OSD times them out (default 30 s), and until
-# then every bucket creation or deletion waits for it (measured: 29 s).
-# Clients ping their watches every objecter tick (default 5 s): tick each
-# second, time out after 5 (one radosgw: a watch that times out under load
-# is only set up again).
-osd client watch timeout = 5
-objecter tick interval = 1
-
-[mon]
-mon data = $s3_dir/mon
-
-[osd]
-keyring = $s3_dir/osd.\$id/keyring
-osd data = $s3_dir/osd.\$id
-osd objectstore = bluestore
+# shellcheck source=../../docker/ceph-one-node.sh
+source "$src/docker/ceph-one-node.sh"
 # The OSD's disk: a sparse file (it takes what is written, not 10 GiB).
-bluestore block path = $s3_dir/osd.\$id.block
-bluestore block create = true
-bluestore block size = 10737418240
-bluestore fsck on mkfs = false
-bluestore fsck on mount = false
-# A small fixed cache instead of the default 4 GiB memory target.
-bluestore cache autotune = false
-bluestore cache size = 134217728
-osd memory target = 939524096
-# radosgw's object names are long (filestore's old defaults are lower)
-osd max object name len = 460
-osd max object namespace len = 64
-
-[client.rgw]
-rgw frontends = beast endpoint=127.0.0.1:$s3_port
-rgw data = $s3_dir/rgw
-rgw thread pool size = 64
-EOF
+ceph_one_node_conf "$s3_dir" "$s3_fsid" "$s3_mon_port" "127.0.0.1:$s3_port" $((10 << 30)) files \
+  >"$s3_conf" || s3_fail "writing $s3_conf failed"
 
 # The daemons go before $work; then whatever cleanup was installed before
 # this file (mount_lib.sh's, or postgres_lib.sh's, which ends in it). The
