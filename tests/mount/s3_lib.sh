@@ -221,10 +221,15 @@ while [[ $s3_port == "$s3_mon_port" ]]; do s3_port=$(s3_free_port); done
 # The cluster's configuration, the same as the compose file's S3 server's
 # but for its logs (files here).
 s3_fsid=$(cat /proc/sys/kernel/random/uuid)
+# Found from this file: tests/services/s3_service.sh sources it without
+# mount_lib.sh (no $src).
 # shellcheck source=../../docker/ceph-one-node.sh
-source "$src/docker/ceph-one-node.sh"
-# The OSD's disk: a sparse file (it takes what is written, not 10 GiB).
-ceph_one_node_conf "$s3_dir" "$s3_fsid" "$s3_mon_port" "127.0.0.1:$s3_port" $((10 << 30)) files \
+source "$(dirname "${BASH_SOURCE[0]}")/../../docker/ceph-one-node.sh"
+# The OSD's disk: a sparse file (it takes what is written, not 30 GiB).
+# radosgw frees deleted objects' space hours later (its gc), so the phase's
+# server holds every byte its scale-out tests write: a 10 GiB disk filled
+# once (2026-11-30), and a full OSD answers no PUT.
+ceph_one_node_conf "$s3_dir" "$s3_fsid" "$s3_mon_port" "127.0.0.1:$s3_port" $((30 << 30)) files \
   >"$s3_conf" || s3_fail "writing $s3_conf failed"
 
 # The daemons go before $work; then whatever cleanup was installed before
