@@ -273,4 +273,14 @@ std::unique_ptr<batched_reader> make_batched_reader(io_mode mode, unsigned queue
   return std::make_unique<pread_reader>();
 }
 
+int batched_reader::read_one(int fd, std::uint64_t offset, std::uint32_t length, std::string& out) {
+  const read_range range{fd, offset, length};
+  int error = 0;
+  read_all(std::span(&range, 1), [&](std::size_t, std::string&& bytes, int e) {
+    out = std::move(bytes);
+    error = e;
+  });
+  return error;
+}
+
 }  // namespace densefs::store

@@ -39,6 +39,9 @@ class batched_reader {
 
   // "io_uring" or "pread": for logs, `densefs stats` and tests.
   virtual std::string_view kind() const = 0;
+
+  // One range: its bytes into `out`; returns the errno (EIO: short) or 0.
+  int read_one(int fd, std::uint64_t offset, std::uint32_t length, std::string& out);
 };
 
 enum class io_mode { automatic, uring, pread };

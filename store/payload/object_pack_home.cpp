@@ -98,7 +98,8 @@ void object_pack_home::upload(const pack_file& f) {
   if (::fstat(f.fd, &sb) != 0)
     throw store_error(errno, "uploading pack " + f.path.string() + ": " + errno_text(errno));
   std::string bytes;
-  if (const int e = read_bytes(f.fd, 0, static_cast<std::uint32_t>(sb.st_size), bytes); e != 0)
+  if (const int e = reader_.read_one(f.fd, 0, static_cast<std::uint32_t>(sb.st_size), bytes);
+      e != 0)
     throw store_error(e, "uploading pack " + f.path.string() + ": " + errno_text(e));
   try {
     objects_->put(pack_object_name(f.id), bytes);
@@ -118,30 +119,9 @@ void object_pack_home::upload(const pack_file& f) {
   if (sizes_) (*sizes_)[f.id] = bytes.size();
 }
 
-int object_pack_home::read_bytes(int fd, std::uint64_t offset, std::uint32_t length,
-                                 std::string& out) const {
-  const read_range range{fd, offset, length};
-  int error = 0;
-  reader_.read_all(std::span(&range, 1), [&](std::size_t, std::string&& bytes, int e) {
-    out = std::move(bytes);
-    error = e;
-  });
-  return error;
-}
-
 void object_pack_home::fail_read(const chunk_hash& hash, std::uint32_t pack,
                                  const std::string& why) const {
   throw_pack_read_error(hash, location(pack), why);
-}
-
-std::string object_pack_home::read_local_record(const pack_file& f, const chunk_hash& hash,
-                                                const pack_ref& ref) {
-  std::string record;
-  if (const int e = read_bytes(f.fd, ref.offset, ref.length, record); e != 0)
-    fail_read(hash, ref.pack, errno_text(e));
-  if (const std::string why = record_problem(hash, ref, record); !why.empty())
-    fail_read(hash, ref.pack, why);
-  return record;
 }
 
 std::optional<std::string> object_pack_home::cached_record(const chunk_hash& hash,
@@ -273,7 +253,8 @@ std::vector<std::string> object_pack_home::fetch(std::span<const chunk_hash> has
         ranged.push_back(k);
         continue;
       }
-      out[k] = read_local_record(*it->second, hashes[k], refs[k]);
+      out[k] =
+          read_checked_record(reader_, *it->second, hashes[k], refs[k], location(refs[k].pack));
     }
     missing = std::move(ranged);
   }
@@ -362,7 +343,7 @@ void object_pack_home::read_whole(std::uint32_t id, std::uint64_t size,
   if (std::error_code ec; fs::file_size(cache_->pack_path(id), ec) == size && !ec) {
     const int fd = ::open(cache_->pack_path(id).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
-      if (read_bytes(fd, 0, static_cast<std::uint32_t>(size), bytes) != 0) bytes.clear();
+      if (reader_.read_one(fd, 0, static_cast<std::uint32_t>(size), bytes) != 0) bytes.clear();
       ::close(fd);
     }
   }

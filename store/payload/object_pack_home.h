@@ -72,10 +72,6 @@ class object_pack_home final : public pack_home {
   std::uint32_t allocate_pack_id();
   // Uploads sealed pack `f` and moves its file into the cache.
   void upload(const pack_file& f);
-  // Exactly `length` bytes at `offset` of `fd`; an errno (EIO: short) or 0.
-  int read_bytes(int fd, std::uint64_t offset, std::uint32_t length, std::string& out) const;
-  // The whole record of `ref` from local file `f`, checked.
-  std::string read_local_record(const pack_file& f, const chunk_hash& hash, const pack_ref& ref);
   // The cached record, checked (a damaged one is dropped).
   std::optional<std::string> cached_record(const chunk_hash& hash, const pack_ref& ref);
   // Records of one pack that follow each other (refs in offset order, each

@@ -63,6 +63,16 @@ void open_pack_files::forget(std::uint32_t id) {
   files_.erase(id);
 }
 
+std::string read_checked_record(batched_reader& reader, const pack_file& f, const chunk_hash& hash,
+                                const pack_ref& ref, const std::string& location) {
+  std::string record;
+  if (const int e = reader.read_one(f.fd, ref.offset, ref.length, record); e != 0)
+    throw_pack_read_error(hash, location, errno_text(e));
+  if (const std::string why = record_problem(hash, ref, record); !why.empty())
+    throw_pack_read_error(hash, location, why);
+  return record;
+}
+
 void throw_pack_read_error(const chunk_hash& hash, const std::string& location,
                            const std::string& why) {
   throw store_error(EIO, "payload of chunk " + hash.hex() + " in pack " + location + ": " + why);

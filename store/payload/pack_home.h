@@ -32,6 +32,7 @@
 
 #include "store/hash.h"
 #include "store/object/object_store.h"
+#include "store/payload/batched_reader.h"
 #include "store/payload/pack_format.h"
 
 namespace densefs::store {
@@ -132,6 +133,12 @@ class pack_home {
 // Creates directory `dir` (mode 0700: it holds file contents) unless it
 // exists; true when it did. Throws store_error naming it.
 bool make_private_directory(const std::filesystem::path& dir);
+
+// The whole record `ref` of `hash` from local pack file `f` through
+// `reader`, checked (record_problem); store_error(EIO) naming the chunk and
+// `location` otherwise.
+std::string read_checked_record(batched_reader& reader, const pack_file& f, const chunk_hash& hash,
+                                const pack_ref& ref, const std::string& location);
 
 // Throws store_error(EIO): "payload of chunk HASH in pack LOCATION: WHY".
 [[noreturn]] void throw_pack_read_error(const chunk_hash& hash, const std::string& location,

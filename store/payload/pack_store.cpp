@@ -173,26 +173,10 @@ void pack_store::check_header(const chunk_hash& hash, const pack_ref& ref,
               "the record at offset " + std::to_string(ref.offset) + " is of another chunk");
 }
 
-int pack_store::read_bytes(int fd, std::uint64_t offset, std::uint32_t length,
-                           std::string& out) const {
-  const read_range range{fd, offset, length};
-  int error = 0;
-  reader_->read_all(std::span(&range, 1), [&](std::size_t, std::string&& bytes, int e) {
-    out = std::move(bytes);
-    error = e;
-  });
-  return error;
-}
-
 std::string pack_store::read_whole_record(const chunk_hash& hash, const pack_ref& ref) {
   const std::shared_ptr<pack_file> f = home_->local_file(ref.pack);
   if (!f) return std::move(home_->fetch(std::span(&hash, 1), std::span(&ref, 1)).front());
-  std::string record;
-  if (const int e = read_bytes(f->fd, ref.offset, ref.length, record); e != 0)
-    fail_read(hash, ref.pack, errno_text(e));
-  if (const std::string why = record_problem(hash, ref, record); !why.empty())
-    fail_read(hash, ref.pack, why);
-  return record;
+  return read_checked_record(*reader_, *f, hash, ref, home_->location(ref.pack));
 }
 
 std::string pack_store::read_record(const chunk_hash& hash, const pack_ref& ref) {
@@ -204,7 +188,7 @@ std::string pack_store::read_record(const chunk_hash& hash, const pack_ref& ref)
   }
   home_->read_locally(ref.pack);
   std::string out;
-  const int error = read_bytes(f->fd, ref.offset, ref.length, out);
+  const int error = reader_->read_one(f->fd, ref.offset, ref.length, out);
   if (error == EIO)
     fail_read(hash, ref.pack,
               "the record at offset " + std::to_string(ref.offset) + " (" +

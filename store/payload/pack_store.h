@@ -152,9 +152,6 @@ class pack_store final : public payload_store {
  private:
   // (id, bytes) of every pack: the directory's files, or the remote objects.
   std::vector<std::pair<std::uint32_t, std::uint64_t>> pack_sizes() const { return home_->sizes(); }
-  // Exactly `length` bytes at `offset` of `fd` through the batched reader;
-  // an errno (EIO: short) or 0.
-  int read_bytes(int fd, std::uint64_t offset, std::uint32_t length, std::string& out) const;
   // The whole record of `ref` (header and payload), its header and payload
   // checksum checked; from the local pack or from the home.
   std::string read_whole_record(const chunk_hash& hash, const pack_ref& ref);
