@@ -242,8 +242,11 @@ class filesystem final : private data_path::host {
                                   bool new_file = false);
   void check_name(const char* name) const;
   // Before a rename: commits the staged data of the file `name` in `parent`
-  // names, if it has any (write-behind ordering). No lock held.
-  void land_before_rename(std::uint64_t parent, const char* name);
+  // names, if it has any (write-behind ordering), unless `may_stay_staged`
+  // and the file is new: then its data stays staged, the rename moves its
+  // new-file row with its name, and the group commit that stores the data
+  // ends it. Returns whether the data stayed staged. No lock held.
+  bool land_before_rename(std::uint64_t parent, const char* name, bool may_stay_staged);
   // readdir's listing of `dir`: the cached one unless the directory changed
   // since it was read (node::dir_version). Takes dir.listing_mutex.
   std::shared_ptr<const dir_listing> listing_of(node& dir);

@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include "fs/filesystem.h"
@@ -255,16 +257,21 @@ void filesystem::refuse_loop(std::uint64_t moved_dir, std::uint64_t new_parent) 
   throw fs_error(ELOOP);
 }
 
-void filesystem::land_before_rename(std::uint64_t parent, const char* name) {
-  if (options_.read_only) return;
+bool filesystem::land_before_rename(std::uint64_t parent, const char* name, bool may_stay_staged) {
+  if (options_.read_only) return false;
   const auto entry = store_->get_dirent(parent, name);
-  if (!entry) return;
+  if (!entry) return false;
   const auto n = table_.find(entry->ino);
-  if (!n || !n->regular || !n->has_staged()) return;
+  if (!n || !n->regular || !n->has_staged()) return false;
   std::unique_lock lock(n->data_mutex);
+  if (may_stay_staged) {
+    std::lock_guard meta(meta_mutex_);
+    if (n->new_file) return true;
+  }
   // The error stays the file's too (its close or fsync reports it); the
   // rename fails rather than name data that is not stored.
   if (const int error = data_->flush_data(lock, *n, false)) throw fs_error(error);
+  return false;
 }
 
 void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
@@ -278,13 +285,31 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) throw fs_error(EINVAL);
     if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) throw fs_error(EINVAL);
     // Write-behind must not reorder a write-then-rename (rsync, editors,
-    // package managers): the file's data commits before the rename that
-    // names it, so after a crash the name holds the old file or the whole
-    // new one, never an empty or partial one. Only a file with staged data
-    // waits, and only for its own data.
-    land_before_rename(parent, name);
-    if (flags & RENAME_EXCHANGE) land_before_rename(newparent, newname);
-    std::unique_lock meta(meta_mutex_);
+    // package managers): after a crash a name holds the old file or the
+    // whole new one, never an empty or partial one.
+    // - A file that replaces another (or is exchanged with one) has its
+    //   staged data committed first, here: only a file with staged data
+    //   waits, and only for its own data.
+    // - A new file moved to a free name (rsync's temporary renamed into
+    //   place, a download finished) waits for nothing: its data stays
+    //   staged, its new-file row moves with its name, and a crash before
+    //   the group commit stores the data removes it, so the name is found
+    //   absent or whole (new_files.cpp). Alone on the volume only: the
+    //   kernel then holds both directories locked, so the free name stays
+    //   free; beside other writers a close commits anyway.
+    bool stayed_staged = false;
+    std::unique_lock meta(meta_mutex_, std::defer_lock);
+    for (bool may_stay_staged = !(flags & RENAME_EXCHANGE) && !shares_volume();;
+         may_stay_staged = false) {
+      const bool free_name = may_stay_staged && !store_->get_dirent(newparent, newname);
+      stayed_staged = land_before_rename(parent, name, free_name);
+      if (flags & RENAME_EXCHANGE) land_before_rename(newparent, newname, false);
+      meta.lock();
+      // Filled meanwhile (only the daemon itself can, e.g. removing a
+      // crash's new files): the data lands first after all.
+      if (!stayed_staged || !store_->get_dirent(newparent, newname)) break;
+      meta.unlock();
+    }
     if (options_.read_only) throw fs_error(EROFS);
     auto from_dir = get_node(parent);
     auto to_dir = get_node(newparent);
@@ -348,6 +373,11 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
           if (moved->new_file) txn.clear_new_file(moved->ino);
       } else {
         if (to_entry && (flags & RENAME_NOREPLACE)) throw fs_error(EEXIST);
+        // Free when the lock was taken, and alone on the volume nothing
+        // else changes names.
+        if (to_entry && stayed_staged)
+          throw std::logic_error("rename: the free name " + std::string(newname) +
+                                 " was filled inside the lock");
         if (to_entry && to_entry->ino == from_entry->ino) {
           // Both names are links to one inode: POSIX says do nothing.
           same_inode = true;
@@ -385,8 +415,12 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
         }
         edit(src).ctime = t;
         // Named anew with its data committed (land_before_rename): a crash
-        // leaves the name the old file or this one as it is now.
-        if (src->new_file) txn.clear_new_file(src->ino);
+        // leaves the name the old file or this one as it is now. Or still
+        // new, its data staged: its row names it where it is now.
+        if (src->new_file && stayed_staged)
+          txn.mark_new_file(src->ino, newparent, newname, "");
+        else if (src->new_file)
+          txn.clear_new_file(src->ino);
       }
       store::inode_record& fr = edit(from_dir);
       fr.mtime = fr.ctime = t;
@@ -402,7 +436,7 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
       return;
     }
     for (const std::uint64_t ino : purged) changed.at(ino).first->purged = true;
-    src->new_file = false;
+    if (!stayed_staged) src->new_file = false;
     if (flags & RENAME_EXCHANGE)
       if (const auto dst = table_.find(to_entry->ino)) dst->new_file = false;
     entries_changed(*from_dir);

@@ -290,7 +290,9 @@ TEST_F(lifecycle, transport_follows_the_kernel_and_both_transports_serve) {
   std::string value;
   const bool kernel_offers = static_cast<bool>(parameter >> value) && value == "Y";
   const std::size_t uring_lines = log_lines_containing("FUSE requests over io_uring");
-  if (!kernel_offers) EXPECT_EQ(uring_lines, 0u) << daemon_log();
+  if (!kernel_offers) {
+    EXPECT_EQ(uring_lines, 0u) << daemon_log();
+  }
 
   stdfs::path const second = work_ / "second-store";
   stdfs::path const second_mnt = work_ / "second-mnt";

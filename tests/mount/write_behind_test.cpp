@@ -155,9 +155,12 @@ TEST_F(write_behind, a_crash_before_the_commit_leaves_new_files_absent_never_emp
 }
 
 // What keeps a new file's name across a crash, and what does not: a sync
-// (everything committed), a rename (its data committed first), an fsync of
-// it while open (what it held then), a link; a file only closed is removed.
-// Files from before the crash that are not new keep their committed data.
+// (everything committed), a rename over another file (its data committed
+// first), an fsync of it while open (what it held then), a link; a file
+// only closed is removed, and so may be one renamed to a free name (its
+// data stays staged, its new-file row moves with the name), but never
+// found empty. Files from before the crash that are not new keep their
+// committed data.
 TEST_F(write_behind, new_files_are_whole_or_absent_after_a_crash) {
   const std::string old_content = compressible_bytes(70 * k_kib, 30);
   write_file(path("old"), old_content);
@@ -168,6 +171,15 @@ TEST_F(write_behind, new_files_are_whole_or_absent_after_a_crash) {
   const std::string renamed = random_bytes(300 * k_kib, 32);
   write_file(path("renamed.tmp"), renamed);
   ASSERT_EQ(::rename(path("renamed.tmp").c_str(), path("renamed").c_str()), 0);
+  const std::string replacing = compressible_bytes(90 * k_kib, 38);
+  write_file(path("replacing.tmp"), replacing);
+  ASSERT_EQ(::rename(path("replacing.tmp").c_str(), path("synced").c_str()), 0);
+  // Moved twice, into a directory made after the last commit.
+  ASSERT_EQ(::mkdir(path("later").c_str(), 0755), 0);
+  const std::string moved = compressible_bytes(33 * k_kib, 39);
+  write_file(path("moved.tmp"), moved);
+  ASSERT_EQ(::rename(path("moved.tmp").c_str(), path("moved").c_str()), 0);
+  ASSERT_EQ(::rename(path("moved").c_str(), path("later/moved").c_str()), 0);
   const std::string linked = compressible_bytes(40 * k_kib, 33);
   write_file(path("linked.tmp"), linked);
   ASSERT_EQ(::link(path("linked.tmp").c_str(), path("linked").c_str()), 0);
@@ -189,8 +201,15 @@ TEST_F(write_behind, new_files_are_whole_or_absent_after_a_crash) {
   kill_daemon();
   mount();
 
-  EXPECT_TRUE(same_bytes(synced, read_file(path("synced"))));
-  EXPECT_TRUE(same_bytes(renamed, read_file(path("renamed"))));
+  EXPECT_TRUE(same_bytes(replacing, read_file(path("synced"))));
+  for (const auto& [name, bytes] :
+       {std::pair{"renamed", &renamed}, std::pair{"later/moved", &moved}}) {
+    if (stdfs::exists(path(name))) {
+      EXPECT_TRUE(same_bytes(*bytes, read_file(path(name)))) << name;
+    }
+  }
+  for (const char* gone : {"renamed.tmp", "moved.tmp", "moved", "replacing.tmp"})
+    EXPECT_FALSE(stdfs::exists(path(gone))) << gone;
   EXPECT_TRUE(same_bytes(linked, read_file(path("linked"))));
   const std::string got = read_file(path("fsynced"));
   ASSERT_GE(got.size(), first.size());
@@ -207,6 +226,35 @@ TEST_F(write_behind, new_files_are_whole_or_absent_after_a_crash) {
   write_file(path("closed"), "again");
   remount();
   EXPECT_EQ(read_file(path("closed")), "again");
+  unmount();
+  const auto checked = run_command({densefs_binary(), "fsck", store_.string()});
+  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+}
+
+// rsync's pattern: a temporary written, closed and renamed to a free name.
+// The rename waits for nothing (commit=300: the crash below finds the data
+// still uncommitted), reads see the data under the new name, and a crash
+// before the group commit removes the file from its new name (its new-file
+// row moved with it): absent, never empty, and the temporary's name gone
+// too. (`densefs stats` would commit staged data: not asked here.)
+TEST_F(write_behind, a_new_file_renamed_to_a_free_name_waits_for_nothing_and_is_whole_or_absent) {
+  const std::string data = random_bytes(700 * k_kib, 40);
+  ASSERT_EQ(::mkdir(path("to").c_str(), 0755), 0);
+  write_file(path(".data.tmp"), data);
+  ASSERT_EQ(::rename(path(".data.tmp").c_str(), path("to/data").c_str()), 0);
+  EXPECT_TRUE(same_bytes(data, read_file(path("to/data"))));
+  kill_daemon();
+  mount();
+  EXPECT_FALSE(stdfs::exists(path(".data.tmp")));
+  EXPECT_FALSE(stdfs::exists(path("to/data"))) << "the rename committed the data";
+  EXPECT_NE(daemon_log().find("data was not all stored"), std::string::npos) << daemon_log();
+  // Renamed again after the commit: the name stays.
+  write_file(path(".data.tmp"), data);
+  ASSERT_EQ(::rename(path(".data.tmp").c_str(), path("to/data").c_str()), 0);
+  ASSERT_EQ(run_command({densefs_binary(), "sync", mnt_.string()}).exit_code, 0);
+  kill_daemon();
+  mount();
+  EXPECT_TRUE(same_bytes(data, read_file(path("to/data"))));
   unmount();
   const auto checked = run_command({densefs_binary(), "fsck", store_.string()});
   EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
