@@ -3,11 +3,14 @@
 targets (docs/bench.md). Not a test: speed belongs in the bench. Prints one
 line per target: met / missed / not measured.
 
-Usage: targets.py RUN.json [--set peers|fast] [--baseline ext4] [--peer btrfs-zstd]
-                  [--target densefs]
+Usage: targets.py RUN.json [--set floor|peers|fast] [--baseline ext4] [--peer btrfs-zstd]
+                  [--floor passthrough_hp] [--target densefs]
 
---set peers (default): the "faster than btrfs" issue, every target a ratio
-in the same run, to ext4 or to btrfs compress-force=zstd:3.
+--set floor (default): the "small files at the cost of FUSE itself" issue,
+every target a ratio in the same run, to ext4, to btrfs
+compress-force=zstd:3, or to libfuse's passthrough_hp over ext4 (the
+floor: every metadata row at most its time).
+--set peers: the "faster than btrfs" issue before it, the same way.
 --set fast: the earlier "fast" issue, whose targets are seconds measured when
 it was planned next to ext4 on the same machine; each is checked as the ratio
 to ext4 in the same run (planned densefs seconds over planned ext4 seconds),
@@ -31,6 +34,27 @@ PEER_TARGETS = [
     ("read-small", "cold", 1, "peer", 1.0),
     ("read-small", "cold", 2, "peer", 1.0),
 ]
+# The floor issue: (workload, cache, procs, "baseline", "peer" or "floor",
+# largest ratio). The metadata rows (rsync, cp, tar, walks) against the
+# floor as well as against ext4.
+FLOOR_TARGETS = [
+    ("write-rsync", "", 1, "baseline", 2.0),
+    ("write-rsync", "", 1, "peer", 1.0),
+    ("rsync-again", "", 1, "baseline", 1.25),
+    ("rsync-1pct", "", 1, "baseline", 1.5),
+    ("write-cp", "", 1, "baseline", 1.5),
+    ("write-tar", "", 1, "baseline", 2.0),
+    ("write-big", "", 1, "peer", 1.0),
+    ("read-large", "cold", 1, "peer", 1.0),
+    ("read-small", "warm", 1, "baseline", 1.5),
+    ("read-small", "warm", 2, "baseline", 1.5),
+    ("read-small", "cold", 1, "peer", 1.5),
+    ("read-small", "cold", 2, "peer", 1.5),
+] + [(w, c, p, "floor", 1.0) for w, c, p in [
+    ("write-rsync", "", 1), ("rsync-again", "", 1), ("rsync-1pct", "", 1),
+    ("write-cp", "", 1), ("write-tar", "", 1), ("walk", "warm", 1), ("walk", "warm", 2),
+    ("walk", "warm", 4), ("walk", "cold", 1), ("walk", "cold", 4)]]
+
 # "No worse than today": the stored shares of the run before the issue
 # (docs/bench.md, "The targets"), with half a point of slack for the
 # tree's drift between /usr/share copies.
@@ -56,9 +80,10 @@ LEPTON_SHARE = 0.9
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run")
-    ap.add_argument("--set", choices=("peers", "fast"), default="peers")
+    ap.add_argument("--set", choices=("floor", "peers", "fast"), default="floor")
     ap.add_argument("--baseline", default="ext4")
     ap.add_argument("--peer", default="btrfs-zstd")
+    ap.add_argument("--floor", default="passthrough_hp")
     ap.add_argument("--target", default="densefs")
     a = ap.parse_args()
     with open(a.run) as f:
@@ -79,9 +104,11 @@ def main():
         return (cell and cell.get("available") and not cell.get("errors")
                 and not cell.get("failed_workers"))
 
-    if a.set == "peers":
-        for workload, cache, procs, against, limit in PEER_TARGETS:
-            other = a.baseline if against == "baseline" else a.peer
+    if a.set in ("floor", "peers"):
+        rows = FLOOR_TARGETS if a.set == "floor" else PEER_TARGETS
+        against_label = {"baseline": a.baseline, "peer": a.peer, "floor": a.floor}
+        for workload, cache, procs, against, limit in rows:
+            other = against_label[against]
             what = f"{workload} {cache or '-'} {procs}p <= {limit:.2f}x {other}"
             theirs = cells.get((workload, cache, procs, other))
             ours = cells.get((workload, cache, procs, a.target))

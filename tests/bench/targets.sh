@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The performance targets, side by side with ext4 and with btrfs
-# compress-force=zstd:3 (the compressing peer users compare with) in one run
-# (not a test: about 20 minutes; compare ratios, the machine is shared).
+# The performance targets, side by side with ext4, with btrfs
+# compress-force=zstd:3 (the compressing peer users compare with) and with
+# libfuse's passthrough_hp over ext4 (the cost of FUSE itself,
+# passthrough_hp_peer.sh) in one run (not a test: about 30 minutes; compare
+# ratios, with nothing else running on the machine).
 # Prepares the inputs once (a copy of all of /usr/share, a 1 GiB big.bin
 # from /usr/lib and /usr/share, the JPEG corpus), makes a fresh store, an
 # ext4 directory and a btrfs file system on a loop file, all on the same
@@ -28,10 +30,14 @@ fi
 run=$work/run
 if mountpoint -q "$run/mnt" 2>/dev/null; then "$densefs" umount "$run/mnt"; fi
 if mountpoint -q "$run/btrfs" 2>/dev/null; then umount "$run/btrfs"; fi
+# shellcheck source=tests/bench/passthrough_hp_peer.sh
+source "$repo/tests/bench/passthrough_hp_peer.sh"
+passthrough_hp_unmount "$run/passthrough_hp"
 rm -rf "$run" && mkdir -p "$run/ext4" "$run/mnt" "$run/btrfs"
 cleanup() {
   "$densefs" umount "$run/mnt" 2>/dev/null || true
   if mountpoint -q "$run/btrfs"; then umount "$run/btrfs" || true; fi
+  passthrough_hp_unmount "$run/passthrough_hp" || true
   rm -f "$run/btrfs.img"
 }
 trap cleanup EXIT
@@ -39,6 +45,7 @@ trap cleanup EXIT
 # shellcheck source=tests/bench/btrfs_peer.sh
 source "$repo/tests/bench/btrfs_peer.sh"
 btrfs_peer "$run/btrfs" "$run/btrfs.img"
+passthrough_hp_peer "$run/passthrough_hp" "$run/passthrough_hp.ext4"
 
 # shellcheck disable=SC2086  # MKFS_OPTIONS are words
 "$densefs" mkfs $mkfs_options "$run/store" >/dev/null

@@ -34,8 +34,8 @@ struct measure {
 
 // One row cell: a workload at one cache state and process count on one target.
 struct result {
-  std::string
-      workload;       // walk, read-small, read-jpeg, read-large, write-big, write-cp, write-rsync
+  std::string workload;  // walk, read-small, read-jpeg, read-large, write-big, write-cp,
+                         // write-rsync, rsync-again, rsync-1pct, write-tar
   std::string cache;  // warm, cold, or "" for writes
   int procs = 1;
   std::string target;

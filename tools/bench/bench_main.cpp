@@ -4,6 +4,7 @@
 // removed afterwards.
 #include <CLI/CLI.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -356,9 +358,22 @@ class runner {
     // bytes for free: each copy lands on a target that does not hold those
     // bytes any more, so rsync's copy is removed before cp's is made.
     for (auto& w : works_) {
+      const std::string copy = w.dir + "/rsync/";
       p_.show("write-rsync (rsync -a) on " + w.t.label);
-      auto m = run_command({"rsync", "-a", in("tree"), w.dir + "/rsync/"});
+      auto m = run_command({"rsync", "-a", in("tree"), copy});
       add_command("write-rsync", w, m, "rsync");
+      if (m && m->failed_workers == 0) {
+        // The nightly backup: the same tree again with nothing changed
+        // (rsync compares sizes and times, and writes nothing) ...
+        p_.show("rsync-again (nothing changed) on " + w.t.label);
+        add_command("rsync-again", w, run_command({"rsync", "-a", in("tree"), copy}), "rsync");
+        // ... and with 1% of the files changed: every 100th file's copy
+        // gets another mtime, so rsync reads it, sends it again and
+        // renames a new copy over it.
+        p_.show("rsync-1pct (1% of the files changed) on " + w.t.label);
+        age_every_nth_file(copy, 100);
+        add_command("rsync-1pct", w, run_command({"rsync", "-a", in("tree"), copy}), "rsync");
+      }
       remove(w.dir + "/rsync");
     }
     for (auto& w : works_) {
@@ -366,6 +381,33 @@ class runner {
       auto m = run_command({"cp", "-a", in("tree"), w.dir + "/tree"});
       add_command("write-cp", w, m, "cp");
     }
+    // Unpacking a source tarball: the tree as one tar (made once, untimed).
+    const std::string tarball = in("tree.tar");
+    struct stat st {};
+    if (::stat(tarball.c_str(), &st) != 0 && program_available("tar")) {
+      p_.show("making " + tarball);
+      const auto made = run_command({"tar", "-cf", tarball + ".part", "-C", o_.input, "tree"});
+      if (made && made->failed_workers == 0) stdfs::rename(tarball + ".part", tarball);
+    }
+    for (auto& w : works_) {
+      p_.show("write-tar (tar -x) on " + w.t.label);
+      const std::string out = w.dir + "/untar";
+      std::optional<measure> m;
+      if (::stat(tarball.c_str(), &st) == 0 && ::mkdir(out.c_str(), 0755) == 0)
+        m = run_command({"tar", "-xf", tarball, "-C", out});
+      add_command("write-tar", w, m, "tar");
+      remove(out);
+    }
+  }
+
+  // Sets an old mtime on every nth regular file under `root` (in the
+  // order list_files gives), so that rsync sees them changed.
+  static void age_every_nth_file(const std::string& root, std::size_t nth) {
+    const std::vector<std::string> files = list_files(root);
+    const timespec old_times[2] = {{0, UTIME_OMIT}, {1'000'000'000, 0}};
+    for (std::size_t i = 0; i < files.size(); i += nth)
+      if (::utimensat(AT_FDCWD, files[i].c_str(), old_times, AT_SYMLINK_NOFOLLOW) != 0)
+        throw std::system_error(errno, std::generic_category(), files[i]);
   }
 
   void remove(const std::string& path) {
