@@ -84,11 +84,18 @@ def main():
     ap.add_argument("--baseline", default="ext4")
     ap.add_argument("--peer", default="btrfs-zstd")
     ap.add_argument("--floor", default="passthrough_hp")
+    ap.add_argument("--floor-run", help="a second run with the floor in it, for the floor rows "
+                    "(where the floor could not serve the first run's input)")
     ap.add_argument("--target", default="densefs")
     a = ap.parse_args()
     with open(a.run) as f:
         j = json.load(f)
     cells = {(r["workload"], r["cache"], r["procs"], r["target"]): r for r in j["results"]}
+    floor_cells = cells
+    if a.floor_run:
+        with open(a.floor_run) as f:
+            floor_cells = {(r["workload"], r["cache"], r["procs"], r["target"]): r
+                           for r in json.load(f)["results"]}
     met = missed = 0
 
     def say(ok, what, detail):
@@ -110,8 +117,9 @@ def main():
         for workload, cache, procs, against, limit in rows:
             other = against_label[against]
             what = f"{workload} {cache or '-'} {procs}p <= {limit:.2f}x {other}"
-            theirs = cells.get((workload, cache, procs, other))
-            ours = cells.get((workload, cache, procs, a.target))
+            run = floor_cells if against == "floor" else cells
+            theirs = run.get((workload, cache, procs, other))
+            ours = run.get((workload, cache, procs, a.target))
             if not complete(theirs) or not complete(ours):
                 say(None, what, "no complete cells in this run")
                 continue

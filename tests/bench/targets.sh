@@ -45,7 +45,7 @@ trap cleanup EXIT
 # shellcheck source=tests/bench/btrfs_peer.sh
 source "$repo/tests/bench/btrfs_peer.sh"
 btrfs_peer "$run/btrfs" "$run/btrfs.img"
-passthrough_hp_peer "$run/passthrough_hp" "$run/passthrough_hp.ext4"
+passthrough_hp_peer "$run/passthrough_hp" "$run/passthrough_hp.ext4" "$(find "$input" | wc -l)"
 
 # shellcheck disable=SC2086  # MKFS_OPTIONS are words
 "$densefs" mkfs $mkfs_options "$run/store" >/dev/null
@@ -53,5 +53,32 @@ passthrough_hp_peer "$run/passthrough_hp" "$run/passthrough_hp.ext4"
 "$densefs" bench --input "$input" --procs 1,2,4 --target "ext4=$run/ext4" "${peers[@]}" \
   --target "densefs=$run/mnt" --save-json "$work/run.json" --svg "$work/run.svg" |
   tee "$work/run.txt"
+
+# The floor where passthrough_hp cannot serve the whole input: the metadata
+# rows again on a smaller copy of /usr/share that it can, with ext4 and a
+# second fresh store (a fresh one: the first holds these files' chunks).
+floor_args=()
+if [[ " ${peers[*]} " != *" passthrough_hp="* ]]; then
+  "$densefs" umount "$run/mnt"
+  small=$work/input-small
+  if [[ ! -f $small/big.bin ]]; then
+    rm -rf "$small"
+    "$densefs" bench --prepare "$small" --size 120M --big-size 16M
+  fi
+  entries=$(find "$small" | wc -l)
+  peers=()
+  passthrough_hp_peer "$run/passthrough_hp" "$run/passthrough_hp.ext4" "$entries"
+  if [[ ${#peers[@]} -gt 0 ]]; then
+    # shellcheck disable=SC2086  # MKFS_OPTIONS are words
+    "$densefs" mkfs $mkfs_options "$run/store-floor" >/dev/null
+    "$densefs" mount "$run/store-floor" "$run/mnt" ${mount_options:+-o "$mount_options"}
+    echo
+    echo "the floor, on $small ($entries entries):"
+    "$densefs" bench --input "$small" --workloads write,walk --procs 1,2,4 \
+      --target "ext4=$run/ext4" "${peers[@]}" --target "densefs=$run/mnt" \
+      --save-json "$work/floor.json" | tee "$work/floor.txt"
+    floor_args=(--floor-run "$work/floor.json")
+  fi
+fi
 echo
-python3 "$repo/tests/bench/targets.py" "$work/run.json" | tee "$work/targets.txt"
+python3 "$repo/tests/bench/targets.py" "$work/run.json" "${floor_args[@]}" | tee "$work/targets.txt"
