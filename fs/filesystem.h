@@ -247,6 +247,9 @@ class filesystem final : private data_path::host {
   // new-file row with its name, and the group commit that stores the data
   // ends it. Returns whether the data stayed staged. No lock held.
   bool land_before_rename(std::uint64_t parent, const char* name, bool may_stay_staged);
+  // Whether a handle open for writing can do without FLUSH at close(2)
+  // (fi->noflush; ops_file.cpp says why).
+  bool writer_needs_no_flush() const;
   // readdir's listing of `dir`: the cached one unless the directory changed
   // since it was read (node::dir_version). Takes dir.listing_mutex.
   std::shared_ptr<const dir_listing> listing_of(node& dir);

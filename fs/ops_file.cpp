@@ -51,7 +51,7 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       // open(O_RDONLY) + fchmod of each file one request less
       // (docs/read-path.md, "Requests per file"). An atime that relatime
       // changed is stored at release instead.
-      if ((fi->flags & O_ACCMODE) == O_RDONLY) fi->noflush = 1;
+      if ((fi->flags & O_ACCMODE) == O_RDONLY || writer_needs_no_flush()) fi->noflush = 1;
       // -o relatime, strictatime: a file the kernel serves from its cache
       // sends no READ.
       if ((fi->flags & O_ACCMODE) != O_WRONLY) atime_changed = touch_atime(*n);
@@ -153,6 +153,7 @@ void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
     n->cached_version = n->data_version.load();
     fi->keep_cache = 1;
     fi->fh = 0;
+    if ((fi->flags & O_ACCMODE) == O_RDONLY || writer_needs_no_flush()) fi->noflush = 1;
     if (fuse_reply_create(req, &e, fi) != 0) {
       --n->lookups;
       --n->opens;
@@ -281,6 +282,20 @@ void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::siz
     lock.unlock();
     fuse_reply_write(req, size);
   });
+}
+
+// A writer's handle needs no FLUSH either where no other client has the
+// volume: its RELEASE, which the kernel sends as close(2) returns (without
+// the caller waiting for it), submits the staged data the same way
+// (write-behind), and an error of an earlier background commit reaches the
+// file's next write or fsync (ext4 reports a full disk at write(2) too).
+// Each file rsync, cp or tar writes is then one round trip less. Beside
+// other clients a close commits before it returns (close-to-open), so
+// FLUSH stays; with writeback_cache the kernel sends it anyway, to write
+// its dirty pages first. Shared writable mmap is written back when the
+// mapping goes (the kernel's fuse_vma_close), FLUSH or not.
+bool filesystem::writer_needs_no_flush() const {
+  return !shares_volume() && !store_->membership().others_mounted();
 }
 
 // close(2) and the last release of a handle return once the data is staged
