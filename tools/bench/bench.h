@@ -36,7 +36,7 @@ struct measure {
 struct result {
   std::string workload;  // walk, read-small, read-jpeg, read-large, write-big, write-cp,
                          // write-rsync, rsync-again, rsync-1pct, write-tar
-  std::string cache;  // warm, cold, or "" for writes
+  std::string cache;     // warm, cold, or "" for writes
   int procs = 1;
   std::string target;
   bool available = true;
