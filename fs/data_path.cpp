@@ -510,16 +510,16 @@ int data_path::flush_data(std::unique_lock<std::mutex>& lock, node& n, bool take
   return take_error ? std::exchange(n.write_error, 0) : n.write_error;
 }
 
-int data_path::write_behind(node& n) {
+int data_path::write_behind(node& n, bool take_error) {
   // Write-behind: nothing here waits for an encode or a commit. The slots
   // go to the workers; their commit comes with a group (write_back.h).
   std::unique_lock lock(n.data_mutex);
   // Unless another client has the volume mounted: then close commits, so
   // that an open there sees the file whole (close-to-open, as NFS).
-  if (store_.membership().others_mounted()) return flush_data(lock, n, true);
+  if (store_.membership().others_mounted()) return flush_data(lock, n, take_error);
   submit_dirty_slots(n);
   store_record_if_settled(n);
-  return std::exchange(n.write_error, 0);
+  return take_error ? std::exchange(n.write_error, 0) : n.write_error;
 }
 
 void data_path::submit_dirty_slots(node& n) {

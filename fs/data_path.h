@@ -101,9 +101,11 @@ class data_path {
   // when `take_error` (the caller reports it to this file's user).
   int flush_data(std::unique_lock<std::mutex>& lock, node& n, bool take_error = true);
   // close(2) and release: submits the dirty slots and returns without
-  // waiting (write-behind); returns and clears an error a background commit
-  // hit since the last close or fsync. Takes n.data_mutex.
-  int write_behind(node& n);
+  // waiting (write-behind); returns an error a background commit hit since
+  // the last close or fsync, and clears it if `take_error` (a FLUSH, whose
+  // close(2) returns it; a RELEASE without one leaves it for the file's
+  // next write, fsync or rename). Takes n.data_mutex.
+  int write_behind(node& n, bool take_error = true);
 
   // --- reads (n.data_mutex held) ---
   // [offset, offset + length) of `n` as pieces to reply with

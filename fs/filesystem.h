@@ -325,8 +325,8 @@ class filesystem final : private data_path::host {
   // New files (node::new_file). A file stays new until its data as of its
   // last close is committed: the group commit that stores it, or its last
   // release when nothing is staged, ends that in the same commit; so do an
-  // fsync (everything), a rename or link of it (its data is committed
-  // first), its deletion, and unmount. A file kept open for writing longer
+  // fsync (everything), a rename of it over another file or a link of it
+  // (its data is committed first), its deletion, and unmount. A file kept open for writing longer
   // than k_new_file_grace ends it at its next group commit, so that a log
   // written for hours is not removed by a crash.
   static constexpr std::chrono::seconds k_new_file_grace{30};

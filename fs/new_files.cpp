@@ -23,8 +23,10 @@ bool filesystem::new_file_ends(const node& n, bool settled) const {
   // reader (a player, less, an indexer) is whole.
   if (settled && n.writers == 0 && n.write_error == 0) return true;
   // Kept open for writing a long time (a log, a download): it keeps its
-  // name after a crash, with what is committed, as on ext4.
-  return std::chrono::steady_clock::now() - n.created >= k_new_file_grace;
+  // name after a crash, with what is committed, as on ext4. Only while it
+  // is open for writing: a closed file ends once all of it is stored (a
+  // big one renamed to a free name keeps its row until its last group).
+  return n.writers > 0 && std::chrono::steady_clock::now() - n.created >= k_new_file_grace;
 }
 
 void filesystem::settle_new_file(node& n) {

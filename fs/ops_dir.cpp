@@ -264,7 +264,9 @@ bool filesystem::land_before_rename(std::uint64_t parent, const char* name, bool
   const auto n = table_.find(entry->ino);
   if (!n || !n->regular || !n->has_staged()) return false;
   std::unique_lock lock(n->data_mutex);
-  if (may_stay_staged) {
+  // A file whose last commit failed lands (and the rename fails) as before:
+  // its close reported nothing (no FLUSH), so this is where rsync hears it.
+  if (may_stay_staged && n->write_error == 0) {
     std::lock_guard meta(meta_mutex_);
     if (n->new_file) return true;
   }
@@ -299,14 +301,16 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
     //   free; beside other writers a close commits anyway.
     bool stayed_staged = false;
     std::unique_lock meta(meta_mutex_, std::defer_lock);
-    for (bool may_stay_staged = !(flags & RENAME_EXCHANGE) && !shares_volume();;
-         may_stay_staged = false) {
+    for (bool may_stay_staged = !(flags & RENAME_EXCHANGE) && !shares_volume() &&
+                                !store_->membership().others_mounted();
+         ; may_stay_staged = false) {
       const bool free_name = may_stay_staged && !store_->get_dirent(newparent, newname);
       stayed_staged = land_before_rename(parent, name, free_name);
       if (flags & RENAME_EXCHANGE) land_before_rename(newparent, newname, false);
       meta.lock();
-      // Filled meanwhile (only the daemon itself can, e.g. removing a
-      // crash's new files): the data lands first after all.
+      // Filled between the check and the lock: not alone on the volume,
+      // where the kernel holds both directories locked; a guard all the
+      // same. The data lands first after all.
       if (!stayed_staged || !store_->get_dirent(newparent, newname)) break;
       meta.unlock();
     }

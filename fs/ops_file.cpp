@@ -288,7 +288,9 @@ void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::siz
 // volume: its RELEASE, which the kernel sends as close(2) returns (without
 // the caller waiting for it), submits the staged data the same way
 // (write-behind), and an error of an earlier background commit reaches the
-// file's next write or fsync (ext4 reports a full disk at write(2) too).
+// file's next write, fsync or rename (ext4 reports a full disk at write(2)
+// too; the release keeps the error for them, and a rename of a file with
+// an error commits first).
 // Each file rsync, cp or tar writes is then one round trip less. Beside
 // other clients a close commits before it returns (close-to-open), so
 // FLUSH stays; with writeback_cache the kernel sends it anyway, to write
@@ -314,7 +316,9 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     auto n = get_node(ino);
     int error = 0;
     try {
-      if (n->regular) error = data_->write_behind(*n);
+      // After a FLUSH the close(2) had the error; without one (fi->noflush)
+      // it stays the file's, for its next write, fsync or rename.
+      if (n->regular) error = data_->write_behind(*n, fi->noflush == 0);
     } catch (const std::exception& e) {
       log_error("inode " + std::to_string(n->ino) + ": flush at close failed: " + e.what());
       error = EIO;
