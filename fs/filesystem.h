@@ -247,9 +247,10 @@ class filesystem final : private data_path::host {
   // new-file row with its name, and the group commit that stores the data
   // ends it. Returns whether the data stayed staged. No lock held.
   bool land_before_rename(std::uint64_t parent, const char* name, bool may_stay_staged);
-  // Whether a handle open for writing can do without FLUSH at close(2)
-  // (fi->noflush; ops_file.cpp says why).
-  bool writer_needs_no_flush() const;
+  // Whether a handle opened with `fi` can do without FLUSH at close(2)
+  // (fi->noflush): a reader's always, a writer's alone on the volume
+  // (ops_file.cpp says why).
+  bool needs_no_flush(const fuse_file_info& fi) const;
   // readdir's listing of `dir`: the cached one unless the directory changed
   // since it was read (node::dir_version). Takes dir.listing_mutex.
   std::shared_ptr<const dir_listing> listing_of(node& dir);
@@ -326,9 +327,9 @@ class filesystem final : private data_path::host {
   // last close is committed: the group commit that stores it, or its last
   // release when nothing is staged, ends that in the same commit; so do an
   // fsync (everything), a rename of it over another file or a link of it
-  // (its data is committed first), its deletion, and unmount. A file kept open for writing longer
-  // than k_new_file_grace ends it at its next group commit, so that a log
-  // written for hours is not removed by a crash.
+  // (its data is committed first), its deletion, and unmount. A file kept
+  // open for writing longer than k_new_file_grace ends it at its next group
+  // commit, so that a log written for hours is not removed by a crash.
   static constexpr std::chrono::seconds k_new_file_grace{30};
   // Whether `n` stops being new with a commit that leaves nothing of it
   // staged (`settled`), or that leaves some. Caller holds n.data_mutex and

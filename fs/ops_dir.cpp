@@ -8,8 +8,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <stdexcept>
-#include <string>
 #include <unordered_map>
 
 #include "fs/filesystem.h"
@@ -377,11 +375,6 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
           if (moved->new_file) txn.clear_new_file(moved->ino);
       } else {
         if (to_entry && (flags & RENAME_NOREPLACE)) throw fs_error(EEXIST);
-        // Free when the lock was taken, and alone on the volume nothing
-        // else changes names.
-        if (to_entry && stayed_staged)
-          throw std::logic_error("rename: the free name " + std::string(newname) +
-                                 " was filled inside the lock");
         if (to_entry && to_entry->ino == from_entry->ino) {
           // Both names are links to one inode: POSIX says do nothing.
           same_inode = true;

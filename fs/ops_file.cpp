@@ -51,7 +51,7 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       // open(O_RDONLY) + fchmod of each file one request less
       // (docs/read-path.md, "Requests per file"). An atime that relatime
       // changed is stored at release instead.
-      if ((fi->flags & O_ACCMODE) == O_RDONLY || writer_needs_no_flush()) fi->noflush = 1;
+      fi->noflush = needs_no_flush(*fi);
       // -o relatime, strictatime: a file the kernel serves from its cache
       // sends no READ.
       if ((fi->flags & O_ACCMODE) != O_WRONLY) atime_changed = touch_atime(*n);
@@ -153,7 +153,7 @@ void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
     n->cached_version = n->data_version.load();
     fi->keep_cache = 1;
     fi->fh = 0;
-    if ((fi->flags & O_ACCMODE) == O_RDONLY || writer_needs_no_flush()) fi->noflush = 1;
+    fi->noflush = needs_no_flush(*fi);
     if (fuse_reply_create(req, &e, fi) != 0) {
       --n->lookups;
       --n->opens;
@@ -296,13 +296,15 @@ void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::siz
 // FLUSH stays; with writeback_cache the kernel sends it anyway, to write
 // its dirty pages first. Shared writable mmap is written back when the
 // mapping goes (the kernel's fuse_vma_close), FLUSH or not.
-bool filesystem::writer_needs_no_flush() const {
+bool filesystem::needs_no_flush(const fuse_file_info& fi) const {
+  if ((fi.flags & O_ACCMODE) == O_RDONLY) return true;  // open() says why
   return !shares_volume() && !store_->membership().others_mounted();
 }
 
 // close(2) and the last release of a handle return once the data is staged
 // (write-behind): encoding and the commit follow in the background, and an
-// error they hit is returned by the file's next close or fsync.
+// error they hit is returned by the file's next write, fsync or rename, or
+// by its close where a FLUSH is sent.
 void filesystem::flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   run_op(req, "flush", [&] {
     auto n = get_node(ino);
