@@ -118,6 +118,9 @@ class filesystem final : private data_path::host {
   fuse_entry_param entry_for(const node& n) const;  // caller holds meta_mutex_
   // Replies with an entry for `n` and counts the lookup.
   void reply_entry(fuse_req_t req, const std::shared_ptr<node>& n);
+  // Clears the suid and sgid bits a write by this caller takes away (the
+  // kernel asked: KILLPRIV_V2's kill_suidgid), in a commit of their own.
+  void kill_suid_sgid(fuse_req_t req, node& n);
   // A copy of n's record safe to persist: size never ahead of committed data.
   store::inode_record persistable(const node& n, store::inode_record r) const;
   // Drops the node from memory once the kernel and open files are done
@@ -425,6 +428,11 @@ class filesystem final : private data_path::host {
   // The kernel opens directories without asking (FUSE_CAP_NO_OPENDIR_SUPPORT):
   // opendir answers ENOSYS once.
   bool no_opendir_ = false;
+  // The kernel leaves clearing suid and sgid to us (FUSE_CAP_HANDLE_KILLPRIV_V2,
+  // set in init): a WRITE says so with kill_suidgid, a truncate or chown
+  // with FUSE_SET_ATTR_KILL_SUID, any other change with a SETATTR of no
+  // attribute (ops_attr.cpp, suid_sgid_to_kill).
+  bool kills_suid_sgid_ = false;
   // The kernel enforces POSIX ACLs (FUSE_CAP_POSIX_ACL) and leaves the umask
   // to us (FUSE_CAP_DONT_MASK): set in init when it offers both. Without
   // them ACL xattrs are refused (EOPNOTSUPP), never stored unenforced.

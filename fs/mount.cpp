@@ -589,8 +589,19 @@ void filesystem::init(fuse_conn_info* conn) {
     conn->want |= FUSE_CAP_READDIRPLUS;
     conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   }
-  // The kernel clears suid/sgid itself (it sends us the mode change).
+  // We clear suid and sgid (filesystem::setattr, filesystem::write), told by
+  // the kernel when a change asks for it (KILLPRIV_V2). The kernel then
+  // marks the superblock SB_NOSEC: once a file's first write found no
+  // security.capability, its later writes ask for none (tar writes 10 KiB
+  // records, each a GETXATTR round trip before). Without V2 (libfuse 3.14)
+  // the kernel computes the mode change and sends it as a SETATTR.
   conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+#ifdef FUSE_CAP_HANDLE_KILLPRIV_V2
+  if (conn->capable & FUSE_CAP_HANDLE_KILLPRIV_V2) {
+    conn->want |= FUSE_CAP_HANDLE_KILLPRIV_V2;
+    kills_suid_sgid_ = true;
+  }
+#endif
   // No atomic_o_trunc: with it the kernel sends O_TRUNC in OPEN and sets its
   // i_size to 0 as the OPEN returns, before the VFS checks for a running
   // executable (ETXTBSY). A refused open(O_TRUNC) of a running program then

@@ -28,16 +28,16 @@ store::timestamp from_timespec(const timespec& t) {
   return {t.tv_sec, static_cast<std::uint32_t>(t.tv_nsec)};
 }
 
-// With handle_killpriv off (filesystem::init) the kernel clears suid, and
-// sgid when group-exec is set, itself: a write, fallocate, copy_file_range
-// or truncate by a user without CAP_FSETID first sends a SETATTR, in that
-// user's context, with the mode less those bits (or with nothing to change
-// when there is nothing left to clear). What its FUSE code leaves out is
-// the VFS's other sgid rule (setattr_should_drop_sgid): sgid without
-// group-exec also goes when the user is not in the file's group. ext4
-// applies it to all of these and to chown(-1, -1); a chmod has it applied
-// by the kernel already, so applying it again changes nothing. libfuse
-// 3.14 cannot negotiate handle_killpriv_v2, which would tell us directly.
+// Without KILLPRIV_V2 (filesystem::init; libfuse 3.14 cannot ask for it)
+// the kernel clears suid, and sgid when group-exec is set, itself: a write,
+// fallocate, copy_file_range or truncate by a user without CAP_FSETID first
+// sends a SETATTR, in that user's context, with the mode less those bits
+// (or with nothing to change when there is nothing left to clear). What its
+// FUSE code leaves out is the VFS's other sgid rule
+// (setattr_should_drop_sgid): sgid without group-exec also goes when the
+// user is not in the file's group. ext4 applies it to all of these and to
+// chown(-1, -1); a chmod has it applied by the kernel already, so applying
+// it again changes nothing.
 bool drops_sgid_as_the_vfs_does(fuse_req_t req, const store::inode_record& r, int to_set) {
   if (!S_ISREG(r.mode) || !(r.mode & S_ISGID) || (r.mode & S_IXGRP)) return false;
   if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) return false;  // chown: the kernel's
@@ -48,6 +48,37 @@ bool drops_sgid_as_the_vfs_does(fuse_req_t req, const store::inode_record& r, in
   const bool kill_like =
       (to_set & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MODE)) != 0 || (to_set & k_times) == 0;
   return kill_like && !filesystem::caller_credentials(req).in_group_or_capable(r.gid);
+}
+
+// With KILLPRIV_V2 the kernel asks us to clear the bits: a truncate by a
+// user without CAP_FSETID and every chown of a file other than a directory
+// carry FUSE_SET_ATTR_KILL_SUID (the kernel's FATTR_KILL_SUIDGID); the
+// VFS's own kill request (a write, fallocate or copy_file_range by such a
+// user, chown(-1, -1)) arrives as a SETATTR of no attribute at all, since
+// the kernel drops the mode it would have computed; with writeback_cache a
+// chown(-1, -1) carries the ctime the kernel keeps (and only it: the
+// kernel's own time updates always send the mtime too).
+bool asks_to_kill_suid_sgid(int to_set) {
+  constexpr int k_kill = FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID;
+  constexpr int k_attributes = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+                               FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+                               FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW;
+  return (to_set & k_kill) != 0 || (to_set & k_attributes) == 0;
+}
+
+// The bits such a kill takes from a regular file, given its record before
+// the change, by the VFS's rules (setattr_should_drop_suidgid): suid always;
+// sgid with group-exec, or without it when the caller is neither in the
+// file's group nor has CAP_FSETID. Whether the caller's CAP_FSETID spares
+// the file the kernel has decided already (it sends no kill then).
+mode_t suid_sgid_to_kill(fuse_req_t req, const store::inode_record& before) {
+  if (!S_ISREG(before.mode)) return 0;
+  mode_t kill = before.mode & S_ISUID;
+  if ((before.mode & S_ISGID) &&
+      ((before.mode & S_IXGRP) ||
+       !filesystem::caller_credentials(req).in_group_or_capable(before.gid)))
+    kill |= S_ISGID;
+  return kill;
 }
 
 }  // namespace
@@ -544,10 +575,13 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
     store::transaction txn;
     commit(txn, false, [&](store::transaction& txn) {
       r = record_to_edit(*n);
+      const store::inode_record before = r;
       if (to_set & FUSE_SET_ATTR_MODE) r.mode = (r.mode & S_IFMT) | (attr->st_mode & 07777);
       if (to_set & FUSE_SET_ATTR_UID) r.uid = attr->st_uid;
       if (to_set & FUSE_SET_ATTR_GID) r.gid = attr->st_gid;
       if (drops_sgid_as_the_vfs_does(req, r, to_set)) r.mode &= ~S_ISGID;
+      if (kills_suid_sgid_ && asks_to_kill_suid_sgid(to_set))
+        r.mode &= ~suid_sgid_to_kill(req, before);
       if (to_set & FUSE_SET_ATTR_ATIME_NOW)
         r.atime = t;
       else if (to_set & FUSE_SET_ATTR_ATIME)
@@ -582,6 +616,22 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
     struct stat st = to_stat(n->record);
     fuse_reply_attr(req, &st, options_.attr_timeout);
   });
+}
+
+void filesystem::kill_suid_sgid(fuse_req_t req, node& n) {
+  std::lock_guard meta(meta_mutex_);
+  // Almost every write: neither bit, nothing to do.
+  if (!(n.record.mode & (S_ISUID | S_ISGID)) || suid_sgid_to_kill(req, n.record) == 0) return;
+  store::inode_record r;
+  store::transaction txn;
+  commit(txn, false, [&](store::transaction& txn) {
+    r = record_to_edit(n);
+    r.mode &= ~suid_sgid_to_kill(req, r);
+    r.ctime = now();
+    txn.put_inode(persistable(n, r));
+  });
+  keep_record(n, r);
+  n.record_dirty = false;
 }
 
 void filesystem::statfs(fuse_req_t req, fuse_ino_t) {

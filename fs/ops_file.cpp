@@ -264,10 +264,15 @@ bool filesystem::reply_read(fuse_req_t req, node& n, std::size_t size, off_t off
 }
 
 void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off,
-                       fuse_file_info*) {
+                       fuse_file_info* fi) {
   run_op(req, "write", [&] {
     if (off < 0) throw fs_error(EINVAL);
     auto n = get_node(ino);
+#ifdef FUSE_CAP_HANDLE_KILLPRIV_V2
+    if (kills_suid_sgid_ && fi && fi->kill_suidgid) kill_suid_sgid(req, *n);
+#else
+    (void)fi;
+#endif
     std::unique_lock lock(n->data_mutex);
     if (n->write_error != 0) throw fs_error(std::exchange(n->write_error, 0));
     data_->wait_for_staging_room(lock, *n);

@@ -18,6 +18,11 @@
 
 #include "tests/mount/mount_fixture.h"
 
+// Which libfuse the daemon was built with (FUSE_CAP_HANDLE_KILLPRIV_V2 is in
+// 3.18's headers, not in Debian 12's 3.14).
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
 namespace densefs::test {
 namespace {
 
@@ -212,6 +217,38 @@ TEST_F(attrs, stats_count_fuse_requests_by_kind) {
   // The text form says it too.
   const auto r = run_command({densefs_binary(), "stats", mnt_.string()});
   EXPECT_NE(r.out.find("requests since mount: "), std::string::npos) << r.out;
+}
+
+// With KILLPRIV_V2 the kernel asks for security.capability before a file's
+// first write only, not before every write: tar writes 10 KiB records, and
+// each was a GETXATTR round trip (docs/read-path.md, "Requests per file").
+// The bits a write must clear are still cleared: tests/mount/permission_test.cpp.
+TEST_F(attrs, a_file_written_in_many_writes_is_asked_for_its_capability_once) {
+#ifndef FUSE_CAP_HANDLE_KILLPRIV_V2
+  GTEST_SKIP() << "libfuse without FUSE_CAP_HANDLE_KILLPRIV_V2 (3.14): the kernel asks before "
+                  "every write";
+#endif
+  const auto count = [](const nlohmann::json& j, const char* kind) {
+    return j.at("requests").value(kind, std::uint64_t{0});
+  };
+  const int fd = ::open(path("records").c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  const std::string record(1024, 'r');
+  // `densefs stats` asks the mount for its own xattrs: what one call costs.
+  const auto first = stats();
+  const auto before = stats();
+  const std::uint64_t of_stats = count(before, "getxattr") - count(first, "getxattr");
+  constexpr int k_writes = 10;
+  for (int i = 0; i < k_writes; ++i)
+    ASSERT_EQ(::pwrite(fd, record.data(), record.size(), static_cast<off_t>(i * record.size())),
+              static_cast<ssize_t>(record.size()))
+        << strerror(errno);
+  const auto after = stats();
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_EQ(count(after, "write") - count(before, "write"), std::uint64_t{k_writes})
+      << after.dump();
+  EXPECT_LE(count(after, "getxattr") - count(before, "getxattr") - of_stats, 1u) << after.dump();
+  EXPECT_EQ(read_file(path("records")).size(), k_writes * record.size());
 }
 
 TEST_F(attrs, virtual_info_xattr_is_readable_but_never_listed) {
