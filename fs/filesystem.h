@@ -65,6 +65,11 @@ class filesystem final : private data_path::host {
   idle_spinner& spinner() { return spinner_; }
   stall_watchdog& watchdog() { return watchdog_; }
 
+  // Parks idle nodes once more than the resident limit are in memory
+  // (inode_table::park; docs/design.md, "Inodes in memory"). After every
+  // request, with no lock held and no node of the request's still held.
+  void park_idle_nodes() noexcept;
+
   // The requester's groups and CAP_FSETID, for the kernel's
   // in_group_or_capable rules (setgid clearing): FUSE passes only the
   // fsuid, fsgid and thread id, so they are read from /proc (ops_xattr.cpp).
@@ -438,6 +443,14 @@ class filesystem final : private data_path::host {
   // them ACL xattrs are refused (EOPNOTSUPP), never stored unenforced.
   bool posix_acl_ = false;
   inode_table table_;
+  // Nodes kept in memory before idle ones are parked, and the count that
+  // starts the next park (raised while many nodes stay busy, so that a
+  // park does not look at them after every request).
+  const std::size_t resident_limit_;
+  std::atomic<std::size_t> park_above_;
+  // A node nothing needs in full: what parking it loses (its record, page
+  // state, listing) is in the store or known fresh. Caller holds meta_mutex_.
+  bool parkable(node& n) const;
 };
 
 // The current time as a store timestamp.

@@ -146,16 +146,83 @@ struct node : std::enable_shared_from_this<node> {
   void bytes_changed() { data_version.fetch_add(1); }
 };
 
+// The nodes in memory, and the inodes the kernel remembers that need no
+// node: "parked" ones, kept as their lookup count and parent hint (~56
+// bytes with the hash table's own, instead of a node's ~700), so that a walk of millions
+// of files does not need a node for each (docs/design.md, "Inodes in
+// memory"). A parked inode is loaded again from the store when a request
+// names it; its node takes over the lookup count.
 class inode_table {
  public:
   std::shared_ptr<node> find(std::uint64_t ino) const;
-  std::shared_ptr<node> insert(std::shared_ptr<node> n);  // returns existing if present
+  // Returns the node already there if present. A new node of a parked
+  // inode takes over its lookup count, its parent hint and whether the
+  // kernel's cached pages of it were known fresh.
+  std::shared_ptr<node> insert(std::shared_ptr<node> n);
   void erase(std::uint64_t ino);
   std::vector<std::shared_ptr<node>> all() const;
 
+  // Nodes in memory (read without the lock: a hint).
+  std::size_t resident() const { return resident_.load(std::memory_order_relaxed); }
+  std::size_t parked() const;
+  bool is_parked(std::uint64_t ino) const;
+  // The kernel forgot `nlookup` lookups of an inode without a node: false
+  // when it is not parked either.
+  bool forget_parked(std::uint64_t ino, std::uint64_t nlookup);
+  // Moves nodes out of memory until at most `keep` remain or every node was
+  // looked at once: those that nothing but the table holds (no request,
+  // job or handle has them) and that `idle` accepts. One the kernel no
+  // longer remembers (no lookups) is dropped; the others are parked. The
+  // caller holds filesystem::meta_mutex_, which guards what `idle` reads.
+  // Returns the nodes left in memory.
+  template <typename Idle>
+  std::size_t park(std::size_t keep, Idle&& idle);
+
  private:
+  // A parked inode's lookups, with this bit set when the kernel's pages of
+  // it were known fresh (node::cached_version == node::data_version), and
+  // node::parent_hint (the read-ahead's prefetch of its siblings).
+  static constexpr std::uint64_t k_cache_fresh = std::uint64_t{1} << 63;
+  struct parked_inode {
+    std::uint64_t lookups_and_fresh;
+    std::uint64_t parent_hint;
+  };
+
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, std::shared_ptr<node>> nodes_;
+  std::unordered_map<std::uint64_t, parked_inode> parked_;
+  std::atomic<std::size_t> resident_{0};
+  // Where the next park goes on (a bucket of nodes_), so that nodes that
+  // stay busy are not looked at first every time.
+  std::size_t cursor_ = 0;
 };
+
+template <typename Idle>
+std::size_t inode_table::park(std::size_t keep, Idle&& idle) {
+  std::lock_guard lock(mutex_);
+  const std::size_t buckets = nodes_.bucket_count();
+  for (std::size_t looked = 0; looked < buckets && nodes_.size() > keep; ++looked) {
+    const std::size_t bucket = cursor_++ % buckets;
+    std::vector<std::uint64_t> leaving;
+    for (auto it = nodes_.begin(bucket); it != nodes_.end(bucket); ++it) {
+      // use_count is exact here: new references come only from this table,
+      // under mutex_.
+      if (it->second.use_count() == 1 && idle(*it->second)) leaving.push_back(it->first);
+    }
+    for (const std::uint64_t ino : leaving) {
+      const auto it = nodes_.find(ino);
+      const node& n = *it->second;
+      if (n.lookups > 0)
+        parked_[ino] = {n.lookups | (n.cached_version == n.data_version.load() ? k_cache_fresh : 0),
+                        n.parent_hint.load(std::memory_order_relaxed)};
+      nodes_.erase(it);
+    }
+  }
+  // Buckets are never given back on their own: after a burst of nodes an
+  // emptier table would cost every later park a walk over empty buckets.
+  if (nodes_.bucket_count() > 8 * (nodes_.size() + 64)) nodes_.rehash(0);
+  resident_.store(nodes_.size(), std::memory_order_relaxed);
+  return nodes_.size();
+}
 
 }  // namespace densefs::fs

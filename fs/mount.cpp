@@ -80,6 +80,8 @@ class counted_request {
     fs_->requests().add(kind_,
                         static_cast<std::uint64_t>(
                             std::chrono::duration_cast<std::chrono::nanoseconds>(spent).count()));
+    // The request's own references to nodes are gone by now.
+    fs_->park_idle_nodes();
   }
   counted_request(const counted_request&) = delete;
   counted_request& operator=(const counted_request&) = delete;

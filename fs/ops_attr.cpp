@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
@@ -81,9 +82,18 @@ mode_t suid_sgid_to_kill(fuse_req_t req, const store::inode_record& before) {
   return kill;
 }
 
+// Nodes in memory before idle ones are parked: 16,384 nodes are ~11 MB.
+// DENSEFS_RESIDENT_INODES sets another limit (tests park with a few dozen).
+std::size_t resident_node_limit() {
+  if (const char* env = std::getenv("DENSEFS_RESIDENT_INODES"); env && *env)
+    return std::max<std::size_t>(1, std::strtoull(env, nullptr, 10));
+  return 16384;
+}
+
 }  // namespace
 
-filesystem::filesystem(const mount_options& options) : options_(options) {}
+filesystem::filesystem(const mount_options& options)
+    : options_(options), resident_limit_(resident_node_limit()), park_above_(resident_limit_) {}
 
 filesystem::~filesystem() {
   shutdown();
@@ -460,6 +470,35 @@ void filesystem::maybe_release(const std::shared_ptr<node>& n) {
   table_.erase(n->ino);
 }
 
+bool filesystem::parkable(node& n) const {
+  if (n.ino == store::k_root_ino || n.purged || n.new_file || n.held || n.opens != 0 ||
+      n.record_dirty || n.record.nlink == 0 || n.has_staged())
+    return false;
+  // No one else holds the node, so no one holds its mutexes either; taking
+  // them orders these reads after the last writer's.
+  std::unique_lock data(n.data_mutex, std::try_to_lock);
+  if (!data.owns_lock() || n.write_error != 0 || !n.slots.empty()) return false;
+  // A directory in the middle of a listing keeps it: its next READDIR goes
+  // on from it (the listing is dropped at its end anyway).
+  std::unique_lock listing(n.listing_mutex, std::try_to_lock);
+  return listing.owns_lock() && !n.listing;
+}
+
+void filesystem::park_idle_nodes() noexcept {
+  if (table_.resident() <= park_above_.load(std::memory_order_relaxed)) return;
+  // Beside other clients a node is what their changes are applied to
+  // (follower.cpp, shared_writers.cpp): every node stays.
+  if (shares_volume() || store_->follows()) return;
+  try {
+    std::lock_guard meta(meta_mutex_);
+    const std::size_t left =
+        table_.park(resident_limit_ * 3 / 4, [this](node& n) { return parkable(n); });
+    park_above_.store(std::max(resident_limit_, left + left / 4), std::memory_order_relaxed);
+  } catch (const std::exception& e) {
+    log_error(std::string("parking idle inodes: ") + e.what());  // they stay in memory
+  }
+}
+
 // The store is read without meta_mutex_, so that parallel walks do not
 // queue behind one another's RocksDB reads: meta_gen_ is read first, and if
 // a commit happened before the mutex is taken, the reads are repeated
@@ -537,7 +576,10 @@ void filesystem::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void filesystem::forget(fuse_ino_t ino, std::uint64_t nlookup) {
   std::lock_guard meta(meta_mutex_);
   auto n = table_.find(ino);
-  if (!n) return;
+  if (!n) {
+    table_.forget_parked(ino, nlookup);
+    return;
+  }
   n->lookups -= std::min<std::uint64_t>(n->lookups, nlookup);
   maybe_release(n);
 }

@@ -101,6 +101,9 @@ std::string filesystem::stats_json() const {
   // Probes of the mount left unanswered past their bound (fs/stall_watchdog.h).
   j["transport_stalls"] = watchdog_.stalls();
   j["transport_stalled"] = watchdog_.stalled();
+  // Inodes with a node in memory, and those the kernel remembers that are
+  // parked (fs/inode_table.h).
+  j["inodes"] = {{"in_memory", table_.resident()}, {"parked", table_.parked()}};
   // -o idle_spin: the time its threads spun (fs/idle_spinner.h).
   j["idle_spin_seconds"] = static_cast<double>(spinner_.spun_ns()) / 1e9;
   // What the read-ahead queued since mount (fs/read_ahead.h).

@@ -204,6 +204,8 @@ void filesystem::commit_recompressed(const store::recompress_item& item, store::
             txn.put_inode(*r);
           }
         });
+        // A parked inode: the kernel remembers it, and its st_blocks.
+        if (table_.is_parked(item.ino)) invalidate_attributes(item.ino);
         return;
       }
     }

@@ -688,7 +688,11 @@ class store {
   // Throws store_error(ENOSPC) unless `bytes` more payload fit while keeping
   // the space reserve; nothing has been written when it throws.
   void check_space_for(std::uint64_t bytes) const;
-  stored_chunk read_stored_chunk_once(const chunk_hash& hash, bool retry_on_swap) const;
+  // `gone_is_error` false (a cache fill racing an overwrite): a chunk deleted
+  // since its extent was read throws chunk_cache::load_abandoned, unlogged;
+  // the read that still needs it reports it.
+  stored_chunk read_stored_chunk_once(const chunk_hash& hash, bool retry_on_swap,
+                                      bool gone_is_error = true) const;
   // Chunk `index` of the Lepton file stored as chunk `first`'s payload,
   // which must be `hash` with `plain_size` bytes; every chunk of the
   // decoded file is checked against its name and the others published to

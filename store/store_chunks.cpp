@@ -168,19 +168,24 @@ store::stored_chunk store::read_stored_chunk(const chunk_hash& hash) const {
   return read_stored_chunk_once(hash, true);
 }
 
-store::stored_chunk store::read_stored_chunk_once(const chunk_hash& hash,
-                                                  bool retry_on_swap) const {
+store::stored_chunk store::read_stored_chunk_once(const chunk_hash& hash, bool retry_on_swap,
+                                                  bool gone_is_error) const {
   std::optional<chunk_record> rec;
   try {
     rec = get_chunk(hash);
   } catch (const store_error& e) {
     chunk_failure(e.what());
   }
-  if (!rec) chunk_failure("chunk " + hash.hex() + " is missing");
+  if (!rec) {
+    if (!gone_is_error) throw chunk_cache::load_abandoned();
+    chunk_failure("chunk " + hash.hex() + " is missing");
+  }
   std::string stored;
   try {
     stored = payloads_->get(hash);
   } catch (const store_error& e) {
+    // Its payload went with it: deleted between the two lookups.
+    if (!gone_is_error && !get_chunk(hash)) throw chunk_cache::load_abandoned();
     chunk_failure(e.what());
   }
   const std::uint64_t sum = stored_checksum(stored);
@@ -194,7 +199,8 @@ store::stored_chunk store::read_stored_chunk_once(const chunk_hash& hash,
         now = get_chunk(hash);
       } catch (const store_error&) {
       }
-      if (now && *now != *rec) return read_stored_chunk_once(hash, false);
+      if (now && *now != *rec) return read_stored_chunk_once(hash, false, gone_is_error);
+      if (!now && !gone_is_error) throw chunk_cache::load_abandoned();
     }
   }
   if (stored.size() != rec->stored_size) {
@@ -424,8 +430,10 @@ std::size_t store::load_chunks(std::span<const chunk_hash> hashes,
         if (stored && payload_matches(*records[i], *stored))
           return decode_stored_chunk(h, {*records[i], *stored});
         // Missing, damaged, or swapped by a re-encoding between the two
-        // lookups: the single path retries once and reports.
-        return decode_stored_chunk(h, read_stored_chunk(h));
+        // lookups: the single path retries once and reports, but for a
+        // chunk deleted meanwhile (a prefetch racing an overwrite): the
+        // read that still needs it says so.
+        return decode_stored_chunk(h, read_stored_chunk_once(h, true, false));
       });
     }
   } catch (...) {
