@@ -10,6 +10,10 @@ std::shared_ptr<node> inode_table::find(std::uint64_t ino) const {
 
 std::shared_ptr<node> inode_table::insert(std::shared_ptr<node> n) {
   std::lock_guard lock(mutex_);
+  return insert_locked(std::move(n));
+}
+
+std::shared_ptr<node> inode_table::insert_locked(std::shared_ptr<node> n) {
   if (const auto it = nodes_.find(n->ino); it != nodes_.end()) return it->second;
   if (const auto p = parked_.find(n->ino); p != parked_.end()) {
     // Not yet visible to any other thread: no lock of the node's is needed.

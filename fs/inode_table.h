@@ -159,6 +159,10 @@ class inode_table {
   // inode takes over its lookup count, its parent hint and whether the
   // kernel's cached pages of it were known fresh.
   std::shared_ptr<node> insert(std::shared_ptr<node> n);
+  // The same, but null (nothing inserted) when `stale()`, asked under the
+  // table's mutex, says n's record may be out of date.
+  template <typename Stale>
+  std::shared_ptr<node> insert_unless(std::shared_ptr<node> n, Stale&& stale);
   void erase(std::uint64_t ino);
   std::vector<std::shared_ptr<node>> all() const;
 
@@ -188,6 +192,9 @@ class inode_table {
     std::uint64_t parent_hint;
   };
 
+  // insert's work, mutex_ held.
+  std::shared_ptr<node> insert_locked(std::shared_ptr<node> n);
+
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, std::shared_ptr<node>> nodes_;
   std::unordered_map<std::uint64_t, parked_inode> parked_;
@@ -196,6 +203,14 @@ class inode_table {
   // stay busy are not looked at first every time.
   std::size_t cursor_ = 0;
 };
+
+template <typename Stale>
+std::shared_ptr<node> inode_table::insert_unless(std::shared_ptr<node> n, Stale&& stale) {
+  std::lock_guard lock(mutex_);
+  if (const auto it = nodes_.find(n->ino); it != nodes_.end()) return it->second;
+  if (stale()) return nullptr;
+  return insert_locked(std::move(n));
+}
 
 template <typename Idle>
 std::size_t inode_table::park(std::size_t keep, Idle&& idle) {

@@ -267,12 +267,23 @@ void filesystem::invalidate_listing(std::uint64_t ino) {
 }
 
 std::shared_ptr<node> filesystem::get_node(std::uint64_t ino) {
-  if (auto n = table_.find(ino)) return n;
-  auto r = store_->get_inode(ino);
-  if (!r) throw fs_error(ENOENT);
-  auto fresh = std::make_shared<node>(*r);
-  fresh->persisted_size = r->size;
-  return table_.insert(std::move(fresh));
+  for (;;) {
+    // Read without meta_mutex_ (callers may or may not hold it), so a commit
+    // may change the inode between the read and the insert: of a parked
+    // one (the kernel knows it, and a link, chmod or re-encoding may come),
+    // whose stale record would then be committed again later. Every commit
+    // bumps meta_gen_ under meta_mutex_: if it moved, read again. A caller
+    // holding the mutex never loops.
+    const std::uint64_t gen = meta_gen_.load(std::memory_order_acquire);
+    if (auto n = table_.find(ino)) return n;
+    auto r = store_->get_inode(ino);
+    if (!r) throw fs_error(ENOENT);
+    auto fresh = std::make_shared<node>(*r);
+    fresh->persisted_size = r->size;
+    if (auto n = table_.insert_unless(
+            std::move(fresh), [&] { return meta_gen_.load(std::memory_order_acquire) != gen; }))
+      return n;
+  }
 }
 
 struct stat filesystem::to_stat(const store::inode_record& r) const {

@@ -198,14 +198,23 @@ void filesystem::commit_recompressed(const store::recompress_item& item, store::
           return;
         }
       } else {
+        std::optional<store::inode_record> r;
         commit(txn, false, [&](store::transaction& txn) {
-          if (auto r = store_->get_inode(item.ino)) {
+          r = store_->get_inode(item.ino);
+          if (r) {
             adjust(*r);
             txn.put_inode(*r);
           }
         });
+        if (!r) return;
+        // A node loaded meanwhile (get_node reads without meta_mutex_) may
+        // hold the record from before this commit.
+        if (auto n = table_.find(item.ino); n && !n->purged) {
+          n->record.stored_bytes = r->stored_bytes;
+          n->record.flags = r->flags;
+        }
         // A parked inode: the kernel remembers it, and its st_blocks.
-        if (table_.is_parked(item.ino)) invalidate_attributes(item.ino);
+        if (table_.is_parked(item.ino) || table_.find(item.ino)) invalidate_attributes(item.ino);
         return;
       }
     }
