@@ -597,10 +597,13 @@ void filesystem::forget(fuse_ino_t ino, std::uint64_t nlookup) {
 
 void filesystem::getattr(fuse_req_t req, fuse_ino_t ino) {
   run_op(req, "getattr", [&] {
+    // Loaded (a parked inode: a RocksDB read) before the mutex is taken,
+    // so that a walk's GETATTRs do not queue behind one another's reads.
+    const auto n = get_node(ino);
     struct stat st;
     {
       std::lock_guard meta(meta_mutex_);
-      st = to_stat(get_node(ino)->record);
+      st = to_stat(n->record);
     }
     fuse_reply_attr(req, &st, options_.attr_timeout);
   });
