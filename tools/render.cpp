@@ -109,6 +109,11 @@ std::string render_stats(const std::string& source, const json& j) {
       out += (i ? ", " : "") + kinds[i].second + " " + std::to_string(kinds[i].first);
     out += ")\n";
   }
+  if (j.contains("inodes") && j.at("inodes").is_object()) {
+    // A live mount's nodes, and the inodes the kernel remembers parked.
+    out += "inodes in memory: " + std::to_string(u64(j.at("inodes"), "in_memory")) +
+           ", parked: " + std::to_string(u64(j.at("inodes"), "parked")) + "\n";
+  }
   return out;
 }
 

@@ -217,6 +217,7 @@ TEST_F(attrs, stats_count_fuse_requests_by_kind) {
   // The text form says it too.
   const auto r = run_command({densefs_binary(), "stats", mnt_.string()});
   EXPECT_NE(r.out.find("requests since mount: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("inodes in memory: "), std::string::npos) << r.out;
 }
 
 // With KILLPRIV_V2 the kernel asks for security.capability before a file's
