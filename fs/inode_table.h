@@ -216,9 +216,10 @@ template <typename Idle>
 std::size_t inode_table::park(std::size_t keep, Idle&& idle) {
   std::lock_guard lock(mutex_);
   const std::size_t buckets = nodes_.bucket_count();
+  std::vector<std::uint64_t> leaving;  // of one bucket
   for (std::size_t looked = 0; looked < buckets && nodes_.size() > keep; ++looked) {
     const std::size_t bucket = cursor_++ % buckets;
-    std::vector<std::uint64_t> leaving;
+    leaving.clear();
     for (auto it = nodes_.begin(bucket); it != nodes_.end(bucket); ++it) {
       // use_count is exact here: new references come only from this table,
       // under mutex_.

@@ -209,12 +209,13 @@ void filesystem::commit_recompressed(const store::recompress_item& item, store::
         if (!r) return;
         // A node loaded meanwhile (get_node reads without meta_mutex_) may
         // hold the record from before this commit.
-        if (auto n = table_.find(item.ino); n && !n->purged) {
-          n->record.stored_bytes = r->stored_bytes;
-          n->record.flags = r->flags;
+        const auto loaded = table_.find(item.ino);
+        if (loaded && !loaded->purged) {
+          loaded->record.stored_bytes = r->stored_bytes;
+          loaded->record.flags = r->flags;
         }
-        // A parked inode: the kernel remembers it, and its st_blocks.
-        if (table_.is_parked(item.ino) || table_.find(item.ino)) invalidate_attributes(item.ino);
+        // Or a parked inode: the kernel remembers it, and its st_blocks.
+        if (loaded || table_.is_parked(item.ino)) invalidate_attributes(item.ino);
         return;
       }
     }
