@@ -438,6 +438,10 @@ class filesystem final : private data_path::host {
   // with FUSE_SET_ATTR_KILL_SUID, any other change with a SETATTR of no
   // attribute (ops_attr.cpp, suid_sgid_to_kill).
   bool kills_suid_sgid_ = false;
+  // The kernel opens files without asking (FUSE's no_open; a read-only
+  // mount, set in init): OPEN and FLUSH answer ENOSYS once, and after that
+  // no open or close of a file is a request. docs/read-path.md, "Opens".
+  bool kernel_opens_ = false;
   // The kernel enforces POSIX ACLs (FUSE_CAP_POSIX_ACL) and leaves the umask
   // to us (FUSE_CAP_DONT_MASK): set in init when it offers both. Without
   // them ACL xattrs are refused (EOPNOTSUPP), never stored unenforced.

@@ -585,6 +585,17 @@ void filesystem::init(fuse_conn_info* conn) {
   // Directories need no handle (filesystem::opendir): the kernel can skip
   // OPENDIR and RELEASEDIR.
   if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) no_opendir_ = true;
+  // Files need none either on a read-only mount of a volume no one else
+  // writes meanwhile (its records are not in a shared database): the
+  // kernel then opens files alone (FUSE's no_open), and a warm read of a
+  // small file is no request at all. Not where files are written: once the
+  // kernel opens files alone it sends no RELEASE for a file created after
+  // that either (6.18; tests/mount/kernel_opens_test.cpp), and a new file's
+  // last close is what ends its being new (whole or absent after a crash).
+  // docs/read-path.md, "Opens"; -o open_requests keeps them.
+  if ((conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) && options_.read_only && !options_.open_requests &&
+      !store_->membership().keeps_sessions())
+    kernel_opens_ = true;
   // READDIRPLUS on every batch, not only the first (AUTO): a walk stats
   // every entry, and each batch without attributes costs a LOOKUP per entry.
   if (conn->capable & FUSE_CAP_READDIRPLUS) {

@@ -612,6 +612,10 @@ void filesystem::getattr(fuse_req_t req, fuse_ino_t ino) {
 void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set,
                          fuse_file_info* fi) {
   run_op(req, "setattr", [&] {
+    // A daemon mounted read-only stays so after `mount -o remount,rw`
+    // (docs/mounting.md): chmod, chown, utimes and truncate are refused as
+    // creates and writes are.
+    if (options_.read_only) throw fs_error(EROFS);
     auto n = get_node(ino);
     const bool truncating = (to_set & FUSE_SET_ATTR_SIZE) != 0;
     std::unique_lock data_lock(n->data_mutex, std::defer_lock);

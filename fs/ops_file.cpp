@@ -18,6 +18,11 @@ namespace densefs::fs {
 constexpr std::size_t k_max_reply_pieces = 1000;
 
 void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  // A read-only mount: the kernel opens files alone from now on (init).
+  if (kernel_opens_) {
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
   run_op(req, "open", [&] {
     auto n = get_node(ino);
     if (options_.read_only && (fi->flags & O_ACCMODE) != O_RDONLY) throw fs_error(EROFS);
@@ -267,6 +272,10 @@ void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::siz
                        fuse_file_info* fi) {
   run_op(req, "write", [&] {
     if (off < 0) throw fs_error(EINVAL);
+    // A daemon mounted read-only stays so after `mount -o remount,rw`
+    // (the kernel's flag): where the kernel opens files alone, no OPEN
+    // refuses the writer first.
+    if (options_.read_only) throw fs_error(EROFS);
     auto n = get_node(ino);
 #ifdef FUSE_CAP_HANDLE_KILLPRIV_V2
     if (kills_suid_sgid_ && fi && fi->kill_suidgid) kill_suid_sgid(req, *n);
@@ -311,6 +320,13 @@ bool filesystem::needs_no_flush(const fuse_file_info& fi) const {
 // error they hit is returned by the file's next write, fsync or rename, or
 // by its close where a FLUSH is sent.
 void filesystem::flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  // A handle the kernel opened alone has no FOPEN_NOFLUSH: without this
+  // every close(2) would wait for a FLUSH. After ENOSYS the kernel sends
+  // none; on a read-only mount nothing is ever staged.
+  if (kernel_opens_) {
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
   run_op(req, "flush", [&] {
     auto n = get_node(ino);
     vouch_for_cache(*n, fi);
@@ -393,6 +409,7 @@ void filesystem::fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offse
                            fuse_file_info*) {
   run_op(req, "fallocate", [&] {
     if (offset < 0 || length <= 0) throw fs_error(EINVAL);
+    if (options_.read_only) throw fs_error(EROFS);  // as write()
     auto n = get_node(ino);
     if (!n->regular) throw fs_error(ENODEV);
     const auto begin = static_cast<std::uint64_t>(offset);
@@ -466,6 +483,7 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
                                  std::size_t len, int flags) {
   run_op(req, "copy_file_range", [&] {
     if (flags != 0 || off_in < 0 || off_out < 0) throw fs_error(EINVAL);
+    if (options_.read_only) throw fs_error(EROFS);  // as write()
     auto in = get_node(ino_in);
     auto out = get_node(ino_out);
     if (!in->regular || !out->regular) throw fs_error(EINVAL);

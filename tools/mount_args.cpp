@@ -65,6 +65,10 @@ const char* const k_mount_usage =
      writeback_cache / no_writeback_cache   kernel write-back caching (default off;
                         refused where other clients write: -o shared, or -o ro
                         of a volume in PostgreSQL)
+     open_requests      every open and close of a file is a request to densefs
+                        (default: where only this mount writes the volume and
+                        atime is not kept, the kernel opens files alone and
+                        keeps their pages; docs/read-path.md, "Opens")
      relatime           reads update atime when it is not newer than mtime or
                         ctime, or a day old (default: reads never update it,
                         as with noatime)
@@ -158,6 +162,8 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     flag(o.writeback_cache, false);
   } else if (key == "shared") {
     flag(o.shared_writer, true);
+  } else if (key == "open_requests") {
+    flag(o.open_requests, true);
   } else if (key == "relatime") {
     // Not for libfuse, which knows only noatime among the atime options;
     // the kernel mounts relatime by default and leaves atime to densefs.
