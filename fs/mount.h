@@ -55,9 +55,10 @@ struct mount_options {
   // it only helped 4 KiB writes. See docs/design.md.
   bool writeback_cache = false;
   // -o open_requests: the kernel asks densefs at every open and close of a
-  // file. Otherwise, where only this mount writes the volume and atime is
-  // not kept, it opens files alone (FUSE's no_open): a warm read of a small
-  // file is then no request at all. docs/read-path.md, "Opens".
+  // file. Otherwise a read-only mount of a volume no other client writes
+  // lets it open files alone (FUSE's no_open): a warm read of a small file
+  // is then no request at all. Writable mounts always ask (a new file's
+  // last close must reach densefs). docs/read-path.md, "Opens".
   bool open_requests = false;
   // -o relatime: opening a file to read it or reading it sets its atime when
   // that is not newer than mtime or ctime, or is a day old (FUSE leaves

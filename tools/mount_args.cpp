@@ -65,10 +65,11 @@ const char* const k_mount_usage =
      writeback_cache / no_writeback_cache   kernel write-back caching (default off;
                         refused where other clients write: -o shared, or -o ro
                         of a volume in PostgreSQL)
-     open_requests      every open and close of a file is a request to densefs
-                        (default: where only this mount writes the volume and
-                        atime is not kept, the kernel opens files alone and
-                        keeps their pages; docs/read-path.md, "Opens")
+     open_requests      with ro: every open and close of a file is a request
+                        to densefs (default: a read-only mount of a volume
+                        that is not in PostgreSQL lets the kernel open files
+                        alone; writable mounts always ask; docs/read-path.md,
+                        "Opens")
      relatime           reads update atime when it is not newer than mtime or
                         ctime, or a day old (default: reads never update it,
                         as with noatime)
