@@ -592,9 +592,12 @@ void filesystem::init(fuse_conn_info* conn) {
   // kernel opens files alone it sends no RELEASE for a file created after
   // that either (6.18; tests/mount/kernel_opens_test.cpp), and a new file's
   // last close is what ends its being new (whole or absent after a crash).
-  // docs/read-path.md, "Opens"; -o open_requests keeps them.
+  // docs/read-path.md, "Opens"; -o open_requests keeps them. Not with
+  // writeback_cache: after `mount -o remount,rw` the kernel would take a
+  // write(2) into its cache with no OPEN to refuse it, and keep the bytes
+  // though densefs refuses their WRITE.
   if ((conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) && options_.read_only && !options_.open_requests &&
-      !store_->membership().keeps_sessions())
+      !options_.writeback_cache && !store_->membership().keeps_sessions())
     kernel_opens_ = true;
   // READDIRPLUS on every batch, not only the first (AUTO): a walk stats
   // every entry, and each batch without attributes costs a LOOKUP per entry.
