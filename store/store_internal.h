@@ -59,6 +59,12 @@ struct format_marker {
   std::string data;
 };
 
+// A new store UUID (RFC 4122 version 4, lower-case text).
+std::string new_uuid();
+// Creates `dir` (and its parents) if missing and makes it private (0700);
+// `what` names it in errors.
+void make_private_directory(const std::filesystem::path& dir, const char* what);
+
 std::string format_marker_text(const format_marker& m);
 // Reads STORE/FORMAT. Errors are one line a user can act on.
 format_marker read_format_marker(const std::filesystem::path& dir);

@@ -47,6 +47,10 @@ constexpr const char* k_lock_file = "LOCK.densefs";
 // most the unused rest of a range (numbers are never reused).
 constexpr std::uint64_t k_ino_reserve = 1024;
 
+}  // namespace
+
+namespace internal {
+
 std::string new_uuid() {
   std::uint8_t b[16];
   if (RAND_bytes(b, sizeof(b)) != 1)
@@ -73,9 +77,6 @@ void make_private_directory(const fs::path& dir, const char* what) {
   if (::chmod(dir.c_str(), 0700) != 0)
     throw store_error(errno, "cannot chmod " + dir.string() + ": " + errno_text(errno));
 }
-}  // namespace
-
-namespace internal {
 
 std::string format_marker_text(const format_marker& m) {
   std::string text = std::string(k_format_magic) +

@@ -132,7 +132,7 @@ namespace {
 
 }  // namespace
 
-output_file::output_file(const std::string& path, const tool_io& io) : path_(path) {
+output_file::output_file(const std::string& path, const tool_io& io, mode_t mode) : path_(path) {
   if (path == "-") {
     stream_ = &io.out;
     return;
@@ -143,10 +143,10 @@ output_file::output_file(const std::string& path, const tool_io& io) : path_(pat
   fd_ = ::mkostemp(pattern.data(), O_CLOEXEC);
   if (fd_ < 0) throw_errno(path);
   temp_ = pattern;
-  // mkstemp makes 0600; a result file gets the usual 0666 minus umask.
+  // mkstemp makes 0600; a result file gets `mode` (usually 0666) minus umask.
   const mode_t mask = ::umask(0);
   ::umask(mask);
-  ::fchmod(fd_, 0666 & ~mask);
+  ::fchmod(fd_, mode & ~mask);
 }
 
 output_file::~output_file() {

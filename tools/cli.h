@@ -103,7 +103,9 @@ std::filesystem::path store_path(const std::string& text, const std::filesystem:
 // temporary file). Failures throw std::system_error naming the path.
 class output_file {
  public:
-  output_file(const std::string& path, const tool_io& io);
+  // `mode`: the file's permissions before the umask (0600 for what only
+  // the store's owner may read: a metadata dump).
+  output_file(const std::string& path, const tool_io& io, mode_t mode = 0666);
   ~output_file();
   output_file(const output_file&) = delete;
   output_file& operator=(const output_file&) = delete;

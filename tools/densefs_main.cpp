@@ -22,12 +22,13 @@ struct command {
 };
 
 constexpr command k_commands[] = {
-    {"mkfs", mkfs_main},   {"mount", mount_main}, {"umount", umount_main},
-    {"stats", stats_main}, {"info", info_main},   {"analyze", analyze_main},
-    {"cat", cat_main},     {"codec", codec_main}, {"recompress", recompress_main},
-    {"fsck", fsck_main},   {"czip", czip_main},   {"gc", gc_main},
-    {"bench", bench_main}, {"sync", sync_main},   {"status", status_main},
-    {"scrub", scrub_main},
+    {"mkfs", mkfs_main},       {"mount", mount_main}, {"umount", umount_main},
+    {"stats", stats_main},     {"info", info_main},   {"analyze", analyze_main},
+    {"cat", cat_main},         {"codec", codec_main}, {"recompress", recompress_main},
+    {"fsck", fsck_main},       {"czip", czip_main},   {"gc", gc_main},
+    {"bench", bench_main},     {"sync", sync_main},   {"status", status_main},
+    {"scrub", scrub_main},     {"dump", dump_main},   {"load", load_main},
+    {"migrate", migrate_main},
 };
 
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
@@ -55,6 +56,13 @@ commands:
   scrub STORE [--json]               read and check every chunk, mounted or not, at
                                      low priority; names damaged files (docs/fsck.md)
   gc STORE [--dry-run] [--json]      give back the space of deleted data (docs/gc.md)
+  dump STORE FILE [--json]           every record of a volume, mounted or not, to one
+                                     checksummed file (docs/backup.md)
+  load FILE STORE [--meta CONNINFO [--data s3://...]]
+                                     a new volume from a dump, against its packs
+  migrate SOURCE STORE [--meta CONNINFO [--data s3://...]]
+                                     copy an unmounted volume to a new home (embedded
+                                     <-> PostgreSQL + S3), records and packs
   cat [--encoding br|identity] [--store STORE] [-o OUT] PATH
                                      a file's bytes, or one Brotli stream of them
                                      built from its stored chunks (docs/export.md)

@@ -45,5 +45,8 @@ int sync_main(const std::vector<std::string>& args, const tool_io& io);
 int bench_main(const std::vector<std::string>& args, const tool_io& io);
 int status_main(const std::vector<std::string>& args, const tool_io& io);
 int scrub_main(const std::vector<std::string>& args, const tool_io& io);
+int dump_main(const std::vector<std::string>& args, const tool_io& io);
+int load_main(const std::vector<std::string>& args, const tool_io& io);
+int migrate_main(const std::vector<std::string>& args, const tool_io& io);
 
 }  // namespace densefs::tools

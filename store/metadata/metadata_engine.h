@@ -166,6 +166,14 @@ class metadata_engine {
       table t, const key_range& range, const scan_options& options, std::string_view what,
       const std::function<bool(std::string_view key, std::string_view value)>& fn) const = 0;
 
+  // Visits every record of `tables`, table by table in key order, all as of
+  // one state of the volume: a commit is in it whole or not at all, even
+  // while others write (a dump of a volume in use, store/dump/). `fn`
+  // throws to stop. Keys and values are valid during the call only.
+  virtual void scan_consistent(std::span<const table> tables, std::string_view what,
+                               const std::function<void(table t, std::string_view key,
+                                                        std::string_view value)>& fn) const = 0;
+
   virtual std::unique_ptr<metadata_batch> new_batch() const = 0;
   // Applies `batch` atomically; `sync` also makes it (and every earlier
   // write) durable before returning. Throws store_error: ENOSPC when the

@@ -1144,6 +1144,70 @@ void postgres_engine::scan(
   }
 }
 
+void postgres_engine::scan_consistent(
+    std::span<const table> tables, std::string_view what,
+    const std::function<void(table t, std::string_view key, std::string_view value)>& fn) const {
+  // Every page of every table in one read-only REPEATABLE READ transaction:
+  // one snapshot of the database, whatever the volume's writers commit
+  // meanwhile. A lost connection ends the scan (EIO): what was delivered
+  // cannot be continued in another snapshot.
+  lease l(*this, what);
+  bool in_transaction = false;
+  struct end_guard {
+    lease& l;
+    bool& in_transaction;
+    ~end_guard() {
+      if (in_transaction) l.end_transaction_later();
+    }
+  } guard{l, in_transaction};
+  const auto run = [&](std::vector<statement>& q) {
+    try {
+      return l.run(q);
+    } catch (const connection_lost& e) {
+      in_transaction = false;
+      throw store_error(EIO, std::string(what) + " in " + where_ + ": " + e.what());
+    }
+  };
+  {
+    std::vector<statement> q;
+    q.emplace_back("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+    // Takes the snapshot now, before the first table is read.
+    q.emplace_back("SELECT 1");
+    const std::vector<result_ptr> results = run(q);
+    in_transaction = PQresultStatus(results[0].get()) == PGRES_COMMAND_OK;
+    check(results, what, where_);
+  }
+  for (const table t : tables) {
+    const std::string name = table_sql(t);
+    std::string last;
+    bool first = true;
+    for (;;) {
+      std::vector<statement> q;
+      if (first) {
+        q.emplace_back("SELECT k, v FROM " + name + " ORDER BY k LIMIT " +
+                       std::to_string(k_max_page_rows));
+      } else {
+        q.emplace_back("SELECT k, v FROM " + name + " WHERE k > $1 ORDER BY k LIMIT " +
+                       std::to_string(k_max_page_rows));
+        q.back().own(last, k_bytea_oid);
+      }
+      const std::vector<result_ptr> results = run(q);
+      check(results, what, where_);
+      const rows page(results.back().get(), 2, what, where_);
+      if (page.count() > k_max_page_rows) page.bad("more rows than asked for");
+      for (int i = 0; i < page.count(); ++i) {
+        const std::string_view key = page.at(i, 0);
+        const std::string_view previous = i > 0 ? page.at(i - 1, 0) : std::string_view(last);
+        if ((!first || i > 0) && key <= previous) page.bad("keys out of order");
+        fn(t, key, page.at(i, 1));
+      }
+      if (page.count() < k_max_page_rows) break;
+      last = std::string(page.at(page.count() - 1, 0));
+      first = false;
+    }
+  }
+}
+
 std::unique_ptr<metadata_batch> postgres_engine::new_batch() const {
   return std::make_unique<postgres_batch>();
 }

@@ -76,6 +76,9 @@ class postgres_engine final : public metadata_engine {
   void scan(
       table t, const key_range& range, const scan_options& options, std::string_view what,
       const std::function<bool(std::string_view key, std::string_view value)>& fn) const override;
+  void scan_consistent(std::span<const table> tables, std::string_view what,
+                       const std::function<void(table t, std::string_view key,
+                                                std::string_view value)>& fn) const override;
   std::unique_ptr<metadata_batch> new_batch() const override;
   // A sharing writer (postgres_engine_options::share_volume): one
   // transaction that takes the section's transaction-level advisory lock,

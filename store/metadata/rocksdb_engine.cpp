@@ -674,6 +674,27 @@ void rocksdb_engine::scan(
                       std::string(what) + " in " + where_ + ": " + it->status().ToString());
 }
 
+void rocksdb_engine::scan_consistent(
+    std::span<const table> tables, std::string_view what,
+    const std::function<void(table t, std::string_view key, std::string_view value)>& fn) const {
+  // One snapshot for every table: a write batch is in it whole or not at all.
+  struct snapshot_guard {
+    rocksdb::DB* db;
+    const rocksdb::Snapshot* snapshot;
+    ~snapshot_guard() { db->ReleaseSnapshot(snapshot); }
+  } guard{db_.get(), db_->GetSnapshot()};
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;  // one pass over everything
+  ro.snapshot = guard.snapshot;
+  for (const table t : tables) {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, cfs_[static_cast<std::size_t>(t)]));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) fn(t, view(it->key()), view(it->value()));
+    if (!it->status().ok())
+      throw store_error(errno_of(it->status()),
+                        std::string(what) + " in " + where_ + ": " + it->status().ToString());
+  }
+}
+
 std::unique_ptr<metadata_batch> rocksdb_engine::new_batch() const {
   return std::make_unique<rocksdb_batch>(cfs_);
 }

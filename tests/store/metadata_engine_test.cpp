@@ -576,6 +576,65 @@ TYPED_TEST(metadata_engine, concurrent_readers_and_writers) {
   for (const auto& [k, v] : all) EXPECT_EQ(v, k + "=v");
 }
 
+// --- One state of every table (a dump of a volume in use).
+
+TYPED_TEST(metadata_engine, scan_consistent_sees_one_state_of_every_table) {
+  auto& e = *this->engine_;
+  // More records than one PostgreSQL page (1,024 rows), so later pages are
+  // read after the commit below, in the scan's snapshot still.
+  {
+    auto b = e.new_batch();
+    for (std::uint64_t i = 0; i < 2500; ++i) b->put(table::inodes, be64(i), "old");
+    b->put(table::extents, "e1", "old");
+    e.write(*b, true);
+  }
+  std::map<table, entries> seen;
+  bool wrote = false;
+  const table tables[] = {table::inodes, table::extents};
+  e.scan_consistent(tables, "test scan", [&](table t, std::string_view k, std::string_view v) {
+    seen[t].emplace_back(k, v);
+    if (wrote) return;
+    wrote = true;
+    // One commit while the scan is on its first record: it must show in
+    // neither table, though both are read after it.
+    auto b = e.new_batch();
+    b->put(table::inodes, be64(2400), "new");
+    b->erase(table::inodes, be64(2499));
+    b->put(table::inodes, be64(9999), "new");
+    b->put(table::extents, "e2", "new");
+    e.write(*b, true);
+  });
+  ASSERT_EQ(seen[table::inodes].size(), 2500u);
+  for (std::uint64_t i = 0; i < 2500; ++i) {
+    EXPECT_EQ(seen[table::inodes][i].first, be64(i));
+    EXPECT_EQ(seen[table::inodes][i].second, "old");
+  }
+  EXPECT_EQ(seen[table::extents], (entries{{"e1", "old"}}));
+  // Tables not asked for are not visited.
+  EXPECT_EQ(seen.size(), 2u);
+  // The commit is there for the next reader.
+  EXPECT_EQ(e.get(table::inodes, be64(2400), "test"), "new");
+  EXPECT_EQ(e.get(table::inodes, be64(2499), "test"), std::nullopt);
+  EXPECT_EQ(scan_all(e, table::extents, {}).size(), 2u);
+}
+
+TYPED_TEST(metadata_engine, scan_consistent_stops_when_its_callback_throws) {
+  auto& e = *this->engine_;
+  put_ten(e, table::chunks);
+  int calls = 0;
+  const table tables[] = {table::chunks};
+  EXPECT_THROW(e.scan_consistent(tables, "test scan",
+                                 [&](table, std::string_view, std::string_view) {
+                                   if (++calls == 3) throw std::runtime_error("stop");
+                                 }),
+               std::runtime_error);
+  EXPECT_EQ(calls, 3);
+  // The engine works on after it (PostgreSQL: the connection is usable).
+  EXPECT_EQ(e.get(table::chunks, "k05", "test"), "v05");
+  put(e, table::chunks, "k10", "v10");
+  EXPECT_EQ(scan_all(e, table::chunks, {}).size(), 11u);
+}
+
 // --- PostgreSQL only.
 
 class metadata_engine_postgres : public ::testing::Test {
