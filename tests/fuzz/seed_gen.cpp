@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "codec/czip_crypto.h"
 #include "codec/lepton_file.h"
 #include "codec/rust/densefs_codec_rs.h"
+#include "store/dump/dump_stream.h"
 #include "store/hash.h"
 #include "store/records.h"
 
@@ -301,6 +303,34 @@ void czips() {
           "CZIP\r\n\x1a");
 }
 
+// Metadata dumps (store/dump/dump_stream.h): an empty one, one record in
+// each table, and one whose table of inodes spans two frames.
+void dumps() {
+  using store::table;
+  const auto make = [](int records, std::size_t value_bytes) {
+    std::ostringstream out;
+    store::dump_header h;
+    h.store_format_version = store::k_compact_format_version;
+    h.dumped_at = 1764460800;
+    store::dump_writer w(out, "seed", h);
+    for (std::size_t t = 0; t < store::k_table_count && records > 0; ++t)
+      for (int i = 0; i < records; ++i)
+        w.add(static_cast<table>(t), "key" + std::to_string(1000 + i),
+              random_bytes(value_bytes, static_cast<std::uint64_t>(t * 1000 + i)));
+    w.finish();
+    return out.str();
+  };
+  put("dump_read", "empty", make(0, 0));
+  put("dump_read", "one_per_table", make(1, 20));
+  put("dump_read", "three_per_table", make(3, 9));
+  std::ostringstream out;
+  store::dump_writer w(out, "seed", {.store_format_version = 6, .from_postgres = true});
+  for (int i = 0; i < 3; ++i)
+    w.add(table::inodes, "i" + std::to_string(i), random_bytes(600'000, i));
+  w.finish();
+  put("dump_read", "two_frames", out.str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -319,5 +349,6 @@ int main(int argc, char** argv) {
   codecs(jpegs, gzips);
   specs();
   czips();
+  dumps();
   return 0;
 }
