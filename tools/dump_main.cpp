@@ -165,8 +165,15 @@ int load_main(const std::vector<std::string>& args, const tool_io& io) {
                  "a new or empty directory (or one holding only the volume's packs/)")
       ->required();
   add_target_options(app, meta, data);
+  bool take_over = false;
+  app.add_flag("--take-over-packs", take_over,
+               "with --data: the location holds this dump's volume's packs and that volume is "
+               "gone for good (its database lost); the new volume takes them over. Never while "
+               "the old volume may be mounted again: two volumes on one set of packs overwrite "
+               "and collect each other's");
   app.add_flag("--json", as_json, "print the summary as JSON");
   if (auto done = parse_cli(app, args, io)) return *done;
+  if (take_over && data.empty()) throw usage_error("--take-over-packs goes with --data");
 
   std::ifstream in_file;
   std::istream* in = &std::cin;
@@ -183,7 +190,7 @@ int load_main(const std::vector<std::string>& args, const tool_io& io) {
   {
     progress_line progress(io, !as_json && progress_wanted(io), "load");
     store::dump_reader reader(*in, file == "-" ? "standard input" : file);
-    result = store::load_volume(reader, {dir, meta, data}, progress.fn());
+    result = store::load_volume(reader, {dir, meta, data}, take_over, progress.fn());
   }
   if (as_json) {
     io.out << load_json(dir, result, seconds_since(start)).dump(2) << '\n';
@@ -198,7 +205,8 @@ int load_main(const std::vector<std::string>& args, const tool_io& io) {
 
 int migrate_main(const std::vector<std::string>& args, const tool_io& io) {
   CLI::App app{
-      "Copy a volume that is not mounted to a new home: an embedded store to PostgreSQL and "
+      "Copy a volume that no writer has mounted to a new, empty home: an embedded store to "
+      "PostgreSQL and "
       "S3 (--meta, --data) or back, without reading any file through a mount. Its records "
       "are copied as `densefs dump` and `densefs load` would, and the pack files they name "
       "from where SOURCE keeps them to where STORE keeps them. SOURCE is left as it was.",

@@ -48,7 +48,10 @@ struct source_records {
   store_settings settings;
 };
 
-source_records open_source(const fs::path& dir) {
+// `alone`: the volume must have no writer meanwhile (migrate). An embedded
+// store's lock is the caller's; a PostgreSQL volume's advisory lock is
+// taken here (EBUSY while a writer has it mounted), as a writer would.
+source_records open_source(const fs::path& dir, bool alone = false) {
   store::check(dir);
   source_records s;
   s.marker = internal::read_format_marker(dir);
@@ -60,8 +63,8 @@ source_records open_source(const fs::path& dir) {
   } else {
     postgres_engine_options po;
     po.conninfo = s.marker.postgres;
-    po.read_only = true;
-    po.lock_volume = false;
+    po.read_only = !alone;
+    po.lock_volume = alone;
     po.connections = 1;
     s.engine = postgres_engine::open(po);
   }
@@ -92,10 +95,19 @@ std::unique_ptr<object_store> pack_home_of(const fs::path& dir, const std::strin
 }
 
 // Builds a new volume from records given in table order.
+// Whether the target may hold packs already: a load against the packs of a
+// volume whose records are lost, or a migrate, which brings its own.
+enum class existing_packs : std::uint8_t {
+  refused,     // migrate: the target is empty
+  local_only,  // load: STORE/packs may be there (moved in by the user)
+  taken_over,  // load --take-over-packs: the --data location's too
+};
+
 class volume_loader {
  public:
-  volume_loader(const volume_target& target, const dump_header& header)
-      : target_(target), header_(header) {
+  // Checks the target; changes nothing (open() does).
+  volume_loader(const volume_target& target, const dump_header& header, existing_packs packs)
+      : target_(target), header_(header), existing_(packs) {
     if (!target.data.empty() && target.postgres.empty())
       throw store_error(EINVAL,
                         "--data needs --meta: a volume with its payloads in object storage keeps "
@@ -109,28 +121,52 @@ class volume_loader {
                         "the PostgreSQL connection string holds a password; give it in "
                         "PGPASSWORD or ~/.pgpass (mode 0600) instead");
     check_directory();
-    internal::make_private_directory(target.dir, "store directory");
-    if (target.postgres.empty()) {
+  }
+
+  // Makes the target's directory and database. What it made is removed (a
+  // directory) or named in the error (a database's tables) if the load
+  // does not finish.
+  void open() {
+    packs_ = pack_home_of(target_.dir, target_.data);
+    if (auto* s3 = dynamic_cast<s3_object_store*>(packs_.get())) {
+      s3->create_bucket();
+      // Two volumes naming packs in one place would overwrite and collect
+      // each other's: only the packs of a volume that is gone may be
+      // taken over.
+      if (!s3->list("packs/").empty() && existing_ != existing_packs::taken_over)
+        throw store_error(
+            EEXIST, s3->where() +
+                        " already holds pack objects: give --data an empty location (`densefs "
+                        "migrate` copies the packs there), or, if they are this dump's volume's "
+                        "and that volume is gone for good, --take-over-packs");
+    }
+    opened_ = true;
+    internal::make_private_directory(target_.dir, "store directory");
+    if (target_.postgres.empty()) {
       rocksdb_engine_options eo;
       eo.create = true;
       eo.block_cache_bytes = 8u << 20;
-      eo.blob_payloads = header.payloads == payload_backend::blob;
-      engine_ = rocksdb_engine::open(target.dir, eo);
+      eo.blob_payloads = header_.payloads == payload_backend::blob;
+      engine_ = rocksdb_engine::open(target_.dir, eo);
     } else {
       postgres_engine_options po;
-      po.conninfo = target.postgres;
+      po.conninfo = target_.postgres;
       po.connections = 1;
-      postgres_engine::create(po);
+      try {
+        postgres_engine::create(po);
+      } catch (const store_error& e) {
+        if (e.error_number() != EEXIST) throw;
+        throw store_error(EEXIST, std::string(e.what()) +
+                                      "; give --meta an empty database (or drop those tables)");
+      }
       created_tables_ = true;
       engine_ = postgres_engine::open(po);
     }
-    packs_ = pack_home_of(target.dir, target.data);
-    if (auto* s3 = dynamic_cast<s3_object_store*>(packs_.get())) s3->create_bucket();
     batch_ = engine_->new_batch();
   }
 
   ~volume_loader() {
-    if (finished_) return;
+    if (finished_ || !opened_) return;
     // What an interrupted load made is no volume (no FORMAT): the embedded
     // database goes, packs that were there stay.
     engine_.reset();
@@ -155,14 +191,19 @@ class volume_loader {
         return;
       }
     }
-    if (t == table::payloads && header_.payloads == payload_backend::pack && !value.empty() &&
-        value[0] == 2) {
+    if (t == table::payloads && header_.payloads == payload_backend::pack) {
+      // Every payload value decodes (inline or a pack reference), and a
+      // reference's end is where the pack must reach.
       if (key.size() != chunk_hash::k_size)
         throw store_error(EINVAL, "a payload record's key is not a chunk name (" +
                                       std::to_string(key.size()) + " bytes)");
       const payload_value v = decode_payload_value(chunk_hash::from_bytes(key), value);
-      std::uint64_t& end = named_packs_[v.ref.pack];
-      end = std::max(end, v.ref.offset + v.ref.length);
+      if (!v.inline_bytes) {
+        if (v.ref.offset > UINT64_MAX - v.ref.length)
+          throw store_error(EINVAL, "a payload record names a pack offset past any file");
+        std::uint64_t& end = named_packs_[v.ref.pack];
+        end = std::max(end, v.ref.offset + v.ref.length);
+      }
     }
     if (t == table::inodes && key == inode_key(k_root_ino)) has_root_ = true;
     batch_->put(t, key, value);
@@ -232,13 +273,15 @@ class volume_loader {
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       // The packs of the volume whose records are being given back.
       if (entry.path().filename() == "packs" && entry.is_directory() && target_.data.empty() &&
-          header_.payloads == payload_backend::pack) {
+          header_.payloads == payload_backend::pack && existing_ != existing_packs::refused) {
         had_packs_ = true;
         continue;
       }
-      throw store_error(EEXIST, dir.string() +
-                                    " is not empty; a load needs a new or empty directory (or "
-                                    "one holding only the volume's packs/)");
+      throw store_error(
+          EEXIST, dir.string() + (existing_ == existing_packs::refused
+                                      ? " is not empty; give a new or empty directory"
+                                      : " is not empty; a load needs a new or empty directory "
+                                        "(or one holding only the volume's packs/)"));
     }
     if (ec) throw store_error(ec.value(), "cannot read " + dir.string() + ": " + ec.message());
   }
@@ -283,6 +326,8 @@ class volume_loader {
   std::uint64_t records_ = 0;
   std::optional<store_settings> settings_;
   std::map<std::uint32_t, std::uint64_t> named_packs_;
+  existing_packs existing_;
+  bool opened_ = false;
   bool has_root_ = false;
   bool had_packs_ = false;
   bool created_tables_ = false;
@@ -316,11 +361,14 @@ dump_totals dump_volume(const fs::path& store_dir, std::ostream& out, const std:
   return totals;
 }
 
-load_result load_volume(dump_reader& in, const volume_target& target,
+load_result load_volume(dump_reader& in, const volume_target& target, bool take_over_packs,
                         const dump_progress_fn& progress) {
   std::unique_ptr<volume_loader> loader;
   try {
-    loader = std::make_unique<volume_loader>(target, in.header());
+    loader = std::make_unique<volume_loader>(
+        target, in.header(),
+        take_over_packs ? existing_packs::taken_over : existing_packs::local_only);
+    loader->open();
     while (const auto r = in.next()) {
       loader->add(r->t, r->key, r->value);
       if (progress && loader->records() % k_progress_every == 0)
@@ -340,8 +388,8 @@ load_result load_volume(dump_reader& in, const volume_target& target,
 load_result migrate_volume(const fs::path& source_dir, const volume_target& target,
                            const dump_progress_fn& progress) {
   const format_marker marker = internal::read_format_marker(source_dir);
-  // An embedded volume must not change under the copy: its lock (a mount
-  // holds it). A PostgreSQL volume's records are read from one snapshot.
+  // The volume must not change under the copy: an embedded store's lock
+  // (a mount holds it), a PostgreSQL volume's writer lock (open_source).
   int lock_fd = -1;
   if (marker.postgres.empty()) lock_fd = store::lock(source_dir);
   struct closer {
@@ -351,10 +399,11 @@ load_result migrate_volume(const fs::path& source_dir, const volume_target& targ
     }
   } lock_guard{lock_fd};
 
-  const source_records source = open_source(source_dir);
+  const source_records source = open_source(source_dir, true);
   std::unique_ptr<volume_loader> loader;
   try {
-    loader = std::make_unique<volume_loader>(target, header_of(source));
+    loader = std::make_unique<volume_loader>(target, header_of(source), existing_packs::refused);
+    loader->open();
     source.engine->scan_consistent(k_all_tables, "reading the records",
                                    [&](table t, std::string_view key, std::string_view value) {
                                      if (t == table::meta && is_running_state(key)) return;
@@ -365,8 +414,7 @@ load_result migrate_volume(const fs::path& source_dir, const volume_target& targ
     // The packs the records name, whole, from the source's home to the
     // target's (one pack in memory at a time: at most 64 MiB and a record).
     std::uint64_t copied = 0;
-    const bool same_home = !marker.data.empty() && marker.data == target.data;
-    if (!same_home) {
+    {
       const std::unique_ptr<object_store> from = pack_home_of(source_dir, marker.data);
       object_store& to = loader->packs();
       for (const auto& [id, end] : loader->named_packs()) {

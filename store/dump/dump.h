@@ -66,12 +66,16 @@ struct load_result {
 // Makes a volume at `target` from the records `in` holds. The target is
 // new: an empty or missing directory (or one that holds only the packs/
 // the dump's records name, for a volume whose database was lost), an
-// empty database, and for `data` a location whose packs/ are the volume's
-// own or none. Throws store_error with one line.
-load_result load_volume(dump_reader& in, const volume_target& target,
+// empty database, and for `data` a location without pack objects, or,
+// with `take_over_packs`, one whose packs are the dumped volume's and that
+// volume is gone (two volumes must never share packs: their numbers would
+// collide and each one's gc would delete the other's). Throws store_error
+// with one line.
+load_result load_volume(dump_reader& in, const volume_target& target, bool take_over_packs,
                         const dump_progress_fn& progress = {});
 
-// Copies the volume in `source_dir` (not mounted) to `target`: its records
+// Copies the volume in `source_dir` (no writer mounted: EBUSY) to a new
+// `target` (empty: no packs there either): its records
 // read once from one state, written as load_volume writes them, and the
 // pack files those records name copied from where the source keeps them
 // (its directory or its object storage) to where the target keeps them.

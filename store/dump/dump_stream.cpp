@@ -173,7 +173,7 @@ dump_reader::dump_reader(std::istream& in, std::string name)
 
 void dump_reader::damaged(std::uint64_t at, const std::string& why) const {
   throw store_error(EINVAL, name_ + " is damaged at byte " + std::to_string(at) + ": " + why +
-                                " (nothing was loaded from it; use another copy of the dump)");
+                                " (use another copy of the dump)");
 }
 
 bool dump_reader::read_exactly(char* to, std::size_t n) {
@@ -181,7 +181,7 @@ bool dump_reader::read_exactly(char* to, std::size_t n) {
   if (got == 0 && n > 0) return false;
   if (got < n)
     throw store_error(EINVAL, name_ + " is truncated at byte " + std::to_string(bytes_ + got) +
-                                  ": the dump did not finish (make it again; nothing was loaded)");
+                                  ": the dump did not finish (use another copy, or dump again)");
   bytes_ += n;
   return true;
 }
@@ -191,8 +191,8 @@ bool dump_reader::next_frame() {
   char h[k_dump_frame_header_bytes];
   if (!read_exactly(h, sizeof h))
     throw store_error(EINVAL, name_ + " is truncated at byte " + std::to_string(bytes_) +
-                                  ": it has no end frame (the dump did not finish; make it "
-                                  "again; nothing was loaded)");
+                                  ": it has no end frame (the dump did not finish; use another "
+                                  "copy, or dump again)");
   if (get_u64(h + 20) != xxh3(std::string_view(h, 20)))
     damaged(frame_start_, "a frame header's checksum is wrong");
   const auto kind = static_cast<unsigned char>(h[0]);
@@ -217,8 +217,8 @@ bool dump_reader::next_frame() {
   body_.resize(length);
   if (!read_exactly(body_.data(), length))
     throw store_error(EINVAL, name_ + " is truncated at byte " + std::to_string(bytes_) +
-                                  ": a frame's body is missing (make the dump again; nothing "
-                                  "was loaded)");
+                                  ": a frame's body is missing (the dump did not finish; use "
+                                  "another copy, or dump again)");
   if (get_u64(h + 12) != xxh3(body_)) damaged(frame_start_, "a frame's checksum is wrong");
   hash_->update(body_);
   if (kind == k_frame_end) {

@@ -13,7 +13,9 @@
 #     and back to an embedded store: fsck clean, equal file by file; a
 #     migrate of a mounted store is refused;
 #   - the PostgreSQL volume's dump loads into a new database against the
-#     same S3 packs (a lost database of a scale-out volume).
+#     same S3 packs (a lost database of a scale-out volume) only with
+#     --take-over-packs; a migrate of a volume a writer has mounted is
+#     refused.
 # usage: dump_load_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
@@ -168,16 +170,25 @@ location="s3://densefs-dump/mig1-$$?endpoint=$S3_ENDPOINT"
 grep -q '^format_version=6$' "$work/pgvol/FORMAT" || fail "the migrated volume is not a format-6 volume"
 check_store "migrated to PostgreSQL + S3" "$work/pgvol"
 
+mount_densefs "$work/pgvol" "$mnt"
+expect_refused "in use" "$densefs" migrate "$work/pgvol" "$work/y"
+umount_densefs "$mnt"
+
 step "and back to an embedded store"
 "$densefs" migrate "$work/pgvol" "$work/back" || fail "densefs migrate back failed"
 [[ -z $(sed -n 's/^postgresql=//p' "$work/back/FORMAT") ]] || fail "the store migrated back names a database"
 check_store "migrated back" "$work/back"
 
-step "a PostgreSQL volume's dump loads into a new database against the same S3 packs"
+step "a PostgreSQL volume's dump loads into a new database against the same S3 packs (the old one is gone)"
 "$densefs" dump "$work/pgvol" "$work/pg.dump" >/dev/null || fail "densefs dump of a PostgreSQL volume failed"
 pg_createdb mig2
-"$densefs" load "$work/pg.dump" "$work/pgvol2" --meta "$(pg_conninfo mig2)" --data "$location" >/dev/null ||
-  fail "densefs load into PostgreSQL against the same packs failed"
+# Two volumes must never share packs: only a volume that is gone gives
+# its packs over, and the load must be told.
+expect_refused "take-over-packs" "$densefs" load "$work/pg.dump" "$work/pgvol2" \
+  --meta "$(pg_conninfo mig2)" --data "$location"
+pg_createdb mig2
+"$densefs" load "$work/pg.dump" "$work/pgvol2" --meta "$(pg_conninfo mig2)" --data "$location" \
+  --take-over-packs >/dev/null || fail "densefs load into PostgreSQL against the same packs failed"
 check_store "loaded into a new database" "$work/pgvol2"
 
 step "done"

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -140,7 +141,7 @@ TEST_F(dump_test, a_load_gives_back_every_record_against_the_same_packs) {
   fs::copy(source() / "packs", target() / "packs");
   std::istringstream in(bytes);
   dump_reader reader(in, "test dump");
-  const load_result r = load_volume(reader, {target(), {}, {}});
+  const load_result r = load_volume(reader, {target(), {}, {}}, false);
   EXPECT_EQ(r.packs, 1u);
   expect_same_records(target());
   // The new volume opens, reads the file and is clean.
@@ -176,12 +177,43 @@ TEST_F(dump_test, a_migrate_of_a_store_in_use_is_refused) {
   EXPECT_FALSE(fs::exists(target() / "FORMAT"));
 }
 
+TEST_F(dump_test, a_migrate_needs_a_place_without_packs) {
+  fs::create_directories(target() / "packs");
+  std::ofstream(target() / "packs" / "00000001.pack") << "someone else's";
+  try {
+    migrate_volume(source(), {target(), {}, {}});
+    ADD_FAILURE() << "migrated into a directory holding packs";
+  } catch (const store_error& e) {
+    EXPECT_EQ(e.error_number(), EEXIST) << e.what();
+  }
+  std::ifstream in(target() / "packs" / "00000001.pack");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "someone else's");
+  EXPECT_FALSE(fs::exists(target() / "FORMAT"));
+}
+
+TEST_F(dump_test, a_payload_record_naming_bytes_past_any_file_is_refused) {
+  std::ostringstream out;
+  dump_writer writer(out, "test", {.store_format_version = 3});
+  std::string ref(17, '\0');
+  ref[0] = 2;  // a pack reference: pack 1, offset 2^64 - 16, 200 bytes
+  ref[1] = 1;
+  for (int i = 0; i < 8; ++i) ref[static_cast<std::size_t>(5 + i)] = static_cast<char>(0xff);
+  ref[5] = static_cast<char>(0xf0);
+  ref[13] = static_cast<char>(200);
+  writer.add(table::payloads, std::string(32, 'h'), ref);
+  writer.finish();
+  std::istringstream in(out.str());
+  dump_reader reader(in, "test dump");
+  EXPECT_THROW(load_volume(reader, {target(), {}, {}}, false), store_error);
+  EXPECT_TRUE(!fs::exists(target()) || fs::is_empty(target()));
+}
+
 TEST_F(dump_test, a_load_without_the_packs_is_refused_and_leaves_nothing) {
   const std::string bytes = dump_of(source());
   std::istringstream in(bytes);
   dump_reader reader(in, "test dump");
   try {
-    load_volume(reader, {target(), {}, {}});
+    load_volume(reader, {target(), {}, {}}, false);
     ADD_FAILURE() << "loaded records naming packs that are not there";
   } catch (const store_error& e) {
     EXPECT_EQ(e.error_number(), ENOENT);
@@ -198,7 +230,7 @@ TEST_F(dump_test, a_load_needs_an_empty_place) {
   std::istringstream in(bytes);
   dump_reader reader(in, "test dump");
   try {
-    load_volume(reader, {target(), {}, {}});
+    load_volume(reader, {target(), {}, {}}, false);
     ADD_FAILURE() << "loaded into a directory with a file in it";
   } catch (const store_error& e) {
     EXPECT_EQ(e.error_number(), EEXIST) << e.what();
