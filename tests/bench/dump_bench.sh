@@ -12,6 +12,10 @@
 # the median of each kept, with the dump's and the load's peak memory
 # (/usr/bin/time). Then the last load is checked: fsck, and rsync -aHAXc
 # between the two mounts finds nothing (content, hard links, xattrs, ACLs).
+# With DENSEFS_BENCH_MIGRATE=1 the volume is then migrated to PostgreSQL +
+# S3 (a private PostgreSQL 15 and radosgw: tests/mount/postgres_lib.sh,
+# s3_lib.sh) and back, with nothing mounted, each copy timed, fsck'd and
+# compared with rsync -aHAXc against the original.
 # Not a test: a measurement; needs root and /dev/fuse; run it alone.
 # Usage: tests/bench/dump_bench.sh [path/to/densefs] [TREE] [ROUNDS]
 set -euo pipefail
@@ -96,3 +100,32 @@ printf 'the dump: %s bytes; peak memory: dump %s MiB, load %s MiB\n' \
   "$(stat -c %s "$work/meta.dump")" $((dump_kib / 1024)) $((load_kib / 1024))
 printf 'median of %s: cold walk %s s, dump %s s (%.2fx the walk), load %s s; fsck clean, rsync -aHAXc: no difference\n' \
   "$rounds" "$walk_s" "$dump_s" "$(awk -v a="$dump_s" -v b="$walk_s" 'BEGIN { print a / b }')" "$load_s"
+
+if [[ ${DENSEFS_BENCH_MIGRATE:-0} == 1 ]]; then
+  # shellcheck source=../mount/postgres_lib.sh
+  source "$repo/tests/mount/postgres_lib.sh"
+  # shellcheck source=../mount/s3_lib.sh
+  source "$repo/tests/mount/s3_lib.sh"
+  pg_createdb migrated
+  # compare LABEL STORE: fsck clean and no difference from the original.
+  compare() {
+    "$densefs" fsck "$2" >"$work/fsck.out" || {
+      cat "$work/fsck.out"
+      fail "$1: fsck failed"
+    }
+    mount_densefs "$store" "$mnt"
+    mount_densefs "$2" "$work/copy"
+    local n
+    n=$(rsync -aHAXc --dry-run --itemize-changes "$mnt/" "$work/copy/" | wc -l)
+    umount_densefs "$work/copy"
+    umount_densefs "$mnt"
+    [[ $n == 0 ]] || fail "$1: $n entries differ from the original"
+  }
+  to_s=$(seconds "$densefs" migrate "$store" "$work/pgvol" --meta "$(pg_conninfo migrated)" \
+    --data "s3://densefs-bench/migrated?endpoint=$S3_ENDPOINT")
+  compare "migrated to PostgreSQL + S3" "$work/pgvol"
+  back_s=$(seconds "$densefs" migrate "$work/pgvol" "$work/back")
+  compare "migrated back" "$work/back"
+  printf 'migrate to PostgreSQL + S3 %s s, back %s s; both fsck clean, rsync -aHAXc: no difference\n' \
+    "$to_s" "$back_s"
+fi
