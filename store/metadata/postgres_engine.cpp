@@ -547,6 +547,16 @@ class postgres_engine::lease {
     }
   }
 
+  // A scan's read-only transaction on this lease: ended (without waiting)
+  // when the scan ends, however it ends, if it began.
+  struct scan_transaction {
+    lease& l;
+    bool open = false;
+    ~scan_transaction() {
+      if (open) l.end_transaction_later();
+    }
+  };
+
   // Ends a scan's transaction without waiting for the server's answer.
   void end_transaction_later() noexcept {
     if (!conn_->pg || !clean_) return;
@@ -1082,14 +1092,7 @@ void postgres_engine::scan(
   // the pages run in a read-only REPEATABLE READ transaction, begun in the
   // first page's round trip and committed without waiting (the next user of
   // the connection reads the answer).
-  bool in_transaction = false;
-  struct end_guard {
-    lease& l;
-    bool& in_transaction;
-    ~end_guard() {
-      if (in_transaction) l.end_transaction_later();
-    }
-  } guard{l, in_transaction};
+  lease::scan_transaction transaction{l};
 
   int limit = options.expected_rows > 0
                   ? static_cast<int>(std::min<std::size_t>(options.expected_rows, k_max_page_rows))
@@ -1108,7 +1111,7 @@ void postgres_engine::scan(
     try {
       results = l.run(q);
     } catch (const connection_lost& e) {
-      in_transaction = false;
+      transaction.open = false;
       // Nothing delivered yet: the scan can start over on a new connection.
       if (!first) throw store_error(EIO, std::string(what) + " in " + where_ + ": " + e.what());
       l.reconnect();
@@ -1118,7 +1121,7 @@ void postgres_engine::scan(
         throw store_error(EIO, std::string(what) + " in " + where_ + ": " + again.what());
       }
     }
-    if (first) in_transaction = PQresultStatus(results[0].get()) == PGRES_COMMAND_OK;
+    if (first) transaction.open = PQresultStatus(results[0].get()) == PGRES_COMMAND_OK;
     check(results, what, where_);
     const rows page(results.back().get(), 2, what, where_);
     if (page.count() > limit) page.bad("more rows than asked for");
@@ -1152,19 +1155,12 @@ void postgres_engine::scan_consistent(
   // meanwhile. A lost connection ends the scan (EIO): what was delivered
   // cannot be continued in another snapshot.
   lease l(*this, what);
-  bool in_transaction = false;
-  struct end_guard {
-    lease& l;
-    bool& in_transaction;
-    ~end_guard() {
-      if (in_transaction) l.end_transaction_later();
-    }
-  } guard{l, in_transaction};
+  lease::scan_transaction transaction{l};
   const auto run = [&](std::vector<statement>& q) {
     try {
       return l.run(q);
     } catch (const connection_lost& e) {
-      in_transaction = false;
+      transaction.open = false;
       throw store_error(EIO, std::string(what) + " in " + where_ + ": " + e.what());
     }
   };
@@ -1174,7 +1170,7 @@ void postgres_engine::scan_consistent(
     // Takes the snapshot now, before the first table is read.
     q.emplace_back("SELECT 1");
     const std::vector<result_ptr> results = run(q);
-    in_transaction = PQresultStatus(results[0].get()) == PGRES_COMMAND_OK;
+    transaction.open = PQresultStatus(results[0].get()) == PGRES_COMMAND_OK;
     check(results, what, where_);
   }
   for (const table t : tables) {
