@@ -187,6 +187,10 @@ inline constexpr std::string_view k_payload_location_key = "payload_location";
 // k_cf_meta (docs/scale-out.md, "Sessions").
 inline constexpr std::string_view k_session_prefix = "session/";
 inline constexpr std::string_view k_next_pack_key = "next_pack";
+// Formats 5 and 6 (PostgreSQL only): a writer's commit outcome rows,
+// "commit_outcome/" + 16 hex digits + "/" + a connection number, in
+// k_cf_meta; kept by store/metadata/postgres_engine.cpp.
+inline constexpr std::string_view k_commit_outcome_prefix = "commit_outcome/";
 // Formats 5 and 6: an unlinked file a follower still has open, so the
 // writer keeps its data (docs/scale-out.md, "Unlinked while open
 // elsewhere"): "hold/" + the follower's session id (16 hex digits) + "/" +

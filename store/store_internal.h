@@ -71,6 +71,15 @@ format_marker read_format_marker(const std::filesystem::path& dir);
 // Refuses a store whose format is newer than this densefs reads.
 void refuse_newer(const std::filesystem::path& dir, std::uint32_t found);
 
+// Refuses a PostgreSQL connection string with a password in it (it goes
+// into STORE/FORMAT): store_error(EINVAL) naming PGPASSWORD and ~/.pgpass.
+void refuse_password(const std::string& conninfo);
+// The checks of where a new volume goes (mkfs, load, migrate) that need no
+// I/O: --data needs --meta, records in PostgreSQL need pack payloads, no
+// password in the connection string. Throws store_error(EINVAL).
+void check_volume_target(const std::string& postgres, const std::string& data,
+                         payload_backend payloads);
+
 // A scale-out volume's database, opened read-only by its connection string
 // (refused with a password in it: the string goes into FORMAT files), and
 // its settings record.

@@ -202,14 +202,9 @@ payload_backend default_payload_backend() {
 
 void store::create(const std::filesystem::path& dir, const codec::policy& policy,
                    payload_backend payloads, const std::string& postgres, const std::string& data) {
+  check_volume_target(postgres, data, payloads);
   std::unique_ptr<s3_object_store> objects;
   if (!data.empty()) {
-    // Several machines share the volume's payloads only if they share its
-    // records: the embedded database is one machine's.
-    if (postgres.empty())
-      throw store_error(EINVAL,
-                        "--data needs --meta: a volume with its payloads in object storage keeps "
-                        "its records in PostgreSQL");
     objects = std::make_unique<s3_object_store>(parse_s3_url(data));
     objects->create_bucket();
     // Another volume's packs there would collide with this one's numbers.
@@ -217,19 +212,6 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
       throw store_error(EEXIST, objects->where() +
                                     " already holds pack objects (another volume's?); give "
                                     "--data an empty prefix");
-  }
-  if (!postgres.empty()) {
-    // Blob payloads are values of the payloads table: megabytes of bytea
-    // per chunk in the database.
-    if (payloads != payload_backend::pack)
-      throw store_error(EINVAL,
-                        "a store with its records in PostgreSQL keeps its payloads in pack files "
-                        "(--payloads pack)");
-    // The connection string is written into STORE/FORMAT.
-    if (postgres_engine::names_a_password(postgres))
-      throw store_error(EINVAL,
-                        "the PostgreSQL connection string holds a password; give it in "
-                        "PGPASSWORD or ~/.pgpass (mode 0600) instead");
   }
   std::error_code ec;
   const auto status = fs::symlink_status(dir, ec);
@@ -309,12 +291,34 @@ std::filesystem::path store::default_client_base() {
 
 namespace internal {
 
-std::pair<std::unique_ptr<metadata_engine>, std::string> open_volume_database(
-    const std::string& conninfo) {
+void refuse_password(const std::string& conninfo) {
   if (postgres_engine::names_a_password(conninfo))
     throw store_error(EINVAL,
                       "the PostgreSQL connection string holds a password; give it in PGPASSWORD "
                       "or ~/.pgpass (mode 0600) instead");
+}
+
+void check_volume_target(const std::string& postgres, const std::string& data,
+                         payload_backend payloads) {
+  // Several machines share the volume's payloads only if they share its
+  // records: the embedded database is one machine's.
+  if (!data.empty() && postgres.empty())
+    throw store_error(EINVAL,
+                      "--data needs --meta: a volume with its payloads in object storage keeps "
+                      "its records in PostgreSQL");
+  if (postgres.empty()) return;
+  // Blob payloads are values of the payloads table: megabytes of bytea per
+  // chunk in the database.
+  if (payloads != payload_backend::pack)
+    throw store_error(EINVAL,
+                      "a store with its records in PostgreSQL keeps its payloads in pack files "
+                      "(--payloads pack)");
+  refuse_password(postgres);
+}
+
+std::pair<std::unique_ptr<metadata_engine>, std::string> open_volume_database(
+    const std::string& conninfo) {
+  refuse_password(conninfo);
   postgres_engine_options po;
   po.conninfo = conninfo;
   po.read_only = true;

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <ctime>
 #include <system_error>
+#include <utility>
 
 #include "store/durable_file.h"
 #include "store/error.h"
@@ -36,26 +37,40 @@ constexpr std::uint64_t k_progress_every = 4096;
 // outcomes, and where packs are and what the next one is called (the
 // target's own). A dump leaves them out; a load skips them too.
 bool is_running_state(std::string_view key) {
-  return key.starts_with(k_session_prefix) || key.starts_with("commit_outcome/") ||
+  return key.starts_with(k_session_prefix) || key.starts_with(k_commit_outcome_prefix) ||
          key.starts_with(k_hold_prefix) || key.starts_with(k_lease_prefix) ||
          key == k_payload_location_key || key == k_next_pack_key;
 }
 
+// Closes the store lock's fd (store::lock) when it goes.
+struct lock_fd {
+  int fd = -1;
+  lock_fd() = default;
+  lock_fd(lock_fd&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
+  lock_fd(const lock_fd&) = delete;
+  lock_fd& operator=(const lock_fd&) = delete;
+  ~lock_fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 // A volume's records, opened to be read only, and what FORMAT says of it.
 struct source_records {
   format_marker marker;
+  lock_fd lock;  // `alone` of an embedded store
   std::unique_ptr<metadata_engine> engine;
   store_settings settings;
 };
 
-// `alone`: the volume must have no writer meanwhile (migrate). An embedded
-// store's lock is the caller's; a PostgreSQL volume's advisory lock is
-// taken here (EBUSY while a writer has it mounted), as a writer would.
+// `alone`: the volume must have no writer meanwhile (migrate): an embedded
+// store's lock (a mount holds it), or a PostgreSQL volume's advisory lock
+// (EBUSY while a writer has it mounted), taken as a writer would.
 source_records open_source(const fs::path& dir, bool alone = false) {
   store::check(dir);
   source_records s;
   s.marker = internal::read_format_marker(dir);
   if (s.marker.postgres.empty()) {
+    if (alone) s.lock.fd = store::lock(dir);
     rocksdb_engine_options eo;
     eo.read_only = true;  // RocksDB's read-only open: the state at open, beside a mount
     eo.block_cache_bytes = 8u << 20;
@@ -108,18 +123,11 @@ class volume_loader {
   // Checks the target; changes nothing (open() does).
   volume_loader(const volume_target& target, const dump_header& header, existing_packs packs)
       : target_(target), header_(header), existing_(packs) {
-    if (!target.data.empty() && target.postgres.empty())
-      throw store_error(EINVAL,
-                        "--data needs --meta: a volume with its payloads in object storage keeps "
-                        "its records in PostgreSQL");
     if (!target.postgres.empty() && header.payloads != payload_backend::pack)
       throw store_error(EINVAL,
                         "this dump is of a blob store (format 1), whose payloads are in its "
                         "records; it loads only into an embedded store (drop --meta)");
-    if (!target.postgres.empty() && postgres_engine::names_a_password(target.postgres))
-      throw store_error(EINVAL,
-                        "the PostgreSQL connection string holds a password; give it in "
-                        "PGPASSWORD or ~/.pgpass (mode 0600) instead");
+    internal::check_volume_target(target.postgres, target.data, header.payloads);
     check_directory();
   }
 
@@ -243,8 +251,7 @@ class volume_loader {
         if (const auto id = pack_id_of_object(o.name))
           next = std::max<std::uint64_t>(next, *id + 1);
       std::string value(8, '\0');
-      for (int i = 0; i < 8; ++i)
-        value[static_cast<std::size_t>(i)] = static_cast<char>(next >> (8 * i));
+      put_le(value.data(), next, 8);
       last->put(table::meta, k_next_pack_key, value);
     }
     engine_->sync();
@@ -387,18 +394,7 @@ load_result load_volume(dump_reader& in, const volume_target& target, bool take_
 
 load_result migrate_volume(const fs::path& source_dir, const volume_target& target,
                            const dump_progress_fn& progress) {
-  const format_marker marker = internal::read_format_marker(source_dir);
-  // The volume must not change under the copy: an embedded store's lock
-  // (a mount holds it), a PostgreSQL volume's writer lock (open_source).
-  int lock_fd = -1;
-  if (marker.postgres.empty()) lock_fd = store::lock(source_dir);
-  struct closer {
-    int fd;
-    ~closer() {
-      if (fd >= 0) ::close(fd);
-    }
-  } lock_guard{lock_fd};
-
+  // The volume must not change under the copy.
   const source_records source = open_source(source_dir, true);
   std::unique_ptr<volume_loader> loader;
   try {
@@ -415,7 +411,7 @@ load_result migrate_volume(const fs::path& source_dir, const volume_target& targ
     // target's (one pack in memory at a time: at most 64 MiB and a record).
     std::uint64_t copied = 0;
     {
-      const std::unique_ptr<object_store> from = pack_home_of(source_dir, marker.data);
+      const std::unique_ptr<object_store> from = pack_home_of(source_dir, source.marker.data);
       object_store& to = loader->packs();
       for (const auto& [id, end] : loader->named_packs()) {
         const std::string name = pack_object_name(id);

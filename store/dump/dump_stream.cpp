@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "store/error.h"
+#include "store/payload/pack_format.h"
 
 namespace densefs::store {
 namespace {
@@ -16,21 +17,18 @@ constexpr std::uint8_t k_frame_records = 1;
 constexpr std::uint8_t k_frame_end = 2;
 constexpr std::size_t k_end_body_bytes = 8 * (k_table_count + 2);
 
+// Little-endian fields, as pack files write theirs (pack_format.h).
 void put_u32(char* at, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) at[i] = static_cast<char>(v >> (8 * i));
+  put_le(at, v, 4);
 }
 void put_u64(char* at, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) at[i] = static_cast<char>(v >> (8 * i));
+  put_le(at, v, 8);
 }
 std::uint32_t get_u32(const char* at) {
-  std::uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(at[i]);
-  return v;
+  return static_cast<std::uint32_t>(get_le(at, 4));
 }
 std::uint64_t get_u64(const char* at) {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(at[i]);
-  return v;
+  return get_le(at, 8);
 }
 void append_u32(std::string& out, std::uint32_t v) {
   char b[4];

@@ -21,6 +21,7 @@
 #include "store/error.h"
 #include "store/hash.h"
 #include "store/log.h"
+#include "store/records.h"
 #include "store/text.h"
 
 namespace densefs::store {
@@ -64,8 +65,6 @@ constexpr std::size_t k_max_value_bytes = (1u << 30) - 1024;
 // A batch whose connection was lost before it committed is sent again, up
 // to this many sends in all.
 constexpr int k_max_write_attempts = 3;
-// densefs_meta keys of the writers' commit outcome rows (docs/format.md).
-constexpr std::string_view k_outcome_prefix = "commit_outcome/";
 // The SQLSTATE of a batch whose expectation did not hold (write_conflict).
 constexpr const char* k_conflict_sqlstate = "DF002";
 // The lock that orders commits across a volume's writers: keyed by the
@@ -820,7 +819,7 @@ std::unique_ptr<postgres_engine> postgres_engine::open(const postgres_engine_opt
     c.bad("an odd channel name");
 
   if (!options.read_only)
-    e->outcome_key_ = std::string(k_outcome_prefix) + random_hex_id("a random writer id");
+    e->outcome_key_ = std::string(k_commit_outcome_prefix) + random_hex_id("a random writer id");
   e->locks_volume_ = !options.read_only && options.lock_volume;
   if (e->locks_volume_) e->take_volume_lock(what);
   if (!options.read_only && options.lock_volume && !e->shares_volume_) {
@@ -830,9 +829,9 @@ std::unique_ptr<postgres_engine> postgres_engine::open(const postgres_engine_opt
     // shared the volume, until a writer alone opens it.)
     std::vector<statement> clear;
     statement d(std::string("DELETE FROM ") + table_sql(table::meta) + " WHERE k >= $1 AND k < $2");
-    std::string end(k_outcome_prefix);
+    std::string end(k_commit_outcome_prefix);
     ++end.back();  // the first key past the prefix
-    d.param(k_outcome_prefix, k_bytea_oid);
+    d.param(k_commit_outcome_prefix, k_bytea_oid);
     d.own(end, k_bytea_oid);
     clear.push_back(std::move(d));
     check(l.run(clear), what, e->where_);
