@@ -1,10 +1,8 @@
 #include "codec/czip_crypto.h"
 
-#include <openssl/core_names.h>
-#include <openssl/err.h>
+#include "codec/crypto.h"
+
 #include <openssl/evp.h>
-#include <openssl/kdf.h>
-#include <openssl/rand.h>
 #include <openssl/sha.h>
 
 #include <cstring>
@@ -18,57 +16,15 @@ namespace {
 constexpr std::string_view k_chunk_key_info = "densefs czip v1 chunk key";
 
 [[noreturn]] void throw_openssl(const char* what) {
-  char buf[256] = "unknown error";
-  if (const unsigned long e = ERR_get_error()) ERR_error_string_n(e, buf, sizeof buf);
-  ERR_clear_error();
-  throw codec_error(std::string("czip: ") + what + ": " + buf);
+  throw codec_error(std::string("czip: ") + what + " failed in OpenSSL");
 }
 
 const unsigned char* bytes_of(std::string_view s) {
   return reinterpret_cast<const unsigned char*>(s.data());
 }
 
-struct cipher_ctx_deleter {
-  void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
-};
-struct kdf_ctx_deleter {
-  void operator()(EVP_KDF_CTX* c) const { EVP_KDF_CTX_free(c); }
-};
-struct mac_ctx_deleter {
-  void operator()(EVP_MAC_CTX* c) const { EVP_MAC_CTX_free(c); }
-};
-
-// Fetching an algorithm walks the provider tables: do it once per process.
-EVP_KDF* hkdf_algorithm() {
-  static EVP_KDF* const kdf = EVP_KDF_fetch(nullptr, OSSL_KDF_NAME_HKDF, nullptr);
-  if (kdf == nullptr) throw_openssl("HKDF unavailable");
-  return kdf;
-}
-EVP_KDF* scrypt_algorithm() {
-  static EVP_KDF* const kdf = EVP_KDF_fetch(nullptr, OSSL_KDF_NAME_SCRYPT, nullptr);
-  if (kdf == nullptr) throw_openssl("scrypt unavailable");
-  return kdf;
-}
-EVP_MAC* hmac_algorithm() {
-  static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, OSSL_MAC_NAME_HMAC, nullptr);
-  if (mac == nullptr) throw_openssl("HMAC unavailable");
-  return mac;
-}
-
 aes_key chunk_key(const sha256_digest& plain_hash) {
-  std::unique_ptr<EVP_KDF_CTX, kdf_ctx_deleter> ctx(EVP_KDF_CTX_new(hkdf_algorithm()));
-  if (!ctx) throw_openssl("HKDF context");
-  char digest[] = "SHA256";
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
-      OSSL_PARAM_construct_octet_string(
-          OSSL_KDF_PARAM_KEY, const_cast<std::uint8_t*>(plain_hash.data()), plain_hash.size()),
-      OSSL_PARAM_construct_octet_string(
-          OSSL_KDF_PARAM_INFO, const_cast<char*>(k_chunk_key_info.data()), k_chunk_key_info.size()),
-      OSSL_PARAM_construct_end()};
-  aes_key key;
-  if (EVP_KDF_derive(ctx.get(), key.data(), key.size(), params) != 1) throw_openssl("HKDF");
-  return key;
+  return crypto::hkdf_sha256(plain_hash, k_chunk_key_info);
 }
 
 // The associated data and the nonce input both bind the codec id and the
@@ -88,67 +44,14 @@ std::array<std::uint8_t, 5> chunk_aad(codec_id codec, std::uint32_t plain_size) 
 std::array<std::uint8_t, k_chunk_nonce_size> chunk_nonce(const aes_key& key,
                                                          std::span<const std::uint8_t> aad,
                                                          std::string_view encoded) {
-  std::unique_ptr<EVP_MAC_CTX, mac_ctx_deleter> ctx(EVP_MAC_CTX_new(hmac_algorithm()));
-  if (!ctx) throw_openssl("HMAC context");
-  char digest[] = "SHA256";
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                         OSSL_PARAM_construct_end()};
-  unsigned char mac[32];
-  std::size_t mac_size = 0;
-  if (EVP_MAC_init(ctx.get(), key.data(), key.size(), params) != 1 ||
-      EVP_MAC_update(ctx.get(), aad.data(), aad.size()) != 1 ||
-      EVP_MAC_update(ctx.get(), bytes_of(encoded), encoded.size()) != 1 ||
-      EVP_MAC_final(ctx.get(), mac, &mac_size, sizeof mac) != 1) {
-    throw_openssl("HMAC");
-  }
+  const crypto::mac256 mac = crypto::hmac_sha256(key, {aad, crypto::bytes_of(encoded)});
   std::array<std::uint8_t, k_chunk_nonce_size> nonce;
-  std::memcpy(nonce.data(), mac, nonce.size());
+  std::memcpy(nonce.data(), mac.data(), nonce.size());
   return nonce;
 }
 
-// AES-256-GCM; `out` receives ciphertext || tag.
-void gcm_seal(const aes_key& key, const std::uint8_t* nonce, std::span<const std::uint8_t> aad,
-              std::string_view plain, std::string& out) {
-  std::unique_ptr<EVP_CIPHER_CTX, cipher_ctx_deleter> ctx(EVP_CIPHER_CTX_new());
-  const std::size_t start = out.size();
-  out.resize(start + plain.size() + k_gcm_tag_size);
-  auto* dst = reinterpret_cast<unsigned char*>(out.data() + start);
-  int len = 0;
-  int tail = 0;
-  if (!ctx || EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce) != 1 ||
-      EVP_EncryptUpdate(ctx.get(), nullptr, &len, aad.data(), static_cast<int>(aad.size())) != 1 ||
-      EVP_EncryptUpdate(ctx.get(), dst, &len, bytes_of(plain), static_cast<int>(plain.size())) !=
-          1 ||
-      EVP_EncryptFinal_ex(ctx.get(), dst + len, &tail) != 1 ||
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, k_gcm_tag_size, dst + plain.size()) !=
-          1) {
-    throw_openssl("AES-256-GCM encrypt");
-  }
-}
-
-// Returns false when the tag does not verify; `out` is then garbage.
-bool gcm_open(const aes_key& key, const std::uint8_t* nonce, std::span<const std::uint8_t> aad,
-              std::string_view sealed, std::string& out) {
-  if (sealed.size() < k_gcm_tag_size) return false;
-  const std::string_view cipher = sealed.substr(0, sealed.size() - k_gcm_tag_size);
-  std::array<unsigned char, k_gcm_tag_size> tag;
-  std::memcpy(tag.data(), sealed.data() + cipher.size(), tag.size());
-  std::unique_ptr<EVP_CIPHER_CTX, cipher_ctx_deleter> ctx(EVP_CIPHER_CTX_new());
-  out.resize(cipher.size());
-  auto* dst = reinterpret_cast<unsigned char*>(out.data());
-  int len = 0;
-  int tail = 0;
-  if (!ctx || EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce) != 1 ||
-      EVP_DecryptUpdate(ctx.get(), nullptr, &len, aad.data(), static_cast<int>(aad.size())) != 1 ||
-      EVP_DecryptUpdate(ctx.get(), dst, &len, bytes_of(cipher), static_cast<int>(cipher.size())) !=
-          1 ||
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, k_gcm_tag_size, tag.data()) != 1) {
-    throw_openssl("AES-256-GCM decrypt");
-  }
-  const bool ok = EVP_DecryptFinal_ex(ctx.get(), dst + len, &tail) == 1;
-  ERR_clear_error();
-  return ok;
-}
+using crypto::gcm_open;
+using crypto::gcm_seal;
 
 }  // namespace
 
@@ -198,34 +101,14 @@ sha256_digest sha256_stream::finish() {
 
 kdf_salt random_salt() {
   kdf_salt salt;
-  if (RAND_bytes(salt.data(), static_cast<int>(salt.size())) != 1) throw_openssl("RAND_bytes");
+  crypto::random_bytes(salt);
   return salt;
 }
 
 aes_key derive_array_key(std::string_view passphrase, const kdf_salt& salt,
                          const scrypt_params& cost) {
   validate(cost);
-  std::unique_ptr<EVP_KDF_CTX, kdf_ctx_deleter> ctx(EVP_KDF_CTX_new(scrypt_algorithm()));
-  if (!ctx) throw_openssl("scrypt context");
-  std::uint64_t n = std::uint64_t{1} << cost.log2_n;
-  std::uint32_t r = cost.r;
-  std::uint32_t p = cost.p;
-  // OpenSSL refuses anything above its maxmem (32 MiB by default); our own
-  // bound was checked by validate().
-  std::uint64_t maxmem = k_max_scrypt_memory + (std::uint64_t{1} << 20);
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_PASSWORD,
-                                        const_cast<char*>(passphrase.data()), passphrase.size()),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<std::uint8_t*>(salt.data()),
-                                        salt.size()),
-      OSSL_PARAM_construct_uint64(OSSL_KDF_PARAM_SCRYPT_N, &n),
-      OSSL_PARAM_construct_uint32(OSSL_KDF_PARAM_SCRYPT_R, &r),
-      OSSL_PARAM_construct_uint32(OSSL_KDF_PARAM_SCRYPT_P, &p),
-      OSSL_PARAM_construct_uint64(OSSL_KDF_PARAM_SCRYPT_MAXMEM, &maxmem),
-      OSSL_PARAM_construct_end()};
-  aes_key key;
-  if (EVP_KDF_derive(ctx.get(), key.data(), key.size(), params) != 1) throw_openssl("scrypt");
-  return key;
+  return crypto::scrypt(passphrase, salt, cost.log2_n, cost.r, cost.p, k_max_scrypt_memory);
 }
 
 std::string seal_chunk(const sha256_digest& plain_hash, codec_id codec, std::uint32_t plain_size,

@@ -768,6 +768,7 @@ int mount(const mount_options& requested) {
     open_options.cache_dir = options.cache_dir;
     open_options.cache_bytes = options.cache_bytes;
     open_options.io = options.io;
+    open_options.key_secret = options.key_secret;
     // -o ro on a shared volume: a follower beside its writer (no lock).
     open_options.follower = options.read_only;
     open_options.shared_writer = options.shared_writer;

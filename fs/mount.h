@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ enum class fuse_transport {
 
 struct mount_options {
   std::filesystem::path store_dir;
+  // An encrypted volume (docs/encryption.md): -o key_file=, and the secret
+  // the CLI got from it, the environment or the terminal before mounting.
+  std::string key_file;
+  std::optional<std::string> key_secret;
   std::filesystem::path mountpoint;
   bool foreground = false;  // -f: stay attached, log to stderr
   bool debug = false;       // -d: libfuse request tracing (implies foreground)

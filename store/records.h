@@ -32,7 +32,7 @@ inline constexpr const char* k_cf_xattrs = "xattrs";
 // writes now, either backend) has compact records (docs/format.md). Each bump
 // makes an older build refuse the store up front, with the one-line "newer
 // format" message, instead of failing on a record it cannot read.
-inline constexpr std::uint32_t k_format_version = 6;
+inline constexpr std::uint32_t k_format_version = 7;
 inline constexpr std::uint32_t k_blob_format_version = 1;
 inline constexpr std::uint32_t k_pack_format_version = 2;
 inline constexpr std::uint32_t k_compact_format_version = 3;
@@ -51,6 +51,12 @@ inline constexpr std::uint32_t k_postgres_format_version = 5;
 // directory is only the client's cache). Older builds would look for the
 // packs in the directory: the version makes them refuse the store instead.
 inline constexpr std::uint32_t k_object_format_version = 6;
+// Format 7: an encrypted volume, of any of the kinds above (FORMAT's
+// `encryption=` line, the meta row `volume_key`; docs/encryption.md). Its
+// payloads are sealed and its chunks named by keyed hashes in storage;
+// older builds would hand sealed bytes to decoders: the version makes
+// them refuse the volume instead.
+inline constexpr std::uint32_t k_encrypted_format_version = 7;
 
 // How a store writes inode, dirent, extent and chunk values. Readers accept
 // both in any store; a store writes only the one its format version allows,

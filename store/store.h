@@ -43,11 +43,13 @@
 #include "store/membership/volume_membership.h"
 #include "store/metadata/metadata_engine.h"
 #include "store/payload/batched_reader.h"
+#include "store/crypto/volume_key.h"
 #include "store/records.h"
 
 namespace densefs::store {
 
 class payload_store;
+class payload_sealer;
 struct payload_meta;
 class pack_store;
 class chunk_cache;
@@ -102,6 +104,18 @@ struct store_open_options {
   // cache_size=; default STORE/cache, 10 GiB).
   std::filesystem::path cache_dir{};
   std::uint64_t cache_bytes = 10ull << 30;
+  // An encrypted volume's secret (a passphrase or a key file's bytes;
+  // docs/encryption.md). A wrong one fails the open (EACCES) before
+  // anything is written. Without it an encrypted volume opens only
+  // read-only, and every payload access fails (ENOKEY).
+  std::optional<std::string> key_secret{};
+};
+
+// What `densefs mkfs --encrypt` gives a new volume: its secret, and the
+// scrypt cost of the key derived from it (tests lower it).
+struct volume_encryption {
+  std::string secret;
+  key_cost cost{};
 };
 
 // Changes that become visible and durable together (one RocksDB WriteBatch).
@@ -246,6 +260,7 @@ struct store_stats {
   std::uint64_t cache_capacity = 0;
   std::uint64_t pack_files = 0;  // pack stores: pack files
   std::string pack_reader;       // pack stores: "io_uring" or "pread"
+  std::string encryption = "none";  // "aes-256-gcm" on an encrypted volume
 };
 
 // The JSON that `densefs stats --json` prints and the user.densefs.stats xattr
@@ -326,7 +341,19 @@ class store {
   static void create(const std::filesystem::path& dir,
                      const codec::policy& policy = codec::default_policy(),
                      payload_backend payloads = default_payload_backend(),
-                     const std::string& postgres = {}, const std::string& data = {});
+                     const std::string& postgres = {}, const std::string& data = {},
+                     const std::optional<volume_encryption>& encryption = std::nullopt);
+
+  // Whether `dir`'s FORMAT says the volume is encrypted (so a tool asks
+  // for its key before opening it). Cheap, like check().
+  static bool is_encrypted(const std::filesystem::path& dir);
+  // Seals the volume's master key under `new_secret` instead of
+  // `old_secret` (one synced write of one record; no payload changes).
+  // EACCES when `old_secret` is wrong, EINVAL when the volume is not
+  // encrypted. The caller holds lock() (an embedded store) or the volume is
+  // unmounted (docs/encryption.md, "Changing the key").
+  static void change_key(const std::filesystem::path& dir, const std::string& old_secret,
+                         const volume_encryption& new_key);
 
   // The local directory of a scale-out volume known by its database
   // (`densefs mount postgresql://... MNT`; docs/scale-out.md): `base`/UUID,
@@ -390,6 +417,8 @@ class store {
   ~store();
 
   const store_settings& settings() const { return settings_; }
+  // The volume's payloads are sealed (format 7, docs/encryption.md).
+  bool encrypted() const { return encrypted_; }
   // Where the records live: "rocksdb" or "postgresql", and the engine's
   // description of itself (no password).
   std::string_view metadata_engine_kind() const { return engine_->kind(); }
@@ -723,7 +752,13 @@ class store {
   std::string postgres_;  // STORE/FORMAT's postgresql= line, when it has one
   std::string data_;      // STORE/FORMAT's data= line (scale-out volumes)
   std::unique_ptr<payload_store> payloads_;
-  pack_store* packs_ = nullptr;  // payloads_ when it is a pack store
+  // The pack store below payloads_ (payloads_ itself, or the store an
+  // encrypted volume's sealed_payload_store seals for), when there is one.
+  pack_store* packs_ = nullptr;
+  bool encrypted_ = false;
+  // An encrypted volume opened with its key: storage names and seals for
+  // the pack index rebuilds, which read pack records below payloads_.
+  std::shared_ptr<const payload_sealer> sealer_;
   std::unique_ptr<chunk_cache> cache_;
   std::unique_ptr<damaged_chunks> damaged_;
   // Whole-file Lepton decodes running at once (decode_stored_chunk). Each

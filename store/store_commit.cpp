@@ -715,7 +715,8 @@ void store::after_commit(const commit_outcome& done,
     try {
       write_file_durably(
           dir_ / k_format_file,
-          format_marker_text({done.raised.format_version, done.raised.uuid, postgres_, data_}));
+          format_marker_text(
+              {done.raised.format_version, done.raised.uuid, postgres_, data_, encrypted_}));
     } catch (const store_error& e) {
       log_error(std::string("raising the FORMAT file's version: ") + e.what());
     }

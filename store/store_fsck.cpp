@@ -6,8 +6,11 @@
 #include <cerrno>
 #include <map>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "store/cache/chunk_cache.h"
+#include "store/crypto/payload_sealer.h"
 #include "store/log.h"
 #include "store/metadata/metadata_engine.h"
 #include "store/payload/pack_store.h"
@@ -60,18 +63,58 @@ void store::set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount) {
   }
 }
 
+namespace {
+
+// How pack records name and hold an encrypted volume's chunks (the storage
+// name, the sealed payload) against what chunk records say (the chunk's
+// SHA-256, the plain payload). Without a sealer both are the same.
+class record_view {
+ public:
+  explicit record_view(const payload_sealer* sealer) : sealer_(sealer) {}
+
+  chunk_hash name_of(const chunk_hash& hash) const {
+    return sealer_ ? sealer_->storage_name(hash) : hash;
+  }
+  std::uint64_t stored_size_of(std::uint64_t payload_size) const {
+    return payload_size + (sealer_ ? payload_sealer::k_overhead : 0);
+  }
+  // The payload of a record of `hash` found by a scan, as the chunk record
+  // describes it; nullopt when the record does not hold it.
+  std::optional<std::string> payload_of(pack_store& packs, const chunk_hash& hash,
+                                        const pack_record_info& r) const {
+    try {
+      const std::string stored = packs.read_record(name_of(hash), r.where);
+      return sealer_ ? sealer_->open(hash, stored) : std::optional<std::string>(stored);
+    } catch (const store_error&) {
+      return std::nullopt;
+    }
+  }
+  bool sealed() const { return sealer_ != nullptr; }
+
+ private:
+  const payload_sealer* sealer_;
+};
+
+}  // namespace
+
 std::uint64_t store::rebuild_pack_index(const std::vector<chunk_hash>* only) {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   if (!packs_) return 0;
+  const record_view view(sealer_.get());
   std::lock_guard lock(commit_mutex_);
   struct wanted {
+    chunk_hash hash;
     std::uint32_t stored_size;
     std::uint64_t checksum;
-    std::optional<pack_ref> found;
+    // Records that match by name and size, oldest first; a sealed volume's
+    // are checked by opening them (their XXH3 is of the sealed bytes).
+    std::vector<pack_record_info> candidates;
   };
+  // By the name pack records give the chunk.
   std::unordered_map<chunk_hash, wanted, chunk_hash_hasher> chunks;
   const auto want = [&](const chunk_hash& hash, const chunk_record& c) {
-    if (c.stored_size >= k_min_pack_payload) chunks[hash] = {c.stored_size, c.checksum, {}};
+    if (view.stored_size_of(c.stored_size) >= k_min_pack_payload)
+      chunks[view.name_of(hash)] = {hash, c.stored_size, c.checksum, {}};
   };
   if (only) {
     for (const chunk_hash& h : *only)
@@ -93,26 +136,38 @@ std::uint64_t store::rebuild_pack_index(const std::vector<chunk_hash>* only) {
   packs_->scan_packs(
       [&](const pack_record_info& r) {
         auto it = chunks.find(r.hash);
-        if (it == chunks.end() || !r.payload_ok || r.stored_size != it->second.stored_size ||
-            r.checksum != it->second.checksum)
+        if (it == chunks.end() || !r.payload_ok ||
+            r.stored_size != view.stored_size_of(it->second.stored_size) ||
+            (!view.sealed() && r.checksum != it->second.checksum))
           return;
-        it->second.found = r.where;
+        it->second.candidates.push_back(r);
       },
       [&](const std::string& why) { log_info("rebuilding the pack index: skipped " + why); });
   const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
   std::uint64_t written = 0;
-  for (const auto& [hash, w] : chunks) {
-    if (!w.found) continue;
-    const std::string value = encode_pack_ref(*w.found);
+  std::vector<chunk_hash> found;
+  for (auto& [name, w] : chunks) {
+    const pack_record_info* newest = nullptr;
+    for (auto r = w.candidates.rbegin(); r != w.candidates.rend() && !newest; ++r) {
+      if (!view.sealed()) {
+        newest = &*r;
+      } else if (const std::optional<std::string> p = view.payload_of(*packs_, w.hash, *r);
+                 p && stored_checksum(*p) == w.checksum) {
+        newest = &*r;
+      }
+    }
+    if (!newest) continue;
+    found.push_back(w.hash);
+    const std::string value = encode_pack_ref(newest->where);
     // An entry that cannot be read (a damaged block) is rewritten: that is
     // what the rebuild is for.
     std::optional<std::string> now;
     try {
-      now = engine_->get(table::payloads, hash.view(), "the payload index");
+      now = engine_->get(table::payloads, name.view(), "the payload index");
     } catch (const store_error&) {
     }
     if (now == value) continue;
-    batch->put(table::payloads, hash.view(), value);
+    batch->put(table::payloads, name.view(), value);
     ++written;
   }
   try {
@@ -120,8 +175,7 @@ std::uint64_t store::rebuild_pack_index(const std::vector<chunk_hash>* only) {
   } catch (const store_error& e) {
     throw store_error(e.error_number(), "rebuilding the pack index: " + std::string(e.what()));
   }
-  for (const auto& [hash, w] : chunks)
-    if (w.found) cache_->erase(hash);
+  for (const chunk_hash& hash : found) cache_->erase(hash);
   return written;
 }
 
@@ -129,27 +183,42 @@ std::vector<chunk_hash> store::rebuild_chunk_records(
     const std::map<chunk_hash, std::uint64_t>& refs) {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   if (!packs_ || refs.empty()) return {};
+  const record_view view(sealer_.get());
   std::lock_guard lock(commit_mutex_);
+  // Each chunk by the name its pack records carry.
+  std::unordered_map<chunk_hash, chunk_hash, chunk_hash_hasher> by_name;
+  for (const auto& [hash, count] : refs) by_name.emplace(view.name_of(hash), hash);
   // The scan is in (pack, offset) order, so the last good record is the newest.
-  std::map<chunk_hash, pack_record_info> found;
+  std::map<chunk_hash, std::vector<pack_record_info>> found;
   packs_->scan_packs(
       [&](const pack_record_info& r) {
-        if (r.payload_ok && refs.contains(r.hash)) found[r.hash] = r;
+        const auto it = by_name.find(r.hash);
+        if (r.payload_ok && it != by_name.end()) found[it->second].push_back(r);
       },
       [&](const std::string& why) { log_info("rebuilding chunk records: skipped " + why); });
   const std::unique_ptr<metadata_batch> batch = engine_->new_batch();
   std::vector<chunk_hash> rebuilt;
-  for (const auto& [hash, r] : found) {
+  for (const auto& [hash, records] : found) {
     if (get_chunk(hash)) continue;
-    chunk_record c;
-    c.codec = r.codec;
-    c.plain_size = r.plain_size;
-    c.stored_size = r.stored_size;
-    c.checksum = r.checksum;
-    c.refcount = refs.at(hash);
-    batch->put(table::chunks, hash.view(), encode_chunk(c, encoding_));
-    batch->put(table::payloads, hash.view(), encode_pack_ref(r.where));
-    rebuilt.push_back(hash);
+    for (auto r = records.rbegin(); r != records.rend(); ++r) {
+      chunk_record c;
+      c.codec = r->codec;
+      c.plain_size = r->plain_size;
+      c.stored_size = r->stored_size;
+      c.checksum = r->checksum;
+      if (view.sealed()) {
+        // The chunk record describes the payload inside the seal.
+        const std::optional<std::string> p = view.payload_of(*packs_, hash, *r);
+        if (!p) continue;
+        c.stored_size = static_cast<std::uint32_t>(p->size());
+        c.checksum = stored_checksum(*p);
+      }
+      c.refcount = refs.at(hash);
+      batch->put(table::chunks, hash.view(), encode_chunk(c, encoding_));
+      batch->put(table::payloads, view.name_of(hash).view(), encode_pack_ref(r->where));
+      rebuilt.push_back(hash);
+      break;
+    }
   }
   if (rebuilt.empty()) return rebuilt;
   try {

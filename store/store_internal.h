@@ -57,6 +57,10 @@ struct format_marker {
   // Format 6: the s3:// location of the pack objects. Empty: pack files in
   // the store directory.
   std::string data;
+  // Format 7: the volume is encrypted (an `encryption=aes-256-gcm` line),
+  // so tools ask for its key before opening it. The meta row `volume_key`
+  // is the authority.
+  bool encrypted = false;
 };
 
 // A new store UUID (RFC 4122 version 4, lower-case text).

@@ -20,6 +20,8 @@
 
 #include "codec/lepton_file.h"
 #include "store/cache/chunk_cache.h"
+#include "store/crypto/payload_sealer.h"
+#include "store/crypto/sealed_payload_store.h"
 #include "store/durable_file.h"
 #include "store/log.h"
 #include "store/metadata/fault_injection.h"
@@ -41,11 +43,53 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* k_lock_file = "LOCK.densefs";
+constexpr const char* k_encryption_name = "aes-256-gcm";
 
 // Inode numbers are reserved this many at a time with one synced write, so
 // allocation costs a disk sync once per 1024 creates, and a crash loses at
 // most the unused rest of a range (numbers are never reused).
 constexpr std::uint64_t k_ino_reserve = 1024;
+
+// The master key of an encrypted volume whose wrapped key record is
+// `wrapped`, opened with `secret`; EACCES when the secret is not the volume's.
+master_key unlock_volume_key(const std::string& wrapped, const std::string& secret,
+                             const fs::path& dir) {
+  const wrapped_volume_key k = decode_wrapped_key(wrapped);
+  std::optional<master_key> key;
+  try {
+    key = unwrap_master_key(k, secret);
+  } catch (const codec::codec_error& e) {
+    throw store_error(EIO, "opening the volume key of " + dir.string() + ": " + e.what());
+  }
+  if (!key)
+    throw store_error(EACCES, "wrong key for encrypted volume " + dir.string() +
+                                  ": the passphrase or key file given does not open it (nothing "
+                                  "was changed)");
+  return *key;
+}
+
+std::shared_ptr<const payload_sealer> open_volume_key(const std::string& wrapped,
+                                                      const std::string& secret,
+                                                      const fs::path& dir) {
+  return std::make_shared<const payload_sealer>(unlock_volume_key(wrapped, secret, dir));
+}
+
+// An embedded encrypted volume's key, checked with the database open
+// read-only, so that a wrong key leaves even RocksDB's own files as they were.
+std::shared_ptr<const payload_sealer> check_key_read_only(const fs::path& dir,
+                                                          const std::string& secret) {
+  rocksdb_engine_options eo;
+  eo.read_only = true;
+  eo.block_cache_bytes = 1u << 20;
+  const std::unique_ptr<rocksdb_engine> engine = rocksdb_engine::open(dir, eo);
+  const std::optional<std::string> wrapped =
+      engine->get(table::meta, k_volume_key_key, "the volume key");
+  if (!wrapped)
+    throw store_error(EIO, "store " + dir.string() +
+                               " is marked encrypted in its FORMAT file but its database holds "
+                               "no volume key");
+  return open_volume_key(*wrapped, secret, dir);
+}
 
 }  // namespace
 
@@ -84,6 +128,7 @@ std::string format_marker_text(const format_marker& m) {
                      "\n";
   if (!m.postgres.empty()) text += "postgresql=" + m.postgres + "\n";
   if (!m.data.empty()) text += "data=" + m.data + "\n";
+  if (m.encrypted) text += std::string("encryption=") + k_encryption_name + "\n";
   return text;
 }
 
@@ -140,6 +185,13 @@ format_marker read_format_marker(const fs::path& dir) {
       m.postgres = std::string(line.substr(11));
     } else if (line.starts_with("data=")) {
       m.data = std::string(line.substr(5));
+    } else if (line.starts_with("encryption=")) {
+      if (line.substr(11) != k_encryption_name)
+        throw store_error(EPROTONOSUPPORT, "store " + dir.string() + " is encrypted with " +
+                                               std::string(line.substr(11)) +
+                                               ", which this densefs does not know; use a newer "
+                                               "densefs");
+      m.encrypted = true;
     }
     // Other lines are ignored: a later format may add informational keys.
   }
@@ -201,8 +253,18 @@ payload_backend default_payload_backend() {
 }
 
 void store::create(const std::filesystem::path& dir, const codec::policy& policy,
-                   payload_backend payloads, const std::string& postgres, const std::string& data) {
+                   payload_backend payloads, const std::string& postgres, const std::string& data,
+                   const std::optional<volume_encryption>& encryption) {
   check_volume_target(postgres, data, payloads);
+  // Derived before anything is made: a cost out of bounds fails here.
+  std::optional<std::string> wrapped_key;
+  if (encryption) {
+    if (encryption->secret.size() < k_min_secret_size)
+      throw store_error(EINVAL, "the volume's passphrase or key file needs at least " +
+                                    std::to_string(k_min_secret_size) + " bytes");
+    wrapped_key = encode_wrapped_key(
+        wrap_master_key(new_master_key(), encryption->secret, encryption->cost));
+  }
   std::unique_ptr<s3_object_store> objects;
   if (!data.empty()) {
     objects = std::make_unique<s3_object_store>(parse_s3_url(data));
@@ -246,9 +308,10 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   settings.payloads = payloads;
   // Both backends get compact records; formats 1 and 2 are only read and
   // extended (in their own encodings) now.
-  settings.format_version = !data.empty()      ? k_object_format_version
-                            : postgres.empty() ? k_compact_format_version
-                                               : k_postgres_format_version;
+  settings.format_version = encryption          ? k_encrypted_format_version
+                            : !data.empty()      ? k_object_format_version
+                            : postgres.empty()   ? k_compact_format_version
+                                                 : k_postgres_format_version;
 
   inode_record root;
   root.ino = k_root_ino;
@@ -263,6 +326,7 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   batch->put(table::meta, k_settings_key, encode_settings(settings));
   batch->put(table::meta, k_next_ino_key, encode_next_ino(k_root_ino + 1));
   if (!data.empty()) batch->put(table::meta, k_payload_location_key, data);
+  if (wrapped_key) batch->put(table::meta, k_volume_key_key, *wrapped_key);
   batch->put(table::inodes, inode_key(k_root_ino),
              encode_inode(root, record_encoding_for(settings.format_version)));
   try {
@@ -276,7 +340,53 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   // FORMAT comes last: a store whose mkfs was interrupted has none, so it is
   // refused as "not a store" instead of being half used.
   write_file_durably(dir / k_format_file,
-                     format_marker_text({settings.format_version, settings.uuid, postgres, data}));
+                     format_marker_text({settings.format_version, settings.uuid, postgres, data,
+                                         encryption.has_value()}));
+}
+
+bool store::is_encrypted(const std::filesystem::path& dir) {
+  return read_format_marker(dir).encrypted;
+}
+
+void store::change_key(const std::filesystem::path& dir, const std::string& old_secret,
+                       const volume_encryption& new_key) {
+  check(dir);
+  const format_marker m = read_format_marker(dir);
+  if (new_key.secret.size() < k_min_secret_size)
+    throw store_error(EINVAL, "the new passphrase or key file needs at least " +
+                                  std::to_string(k_min_secret_size) + " bytes");
+  std::unique_ptr<metadata_engine> engine;
+  if (m.postgres.empty()) {
+    rocksdb_engine_options eo;
+    eo.block_cache_bytes = 1u << 20;
+    engine = rocksdb_engine::open(dir, eo);
+  } else {
+    postgres_engine_options po;
+    po.conninfo = m.postgres;
+    po.connections = 1;
+    engine = postgres_engine::open(po);
+  }
+  const std::optional<std::string> wrapped =
+      engine->get(table::meta, k_volume_key_key, "the volume key");
+  if (!wrapped)
+    throw store_error(EINVAL, "volume " + dir.string() +
+                                  " is not encrypted (only `densefs mkfs --encrypt` makes an "
+                                  "encrypted volume)");
+  const master_key key = unlock_volume_key(*wrapped, old_secret, dir);
+  std::string fresh;
+  try {
+    fresh = encode_wrapped_key(wrap_master_key(key, new_key.secret, new_key.cost));
+  } catch (const codec::codec_error& e) {
+    throw store_error(EIO, "sealing the volume key of " + dir.string() + ": " + e.what());
+  }
+  const std::unique_ptr<metadata_batch> batch = engine->new_batch();
+  batch->put(table::meta, k_volume_key_key, fresh);
+  try {
+    engine->write(*batch, true);
+  } catch (const store_error& e) {
+    throw store_error(e.error_number(),
+                      "writing the new volume key of " + dir.string() + ": " + e.what());
+  }
 }
 
 std::filesystem::path store::default_client_base() {
@@ -358,8 +468,10 @@ std::filesystem::path store::client_directory(const std::string& conninfo,
     return dir;
   }
   make_private_directory(dir, "the volume's directory");
-  write_file_durably(dir / k_format_file, format_marker_text({settings.format_version,
-                                                              settings.uuid, conninfo, *location}));
+  const bool encrypted = engine->get(table::meta, k_volume_key_key, "the volume key").has_value();
+  write_file_durably(dir / k_format_file,
+                     format_marker_text(
+                         {settings.format_version, settings.uuid, conninfo, *location, encrypted}));
   return dir;
 }
 
@@ -496,6 +608,8 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   std::unique_ptr<store> self(new store(dir, options));
 
   const format_marker marker = read_format_marker(dir);
+  if (marker.encrypted && marker.postgres.empty() && !options.read_only && options.key_secret)
+    self->sealer_ = check_key_read_only(dir, *options.key_secret);
   // The volume's role: set here once, kept by the membership.
   volume_role role = volume_role::alone;
   if (marker.postgres.empty()) {
@@ -525,6 +639,18 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     self->engine_ = postgres_engine::open(po);
     self->postgres_ = marker.postgres;
   }
+  // An encrypted volume's key, checked before this open writes anything
+  // (the session row, FORMAT): a wrong key changes nothing.
+  if (const std::optional<std::string> wrapped =
+          self->engine_->get(table::meta, k_volume_key_key, "the volume key")) {
+    self->encrypted_ = true;
+    if (!self->sealer_ && options.key_secret)
+      self->sealer_ = open_volume_key(*wrapped, *options.key_secret, dir);
+    else if (!options.key_secret && !self->options_.read_only)
+      throw store_error(ENOKEY, "volume " + dir.string() +
+                                    " is encrypted: give its key with --key-file FILE or "
+                                    "DENSEFS_PASSPHRASE (a terminal asks for it)");
+  }
   self->membership_ = std::make_unique<volume_membership>(
       *self->engine_, dir, role, !marker.postgres.empty(), self->options_.read_only);
 
@@ -549,7 +675,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   if (!self->options_.read_only && marker.format_version < self->settings_.format_version) {
     write_file_durably(dir / k_format_file,
                        format_marker_text({self->settings_.format_version, self->settings_.uuid,
-                                           marker.postgres, marker.data}));
+                                           marker.postgres, marker.data, self->encrypted_}));
   }
   try {
     // Stores made before per-type policies hold a single codec spec, which
@@ -595,7 +721,8 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
       // Its own client directory; a writer beside others reads theirs too.
       po.fill_cache = role != volume_role::alone;
       self->data_ = marker.data;
-    } else if (self->settings_.format_version >= k_object_format_version) {
+    } else if (self->settings_.format_version >= k_object_format_version &&
+               self->engine_->get(table::meta, k_payload_location_key, "the payload location")) {
       throw store_error(EINVAL, "store " + dir.string() +
                                     " is a volume with its packs in object storage, but its "
                                     "FORMAT file names none (a data= line)");
@@ -617,6 +744,9 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   } else {
     self->payloads_ = std::make_unique<rocksdb_payload_store>(*self->engine_);
   }
+  if (self->encrypted_)
+    self->payloads_ = std::make_unique<sealed_payload_store>(std::move(self->payloads_),
+                                                             self->sealer_, dir.string());
   self->cache_ = std::make_unique<chunk_cache>(options.chunk_cache_bytes);
   self->damaged_ = std::make_unique<damaged_chunks>(*self->engine_, !self->options_.read_only);
   // A tool that writes (gc) sees the mounts as other clients; a mount

@@ -25,6 +25,7 @@ store_stats store::stats() const {
   st.payload_backend = payload_backend_name(settings_.payloads);
   st.metadata_engine = engine_->kind();
   st.metadata_location = engine_->where();
+  if (encrypted_) st.encryption = "aes-256-gcm";
   if (packs_ && packs_->remote()) {
     st.payload_location = packs_->remote()->where();
     st.payload_object_bytes = packs_->file_bytes();
@@ -118,6 +119,7 @@ std::string to_json(const store_stats& s) {
   j["payload_backend"] = s.payload_backend;
   j["metadata_engine"] = s.metadata_engine;
   j["metadata_location"] = s.metadata_location;
+  j["encryption"] = s.encryption;
   if (!s.payload_location.empty()) {
     j["payload_location"] = s.payload_location;
     j["payload_object_bytes"] = s.payload_object_bytes;

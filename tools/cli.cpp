@@ -13,6 +13,7 @@
 
 #include "store/export.h"
 #include "store/store.h"
+#include "tools/volume_key_input.h"
 
 namespace densefs::tools {
 
@@ -252,6 +253,7 @@ offline_file open_offline_file(const std::string& store_dir, const std::string& 
   store::store_open_options options;
   options.read_only = true;
   options.chunk_cache_bytes = 0;  // every chunk is read once
+  add_volume_secret(store_dir, {}, options);
   offline_file f;
   f.store = store::store::open(store_dir, options);
   f.ino = store::resolve_path(*f.store, path.empty() || path.front() != '/' ? "/" + path : path);

@@ -28,15 +28,16 @@ constexpr command k_commands[] = {
     {"fsck", fsck_main},       {"czip", czip_main},   {"gc", gc_main},
     {"bench", bench_main},     {"sync", sync_main},   {"status", status_main},
     {"scrub", scrub_main},     {"dump", dump_main},   {"load", load_main},
-    {"migrate", migrate_main},
+    {"migrate", migrate_main}, {"key", key_main},
 };
 
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
 
 commands:
   mkfs STORE [--codec SPEC] [--payloads pack|blob] [--meta CONNINFO [--data s3://...]]
-                                     create a store (records in PostgreSQL and
-                                     packs in S3: a scale-out volume)
+       [--encrypt [--key-file FILE]] create a store (records in PostgreSQL and
+                                     packs in S3: a scale-out volume; encrypted
+                                     at rest: docs/encryption.md)
   mount STORE MOUNTPOINT [-f] [-o OPTIONS]
                                      mount a store (as a daemon unless -f)
   umount MOUNTPOINT                  unmount; returns once the store is written
@@ -63,6 +64,9 @@ commands:
   migrate SOURCE STORE [--meta CONNINFO [--data s3://...]]
                                      copy an unmounted volume to a new home (embedded
                                      <-> PostgreSQL + S3), records and packs
+  key change STORE [--key-file F] [--new-key-file F]
+                                     seal an encrypted volume's key under a new
+                                     secret (no data re-encrypted)
   cat [--encoding br|identity] [--store STORE] [-o OUT] PATH
                                      a file's bytes, or one Brotli stream of them
                                      built from its stored chunks (docs/export.md)

@@ -19,6 +19,7 @@
 #include "store/check/repair_from.h"
 #include "store/store.h"
 #include "tools/cli.h"
+#include "tools/volume_key_input.h"
 #include "tools/format.h"
 
 namespace densefs::tools {
@@ -47,6 +48,10 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
                  "source or backup of the data), matched by content, not by name")
       ->type_name("DIR");
   app.add_flag("--json", as_json, "print the report as JSON");
+  std::string key_file;
+  app.add_option("--key-file", key_file,
+                 "an encrypted volume's key file (else DENSEFS_PASSPHRASE, else a terminal asks)")
+      ->type_name("FILE");
   if (auto done = parse_cli(app, args, io)) return *done;
   if (is_volume_uri(path)) path = store_path(path).string();
   if (!repair_from.empty()) {
@@ -62,6 +67,7 @@ int fsck_main(const std::vector<std::string>& args, const tool_io& io) {
   const store_lock lock(path);
   store::store_open_options options;
   options.chunk_cache_bytes = 0;  // every chunk is read once
+  add_volume_secret(path, key_file, options);
   // A damaged table, log or manifest file: the database does not open, or
   // a table fails its checksums. --repair salvages what RocksDB can read and
   // checks the rest (docs/fsck.md, "Damaged metadata").

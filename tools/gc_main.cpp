@@ -14,6 +14,7 @@
 #include "fs/control_server.h"
 #include "store/store.h"
 #include "tools/cli.h"
+#include "tools/volume_key_input.h"
 #include "tools/format.h"
 
 namespace densefs::tools {
@@ -117,6 +118,10 @@ int gc_main(const std::vector<std::string>& args, const tool_io& io) {
   app.add_flag("--dry-run", dry_run,
                "only report what the store holds and what gc would give back");
   app.add_flag("--json", as_json, "print the report as JSON");
+  std::string key_file;
+  app.add_option("--key-file", key_file,
+                 "an encrypted volume's key file (else DENSEFS_PASSPHRASE, else a terminal asks)")
+      ->type_name("FILE");
   if (auto done = parse_cli(app, args, io)) return *done;
   if (is_volume_uri(path)) path = store_path(path).string();
 
@@ -130,6 +135,7 @@ int gc_main(const std::vector<std::string>& args, const tool_io& io) {
 
   store::store_open_options options;
   options.chunk_cache_bytes = 0;
+  add_volume_secret(path, key_file, options);
   const auto s = store::store::open(path, options);
   json result;
   if (dry_run) {

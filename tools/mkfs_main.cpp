@@ -1,10 +1,11 @@
 // densefs mkfs STORE [--codec SPEC] [--payloads pack|blob] [--meta postgresql://...]
-//                    [--data s3://bucket/prefix?endpoint=...]
+//                    [--data s3://bucket/prefix?endpoint=...] [--encrypt [--key-file FILE]]
 #include <filesystem>
 
 #include "codec/policy.h"
 #include "store/store.h"
 #include "tools/cli.h"
+#include "tools/volume_key_input.h"
 
 namespace densefs::tools {
 
@@ -36,7 +37,21 @@ int mkfs_main(const std::vector<std::string>& args, const tool_io& io) {
                  "s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&region=R] of any S3-compatible "
                  "service, an empty prefix; credentials from AWS_ACCESS_KEY_ID and "
                  "AWS_SECRET_ACCESS_KEY; STORE then holds this machine's cache");
+  bool encrypt = false;
+  app.add_flag("--encrypt", encrypt,
+               "encrypt every payload at rest (AES-256-GCM; docs/encryption.md) under a key "
+               "sealed by a passphrase: from --key-file, else DENSEFS_PASSPHRASE, else typed at "
+               "the terminal (twice)");
+  std::string key_file;
+  app.add_option("--key-file", key_file,
+                 "with --encrypt: a file (mode 0600) whose bytes are the volume's secret, e.g. "
+                 "`head -c 32 /dev/urandom > FILE`")
+      ->type_name("FILE");
   if (auto done = parse_cli(app, args, io)) return *done;
+  if (!key_file.empty() && !encrypt) {
+    print_error(io, "mkfs", "--key-file goes with --encrypt");
+    return k_exit_usage;
+  }
   if (!data.empty() && meta.empty()) {
     print_error(io, "mkfs",
                 "--data needs --meta: a volume with its payloads in object storage keeps its "
@@ -73,11 +88,25 @@ int mkfs_main(const std::vector<std::string>& args, const tool_io& io) {
     return k_exit_usage;
   }
   const std::filesystem::path path = absolute_path(dir);
-  store::store::create(path, options, backend, meta, data);
+  std::optional<store::volume_encryption> encryption;
+  if (encrypt) {
+    std::optional<std::string> secret = volume_secret(
+        key_file, k_passphrase_env, "Passphrase for the new volume " + path.string() + ": ", true);
+    if (!secret) {
+      print_error(io, "mkfs",
+                  "--encrypt needs the volume's secret: --key-file FILE, DENSEFS_PASSPHRASE, or a "
+                  "terminal to type a passphrase");
+      return k_exit_usage;
+    }
+    encryption = store::volume_encryption{std::move(*secret)};
+  }
+  store::store::create(path, options, backend, meta, data, encryption);
   io.out << "created densefs store " << path.string() << " (codec policy "
          << codec::format_policy(options) << ", " << store::payload_backend_name(backend)
          << " payloads" << (data.empty() ? "" : " in object storage")
-         << (meta.empty() ? "" : ", records in PostgreSQL") << ")\n"
+         << (meta.empty() ? "" : ", records in PostgreSQL")
+         << (encrypt ? ", encrypted: keep the key safe, without it the data is lost" : "")
+         << ")\n"
          << "mount it with: densefs mount " << path.string() << " MOUNTPOINT\n";
   return k_exit_ok;
 }

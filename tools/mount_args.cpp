@@ -43,6 +43,9 @@ const char* const k_mount_usage =
      chunk_cache=SIZE   decoded chunks kept in memory (default 256M; 0 = none)
      cache_size=SIZE    volumes with packs in object storage: the local cache
                         of payloads (default 10G; docs/scale-out.md)
+     key_file=FILE      an encrypted volume's key file (mode 0600; else
+                        DENSEFS_PASSPHRASE, else a terminal asks before
+                        the mount starts; docs/encryption.md)
      cache_dir=DIR      where that cache is (default STORE/cache; mounting a
                         postgresql:// URI: DIR/UUID holds the volume's
                         FORMAT, lock and cache, default /var/cache/densefs
@@ -243,6 +246,9 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     o.chunk_cache_bytes = parse_size(key, value);
   } else if (key == "cache_size" && has_value) {
     o.cache_bytes = parse_size(key, value);
+  } else if (key == "key_file" && has_value) {
+    if (value.empty()) bad_value(key, value, "a file's path");
+    o.key_file = std::string(value);
   } else if (key == "cache_dir" && has_value) {
     if (value.empty() || value.front() != '/') bad_value(key, value, "an absolute path");
     o.cache_dir = std::string(value);
@@ -264,7 +270,7 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
              key == "encode_threads" || key == "max_staged" || key == "chunk_cache" ||
              key == "io" || key == "lepton" || key == "ingest" || key == "recompress_threads" ||
              key == "idle_spin" || key == "commit" || key == "cache_size" || key == "cache_dir" ||
-             key == "transport") {
+             key == "transport" || key == "key_file") {
     throw usage_error("-o " + std::string(key) + " needs a value (" + std::string(key) + "=...)");
   } else {
     // libfuse and the kernel know the rest (noatime, nosuid, max_read=, ...)

@@ -5,6 +5,7 @@
 
 #include "fs/mount.h"
 #include "tools/cli.h"
+#include "tools/volume_key_input.h"
 #include "tools/mount_args.h"
 
 namespace densefs::tools {
@@ -34,6 +35,20 @@ int mount_main(const std::vector<std::string>& args, const tool_io& io) {
   // resolved here.
   options.store_dir = absolute_path(options.store_dir);
   options.mountpoint = absolute_path(options.mountpoint);
+  // An encrypted volume's secret, here where a terminal can still ask for
+  // it: the daemon that opens the store has none.
+  if (!options.remount) {
+    store::store::check(options.store_dir);
+    if (store::store::is_encrypted(options.store_dir)) {
+      options.key_secret = volume_secret(
+          options.key_file, k_passphrase_env,
+          "Passphrase of encrypted volume " + options.store_dir.string() + ": ", false);
+      if (!options.key_secret)
+        throw store::store_error(ENOKEY, "volume " + options.store_dir.string() +
+                                             " is encrypted: give its key with -o key_file=FILE "
+                                             "or DENSEFS_PASSPHRASE");
+    }
+  }
   return fs::mount(options);
 }
 

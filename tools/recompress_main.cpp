@@ -29,6 +29,7 @@
 #include "fs/mount.h"
 #include "store/store.h"
 #include "tools/cli.h"
+#include "tools/volume_key_input.h"
 #include "tools/format.h"
 
 namespace densefs::tools {
@@ -144,6 +145,10 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
   app.add_option("--threads", threads, "encoding threads (default: one per core)")
       ->check(CLI::Range(1u, 1024u));
   app.add_flag("--json", as_json, "print the summary as JSON");
+  std::string key_file;
+  app.add_option("--key-file", key_file,
+                 "an encrypted volume's key file (else DENSEFS_PASSPHRASE, else a terminal asks)")
+      ->type_name("FILE");
   if (auto done = parse_cli(app, args, io)) return *done;
 
   const bool progress = !as_json && progress_wanted(io);
@@ -154,6 +159,7 @@ int recompress_main(const std::vector<std::string>& args, const tool_io& io) {
   const store_lock lock(path);
   store::store_open_options options;
   options.chunk_cache_bytes = 0;  // every chunk is read once
+  add_volume_secret(path, key_file, options);
   const auto s = store::store::open(path, options);
   const codec::policy& policy = s->policy();
 

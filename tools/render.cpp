@@ -94,6 +94,8 @@ std::string render_stats(const std::string& source, const json& j) {
   if (j.contains("metadata_engine"))
     out += "records: " + j.at("metadata_engine").get<std::string>() + " (" +
            j.value("metadata_location", std::string("?")) + ")\n";
+  if (j.value("encryption", std::string("none")) != "none")
+    out += "encrypted at rest: " + j.at("encryption").get<std::string>() + "\n";
   if (j.contains("requests") && j.at("requests").is_object() && !j.at("requests").empty()) {
     // A live mount's FUSE requests, most frequent first.
     std::vector<std::pair<std::uint64_t, std::string>> kinds;

@@ -15,6 +15,7 @@
 #include "store/check/scrub.h"
 #include "store/store.h"
 #include "tools/cli.h"
+#include "tools/volume_key_input.h"
 #include "tools/format.h"
 
 namespace densefs::tools {
@@ -54,9 +55,11 @@ json scrub_live(const std::string& store_dir, bool progress, const tool_io& io) 
   }
 }
 
-json scrub_here(const std::string& store_dir, bool progress, const tool_io& io) {
+json scrub_here(const std::string& store_dir, const std::string& key_file, bool progress,
+                const tool_io& io) {
   store::store_open_options options;
   options.chunk_cache_bytes = 0;  // every chunk is read once
+  add_volume_secret(store_dir, key_file, options);
   const auto s = store::store::open(store_dir, options);
   fs::nice_own_thread();
   store::scrub_options so;
@@ -89,6 +92,10 @@ int scrub_main(const std::vector<std::string>& args, const tool_io& io) {
   bool as_json = false;
   app.add_option("STORE", path, "a store directory, mounted or not")->required();
   app.add_flag("--json", as_json, "print the report as JSON");
+  std::string key_file;
+  app.add_option("--key-file", key_file,
+                 "an encrypted volume's key file (else DENSEFS_PASSPHRASE, else a terminal asks)")
+      ->type_name("FILE");
   if (auto done = parse_cli(app, args, io)) return *done;
   if (is_volume_uri(path)) path = store_path(path).string();
 
@@ -96,7 +103,7 @@ int scrub_main(const std::vector<std::string>& args, const tool_io& io) {
   const bool progress = !as_json && progress_wanted(io);
   const std::optional<store_lock> lock = lock_unless_mounted(path);
   const bool live = !lock;
-  json report = live ? scrub_live(path, progress, io) : scrub_here(path, progress, io);
+  json report = live ? scrub_live(path, progress, io) : scrub_here(path, key_file, progress, io);
   const bool clean = report.value("damaged", std::uint64_t{0}) == 0;
   if (as_json) {
     report["store"] = path;

@@ -48,5 +48,6 @@ int scrub_main(const std::vector<std::string>& args, const tool_io& io);
 int dump_main(const std::vector<std::string>& args, const tool_io& io);
 int load_main(const std::vector<std::string>& args, const tool_io& io);
 int migrate_main(const std::vector<std::string>& args, const tool_io& io);
+int key_main(const std::vector<std::string>& args, const tool_io& io);
 
 }  // namespace densefs::tools

@@ -6,6 +6,7 @@
 #include <system_error>
 #include <utility>
 
+#include "store/crypto/volume_key.h"
 #include "store/durable_file.h"
 #include "store/error.h"
 #include "store/metadata/metadata_engine.h"
@@ -198,6 +199,11 @@ class volume_loader {
         settings_ = decode_settings(value);
         return;
       }
+      // Carried over as it is: the same secret opens the loaded volume.
+      if (key == k_volume_key_key) {
+        (void)decode_wrapped_key(value);  // a damaged record refuses the dump
+        encrypted_ = true;
+      }
     }
     if (t == table::payloads && header_.payloads == payload_backend::pack) {
       // Every payload value decodes (inline or a pack reference), and a
@@ -236,9 +242,9 @@ class volume_loader {
 
     store_settings settings = *settings_;
     settings.uuid = internal::new_uuid();
-    settings.format_version = !target_.data.empty() ? k_object_format_version
-                              : !target_.postgres.empty()
-                                  ? k_postgres_format_version
+    settings.format_version = encrypted_                ? k_encrypted_format_version
+                              : !target_.data.empty()     ? k_object_format_version
+                              : !target_.postgres.empty() ? k_postgres_format_version
                                   : std::min(settings.format_version, k_lepton_file_format_version);
     const std::unique_ptr<metadata_batch> last = engine_->new_batch();
     last->put(table::meta, k_settings_key, encode_settings(settings));
@@ -260,7 +266,7 @@ class volume_loader {
     // FORMAT last: until it is there, the directory is no store.
     write_file_durably(target_.dir / internal::k_format_file,
                        internal::format_marker_text({settings.format_version, settings.uuid,
-                                                     target_.postgres, target_.data}));
+                                                     target_.postgres, target_.data, encrypted_}));
     finished_ = true;
     load_result r;
     r.uuid = settings.uuid;
@@ -332,6 +338,7 @@ class volume_loader {
   std::size_t batch_records_ = 0;
   std::uint64_t records_ = 0;
   std::optional<store_settings> settings_;
+  bool encrypted_ = false;  // the dump holds a volume key
   std::map<std::uint32_t, std::uint64_t> named_packs_;
   existing_packs existing_;
   bool opened_ = false;

@@ -1,0 +1,43 @@
+// Sealing of an encrypted volume's payloads (docs/encryption.md; bytes in
+// docs/format.md, "Sealed payloads"). Two keys come from the volume's master
+// key (volume_key.h) by HKDF:
+//  - the payload key: every stored payload becomes version || nonce ||
+//    AES-256-GCM(payload key, nonce, AAD = its chunk's SHA-256, payload) ||
+//    tag, with a random nonce;
+//  - the name key: a chunk is known to storage (the payloads table, pack
+//    record headers, object names) as HMAC-SHA-256(name key, its SHA-256),
+//    so the holder of the packs learns no plain hash of any content, yet
+//    equal chunks keep one name and still dedup within the volume.
+// Binding the chunk's hash as associated data makes a payload moved under
+// another chunk's name fail its check instead of returning other bytes.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "store/crypto/volume_key.h"
+#include "store/hash.h"
+
+namespace densefs::store {
+
+class payload_sealer {
+ public:
+  static constexpr std::uint8_t k_seal_version = 1;
+  // version (1) + nonce (12) + tag (16)
+  static constexpr std::size_t k_overhead = 1 + 12 + 16;
+
+  explicit payload_sealer(const master_key& key);
+
+  chunk_hash storage_name(const chunk_hash& hash) const;
+  std::string seal(const chunk_hash& hash, std::string_view payload) const;
+  // The payload, or nullopt when `sealed` is not a payload of `hash` sealed
+  // under this volume's key (damaged, moved, or another volume's).
+  std::optional<std::string> open(const chunk_hash& hash, std::string_view sealed) const;
+
+ private:
+  codec::crypto::key256 payload_key_;
+  codec::crypto::key256 name_key_;
+};
+
+}  // namespace densefs::store

@@ -1,0 +1,123 @@
+#include "tools/volume_key_input.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+
+#include "store/crypto/volume_key.h"
+#include "store/error.h"
+
+namespace densefs::tools {
+namespace {
+
+using store::store_error;
+
+std::string mode_text(mode_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+  return buf;
+}
+
+// One line typed at the terminal with echo off; nullopt without a terminal.
+std::optional<std::string> read_hidden_line(const std::string& prompt) {
+  const int fd = ::open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return std::nullopt;
+  termios saved{};
+  const bool is_terminal = ::tcgetattr(fd, &saved) == 0;
+  if (!is_terminal) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  termios quiet = saved;
+  quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+  quiet.c_lflag |= ICANON;
+  (void)::write(fd, prompt.data(), prompt.size());
+  ::tcsetattr(fd, TCSAFLUSH, &quiet);
+  std::string line;
+  char c;
+  ssize_t n;
+  while ((n = ::read(fd, &c, 1)) == 1 && c != '\n') {
+    line.push_back(c);
+    if (line.size() > store::k_max_key_file_size) break;
+  }
+  ::tcsetattr(fd, TCSAFLUSH, &saved);
+  (void)::write(fd, "\n", 1);
+  ::close(fd);
+  if (n < 0) throw store_error(errno, "reading the passphrase: " + store::errno_text(errno));
+  return line;
+}
+
+std::string checked_passphrase(std::string secret, const char* where) {
+  if (secret.size() < store::k_min_secret_size)
+    throw store_error(EINVAL, std::string("the passphrase from ") + where + " has " +
+                                  std::to_string(secret.size()) + " characters; it needs at least " +
+                                  std::to_string(store::k_min_secret_size));
+  return secret;
+}
+
+}  // namespace
+
+std::string read_key_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    const int e = errno;
+    throw store_error(e, "cannot open key file " + path + ": " + store::errno_text(e));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw store_error(EINVAL, "key file " + path + " is not a regular file");
+  }
+  if ((st.st_mode & 077) != 0) {
+    ::close(fd);
+    throw store_error(EACCES, "key file " + path + " is open to other users (mode " +
+                                  mode_text(st.st_mode) + "); run chmod 600 " + path);
+  }
+  std::string bytes(store::k_max_key_file_size + 1, '\0');
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      throw store_error(e, "cannot read key file " + path + ": " + store::errno_text(e));
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  bytes.resize(got);
+  return store::parse_key_file(bytes, path);
+}
+
+std::optional<std::string> volume_secret(const std::string& key_file, const char* env,
+                                         const std::string& prompt, bool confirm) {
+  if (!key_file.empty()) return read_key_file(key_file);
+  if (const char* value = std::getenv(env); value && *value)
+    return checked_passphrase(value, env);
+  std::optional<std::string> typed = read_hidden_line(prompt);
+  if (!typed) return std::nullopt;
+  checked_passphrase(*typed, "the terminal");
+  if (confirm) {
+    const std::optional<std::string> again = read_hidden_line("Type it again: ");
+    if (!again || *again != *typed)
+      throw store_error(EINVAL, "the two passphrases typed differ; nothing was changed");
+  }
+  return typed;
+}
+
+void add_volume_secret(const std::filesystem::path& store_dir, const std::string& key_file,
+                       store::store_open_options& options) {
+  if (!store::store::is_encrypted(store_dir)) return;
+  options.key_secret =
+      volume_secret(key_file, k_passphrase_env,
+                    "Passphrase of encrypted volume " + store_dir.string() + ": ", false);
+}
+
+}  // namespace densefs::tools
