@@ -59,13 +59,12 @@ key256 hkdf_sha256(std::span<const std::uint8_t> ikm, std::string_view info) {
   std::unique_ptr<EVP_KDF_CTX, kdf_ctx_deleter> ctx(EVP_KDF_CTX_new(hkdf_algorithm()));
   if (!ctx) throw_openssl("HKDF context");
   char digest[] = "SHA256";
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<std::uint8_t*>(ikm.data()),
-                                        ikm.size()),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, const_cast<char*>(info.data()),
-                                        info.size()),
-      OSSL_PARAM_construct_end()};
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
+                         OSSL_PARAM_construct_octet_string(
+                             OSSL_KDF_PARAM_KEY, const_cast<std::uint8_t*>(ikm.data()), ikm.size()),
+                         OSSL_PARAM_construct_octet_string(
+                             OSSL_KDF_PARAM_INFO, const_cast<char*>(info.data()), info.size()),
+                         OSSL_PARAM_construct_end()};
   key256 key;
   if (EVP_KDF_derive(ctx.get(), key.data(), key.size(), params) != 1) throw_openssl("HKDF");
   return key;

@@ -2,6 +2,7 @@
 
 #include "codec/crypto.h"
 
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
@@ -16,7 +17,10 @@ namespace {
 constexpr std::string_view k_chunk_key_info = "densefs czip v1 chunk key";
 
 [[noreturn]] void throw_openssl(const char* what) {
-  throw codec_error(std::string("czip: ") + what + " failed in OpenSSL");
+  char buf[256] = "unknown error";
+  if (const unsigned long e = ERR_get_error()) ERR_error_string_n(e, buf, sizeof buf);
+  ERR_clear_error();
+  throw codec_error(std::string("czip: ") + what + ": " + buf);
 }
 
 const unsigned char* bytes_of(std::string_view s) {

@@ -38,12 +38,12 @@
 #include "codec/codec.h"
 #include "codec/policy.h"
 #include "store/check/damaged_chunks.h"
+#include "store/crypto/volume_key.h"
 #include "store/error.h"
 #include "store/hash.h"
 #include "store/membership/volume_membership.h"
 #include "store/metadata/metadata_engine.h"
 #include "store/payload/batched_reader.h"
-#include "store/crypto/volume_key.h"
 #include "store/records.h"
 
 namespace densefs::store {
@@ -258,8 +258,8 @@ struct store_stats {
   std::uint64_t payload_object_bytes = 0;
   std::uint64_t cache_bytes = 0;
   std::uint64_t cache_capacity = 0;
-  std::uint64_t pack_files = 0;  // pack stores: pack files
-  std::string pack_reader;       // pack stores: "io_uring" or "pread"
+  std::uint64_t pack_files = 0;     // pack stores: pack files
+  std::string pack_reader;          // pack stores: "io_uring" or "pread"
   std::string encryption = "none";  // "aes-256-gcm" on an encrypted volume
 };
 

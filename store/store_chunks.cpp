@@ -183,6 +183,9 @@ store::stored_chunk store::read_stored_chunk_once(const chunk_hash& hash, bool r
   std::string stored;
   try {
     stored = payloads_->get(hash);
+  } catch (const damaged_payload& e) {
+    mark_damaged(hash, "payload authentication");
+    chunk_failure(e.what());
   } catch (const store_error& e) {
     // Its payload went with it: deleted between the two lookups.
     if (!gone_is_error && !get_chunk(hash)) throw chunk_cache::load_abandoned();

@@ -713,10 +713,9 @@ void store::after_commit(const commit_outcome& done,
     // refuse the store before starting RocksDB (open() repairs it if a
     // crash comes in between).
     try {
-      write_file_durably(
-          dir_ / k_format_file,
-          format_marker_text(
-              {done.raised.format_version, done.raised.uuid, postgres_, data_, encrypted_}));
+      write_file_durably(dir_ / k_format_file,
+                         format_marker_text({done.raised.format_version, done.raised.uuid,
+                                             postgres_, data_, encrypted_}));
     } catch (const store_error& e) {
       log_error(std::string("raising the FORMAT file's version: ") + e.what());
     }

@@ -78,13 +78,16 @@ class record_view {
   std::uint64_t stored_size_of(std::uint64_t payload_size) const {
     return payload_size + (sealer_ ? payload_sealer::k_overhead : 0);
   }
-  // The payload of a record of `hash` found by a scan, as the chunk record
-  // describes it; nullopt when the record does not hold it.
-  std::optional<std::string> payload_of(pack_store& packs, const chunk_hash& hash,
-                                        const pack_record_info& r) const {
+  // The payload of a record of `hash` found by a scan, with its codec and
+  // plain size, as the chunk record describes them; nullopt when the
+  // record does not hold it. A sealed volume's come from inside the seal,
+  // not from the record's header, which the holder of the packs can change.
+  std::optional<opened_payload> payload_of(pack_store& packs, const chunk_hash& hash,
+                                           const pack_record_info& r) const {
     try {
-      const std::string stored = packs.read_record(name_of(hash), r.where);
-      return sealer_ ? sealer_->open(hash, stored) : std::optional<std::string>(stored);
+      std::string stored = packs.read_record(name_of(hash), r.where);
+      if (sealer_) return sealer_->open(hash, stored);
+      return opened_payload{{r.codec, r.plain_size}, std::move(stored)};
     } catch (const store_error&) {
       return std::nullopt;
     }
@@ -151,8 +154,8 @@ std::uint64_t store::rebuild_pack_index(const std::vector<chunk_hash>* only) {
     for (auto r = w.candidates.rbegin(); r != w.candidates.rend() && !newest; ++r) {
       if (!view.sealed()) {
         newest = &*r;
-      } else if (const std::optional<std::string> p = view.payload_of(*packs_, w.hash, *r);
-                 p && stored_checksum(*p) == w.checksum) {
+      } else if (const std::optional<opened_payload> p = view.payload_of(*packs_, w.hash, *r);
+                 p && stored_checksum(p->stored) == w.checksum) {
         newest = &*r;
       }
     }
@@ -208,10 +211,12 @@ std::vector<chunk_hash> store::rebuild_chunk_records(
       c.checksum = r->checksum;
       if (view.sealed()) {
         // The chunk record describes the payload inside the seal.
-        const std::optional<std::string> p = view.payload_of(*packs_, hash, *r);
+        const std::optional<opened_payload> p = view.payload_of(*packs_, hash, *r);
         if (!p) continue;
-        c.stored_size = static_cast<std::uint32_t>(p->size());
-        c.checksum = stored_checksum(*p);
+        c.codec = p->meta.codec;
+        c.plain_size = p->meta.plain_size;
+        c.stored_size = static_cast<std::uint32_t>(p->stored.size());
+        c.checksum = stored_checksum(p->stored);
       }
       c.refcount = refs.at(hash);
       batch->put(table::chunks, hash.view(), encode_chunk(c, encoding_));

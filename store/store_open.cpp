@@ -74,21 +74,37 @@ std::shared_ptr<const payload_sealer> open_volume_key(const std::string& wrapped
   return std::make_shared<const payload_sealer>(unlock_volume_key(wrapped, secret, dir));
 }
 
-// An embedded encrypted volume's key, checked with the database open
-// read-only, so that a wrong key leaves even RocksDB's own files as they were.
-std::shared_ptr<const payload_sealer> check_key_read_only(const fs::path& dir,
-                                                          const std::string& secret) {
-  rocksdb_engine_options eo;
-  eo.read_only = true;
-  eo.block_cache_bytes = 1u << 20;
-  const std::unique_ptr<rocksdb_engine> engine = rocksdb_engine::open(dir, eo);
+store_error missing_key(const fs::path& dir) {
+  return store_error(ENOKEY, "volume " + dir.string() +
+                                 " is encrypted: give its key with --key-file FILE or "
+                                 "DENSEFS_PASSPHRASE (a terminal asks for it)");
+}
+
+store_error missing_volume_key(const fs::path& dir) {
+  return store_error(EIO, "store " + dir.string() +
+                              " is an encrypted volume whose database holds no volume key "
+                              "(the meta row volume_key): restore it from a metadata dump "
+                              "(densefs load) or a copy of the store");
+}
+
+// An encrypted volume's master key, checked with its database open
+// read-only, so that a wrong key leaves everything as it was: RocksDB's own
+// files, a PostgreSQL volume's lock and running rows.
+master_key check_key_read_only(const fs::path& dir, const format_marker& marker,
+                               const std::string& secret) {
+  std::unique_ptr<metadata_engine> engine;
+  if (marker.postgres.empty()) {
+    rocksdb_engine_options eo;
+    eo.read_only = true;
+    eo.block_cache_bytes = 1u << 20;
+    engine = rocksdb_engine::open(dir, eo);
+  } else {
+    engine = open_volume_database(marker.postgres).first;
+  }
   const std::optional<std::string> wrapped =
       engine->get(table::meta, k_volume_key_key, "the volume key");
-  if (!wrapped)
-    throw store_error(EIO, "store " + dir.string() +
-                               " is marked encrypted in its FORMAT file but its database holds "
-                               "no volume key");
-  return open_volume_key(*wrapped, secret, dir);
+  if (!wrapped) throw missing_volume_key(dir);
+  return unlock_volume_key(*wrapped, secret, dir);
 }
 
 }  // namespace
@@ -262,8 +278,12 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
     if (encryption->secret.size() < k_min_secret_size)
       throw store_error(EINVAL, "the volume's passphrase or key file needs at least " +
                                     std::to_string(k_min_secret_size) + " bytes");
-    wrapped_key = encode_wrapped_key(
-        wrap_master_key(new_master_key(), encryption->secret, encryption->cost));
+    try {
+      wrapped_key = encode_wrapped_key(
+          wrap_master_key(new_master_key(), encryption->secret, encryption->cost));
+    } catch (const codec::codec_error& e) {
+      throw store_error(EIO, std::string("sealing the new volume's key: ") + e.what());
+    }
   }
   std::unique_ptr<s3_object_store> objects;
   if (!data.empty()) {
@@ -308,10 +328,10 @@ void store::create(const std::filesystem::path& dir, const codec::policy& policy
   settings.payloads = payloads;
   // Both backends get compact records; formats 1 and 2 are only read and
   // extended (in their own encodings) now.
-  settings.format_version = encryption          ? k_encrypted_format_version
-                            : !data.empty()      ? k_object_format_version
-                            : postgres.empty()   ? k_compact_format_version
-                                                 : k_postgres_format_version;
+  settings.format_version = encryption         ? k_encrypted_format_version
+                            : !data.empty()    ? k_object_format_version
+                            : postgres.empty() ? k_compact_format_version
+                                               : k_postgres_format_version;
 
   inode_record root;
   root.ino = k_root_ino;
@@ -355,6 +375,9 @@ void store::change_key(const std::filesystem::path& dir, const std::string& old_
   if (new_key.secret.size() < k_min_secret_size)
     throw store_error(EINVAL, "the new passphrase or key file needs at least " +
                                   std::to_string(k_min_secret_size) + " bytes");
+  // The old secret first, with the database open read-only: a wrong one
+  // changes nothing.
+  if (m.encrypted) (void)check_key_read_only(dir, m, old_secret);
   std::unique_ptr<metadata_engine> engine;
   if (m.postgres.empty()) {
     rocksdb_engine_options eo;
@@ -469,9 +492,9 @@ std::filesystem::path store::client_directory(const std::string& conninfo,
   }
   make_private_directory(dir, "the volume's directory");
   const bool encrypted = engine->get(table::meta, k_volume_key_key, "the volume key").has_value();
-  write_file_durably(dir / k_format_file,
-                     format_marker_text(
-                         {settings.format_version, settings.uuid, conninfo, *location, encrypted}));
+  write_file_durably(
+      dir / k_format_file,
+      format_marker_text({settings.format_version, settings.uuid, conninfo, *location, encrypted}));
   return dir;
 }
 
@@ -608,8 +631,13 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   std::unique_ptr<store> self(new store(dir, options));
 
   const format_marker marker = read_format_marker(dir);
-  if (marker.encrypted && marker.postgres.empty() && !options.read_only && options.key_secret)
-    self->sealer_ = check_key_read_only(dir, *options.key_secret);
+  // An encrypted volume's key before anything opens for writing: a wrong
+  // or missing one leaves even RocksDB's own files as they were.
+  if (marker.encrypted && !options.read_only) {
+    if (!options.key_secret) throw missing_key(dir);
+    self->sealer_ = std::make_shared<const payload_sealer>(
+        check_key_read_only(dir, marker, *options.key_secret));
+  }
   // The volume's role: set here once, kept by the membership.
   volume_role role = volume_role::alone;
   if (marker.postgres.empty()) {
@@ -647,10 +675,9 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     if (!self->sealer_ && options.key_secret)
       self->sealer_ = open_volume_key(*wrapped, *options.key_secret, dir);
     else if (!options.key_secret && !self->options_.read_only)
-      throw store_error(ENOKEY, "volume " + dir.string() +
-                                    " is encrypted: give its key with --key-file FILE or "
-                                    "DENSEFS_PASSPHRASE (a terminal asks for it)");
+      throw missing_key(dir);
   }
+  if (!self->encrypted_ && marker.encrypted) throw missing_volume_key(dir);
   self->membership_ = std::make_unique<volume_membership>(
       *self->engine_, dir, role, !marker.postgres.empty(), self->options_.read_only);
 
@@ -669,10 +696,15 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   // the authority (FORMAT could have been copied from another store).
   refuse_newer(dir, self->settings_.format_version);
   self->holds_lepton_files_ = self->settings_.format_version >= k_lepton_file_format_version;
+  // Format 7 is an encrypted volume: without its key record it must not
+  // open as a plain one and write plain payloads beside sealed ones.
+  if (self->settings_.format_version == k_encrypted_format_version && !self->encrypted_)
+    throw missing_volume_key(dir);
   // A crash between the commit that raised the version and the FORMAT
   // rewrite after it leaves FORMAT behind (harmless: the database refuses
   // older builds too); bring it up to date.
-  if (!self->options_.read_only && marker.format_version < self->settings_.format_version) {
+  if (!self->options_.read_only && (marker.format_version < self->settings_.format_version ||
+                                    marker.encrypted != self->encrypted_)) {
     write_file_durably(dir / k_format_file,
                        format_marker_text({self->settings_.format_version, self->settings_.uuid,
                                            marker.postgres, marker.data, self->encrypted_}));
@@ -721,8 +753,9 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
       // Its own client directory; a writer beside others reads theirs too.
       po.fill_cache = role != volume_role::alone;
       self->data_ = marker.data;
-    } else if (self->settings_.format_version >= k_object_format_version &&
-               self->engine_->get(table::meta, k_payload_location_key, "the payload location")) {
+    } else if (self->settings_.format_version == k_object_format_version ||
+               (self->settings_.format_version > k_object_format_version &&
+                self->engine_->get(table::meta, k_payload_location_key, "the payload location"))) {
       throw store_error(EINVAL, "store " + dir.string() +
                                     " is a volume with its packs in object storage, but its "
                                     "FORMAT file names none (a data= line)");

@@ -19,8 +19,8 @@
 #include "store/check/repair_from.h"
 #include "store/store.h"
 #include "tools/cli.h"
-#include "tools/volume_key_input.h"
 #include "tools/format.h"
+#include "tools/volume_key_input.h"
 
 namespace densefs::tools {
 

@@ -14,8 +14,8 @@
 #include "fs/control_server.h"
 #include "store/store.h"
 #include "tools/cli.h"
-#include "tools/volume_key_input.h"
 #include "tools/format.h"
+#include "tools/volume_key_input.h"
 
 namespace densefs::tools {
 namespace {

@@ -54,7 +54,8 @@ int key_main(const std::vector<std::string>& args, const tool_io& io) {
     io.out << nlohmann::json{{"store", dir.string()}, {"key_changed", true}}.dump() << "\n";
   } else {
     io.out << "the key of " << dir.string()
-           << " is changed; the old passphrase or key file no longer opens it\n";
+           << " is changed; copies made before (dumps, backups of its database) still open with "
+              "the old one\n";
   }
   return k_exit_ok;
 }

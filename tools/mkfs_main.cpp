@@ -105,8 +105,7 @@ int mkfs_main(const std::vector<std::string>& args, const tool_io& io) {
          << codec::format_policy(options) << ", " << store::payload_backend_name(backend)
          << " payloads" << (data.empty() ? "" : " in object storage")
          << (meta.empty() ? "" : ", records in PostgreSQL")
-         << (encrypt ? ", encrypted: keep the key safe, without it the data is lost" : "")
-         << ")\n"
+         << (encrypt ? ", encrypted: keep the key safe, without it the data is lost" : "") << ")\n"
          << "mount it with: densefs mount " << path.string() << " MOUNTPOINT\n";
   return k_exit_ok;
 }

@@ -1,12 +1,13 @@
 // densefs mount STORE MNT [-f] [-d] [-s] [-o ...], also reached as
 // `densefs STORE MNT -o ...` (mount.fuse3, fstab). STORE may be a scale-out
 // volume's postgresql:// URI (docs/scale-out.md).
+#include <cstdlib>
 #include <filesystem>
 
 #include "fs/mount.h"
 #include "tools/cli.h"
-#include "tools/volume_key_input.h"
 #include "tools/mount_args.h"
+#include "tools/volume_key_input.h"
 
 namespace densefs::tools {
 
@@ -47,6 +48,8 @@ int mount_main(const std::vector<std::string>& args, const tool_io& io) {
         throw store::store_error(ENOKEY, "volume " + options.store_dir.string() +
                                              " is encrypted: give its key with -o key_file=FILE "
                                              "or DENSEFS_PASSPHRASE");
+      // Not left in the daemon's environment (its /proc/PID/environ).
+      ::unsetenv(k_passphrase_env);
     }
   }
   return fs::mount(options);

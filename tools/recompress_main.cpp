@@ -29,8 +29,8 @@
 #include "fs/mount.h"
 #include "store/store.h"
 #include "tools/cli.h"
-#include "tools/volume_key_input.h"
 #include "tools/format.h"
+#include "tools/volume_key_input.h"
 
 namespace densefs::tools {
 namespace {

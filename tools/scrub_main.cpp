@@ -15,8 +15,8 @@
 #include "store/check/scrub.h"
 #include "store/store.h"
 #include "tools/cli.h"
-#include "tools/volume_key_input.h"
 #include "tools/format.h"
+#include "tools/volume_key_input.h"
 
 namespace densefs::tools {
 namespace {

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 #include "store/crypto/volume_key.h"
 #include "store/error.h"
@@ -23,39 +25,82 @@ std::string mode_text(mode_t mode) {
   return buf;
 }
 
+// The signal that interrupted a hidden read (0: none).
+volatile sig_atomic_t interrupted_by = 0;
+extern "C" void note_signal(int sig) {
+  interrupted_by = sig;
+}
+
 // One line typed at the terminal with echo off; nullopt without a terminal.
+// Ctrl-C, Ctrl-Z and the like end the read: the terminal's echo is back on
+// before the signal takes its usual effect.
 std::optional<std::string> read_hidden_line(const std::string& prompt) {
   const int fd = ::open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return std::nullopt;
   termios saved{};
-  const bool is_terminal = ::tcgetattr(fd, &saved) == 0;
-  if (!is_terminal) {
+  if (::tcgetattr(fd, &saved) != 0) {
     ::close(fd);
     return std::nullopt;
   }
   termios quiet = saved;
   quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
   quiet.c_lflag |= ICANON;
-  (void)::write(fd, prompt.data(), prompt.size());
-  ::tcsetattr(fd, TCSAFLUSH, &quiet);
-  std::string line;
-  char c;
-  ssize_t n;
-  while ((n = ::read(fd, &c, 1)) == 1 && c != '\n') {
-    line.push_back(c);
-    if (line.size() > store::k_max_key_file_size) break;
+  const int stop_signals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGTSTP};
+  struct sigaction note {};
+  note.sa_handler = note_signal;  // no SA_RESTART: the read returns EINTR
+  sigemptyset(&note.sa_mask);
+  struct sigaction before[std::size(stop_signals)];
+  interrupted_by = 0;
+  for (std::size_t i = 0; i < std::size(stop_signals); ++i)
+    ::sigaction(stop_signals[i], &note, &before[i]);
+  const auto restore = [&] {
+    ::tcsetattr(fd, TCSAFLUSH, &saved);
+    for (std::size_t i = 0; i < std::size(stop_signals); ++i)
+      ::sigaction(stop_signals[i], &before[i], nullptr);
+  };
+  if (::tcsetattr(fd, TCSAFLUSH, &quiet) != 0) {
+    const int e = errno;
+    restore();
+    ::close(fd);
+    throw store_error(
+        e, "cannot turn off the terminal's echo to read a passphrase: " + store::errno_text(e));
   }
-  ::tcsetattr(fd, TCSAFLUSH, &saved);
-  (void)::write(fd, "\n", 1);
+  (void)!::write(fd, prompt.data(), prompt.size());
+  std::string line;
+  bool too_long = false;
+  int error = 0;
+  for (;;) {
+    char c;
+    const ssize_t n = ::read(fd, &c, 1);
+    if (n < 0 && errno == EINTR && interrupted_by == 0) continue;
+    if (n < 0) error = errno;
+    if (n <= 0 || c == '\n') break;
+    if (line.size() < store::k_max_key_file_size)
+      line.push_back(c);
+    else
+      too_long = true;
+  }
+  restore();
+  (void)!::write(fd, "\n", 1);
   ::close(fd);
-  if (n < 0) throw store_error(errno, "reading the passphrase: " + store::errno_text(errno));
+  if (const int sig = interrupted_by) {
+    ::raise(sig);  // its usual effect, now that the echo is back
+    throw store_error(EINTR, "interrupted while reading the passphrase");
+  }
+  if (error != 0) throw store_error(error, "reading the passphrase: " + store::errno_text(error));
+  if (line.ends_with('\r')) line.pop_back();
+  if (too_long)
+    throw store_error(EINVAL, "the passphrase typed is over " +
+                                  std::to_string(store::k_max_key_file_size) + " bytes");
+  if (line.empty()) throw store_error(EINVAL, "no passphrase typed; nothing was changed");
   return line;
 }
 
 std::string checked_passphrase(std::string secret, const char* where) {
   if (secret.size() < store::k_min_secret_size)
     throw store_error(EINVAL, std::string("the passphrase from ") + where + " has " +
-                                  std::to_string(secret.size()) + " characters; it needs at least " +
+                                  std::to_string(secret.size()) +
+                                  " characters; it needs at least " +
                                   std::to_string(store::k_min_secret_size));
   return secret;
 }
@@ -63,7 +108,7 @@ std::string checked_passphrase(std::string secret, const char* where) {
 }  // namespace
 
 std::string read_key_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int e = errno;
     throw store_error(e, "cannot open key file " + path + ": " + store::errno_text(e));
@@ -99,8 +144,7 @@ std::string read_key_file(const std::string& path) {
 std::optional<std::string> volume_secret(const std::string& key_file, const char* env,
                                          const std::string& prompt, bool confirm) {
   if (!key_file.empty()) return read_key_file(key_file);
-  if (const char* value = std::getenv(env); value && *value)
-    return checked_passphrase(value, env);
+  if (const char* value = std::getenv(env); value && *value) return checked_passphrase(value, env);
   std::optional<std::string> typed = read_hidden_line(prompt);
   if (!typed) return std::nullopt;
   checked_passphrase(*typed, "the terminal");
@@ -114,7 +158,13 @@ std::optional<std::string> volume_secret(const std::string& key_file, const char
 
 void add_volume_secret(const std::filesystem::path& store_dir, const std::string& key_file,
                        store::store_open_options& options) {
-  if (!store::store::is_encrypted(store_dir)) return;
+  // A key given for a store whose FORMAT lacks the encryption line (an
+  // older copy of it): passed on, the database decides.
+  if (!store::store::is_encrypted(store_dir)) {
+    if (!key_file.empty() || std::getenv(k_passphrase_env))
+      options.key_secret = volume_secret(key_file, k_passphrase_env, {}, false);
+    return;
+  }
   options.key_secret =
       volume_secret(key_file, k_passphrase_env,
                     "Passphrase of encrypted volume " + store_dir.string() + ": ", false);

@@ -1,6 +1,9 @@
 #include "store/crypto/payload_sealer.h"
 
+#include <cerrno>
 #include <cstring>
+
+#include "store/error.h"
 
 namespace densefs::store {
 namespace {
@@ -16,43 +19,73 @@ std::span<const std::uint8_t> hash_bytes(const chunk_hash& hash) {
   return hash.bytes;
 }
 
+// OpenSSL failing (no memory, a broken provider) is an I/O error of the
+// store, not a codec's.
+template <class F>
+auto in_store_terms(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const codec::codec_error& e) {
+    throw store_error(EIO, std::string(what) + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 payload_sealer::payload_sealer(const master_key& key)
-    : payload_key_(crypto::hkdf_sha256(key, k_payload_key_info)),
-      name_key_(crypto::hkdf_sha256(key, k_name_key_info)) {}
+    : payload_key_(in_store_terms("deriving the payload key",
+                                  [&] { return crypto::hkdf_sha256(key, k_payload_key_info); })),
+      name_key_(in_store_terms("deriving the chunk name key",
+                               [&] { return crypto::hkdf_sha256(key, k_name_key_info); })) {}
 
 chunk_hash payload_sealer::storage_name(const chunk_hash& hash) const {
   chunk_hash name;
-  name.bytes = crypto::hmac_sha256(name_key_, {hash_bytes(hash)});
+  name.bytes = in_store_terms("naming a chunk",
+                              [&] { return crypto::hmac_sha256(name_key_, {hash_bytes(hash)}); });
   return name;
 }
 
-std::string payload_sealer::seal(const chunk_hash& hash, std::string_view payload) const {
-  // Random nonces: a payload key seals at most ~2^32 payloads before a
-  // repeat becomes likely enough to matter (NIST SP 800-38D), 2^32 chunks
-  // being far past any volume this build makes (docs/encryption.md).
-  std::uint8_t nonce[k_nonce_size];
-  crypto::random_bytes(nonce);
-  std::string out;
-  out.reserve(payload.size() + k_overhead);
-  out.push_back(static_cast<char>(k_seal_version));
-  out.append(reinterpret_cast<const char*>(nonce), sizeof nonce);
-  crypto::gcm_seal(payload_key_, nonce, hash_bytes(hash), payload, out);
-  return out;
+std::string payload_sealer::seal(const chunk_hash& hash, std::string_view payload,
+                                 const payload_meta& meta) const {
+  return in_store_terms("sealing a payload", [&] {
+    // Random nonces: a payload key seals at most ~2^32 payloads before a
+    // repeat becomes likely enough to matter (NIST SP 800-38D), 2^32 seals
+    // being far past any volume this build makes (docs/encryption.md).
+    std::uint8_t nonce[k_nonce_size];
+    crypto::random_bytes(nonce);
+    std::string plain;
+    plain.reserve(5 + payload.size());
+    plain.push_back(static_cast<char>(meta.codec));
+    for (int i = 0; i < 4; ++i) plain.push_back(static_cast<char>(meta.plain_size >> (8 * i)));
+    plain.append(payload);
+    std::string out;
+    out.reserve(payload.size() + k_overhead);
+    out.push_back(static_cast<char>(k_seal_version));
+    out.append(reinterpret_cast<const char*>(nonce), sizeof nonce);
+    crypto::gcm_seal(payload_key_, nonce, hash_bytes(hash), plain, out);
+    return out;
+  });
 }
 
-std::optional<std::string> payload_sealer::open(const chunk_hash& hash,
-                                                std::string_view sealed) const {
+std::optional<opened_payload> payload_sealer::open(const chunk_hash& hash,
+                                                   std::string_view sealed) const {
   if (sealed.size() < k_overhead || static_cast<std::uint8_t>(sealed[0]) != k_seal_version)
     return std::nullopt;
   std::uint8_t nonce[k_nonce_size];
   std::memcpy(nonce, sealed.data() + 1, sizeof nonce);
   std::string plain;
-  if (!crypto::gcm_open(payload_key_, nonce, hash_bytes(hash), sealed.substr(1 + k_nonce_size),
-                        plain))
-    return std::nullopt;
-  return plain;
+  const bool ok = in_store_terms("opening a payload", [&] {
+    return crypto::gcm_open(payload_key_, nonce, hash_bytes(hash), sealed.substr(1 + k_nonce_size),
+                            plain);
+  });
+  if (!ok || plain.size() < 5) return std::nullopt;
+  opened_payload out;
+  out.meta.codec = static_cast<codec::codec_id>(static_cast<std::uint8_t>(plain[0]));
+  for (int i = 3; i >= 0; --i)
+    out.meta.plain_size = (out.meta.plain_size << 8) | static_cast<std::uint8_t>(plain[1 + i]);
+  plain.erase(0, 5);
+  out.stored = std::move(plain);
+  return out;
 }
 
 }  // namespace densefs::store

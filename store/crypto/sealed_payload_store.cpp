@@ -41,7 +41,9 @@ void sealed_payload_store::put(metadata_batch& batch, const chunk_hash& hash,
   const payload_sealer& s = sealer();
   const chunk_hash name = s.storage_name(hash);
   try {
-    inner_->put(batch, name, s.seal(hash, stored), meta);
+    // The pack record's header says the codec (its size limits depend on
+    // it) but not the plain size, which the seal keeps.
+    inner_->put(batch, name, s.seal(hash, stored, meta), {meta.codec, 0});
   } catch (const store_error& e) {
     rethrow_named(e, std::span(&hash, 1), std::span(&name, 1));
   }
@@ -68,12 +70,12 @@ std::vector<std::string> sealed_payload_store::get_many(std::span<const chunk_ha
     rethrow_named(e, hashes, names);
   }
   for (std::size_t i = 0; i < sealed.size(); ++i) {
-    std::optional<std::string> plain = s.open(hashes[i], sealed[i]);
+    std::optional<opened_payload> plain = s.open(hashes[i], sealed[i]);
     if (!plain)
-      throw store_error(EIO, "payload of chunk " + hashes[i].hex() + " in " + volume_ +
-                                 " fails its authentication check (damaged, or not sealed "
-                                 "with this volume's key)");
-    sealed[i] = std::move(*plain);
+      throw damaged_payload(hashes[i], "payload of chunk " + hashes[i].hex() + " in " + volume_ +
+                                           " fails its authentication check (damaged, or not "
+                                           "sealed with this volume's key)");
+    sealed[i] = std::move(plain->stored);
   }
   return sealed;
 }

@@ -75,9 +75,9 @@ wrapped_volume_key decode_wrapped_key(std::string_view record) {
   if (sum != checksum_of(record.substr(0, k_volume_key_record_size - 8))) corrupt("checksum");
   const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(record[i]); };
   if (byte(0) != k_volume_key_record_version)
-    throw store_error(EPROTONOSUPPORT, "the volume key record has version " +
-                                           std::to_string(byte(0)) +
-                                           ", which this densefs does not know; use a newer densefs");
+    throw store_error(EPROTONOSUPPORT,
+                      "the volume key record has version " + std::to_string(byte(0)) +
+                          ", which this densefs does not know; use a newer densefs");
   if (byte(1) != k_kdf_scrypt) corrupt("unknown key derivation " + std::to_string(byte(1)));
   if (byte(5) != 0 || byte(6) != 0 || byte(7) != 0) corrupt("reserved bytes set");
   wrapped_volume_key k;
@@ -114,10 +114,10 @@ std::optional<master_key> unwrap_master_key(const wrapped_volume_key& k, std::st
   check_cost(k.cost);
   const crypto::key256 kek = wrapping_key(k, secret);
   std::string plain;
-  if (!crypto::gcm_open(kek, k.nonce.data(), crypto::bytes_of(wrap_aad(record_head(k))),
-                        std::string_view(reinterpret_cast<const char*>(k.sealed.data()),
-                                         k.sealed.size()),
-                        plain) ||
+  if (!crypto::gcm_open(
+          kek, k.nonce.data(), crypto::bytes_of(wrap_aad(record_head(k))),
+          std::string_view(reinterpret_cast<const char*>(k.sealed.data()), k.sealed.size()),
+          plain) ||
       plain.size() != master_key{}.size())
     return std::nullopt;
   master_key key;

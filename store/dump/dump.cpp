@@ -242,9 +242,10 @@ class volume_loader {
 
     store_settings settings = *settings_;
     settings.uuid = internal::new_uuid();
-    settings.format_version = encrypted_                ? k_encrypted_format_version
-                              : !target_.data.empty()     ? k_object_format_version
-                              : !target_.postgres.empty() ? k_postgres_format_version
+    settings.format_version = encrypted_              ? k_encrypted_format_version
+                              : !target_.data.empty() ? k_object_format_version
+                              : !target_.postgres.empty()
+                                  ? k_postgres_format_version
                                   : std::min(settings.format_version, k_lepton_file_format_version);
     const std::unique_ptr<metadata_batch> last = engine_->new_batch();
     last->put(table::meta, k_settings_key, encode_settings(settings));

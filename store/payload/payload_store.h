@@ -9,6 +9,7 @@
 // table.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "store/error.h"
 #include "store/hash.h"
 #include "store/metadata/metadata_engine.h"
 
@@ -39,6 +41,19 @@ struct payload_meta {
 std::vector<std::optional<std::string>> payload_values(const metadata_engine& engine,
                                                        std::span<const chunk_hash> hashes,
                                                        bool checked_by_caller);
+
+// Thrown by get/get_many when a payload is there but is not what was put
+// (an encrypted volume's payload that fails its authentication): the chunk
+// is damaged, as when its checksum does not match.
+class damaged_payload : public store_error {
+ public:
+  damaged_payload(const chunk_hash& hash, const std::string& what)
+      : store_error(EIO, what), hash_(hash) {}
+  const chunk_hash& hash() const { return hash_; }
+
+ private:
+  chunk_hash hash_;
+};
 
 class payload_store {
  public:

@@ -24,6 +24,7 @@
 #include "codec/czip_crypto.h"
 #include "codec/lepton_file.h"
 #include "codec/rust/densefs_codec_rs.h"
+#include "store/crypto/volume_key.h"
 #include "store/dump/dump_stream.h"
 #include "store/hash.h"
 #include "store/records.h"
@@ -331,6 +332,16 @@ void dumps() {
   put("dump_read", "two_frames", out.str());
 }
 
+// An encrypted volume's key record (cheapest cost) and key files; the first
+// byte picks the parser (volume_key_fuzz.cpp).
+void volume_keys() {
+  const store::master_key key{};
+  put("volume_key", "record",
+      "\x00" + store::encode_wrapped_key(store::wrap_master_key(key, "seed secret", {10, 8, 1})));
+  put("volume_key", "key_file_line", "\x01a passphrase of a line\n");
+  put("volume_key", "key_file_random", "\x01" + random_bytes(32, 7));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -350,5 +361,6 @@ int main(int argc, char** argv) {
   specs();
   czips();
   dumps();
+  volume_keys();
   return 0;
 }
