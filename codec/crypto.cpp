@@ -87,6 +87,35 @@ mac256 hmac_sha256(std::span<const std::uint8_t> key,
   return mac;
 }
 
+hmac_sha256_key::hmac_sha256_key(std::span<const std::uint8_t> key)
+    : ctx_(EVP_MAC_CTX_new(hmac_algorithm())) {
+  auto* ctx = static_cast<EVP_MAC_CTX*>(ctx_);
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                         OSSL_PARAM_construct_end()};
+  if (ctx == nullptr || EVP_MAC_init(ctx, key.data(), key.size(), params) != 1) {
+    EVP_MAC_CTX_free(ctx);
+    throw_openssl("HMAC key");
+  }
+}
+
+hmac_sha256_key::~hmac_sha256_key() {
+  EVP_MAC_CTX_free(static_cast<EVP_MAC_CTX*>(ctx_));
+}
+
+mac256 hmac_sha256_key::mac(std::initializer_list<std::span<const std::uint8_t>> parts) const {
+  std::unique_ptr<EVP_MAC_CTX, mac_ctx_deleter> ctx(
+      EVP_MAC_CTX_dup(static_cast<const EVP_MAC_CTX*>(ctx_)));
+  if (!ctx) throw_openssl("HMAC context");
+  for (const auto& part : parts)
+    if (EVP_MAC_update(ctx.get(), part.data(), part.size()) != 1) throw_openssl("HMAC");
+  mac256 mac;
+  std::size_t mac_size = 0;
+  if (EVP_MAC_final(ctx.get(), mac.data(), &mac_size, mac.size()) != 1 || mac_size != mac.size())
+    throw_openssl("HMAC");
+  return mac;
+}
+
 key256 scrypt(std::string_view secret, std::span<const std::uint8_t> salt, std::uint8_t log2_n,
               std::uint32_t r, std::uint32_t p, std::uint64_t max_memory) {
   std::unique_ptr<EVP_KDF_CTX, kdf_ctx_deleter> ctx(EVP_KDF_CTX_new(scrypt_algorithm()));
@@ -110,21 +139,28 @@ key256 scrypt(std::string_view secret, std::span<const std::uint8_t> salt, std::
 }
 
 void gcm_seal(const key256& key, const std::uint8_t* nonce, std::span<const std::uint8_t> aad,
-              std::string_view plain, std::string& out) {
+              std::initializer_list<std::string_view> plain, std::string& out) {
   std::unique_ptr<EVP_CIPHER_CTX, cipher_ctx_deleter> ctx(EVP_CIPHER_CTX_new());
+  std::size_t size = 0;
+  for (const std::string_view part : plain) size += part.size();
   const std::size_t start = out.size();
-  out.resize(start + plain.size() + k_gcm_tag_size);
+  out.resize(start + size + k_gcm_tag_size);
   auto* dst = reinterpret_cast<unsigned char*>(out.data() + start);
   int len = 0;
-  int tail = 0;
   if (!ctx || EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), nonce) != 1 ||
-      EVP_EncryptUpdate(ctx.get(), nullptr, &len, aad.data(), static_cast<int>(aad.size())) != 1 ||
-      EVP_EncryptUpdate(ctx.get(), dst, &len, uchars(plain), static_cast<int>(plain.size())) != 1 ||
-      EVP_EncryptFinal_ex(ctx.get(), dst + len, &tail) != 1 ||
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, k_gcm_tag_size, dst + plain.size()) !=
-          1) {
+      EVP_EncryptUpdate(ctx.get(), nullptr, &len, aad.data(), static_cast<int>(aad.size())) != 1)
     throw_openssl("AES-256-GCM encrypt");
+  std::size_t done = 0;
+  for (const std::string_view part : plain) {
+    if (EVP_EncryptUpdate(ctx.get(), dst + done, &len, uchars(part),
+                          static_cast<int>(part.size())) != 1)
+      throw_openssl("AES-256-GCM encrypt");
+    done += static_cast<std::size_t>(len);
   }
+  int tail = 0;
+  if (EVP_EncryptFinal_ex(ctx.get(), dst + done, &tail) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, k_gcm_tag_size, dst + size) != 1)
+    throw_openssl("AES-256-GCM encrypt");
 }
 
 bool gcm_open(const key256& key, const std::uint8_t* nonce, std::span<const std::uint8_t> aad,

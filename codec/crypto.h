@@ -42,9 +42,25 @@ mac256 hmac_sha256(std::span<const std::uint8_t> key,
 key256 scrypt(std::string_view secret, std::span<const std::uint8_t> salt, std::uint8_t log2_n,
               std::uint32_t r, std::uint32_t p, std::uint64_t max_memory);
 
-// AES-256-GCM with a 12-byte nonce; appends ciphertext || tag to `out`.
+// HMAC-SHA-256 under one key, set once: each mac() starts from a copy of
+// the keyed state instead of keying again (a chunk's name is one per read).
+// mac() is safe from several threads at once.
+class hmac_sha256_key {
+ public:
+  explicit hmac_sha256_key(std::span<const std::uint8_t> key);
+  ~hmac_sha256_key();
+  hmac_sha256_key(const hmac_sha256_key&) = delete;
+  hmac_sha256_key& operator=(const hmac_sha256_key&) = delete;
+  mac256 mac(std::initializer_list<std::span<const std::uint8_t>> parts) const;
+
+ private:
+  void* ctx_;  // EVP_MAC_CTX, keyed
+};
+
+// AES-256-GCM with a 12-byte nonce over the concatenation of `plain`;
+// appends ciphertext || tag to `out`.
 void gcm_seal(const key256& key, const std::uint8_t* nonce, std::span<const std::uint8_t> aad,
-              std::string_view plain, std::string& out);
+              std::initializer_list<std::string_view> plain, std::string& out);
 // The inverse of gcm_seal over `sealed` = ciphertext || tag. Returns false
 // when the tag does not verify; `out` then holds garbage.
 bool gcm_open(const key256& key, const std::uint8_t* nonce, std::span<const std::uint8_t> aad,

@@ -122,7 +122,7 @@ std::string seal_chunk(const sha256_digest& plain_hash, codec_id codec, std::uin
   const auto nonce = chunk_nonce(key, aad, encoded);
   std::string out(reinterpret_cast<const char*>(nonce.data()), nonce.size());
   out.reserve(encoded.size() + k_chunk_seal_overhead);
-  gcm_seal(key, nonce.data(), aad, encoded, out);
+  gcm_seal(key, nonce.data(), aad, {encoded}, out);
   return out;
 }
 
@@ -143,7 +143,7 @@ std::string open_chunk(const sha256_digest& plain_hash, codec_id codec, std::uin
 std::string seal_array(const aes_key& key, std::string_view plain, std::string_view aad) {
   static constexpr std::uint8_t k_zero_nonce[12] = {};
   std::string out;
-  gcm_seal(key, k_zero_nonce, {bytes_of(aad), aad.size()}, plain, out);
+  gcm_seal(key, k_zero_nonce, {bytes_of(aad), aad.size()}, {plain}, out);
   return out;
 }
 

@@ -35,13 +35,16 @@ auto in_store_terms(const char* what, F&& f) {
 payload_sealer::payload_sealer(const master_key& key)
     : payload_key_(in_store_terms("deriving the payload key",
                                   [&] { return crypto::hkdf_sha256(key, k_payload_key_info); })),
-      name_key_(in_store_terms("deriving the chunk name key",
-                               [&] { return crypto::hkdf_sha256(key, k_name_key_info); })) {}
+      name_key_(in_store_terms("deriving the chunk name key", [&] {
+        return std::make_unique<const crypto::hmac_sha256_key>(
+            crypto::hkdf_sha256(key, k_name_key_info));
+      })) {}
+
+payload_sealer::~payload_sealer() = default;
 
 chunk_hash payload_sealer::storage_name(const chunk_hash& hash) const {
   chunk_hash name;
-  name.bytes = in_store_terms("naming a chunk",
-                              [&] { return crypto::hmac_sha256(name_key_, {hash_bytes(hash)}); });
+  name.bytes = in_store_terms("naming a chunk", [&] { return name_key_->mac({hash_bytes(hash)}); });
   return name;
 }
 
@@ -53,16 +56,16 @@ std::string payload_sealer::seal(const chunk_hash& hash, std::string_view payloa
     // being far past any volume this build makes (docs/encryption.md).
     std::uint8_t nonce[k_nonce_size];
     crypto::random_bytes(nonce);
-    std::string plain;
-    plain.reserve(5 + payload.size());
-    plain.push_back(static_cast<char>(meta.codec));
-    for (int i = 0; i < 4; ++i) plain.push_back(static_cast<char>(meta.plain_size >> (8 * i)));
-    plain.append(payload);
+    // After the payload, so that opening ends in a truncation, not a copy.
+    char trailer[k_trailer_size];
+    trailer[0] = static_cast<char>(meta.codec);
+    for (int i = 0; i < 4; ++i) trailer[1 + i] = static_cast<char>(meta.plain_size >> (8 * i));
     std::string out;
     out.reserve(payload.size() + k_overhead);
     out.push_back(static_cast<char>(k_seal_version));
     out.append(reinterpret_cast<const char*>(nonce), sizeof nonce);
-    crypto::gcm_seal(payload_key_, nonce, hash_bytes(hash), plain, out);
+    crypto::gcm_seal(payload_key_, nonce, hash_bytes(hash),
+                     {payload, std::string_view(trailer, sizeof trailer)}, out);
     return out;
   });
 }
@@ -73,18 +76,18 @@ std::optional<opened_payload> payload_sealer::open(const chunk_hash& hash,
     return std::nullopt;
   std::uint8_t nonce[k_nonce_size];
   std::memcpy(nonce, sealed.data() + 1, sizeof nonce);
-  std::string plain;
+  opened_payload out;
+  std::string& plain = out.stored;
   const bool ok = in_store_terms("opening a payload", [&] {
     return crypto::gcm_open(payload_key_, nonce, hash_bytes(hash), sealed.substr(1 + k_nonce_size),
                             plain);
   });
-  if (!ok || plain.size() < 5) return std::nullopt;
-  opened_payload out;
-  out.meta.codec = static_cast<codec::codec_id>(static_cast<std::uint8_t>(plain[0]));
+  if (!ok || plain.size() < k_trailer_size) return std::nullopt;
+  const char* trailer = plain.data() + plain.size() - k_trailer_size;
+  out.meta.codec = static_cast<codec::codec_id>(static_cast<std::uint8_t>(trailer[0]));
   for (int i = 3; i >= 0; --i)
-    out.meta.plain_size = (out.meta.plain_size << 8) | static_cast<std::uint8_t>(plain[1 + i]);
-  plain.erase(0, 5);
-  out.stored = std::move(plain);
+    out.meta.plain_size = (out.meta.plain_size << 8) | static_cast<std::uint8_t>(trailer[1 + i]);
+  plain.resize(plain.size() - k_trailer_size);
   return out;
 }
 

@@ -2,8 +2,8 @@
 // docs/format.md, "Sealed payloads"). Two keys come from the volume's master
 // key (volume_key.h) by HKDF:
 //  - the payload key: every stored payload becomes version || nonce ||
-//    AES-256-GCM(payload key, nonce, AAD = its chunk's SHA-256, codec ||
-//    plain size || payload) || tag, with a random nonce. The codec and plain
+//    AES-256-GCM(payload key, nonce, AAD = its chunk's SHA-256, payload ||
+//    codec || plain size) || tag, with a random nonce. The codec and plain
 //    size inside the seal are what an index rebuild trusts, not the pack
 //    record's header, which anyone holding the packs could change;
 //  - the name key: a chunk is known to storage (the payloads table, pack
@@ -14,6 +14,7 @@
 // another chunk's name fail its check instead of returning other bytes.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,10 +35,13 @@ struct opened_payload {
 class payload_sealer {
  public:
   static constexpr std::uint8_t k_seal_version = 1;
-  // version (1) + nonce (12) + codec and plain size (5) + tag (16)
-  static constexpr std::size_t k_overhead = 1 + 12 + 5 + 16;
+  // codec (1) and plain size (4), sealed after the payload
+  static constexpr std::size_t k_trailer_size = 5;
+  // version (1) + nonce (12) + trailer + tag (16)
+  static constexpr std::size_t k_overhead = 1 + 12 + k_trailer_size + 16;
 
   explicit payload_sealer(const master_key& key);
+  ~payload_sealer();
 
   chunk_hash storage_name(const chunk_hash& hash) const;
   std::string seal(const chunk_hash& hash, std::string_view payload,
@@ -48,7 +52,7 @@ class payload_sealer {
 
  private:
   codec::crypto::key256 payload_key_;
-  codec::crypto::key256 name_key_;
+  std::unique_ptr<const codec::crypto::hmac_sha256_key> name_key_;
 };
 
 }  // namespace densefs::store

@@ -105,7 +105,8 @@ wrapped_volume_key wrap_master_key(const master_key& key, std::string_view secre
   const crypto::key256 kek = wrapping_key(k, secret);
   std::string sealed;
   crypto::gcm_seal(kek, k.nonce.data(), crypto::bytes_of(wrap_aad(record_head(k))),
-                   std::string_view(reinterpret_cast<const char*>(key.data()), key.size()), sealed);
+                   {std::string_view(reinterpret_cast<const char*>(key.data()), key.size())},
+                   sealed);
   std::copy(sealed.begin(), sealed.end(), reinterpret_cast<char*>(k.sealed.data()));
   return k;
 }
