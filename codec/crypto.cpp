@@ -72,19 +72,7 @@ key256 hkdf_sha256(std::span<const std::uint8_t> ikm, std::string_view info) {
 
 mac256 hmac_sha256(std::span<const std::uint8_t> key,
                    std::initializer_list<std::span<const std::uint8_t>> parts) {
-  std::unique_ptr<EVP_MAC_CTX, mac_ctx_deleter> ctx(EVP_MAC_CTX_new(hmac_algorithm()));
-  if (!ctx) throw_openssl("HMAC context");
-  char digest[] = "SHA256";
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                         OSSL_PARAM_construct_end()};
-  if (EVP_MAC_init(ctx.get(), key.data(), key.size(), params) != 1) throw_openssl("HMAC");
-  for (const auto& part : parts)
-    if (EVP_MAC_update(ctx.get(), part.data(), part.size()) != 1) throw_openssl("HMAC");
-  mac256 mac;
-  std::size_t mac_size = 0;
-  if (EVP_MAC_final(ctx.get(), mac.data(), &mac_size, mac.size()) != 1 || mac_size != mac.size())
-    throw_openssl("HMAC");
-  return mac;
+  return hmac_sha256_key(key).mac(parts);
 }
 
 hmac_sha256_key::hmac_sha256_key(std::span<const std::uint8_t> key)

@@ -60,16 +60,6 @@ check_store() {
   umount_densefs "$work/check"
   echo "$1: fsck clean, the tree equal file by file"
 }
-# expect_refused WORD CMD...: CMD fails with one line of error naming WORD.
-expect_refused() {
-  local word=$1 err=$work/refused.err
-  shift
-  if "$@" >/dev/null 2>"$err"; then fail "$* succeeded; it should be refused"; fi
-  if [[ $(wc -l <"$err") != 1 ]] || ! grep -q "$word" "$err"; then
-    fail "$*: not one line naming $word: $(cat "$err")"
-  fi
-  echo "refused: $(cat "$err")"
-}
 # no_store DIR: a refused load left no store there.
 no_store() {
   [[ ! -e $1/FORMAT ]] || fail "a refused load left a store in $1"

@@ -34,16 +34,6 @@ key=$work/key
 head -c 32 /dev/urandom >"$key"
 chmod 600 "$key"
 
-# expect_refused WORD CMD...: CMD fails with one line of error naming WORD.
-expect_refused() {
-  local word=$1 err=$work/refused.err
-  shift
-  if "$@" >/dev/null 2>"$err"; then fail "$* succeeded; it should be refused"; fi
-  if [[ $(wc -l <"$err") != 1 ]] || ! grep -q -- "$word" "$err"; then
-    fail "$*: not one line naming $word: $(cat "$err")"
-  fi
-  echo "refused: $(cat "$err")"
-}
 # holds_plain FILE...: whether the files hold 64 bytes from the middle of
 # random.bin (stored verbatim by the raw codec unless sealed) or the
 # SHA-256 of docs/format.md's content.

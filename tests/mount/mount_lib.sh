@@ -108,6 +108,17 @@ expect_mount_refused() {
   echo "refused: $(cat "$err")"
 }
 
+# expect_refused WORD CMD...: CMD fails with one line of error naming WORD.
+expect_refused() {
+  local word=$1 err=$work/refused.err
+  shift
+  if "$@" >/dev/null 2>"$err"; then fail "$* succeeded; it should be refused"; fi
+  if [[ $(wc -l <"$err") != 1 ]] || ! grep -q -- "$word" "$err"; then
+    fail "$*: not one line naming $word: $(cat "$err")"
+  fi
+  echo "refused: $(cat "$err")"
+}
+
 # mkfs_store STORE [MKFS ARGS...]: densefs mkfs STORE. With
 # DENSEFS_TEST_POSTGRES (a libpq connection string without dbname) the store
 # keeps its records in a new database of that server, and with
