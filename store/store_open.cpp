@@ -90,8 +90,10 @@ store_error missing_volume_key(const fs::path& dir) {
 // An encrypted volume's master key, checked with its database open
 // read-only, so that a wrong key leaves everything as it was: RocksDB's own
 // files, a PostgreSQL volume's lock and running rows.
-master_key check_key_read_only(const fs::path& dir, const format_marker& marker,
-                               const std::string& secret) {
+// `required`: a volume without a key record is refused; otherwise (a key
+// given for a store whose FORMAT does not say it is encrypted) nullopt.
+std::optional<master_key> check_key_read_only(const fs::path& dir, const format_marker& marker,
+                                              const std::string& secret, bool required = true) {
   std::unique_ptr<metadata_engine> engine;
   if (marker.postgres.empty()) {
     rocksdb_engine_options eo;
@@ -103,7 +105,10 @@ master_key check_key_read_only(const fs::path& dir, const format_marker& marker,
   }
   const std::optional<std::string> wrapped =
       engine->get(table::meta, k_volume_key_key, "the volume key");
-  if (!wrapped) throw missing_volume_key(dir);
+  if (!wrapped) {
+    if (required) throw missing_volume_key(dir);
+    return std::nullopt;
+  }
   return unlock_volume_key(*wrapped, secret, dir);
 }
 
@@ -377,7 +382,7 @@ void store::change_key(const std::filesystem::path& dir, const std::string& old_
                                   std::to_string(k_min_secret_size) + " bytes");
   // The old secret first, with the database open read-only: a wrong one
   // changes nothing.
-  if (m.encrypted) (void)check_key_read_only(dir, m, old_secret);
+  (void)check_key_read_only(dir, m, old_secret, false);
   std::unique_ptr<metadata_engine> engine;
   if (m.postgres.empty()) {
     rocksdb_engine_options eo;
@@ -633,10 +638,11 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   const format_marker marker = read_format_marker(dir);
   // An encrypted volume's key before anything opens for writing: a wrong
   // or missing one leaves even RocksDB's own files as they were.
-  if (marker.encrypted && !options.read_only) {
+  if (!options.read_only && (marker.encrypted || options.key_secret)) {
     if (!options.key_secret) throw missing_key(dir);
-    self->sealer_ = std::make_shared<const payload_sealer>(
-        check_key_read_only(dir, marker, *options.key_secret));
+    if (const std::optional<master_key> key =
+            check_key_read_only(dir, marker, *options.key_secret, marker.encrypted))
+      self->sealer_ = std::make_shared<const payload_sealer>(*key);
   }
   // The volume's role: set here once, kept by the membership.
   volume_role role = volume_role::alone;

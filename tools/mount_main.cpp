@@ -2,6 +2,7 @@
 // `densefs STORE MNT -o ...` (mount.fuse3, fstab). STORE may be a scale-out
 // volume's postgresql:// URI (docs/scale-out.md).
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "fs/mount.h"
@@ -48,7 +49,9 @@ int mount_main(const std::vector<std::string>& args, const tool_io& io) {
         throw store::store_error(ENOKEY, "volume " + options.store_dir.string() +
                                              " is encrypted: give its key with -o key_file=FILE "
                                              "or DENSEFS_PASSPHRASE");
-      // Not left in the daemon's environment (its /proc/PID/environ).
+      // Not left in the daemon's environment: /proc/PID/environ shows the
+      // strings the process started with, so overwrite them, then unset.
+      if (char* value = std::getenv(k_passphrase_env)) ::explicit_bzero(value, std::strlen(value));
       ::unsetenv(k_passphrase_env);
     }
   }

@@ -32,8 +32,8 @@ extern "C" void note_signal(int sig) {
 }
 
 // One line typed at the terminal with echo off; nullopt without a terminal.
-// Ctrl-C, Ctrl-Z and the like end the read: the terminal's echo is back on
-// before the signal takes its usual effect.
+// Ctrl-C and the like end the read: the terminal's echo is back on before
+// the signal takes its usual effect.
 std::optional<std::string> read_hidden_line(const std::string& prompt) {
   const int fd = ::open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return std::nullopt;
@@ -45,14 +45,18 @@ std::optional<std::string> read_hidden_line(const std::string& prompt) {
   termios quiet = saved;
   quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
   quiet.c_lflag |= ICANON;
-  const int stop_signals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGTSTP};
+  // Ctrl-Z keeps its usual effect (the read goes on after `fg`); a signal
+  // the caller ignores (nohup's SIGHUP) stays ignored.
+  const int stop_signals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP};
   struct sigaction note {};
   note.sa_handler = note_signal;  // no SA_RESTART: the read returns EINTR
   sigemptyset(&note.sa_mask);
   struct sigaction before[std::size(stop_signals)];
   interrupted_by = 0;
-  for (std::size_t i = 0; i < std::size(stop_signals); ++i)
-    ::sigaction(stop_signals[i], &note, &before[i]);
+  for (std::size_t i = 0; i < std::size(stop_signals); ++i) {
+    ::sigaction(stop_signals[i], nullptr, &before[i]);
+    if (before[i].sa_handler != SIG_IGN) ::sigaction(stop_signals[i], &note, nullptr);
+  }
   const auto restore = [&] {
     ::tcsetattr(fd, TCSAFLUSH, &saved);
     for (std::size_t i = 0; i < std::size(stop_signals); ++i)
@@ -161,8 +165,11 @@ void add_volume_secret(const std::filesystem::path& store_dir, const std::string
   // A key given for a store whose FORMAT lacks the encryption line (an
   // older copy of it): passed on, the database decides.
   if (!store::store::is_encrypted(store_dir)) {
-    if (!key_file.empty() || std::getenv(k_passphrase_env))
-      options.key_secret = volume_secret(key_file, k_passphrase_env, {}, false);
+    if (!key_file.empty()) {
+      options.key_secret = read_key_file(key_file);
+    } else if (const char* value = std::getenv(k_passphrase_env); value && *value) {
+      options.key_secret = value;  // for a volume that is not encrypted, ignored
+    }
     return;
   }
   options.key_secret =

@@ -84,13 +84,14 @@ chmod 600 "$work/wrong"
 expect_refused "wrong key" "$densefs" mount "$store" "$mnt" -o "key_file=$work/wrong"
 [[ $(listing "$store") == "$before" ]] || fail "a mount with a wrong key changed the volume's files"
 mountpoint -q "$mnt" && fail "a mount with a wrong key is mounted"
-expect_refused "key_file=FILE" env -u DENSEFS_PASSPHRASE "$densefs" mount "$store" "$mnt" </dev/null
+# setsid: no terminal to ask at, also when the test runs from one.
+expect_refused "key_file=FILE" setsid -w env -u DENSEFS_PASSPHRASE "$densefs" mount "$store" "$mnt" </dev/null
 cp "$key" "$work/open-key"
 chmod 644 "$work/open-key"
 expect_refused "chmod 600" "$densefs" mount "$store" "$mnt" -o "key_file=$work/open-key"
 expect_refused "at least 8" env DENSEFS_PASSPHRASE=short "$densefs" mount "$store" "$mnt"
 expect_refused "wrong key" "$densefs" fsck "$store" --key-file "$work/wrong"
-expect_refused "--key-file" env -u DENSEFS_PASSPHRASE "$densefs" fsck "$store" </dev/null
+expect_refused "--key-file" setsid -w env -u DENSEFS_PASSPHRASE "$densefs" fsck "$store" </dev/null
 [[ $(listing "$store") == "$before" ]] || fail "a refused command changed the volume's files"
 
 step "kill -9 during an rsync, remount with the key, fsck --deep"
@@ -134,7 +135,7 @@ mkdir "$work/loaded"
 cp -a "$store/packs" "$work/loaded/"
 "$densefs" load "$work/a.dump" "$work/loaded" >/dev/null || fail "load of an encrypted volume's dump failed"
 grep -qx 'encryption=aes-256-gcm' "$work/loaded/FORMAT" || fail "the loaded volume is not encrypted"
-expect_refused "is encrypted" env -u DENSEFS_PASSPHRASE "$densefs" mount "$work/loaded" "$mnt" </dev/null
+expect_refused "is encrypted" setsid -w env -u DENSEFS_PASSPHRASE "$densefs" mount "$work/loaded" "$mnt" </dev/null
 mount_densefs "$work/loaded" "$mnt" -o "key_file=$work/new-key"
 check_tree "loaded" "$tree" "$mnt"
 umount_densefs "$mnt"
