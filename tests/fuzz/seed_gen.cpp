@@ -337,7 +337,8 @@ void dumps() {
 void volume_keys() {
   const store::master_key key{};
   put("volume_key", "record",
-      std::string(1, '\0') + store::encode_wrapped_key(store::wrap_master_key(key, "seed secret", {10, 8, 1})));
+      std::string(1, '\0') +
+          store::encode_wrapped_key(store::wrap_master_key(key, "seed secret", {10, 8, 1})));
   put("volume_key", "key_file_line", "\x01a passphrase of a line\n");
   put("volume_key", "key_file_random", "\x01" + random_bytes(32, 7));
 }
