@@ -143,6 +143,8 @@ std::uint64_t store::rebuild_pack_index(const std::vector<chunk_hash>* only) {
             r.stored_size != view.stored_size_of(it->second.stored_size) ||
             (!view.sealed() && r.checksum != it->second.checksum))
           return;
+        // Unsealed records match by XXH3 already: only the newest is kept.
+        if (!view.sealed()) it->second.candidates.clear();
         it->second.candidates.push_back(r);
       },
       [&](const std::string& why) { log_info("rebuilding the pack index: skipped " + why); });

@@ -87,6 +87,23 @@ store_error missing_volume_key(const fs::path& dir) {
                               "(densefs load) or a copy of the store");
 }
 
+// The database of the store in `dir`, alone (one connection, a small
+// cache): for reading or rewriting a record before or without a store.
+std::unique_ptr<metadata_engine> open_volume_engine(const fs::path& dir,
+                                                    const format_marker& marker, bool read_only) {
+  if (marker.postgres.empty()) {
+    rocksdb_engine_options eo;
+    eo.read_only = read_only;
+    eo.block_cache_bytes = 1u << 20;
+    return rocksdb_engine::open(dir, eo);
+  }
+  if (read_only) return open_volume_database(marker.postgres).first;
+  postgres_engine_options po;
+  po.conninfo = marker.postgres;
+  po.connections = 1;
+  return postgres_engine::open(po);
+}
+
 // An encrypted volume's master key, checked with its database open
 // read-only, so that a wrong key leaves everything as it was: RocksDB's own
 // files, a PostgreSQL volume's lock and running rows.
@@ -94,15 +111,7 @@ store_error missing_volume_key(const fs::path& dir) {
 // given for a store whose FORMAT does not say it is encrypted) nullopt.
 std::optional<master_key> check_key_read_only(const fs::path& dir, const format_marker& marker,
                                               const std::string& secret, bool required = true) {
-  std::unique_ptr<metadata_engine> engine;
-  if (marker.postgres.empty()) {
-    rocksdb_engine_options eo;
-    eo.read_only = true;
-    eo.block_cache_bytes = 1u << 20;
-    engine = rocksdb_engine::open(dir, eo);
-  } else {
-    engine = open_volume_database(marker.postgres).first;
-  }
+  const std::unique_ptr<metadata_engine> engine = open_volume_engine(dir, marker, true);
   const std::optional<std::string> wrapped =
       engine->get(table::meta, k_volume_key_key, "the volume key");
   if (!wrapped) {
@@ -382,31 +391,18 @@ void store::change_key(const std::filesystem::path& dir, const std::string& old_
                                   std::to_string(k_min_secret_size) + " bytes");
   // The old secret first, with the database open read-only: a wrong one
   // changes nothing.
-  (void)check_key_read_only(dir, m, old_secret, false);
-  std::unique_ptr<metadata_engine> engine;
-  if (m.postgres.empty()) {
-    rocksdb_engine_options eo;
-    eo.block_cache_bytes = 1u << 20;
-    engine = rocksdb_engine::open(dir, eo);
-  } else {
-    postgres_engine_options po;
-    po.conninfo = m.postgres;
-    po.connections = 1;
-    engine = postgres_engine::open(po);
-  }
-  const std::optional<std::string> wrapped =
-      engine->get(table::meta, k_volume_key_key, "the volume key");
-  if (!wrapped)
+  const std::optional<master_key> key = check_key_read_only(dir, m, old_secret, false);
+  if (!key)
     throw store_error(EINVAL, "volume " + dir.string() +
                                   " is not encrypted (only `densefs mkfs --encrypt` makes an "
                                   "encrypted volume)");
-  const master_key key = unlock_volume_key(*wrapped, old_secret, dir);
   std::string fresh;
   try {
-    fresh = encode_wrapped_key(wrap_master_key(key, new_key.secret, new_key.cost));
+    fresh = encode_wrapped_key(wrap_master_key(*key, new_key.secret, new_key.cost));
   } catch (const codec::codec_error& e) {
     throw store_error(EIO, "sealing the volume key of " + dir.string() + ": " + e.what());
   }
+  const std::unique_ptr<metadata_engine> engine = open_volume_engine(dir, m, false);
   const std::unique_ptr<metadata_batch> batch = engine->new_batch();
   batch->put(table::meta, k_volume_key_key, fresh);
   try {
