@@ -32,7 +32,7 @@ inline constexpr const char* k_cf_xattrs = "xattrs";
 // writes now, either backend) has compact records (docs/format.md). Each bump
 // makes an older build refuse the store up front, with the one-line "newer
 // format" message, instead of failing on a record it cannot read.
-inline constexpr std::uint32_t k_format_version = 7;
+inline constexpr std::uint32_t k_format_version = 8;
 inline constexpr std::uint32_t k_blob_format_version = 1;
 inline constexpr std::uint32_t k_pack_format_version = 2;
 inline constexpr std::uint32_t k_compact_format_version = 3;
@@ -57,6 +57,13 @@ inline constexpr std::uint32_t k_object_format_version = 6;
 // older builds would hand sealed bytes to decoders: the version makes
 // them refuse the volume instead.
 inline constexpr std::uint32_t k_encrypted_format_version = 7;
+// Format 8: a volume that has had a snapshot (docs/backup.md, "Snapshots"),
+// of any kind above, encrypted or not (from 8 on, only FORMAT's
+// `encryption=` line and the `volume_key` row say so). Its commits keep
+// pre-images of records for the snapshots; an older build would write
+// without them and silently change every snapshot: the version makes it
+// refuse the volume instead.
+inline constexpr std::uint32_t k_snapshot_format_version = 8;
 
 // How a store writes inode, dirent, extent and chunk values. Readers accept
 // both in any store; a store writes only the one its format version allows,

@@ -45,6 +45,8 @@
 #include "store/metadata/metadata_engine.h"
 #include "store/payload/batched_reader.h"
 #include "store/records.h"
+#include "store/snapshot/pre_image_writer.h"
+#include "store/snapshot/registry.h"
 
 namespace densefs::store {
 
@@ -109,6 +111,10 @@ struct store_open_options {
   // anything is written. Without it an encrypted volume opens only
   // read-only, and every payload access fails (ENOKEY).
   std::optional<std::string> key_secret{};
+  // Opens the volume as it was when the snapshot of this name was taken
+  // (docs/backup.md, "Snapshots"): read-only, whatever read_only says.
+  // ENOENT when there is none.
+  std::optional<std::string> snapshot{};
 };
 
 // What `densefs mkfs --encrypt` gives a new volume: its secret, and the
@@ -602,6 +608,28 @@ class store {
   volume_membership& membership() const { return *membership_; }
   volume_role role() const { return membership_->role(); }
   bool read_only() const { return options_.read_only; }
+  // Opened on a snapshot (store_open_options::snapshot): its record.
+  const std::optional<snapshot_record>& opened_snapshot() const { return opened_snapshot_; }
+
+  // Snapshots (store_snapshots.cpp; docs/backup.md, "Snapshots"). An
+  // instant, read-only state of every record: creating one writes one
+  // record, and from then on the first change of each namespace record
+  // keeps its value before (pre_image_writer.h). A snapshot's references
+  // keep their chunks; deleting it gives back those only it held.
+  //
+  // Every snapshot, oldest first (a deleting one too, until it is gone).
+  std::vector<snapshot_record> snapshots() const;
+  // Takes one now: what is committed is in it, whole commits only. The
+  // caller commits what it wants in it first (a mount syncs). EEXIST when
+  // the name is taken; the first snapshot raises the format to 8.
+  snapshot_record create_snapshot(std::string_view name);
+  // Deletes one: marked deleting, then its pre-images merged into the
+  // snapshot before it (or dropped) in bounded batches, each a commit. A
+  // deletion cut short (kill -9) is finished by the next open for writing
+  // (finish_snapshot_deletions). ENOENT when there is none.
+  void delete_snapshot(std::string_view name);
+  // Finishes deletions cut short. Returns how many.
+  std::size_t finish_snapshot_deletions();
   // Opened as a follower (store_open_options::follower) of a shared volume.
   bool follows() const { return membership_->follows(); }
   // Open as one of several writers of a PostgreSQL volume
@@ -745,6 +773,10 @@ class store {
   // What this store writes: fixed for formats 1 and 2, compact for 3.
   record_encoding encoding_ = record_encoding::fixed;
   codec::policy policy_;
+  // The live engine below engine_ when the store is opened on a snapshot
+  // (engine_ is then its snapshot_view). Declared first: it outlives the view.
+  std::unique_ptr<metadata_engine> snapshot_base_;
+  std::optional<snapshot_record> opened_snapshot_;
   std::unique_ptr<metadata_engine> engine_;
   // engine_ when it is the embedded RocksDB engine (flushes, compactions and
   // blob files for gc and stats), else nullptr.
@@ -852,6 +884,24 @@ class store {
   // The store's format version is k_lepton_file_format_version or newer:
   // Lepton files may be committed without raising it. Under commit_mutex_.
   bool holds_lepton_files_ = false;
+  // The latest snapshot's pre-images (store_snapshots.cpp). Under
+  // commit_mutex_; each commit first checks the latest snapshot it names
+  // (refresh_latest_snapshot).
+  pre_image_writer pre_images_;
+  // Format 8 or newer (a snapshot was taken): commits look for the latest
+  // snapshot. Under commit_mutex_.
+  bool may_have_snapshots_ = false;
+  // Reads the latest snapshot through the commit's locked reads and
+  // resets pre_images_ when it changed (another client, a create or a
+  // delete). Caller holds commit_mutex_.
+  void refresh_latest_snapshot(locked_reads& reads);
+  // One step of delete_snapshot, run as a commit's fill: merges up to
+  // `limit` pre-images of snapshot `id` (all, when 0) from `cursor` on and
+  // moves the cursor past them. Returns whether the scan reached the end.
+  bool merge_snapshot_rows(transaction& txn, std::uint64_t id, std::string& cursor,
+                           std::size_t limit);
+  void finish_snapshot_deletion(std::uint64_t id);
+  std::mutex snapshot_delete_mutex_;  // one deletion at a time
   std::mutex ino_mutex_;
   std::uint64_t next_ino_ = 0;      // next number to hand out
   std::uint64_t ino_reserved_ = 0;  // persisted high-water mark

@@ -21,6 +21,7 @@
 #include "store/metadata/metadata_engine.h"
 #include "store/payload/payload_store.h"
 #include "store/records_detail.h"
+#include "store/snapshot/pre_image.h"
 #include "store/store_internal.h"
 
 namespace densefs::store {
@@ -265,6 +266,7 @@ struct store::commit_outcome {
   std::uint64_t garbage = 0;       // payload bytes this commit deletes or replaces
   bool raise_format = false;       // the store's first Lepton file
   store_settings raised;
+  std::vector<std::string> kept;  // records now kept for the latest snapshot
 };
 
 // What one try of a commit's locked write changes in chunk records, and
@@ -277,6 +279,9 @@ class store::commit_attempt {
   commit_attempt(store& s, const transaction::impl& t, locked_reads& reads, metadata_batch& batch)
       : s_(s), t_(t), reads_(reads), batch_(batch) {}
 
+  // The pre-images of the records this commit changes, for the latest
+  // snapshot (pre_image_writer.h), and the references they hold.
+  void keep_pre_images();
   // The chunk records this commit changes, read in one go.
   void read_records();
   // Each chunk's reference change: a new chunk's record and payload, a
@@ -301,6 +306,9 @@ class store::commit_attempt {
   metadata_batch& batch_;
 
   std::map<chunk_hash, std::optional<std::string>> read_;
+  // References the pre-images of this commit take (keep_pre_images): one
+  // per kept extent, on top of the transaction's own changes.
+  std::map<chunk_hash, std::int64_t> held_;
   struct new_payload {
     const chunk_hash* hash;
     const std::string* bytes;
@@ -332,10 +340,30 @@ class store::commit_attempt {
                     std::vector<chunk_record>& recs, std::vector<chunk_hash>& takes);
 };
 
+void store::commit_attempt::keep_pre_images() {
+  s_.refresh_latest_snapshot(reads_);
+  if (s_.pre_images_.latest() == 0) return;
+  record_changes changes;
+  for (const txn_op& op : t_.ops) {
+    if (!is_pre_imaged(op.cf)) continue;
+    auto& after = changes[{op.cf, op.key}];
+    if (op.erase)
+      after.reset();
+    else
+      after = encode_value(op, s_.encoding_);
+  }
+  if (changes.empty()) return;
+  pre_image_writer::added added = s_.pre_images_.add(changes, reads_, batch_);
+  for (const chunk_hash& h : added.held) ++held_[h];
+  done.kept = std::move(added.kept);
+}
+
 void store::commit_attempt::read_records() {
   std::vector<chunk_hash> hashes;
   for (const auto& [hash, d] : t_.chunks)
     if (d.delta != 0) hashes.push_back(hash);
+  for (const auto& [hash, n] : held_)
+    if (!t_.chunks.contains(hash)) hashes.push_back(hash);
   for (const auto& group : t_.replacements)
     for (const transaction::payload_swap& r : group) hashes.push_back(r.hash);
   std::vector<std::string> keys;
@@ -423,25 +451,28 @@ void store::commit_attempt::apply_releases() {
 
 void store::commit_attempt::apply_references() {
   for (const auto& [hash, d] : t_.chunks) {
-    if (d.delta == 0) continue;
+    // A reference a pre-image keeps: the live extent's is moved to it.
+    const auto held = held_.find(hash);
+    const std::int64_t delta = d.delta + (held == held_.end() ? 0 : held->second);
+    if (delta == 0) continue;
     std::optional<chunk_record> rec = current(hash);
     if (!rec) {
-      if (d.delta < 0) {
-        log_error("chunk " + hash.hex() + ": dropping " + std::to_string(-d.delta) +
+      if (delta < 0) {
+        log_error("chunk " + hash.hex() + ": dropping " + std::to_string(-delta) +
                   " reference(s) to a chunk that does not exist");
         continue;
       }
       if (!d.encoded) throw chunk_missing(hash);
       chunk_record fresh;
       fresh.plain_size = d.plain_size;
-      fresh.refcount = static_cast<std::uint64_t>(d.delta);
+      fresh.refcount = static_cast<std::uint64_t>(delta);
       fresh.location = payload_location::rocksdb;
       const chunk_record r = record_for(hash, *d.encoded, fresh);
       touched_[hash] = r;
       add_payload(hash, d.encoded->bytes, r);
       continue;
     }
-    if (d.delta > 0 && s_.damaged_->contains(hash)) {
+    if (delta > 0 && s_.damaged_->contains(hash)) {
       // Its payload failed a check, and this commit brings the content
       // again (a re-copy, the next backup): a fresh payload under the same
       // record instead of one more reference to the damaged one, so every
@@ -451,7 +482,7 @@ void store::commit_attempt::apply_references() {
           !(d.encoded && codec::is_lepton_file_codec(d.encoded->codec))) {
         if (!d.encoded) throw chunk_missing(hash);  // the caller encodes it and retries
         chunk_record r = record_for(hash, *d.encoded, *rec);
-        r.refcount += static_cast<std::uint64_t>(d.delta);
+        r.refcount += static_cast<std::uint64_t>(delta);
         done.garbage += rec->stored_size;
         touched_[hash] = r;
         add_payload(hash, d.encoded->bytes, r);
@@ -460,7 +491,17 @@ void store::commit_attempt::apply_references() {
         continue;
       }
     }
-    apply_delta(hash, *rec, d.delta);
+    apply_delta(hash, *rec, delta);
+  }
+  // Kept extents' chunks the transaction does not change (an extent
+  // deleted without its reference given back is a bug elsewhere; the
+  // chunk then keeps one too many, which fsck reports).
+  for (const auto& [hash, n] : held_) {
+    if (t_.chunks.contains(hash)) continue;
+    if (std::optional<chunk_record> rec = current(hash))
+      apply_delta(hash, *rec, n);
+    else
+      log_error("chunk " + hash.hex() + ": a snapshot keeps an extent naming it, but it is missing");
   }
   // After every chunk's own references: a first chunk that gains one in
   // this commit is not deleted by its member's release first.
@@ -659,6 +700,7 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
     }
     if (!notice.empty()) batch.set_notice(notice);
     commit_attempt attempt(*this, t, reads, batch);
+    attempt.keep_pre_images();
     attempt.read_records();
     attempt.apply_references();
     attempt.apply_swaps();
@@ -698,6 +740,7 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
 void store::after_commit(const commit_outcome& done,
                          std::span<const std::uint64_t> extents_changed) {
   drop_cached_extents(extents_changed, false);
+  pre_images_.remember(done.kept);
   garbage_bytes_ += done.garbage;
   for (const auto& h : done.deleted) {
     cache_->erase(h);

@@ -32,6 +32,7 @@
 #include "store/payload/pack_store.h"
 #include "store/payload/payload_store.h"
 #include "store/payload/rocksdb_payload_store.h"
+#include "store/snapshot/snapshot_view.h"
 #include "store/store_internal.h"
 #include "store/text.h"
 
@@ -267,6 +268,7 @@ store::~store() {
   rocksdb_ = nullptr;
   membership_.reset();  // it borrows the engine
   engine_.reset();
+  snapshot_base_.reset();  // below a snapshot's view
 }
 
 payload_backend parse_payload_backend(std::string_view name) {
@@ -627,8 +629,11 @@ std::optional<store::lock_holder> store::read_lock_holder(const std::filesystem:
 }
 
 std::unique_ptr<store> store::open(const std::filesystem::path& dir,
-                                   const store_open_options& options) {
+                                   const store_open_options& asked) {
   check(dir);
+  // A snapshot is read-only, however it is opened.
+  store_open_options options = asked;
+  if (options.snapshot) options.read_only = true;
   std::unique_ptr<store> self(new store(dir, options));
 
   const format_marker marker = read_format_marker(dir);
@@ -698,6 +703,7 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   // the authority (FORMAT could have been copied from another store).
   refuse_newer(dir, self->settings_.format_version);
   self->holds_lepton_files_ = self->settings_.format_version >= k_lepton_file_format_version;
+  self->may_have_snapshots_ = self->settings_.format_version >= k_snapshot_format_version;
   // Format 7 is an encrypted volume: without its key record it must not
   // open as a plain one and write plain payloads beside sealed ones.
   if (self->settings_.format_version == k_encrypted_format_version && !self->encrypted_)
@@ -710,6 +716,15 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     write_file_durably(dir / k_format_file,
                        format_marker_text({self->settings_.format_version, self->settings_.uuid,
                                            marker.postgres, marker.data, self->encrypted_}));
+  }
+  if (options.snapshot) {
+    const std::optional<snapshot_record> r = find_snapshot(*self->engine_, *options.snapshot);
+    if (!r || r->state != snapshot_state::live)
+      throw store_error(ENOENT, "store " + dir.string() + " has no snapshot named '" +
+                                    *options.snapshot + "' (densefs snapshot list)");
+    self->opened_snapshot_ = r;
+    self->snapshot_base_ = std::move(self->engine_);
+    self->engine_ = std::make_unique<snapshot_view>(*self->snapshot_base_, r->id);
   }
   try {
     // Stores made before per-type policies hold a single codec spec, which
@@ -787,6 +802,17 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
   // A tool that writes (gc) sees the mounts as other clients; a mount
   // counts again without itself (volume_membership::begin).
   self->membership_->count_others_now();
+  // A snapshot deletion a crash cut short: finished before anything else
+  // (its merge assumes it is the only one). A failure leaves it for the
+  // next open.
+  if (self->may_have_snapshots_ && !self->options_.read_only) {
+    try {
+      if (const std::size_t n = self->finish_snapshot_deletions())
+        log_info("finished " + std::to_string(n) + " snapshot deletion(s) cut short");
+    } catch (const store_error& e) {
+      log_error("store " + dir.string() + ": finishing a snapshot deletion: " + e.what());
+    }
+  }
   return self;
 }
 

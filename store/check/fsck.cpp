@@ -19,6 +19,7 @@
 #include "store/error.h"
 #include "store/hash.h"
 #include "store/records.h"
+#include "store/snapshot/pre_image.h"
 #include "store/store.h"
 
 namespace densefs::store {
@@ -90,6 +91,7 @@ class checker {
     scan_orphans();
     scan_chunks();
     scan_extents();
+    scan_snapshot_extents();
     count_member_references();
     check_refcounts();
     check_payloads();
@@ -272,6 +274,36 @@ class checker {
       if (c->second.users.size() < k_users_kept) c->second.users.emplace_back(ino, off);
       if (in != inodes_.end()) in->second.extent_stored += c->second.record.stored_size;
       progress("extents", r_.extents, 0);
+      return true;
+    });
+  }
+
+  // The extents snapshots keep (store/snapshot/pre_image_writer.h): each
+  // holds one reference on its chunk, as a live extent does.
+  void scan_snapshot_extents() {
+    std::string prefix(k_pre_image_prefix);
+    prefix += static_cast<char>(table::extents);
+    s_.scan_records(k_cf_meta, prefix, [&](std::string_view key, std::string_view value) {
+      const std::optional<pre_image_row> row = parse_pre_image_key(key);
+      std::optional<std::string> kept;
+      extent_record e;
+      try {
+        if (!row) throw store_error(EIO, "not a pre-image row key");
+        kept = decode_pre_image(value, "a snapshot's extent");
+        if (kept) e = decode_extent(*kept);
+      } catch (const std::exception& ex) {
+        note(fsck_problem::corrupt_record, "a snapshot's extent: " + std::string(ex.what()));
+        return true;
+      }
+      if (!kept) return true;
+      const std::string where = "an extent snapshot " + std::to_string(row->snapshot) + " keeps";
+      const auto c = chunks_.find(e.hash);
+      if (c == chunks_.end()) {
+        note(fsck_problem::dangling_extent, where + ": chunk " + e.hash.hex() + " is missing");
+        ++missing_chunks_[e.hash];
+        return true;
+      }
+      ++c->second.refs;
       return true;
     });
   }

@@ -1,0 +1,251 @@
+// Snapshots (store.h; docs/backup.md, "Snapshots"): creating one (one
+// record), listing them, and deleting one (its pre-images merged into the
+// snapshot before it, in bounded batches that are each a commit, so that
+// a kill -9 leaves a deletion to finish and never a half-merged record).
+#include <cerrno>
+#include <ctime>
+#include <mutex>
+#include <string>
+
+#include "store/durable_file.h"
+#include "store/log.h"
+#include "store/records_detail.h"
+#include "store/snapshot/pre_image.h"
+#include "store/snapshot/registry.h"
+#include "store/store.h"
+#include "store/store_internal.h"
+
+namespace densefs::store {
+
+using namespace internal;
+
+namespace {
+
+// Pre-images merged per commit of a deletion: bounds the batch and the
+// time a commit holds writers off.
+constexpr std::size_t k_merge_rows = 4096;
+
+}  // namespace
+
+std::vector<snapshot_record> store::snapshots() const { return read_snapshots(*engine_); }
+
+void store::refresh_latest_snapshot(locked_reads& reads) {
+  if (!writes_beside_others() && !may_have_snapshots_) return;
+  const std::optional<std::string> latest =
+      reads.get(table::meta, k_snapshot_latest_key, "the latest snapshot");
+  const std::uint64_t id = latest ? decode_snapshot_id(*latest, "snapshot_latest") : 0;
+  if (id == pre_images_.latest()) return;
+  if (id == 0) {
+    pre_images_.reset(0, 0);
+    return;
+  }
+  const std::optional<std::string> row =
+      reads.get(table::meta, snapshot_key(id), "the latest snapshot");
+  if (!row)
+    throw store_error(EIO, "store " + dir_.string() + ": the latest snapshot (" +
+                               std::to_string(id) + ") has no record; run densefs fsck");
+  pre_images_.reset(id, decode_snapshot(id, *row, "snapshot " + std::to_string(id)).next_ino);
+}
+
+snapshot_record store::create_snapshot(std::string_view name) {
+  if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
+  check_snapshot_name(name);
+  snapshot_record r;
+  r.name = std::string(name);
+  r.created = static_cast<std::int64_t>(std::time(nullptr));
+  std::lock_guard lock(commit_mutex_);
+  std::uint64_t own_reserved = 0;
+  {
+    std::lock_guard ino_lock(ino_mutex_);
+    own_reserved = ino_reserved_;
+  }
+  bool raise = false;
+  store_settings raised = settings_;
+  // In the commit section: every commit before it is in the snapshot
+  // whole, every one after it sees it (refresh_latest_snapshot) and keeps
+  // pre-images. The inode counter read here is past every inode a commit
+  // before it made (numbers are reserved before they are used).
+  engine_->write_locked(
+      k_commit_section,
+      [&](locked_reads& reads, metadata_batch& batch) {
+        for (const snapshot_record& s : read_snapshots(*engine_))
+          if (s.name == r.name)
+            throw store_error(EEXIST, "a snapshot named '" + r.name +
+                                          "' exists already (densefs snapshot list)");
+        const std::optional<std::string> counter =
+            reads.get(table::meta, k_snapshot_counter_key, "the snapshot counter");
+        r.id = (counter ? decode_snapshot_id(*counter, "snapshot_counter") : 0) + 1;
+        const std::optional<std::string> stored =
+            reads.get(table::meta, k_next_ino_key, "the inode counter");
+        r.next_ino = std::max(own_reserved, stored ? decode_next_ino(*stored) : k_root_ino + 1);
+        batch.put(table::meta, snapshot_key(r.id), encode_snapshot(r));
+        batch.put(table::meta, k_snapshot_latest_key, encode_snapshot_id(r.id));
+        batch.put(table::meta, k_snapshot_counter_key, encode_snapshot_id(r.id));
+        const std::optional<std::string> current =
+            reads.get(table::meta, k_settings_key, "the settings");
+        if (current) raised = decode_settings(*current);
+        raise = raised.format_version < k_snapshot_format_version;
+        if (raise) {
+          raised.format_version = k_snapshot_format_version;
+          batch.put(table::meta, k_settings_key, encode_settings(raised));
+        }
+      },
+      true);
+  may_have_snapshots_ = true;
+  holds_lepton_files_ = true;  // format 8 includes 4
+  if (raise) {
+    // After the database, which is the authority: FORMAT lets older builds
+    // refuse the volume before opening it (open() repairs a crash between).
+    try {
+      write_file_durably(dir_ / k_format_file,
+                         format_marker_text({raised.format_version, raised.uuid, postgres_,
+                                             data_, encrypted_}));
+    } catch (const store_error& e) {
+      log_error(std::string("raising the FORMAT file's version: ") + e.what());
+    }
+  }
+  // Numbers below next_ino made from now on get "absent" pre-images; a
+  // fresh block past it needs none.
+  {
+    std::lock_guard ino_lock(ino_mutex_);
+    if (next_ino_ < r.next_ino) next_ino_ = ino_reserved_ = r.next_ino;
+  }
+  log_info("snapshot '" + r.name + "' (" + std::to_string(r.id) + ") of " + dir_.string() +
+           " taken");
+  return r;
+}
+
+bool store::merge_snapshot_rows(transaction& txn, std::uint64_t id, std::string& cursor,
+                                std::size_t limit) {
+  const std::vector<snapshot_record> all = read_snapshots(*engine_);
+  const snapshot_record* gone = nullptr;
+  const snapshot_record* before = nullptr;  // the live snapshot it merges into
+  for (const snapshot_record& s : all) {
+    if (s.id == id) gone = &s;
+    if (s.id < id && s.state == snapshot_state::live) before = &s;
+  }
+  if (!gone) return true;  // finished meanwhile
+
+  // The snapshot's rows, from the cursor on: collected first, then merged
+  // (no read inside a scan).
+  struct row {
+    table t;
+    std::string key;
+    std::string row_key;
+    std::string value;
+  };
+  std::vector<row> rows;
+  bool reached_end = true;
+  scan_options o;
+  o.start = cursor;
+  o.fill_cache = false;
+  engine_->scan(table::meta, prefix_range(k_pre_image_prefix), o, "the pre-images of a snapshot",
+                [&](std::string_view key, std::string_view value) {
+                  if (!cursor.empty() && key == cursor) return true;
+                  const std::optional<pre_image_row> r = parse_pre_image_key(key);
+                  if (!r || r->snapshot != id) return true;
+                  if (limit != 0 && rows.size() == limit) {
+                    reached_end = false;
+                    return false;
+                  }
+                  rows.push_back({r->t, r->key, std::string(key), std::string(value)});
+                  return true;
+                });
+  if (!rows.empty()) cursor = rows.back().row_key;
+
+  transaction::impl& t = ensure(txn.impl_);
+  for (const row& r : rows) {
+    // The snapshot before reads the first row at or after its own id: it
+    // reads this one exactly when it has no row of its own (nor has a
+    // deleting one between), and when the record existed at its time.
+    bool moves = false;
+    if (before) {
+      const std::optional<std::uint64_t> ino = owner_ino(r.key);
+      if (!ino || *ino < before->next_ino) {
+        key_range between;
+        between.lower = pre_image_key(r.t, r.key, before->id);
+        between.upper = r.row_key;
+        bool found = false;
+        engine_->scan(table::meta, between, {}, "the pre-images of a record",
+                      [&](std::string_view, std::string_view) {
+                        found = true;
+                        return false;
+                      });
+        moves = !found;
+      }
+    }
+    if (moves) {
+      t.ops.push_back({table::meta, false, pre_image_key(r.t, r.key, before->id), r.value});
+    } else if (r.t == table::extents) {
+      // Its reference goes back with it.
+      if (const std::optional<std::string> v = decode_pre_image(r.value, "a snapshot's extent"))
+        txn.unref_chunk(decode_extent(*v).hash);
+    }
+    t.ops.push_back({table::meta, true, r.row_key, {}});
+  }
+  if (!reached_end || limit != 0) return reached_end;
+
+  // The last step: the record goes, and writers file under the snapshot
+  // before it from now on.
+  const std::optional<std::string> latest =
+      engine_->get(table::meta, k_snapshot_latest_key, "the latest snapshot");
+  if (latest && decode_snapshot_id(*latest, "snapshot_latest") == id)
+    t.ops.push_back(
+        {table::meta, false, std::string(k_snapshot_latest_key), encode_snapshot_id(before ? before->id : 0)});
+  t.ops.push_back({table::meta, true, snapshot_key(id), {}});
+  return true;
+}
+
+void store::finish_snapshot_deletion(std::uint64_t id) {
+  // Bounded batches while writers go on; then one last commit that merges
+  // what writers filed under it meanwhile (if it is the latest) and
+  // removes it, with nobody committing in between.
+  std::string cursor;
+  for (bool end = false; !end;) {
+    transaction txn;
+    std::string next;
+    commit(txn, false, [&](transaction& t) {
+      next = cursor;
+      end = merge_snapshot_rows(t, id, next, k_merge_rows);
+    });
+    cursor = std::move(next);
+  }
+  transaction last;
+  commit(last, true, [&](transaction& t) {
+    std::string from;
+    merge_snapshot_rows(t, id, from, 0);
+  });
+}
+
+void store::delete_snapshot(std::string_view name) {
+  if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
+  std::lock_guard lock(snapshot_delete_mutex_);
+  std::optional<snapshot_record> r = find_snapshot(*engine_, name);
+  if (!r)
+    throw store_error(ENOENT, "store " + dir_.string() + " has no snapshot named '" +
+                                  std::string(name) + "' (densefs snapshot list)");
+  if (r->state == snapshot_state::live) {
+    r->state = snapshot_state::deleting;
+    transaction mark;
+    ensure(mark.impl_).ops.push_back(
+        {table::meta, false, snapshot_key(r->id), encode_snapshot(*r)});
+    commit(mark, true);
+  }
+  finish_snapshot_deletion(r->id);
+  log_info("snapshot '" + r->name + "' (" + std::to_string(r->id) + ") of " + dir_.string() +
+           " deleted");
+}
+
+std::size_t store::finish_snapshot_deletions() {
+  if (options_.read_only) return 0;
+  std::lock_guard lock(snapshot_delete_mutex_);
+  std::size_t n = 0;
+  for (const snapshot_record& r : read_snapshots(*engine_)) {
+    if (r.state != snapshot_state::deleting) continue;
+    finish_snapshot_deletion(r.id);
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace densefs::store
