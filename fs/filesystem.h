@@ -421,6 +421,9 @@ class filesystem final : private data_path::host {
   void register_gc_handler(control_server& server);
   // The control socket's "sync" request (sync_control.cpp): `densefs sync`.
   void register_sync_handler(control_server& server);
+  // The control socket's "snapshot" request (snapshot_control.cpp):
+  // `densefs snapshot` on this mount.
+  void register_snapshot_handler(control_server& server);
   // Decodes chunks for reads that miss the chunk cache (one thread per core).
   std::unique_ptr<worker_pool> decoders_;
   // Sequential read detection and prefetch (none without a chunk cache).

@@ -697,6 +697,12 @@ int mount(const mount_options& requested) {
   try {
     lock_fd = lock_store(options.store_dir);
   } catch (const store_already_mounted& mounted) {
+    // A second mount point of a mounted volume shows the same mount: not
+    // a snapshot of it.
+    if (!options.snapshot.empty())
+      throw std::runtime_error("store " + options.store_dir.string() +
+                               " is mounted; -o snapshot= mounts a snapshot of a volume that is "
+                               "not (unmount it first)");
     return mount_second_mount_point(mounted, options);
   }
   struct stat st {};
@@ -770,7 +776,8 @@ int mount(const mount_options& requested) {
     open_options.io = options.io;
     open_options.key_secret = options.key_secret;
     // -o ro on a shared volume: a follower beside its writer (no lock).
-    open_options.follower = options.read_only;
+    open_options.follower = options.read_only && options.snapshot.empty();
+    if (!options.snapshot.empty()) open_options.snapshot = options.snapshot;
     open_options.shared_writer = options.shared_writer;
     // -o io=uring on a kernel that refuses io_uring: one line, no mount.
     if (options.io == store::io_mode::uring) store::make_batched_reader(store::io_mode::uring);

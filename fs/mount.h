@@ -39,6 +39,9 @@ struct mount_options {
   bool single_threaded = false;
   bool allow_other = false;  // only when asked; default_permissions is always on
   bool read_only = false;
+  // -o snapshot=NAME: the volume as that snapshot holds it, read-only
+  // (docs/backup.md, "Snapshots"). Empty: the live volume.
+  std::string snapshot;
   // POSIX ACLs enforced by the kernel (FUSE_CAP_POSIX_ACL). -o noacl turns
   // them off, as on ext4: ACL xattrs are then refused (EOPNOTSUPP), and the
   // kernel no longer asks for each inode's ACL when a non-owner opens it

@@ -124,6 +124,7 @@ void filesystem::register_control_handlers(control_server& server) {
   });
   register_gc_handler(server);
   register_sync_handler(server);
+  register_snapshot_handler(server);
 }
 
 }  // namespace densefs::fs

@@ -28,7 +28,7 @@ constexpr command k_commands[] = {
     {"fsck", fsck_main},       {"czip", czip_main},   {"gc", gc_main},
     {"bench", bench_main},     {"sync", sync_main},   {"status", status_main},
     {"scrub", scrub_main},     {"dump", dump_main},   {"load", load_main},
-    {"migrate", migrate_main}, {"key", key_main},
+    {"migrate", migrate_main}, {"key", key_main},   {"snapshot", snapshot_main},
 };
 
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]
@@ -64,6 +64,10 @@ commands:
   migrate SOURCE STORE [--meta CONNINFO [--data s3://...]]
                                      copy an unmounted volume to a new home (embedded
                                      <-> PostgreSQL + S3), records and packs
+  snapshot create|list|delete|forget PATH [NAME...] [--keep-daily N ...]
+                                     instant read-only states of a volume, mounted or
+                                     not; mount one with -o snapshot=NAME
+                                     (docs/backup.md)
   key change STORE [--key-file F] [--new-key-file F]
                                      seal an encrypted volume's key under a new
                                      secret (no data re-encrypted)

@@ -46,6 +46,8 @@ const char* const k_mount_usage =
      key_file=FILE      an encrypted volume's key file (mode 0600; else
                         DENSEFS_PASSPHRASE, else a terminal asks before
                         the mount starts; docs/encryption.md)
+     snapshot=NAME      the volume as snapshot NAME holds it, read-only
+                        (densefs snapshot list; docs/backup.md)
      cache_dir=DIR      where that cache is (default STORE/cache; mounting a
                         postgresql:// URI: DIR/UUID holds the volume's
                         FORMAT, lock and cache, default /var/cache/densefs
@@ -246,6 +248,10 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     o.chunk_cache_bytes = parse_size(key, value);
   } else if (key == "cache_size" && has_value) {
     o.cache_bytes = parse_size(key, value);
+  } else if (key == "snapshot" && has_value) {
+    if (value.empty()) bad_value(key, value, "a snapshot's name (densefs snapshot list)");
+    o.snapshot = std::string(value);
+    o.read_only = true;
   } else if (key == "key_file" && has_value) {
     if (value.empty()) bad_value(key, value, "a file's path");
     o.key_file = std::string(value);
@@ -270,7 +276,7 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
              key == "encode_threads" || key == "max_staged" || key == "chunk_cache" ||
              key == "io" || key == "lepton" || key == "ingest" || key == "recompress_threads" ||
              key == "idle_spin" || key == "commit" || key == "cache_size" || key == "cache_dir" ||
-             key == "transport" || key == "key_file") {
+             key == "transport" || key == "key_file" || key == "snapshot") {
     throw usage_error("-o " + std::string(key) + " needs a value (" + std::string(key) + "=...)");
   } else {
     // libfuse and the kernel know the rest (noatime, nosuid, max_read=, ...)

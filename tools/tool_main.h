@@ -49,5 +49,6 @@ int dump_main(const std::vector<std::string>& args, const tool_io& io);
 int load_main(const std::vector<std::string>& args, const tool_io& io);
 int migrate_main(const std::vector<std::string>& args, const tool_io& io);
 int key_main(const std::vector<std::string>& args, const tool_io& io);
+int snapshot_main(const std::vector<std::string>& args, const tool_io& io);
 
 }  // namespace densefs::tools

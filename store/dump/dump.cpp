@@ -12,6 +12,7 @@
 #include "store/metadata/metadata_engine.h"
 #include "store/metadata/postgres_engine.h"
 #include "store/metadata/rocksdb_engine.h"
+#include "store/snapshot/registry.h"
 #include "store/object/directory_object_store.h"
 #include "store/object/s3_object_store.h"
 #include "store/payload/pack_format.h"
@@ -204,6 +205,9 @@ class volume_loader {
         (void)decode_wrapped_key(value);  // a damaged record refuses the dump
         encrypted_ = true;
       }
+      // Snapshots come with their pre-images: the loaded volume must keep
+      // them (format 8), or an older build would change them.
+      if (key.starts_with(k_snapshot_prefix) || key == k_snapshot_counter_key) has_snapshots_ = true;
     }
     if (t == table::payloads && header_.payloads == payload_backend::pack) {
       // Every payload value decodes (inline or a pack reference), and a
@@ -247,6 +251,7 @@ class volume_loader {
                               : !target_.postgres.empty()
                                   ? k_postgres_format_version
                                   : std::min(settings.format_version, k_lepton_file_format_version);
+    if (has_snapshots_) settings.format_version = k_snapshot_format_version;
     const std::unique_ptr<metadata_batch> last = engine_->new_batch();
     last->put(table::meta, k_settings_key, encode_settings(settings));
     if (!target_.data.empty()) {
@@ -340,6 +345,7 @@ class volume_loader {
   std::uint64_t records_ = 0;
   std::optional<store_settings> settings_;
   bool encrypted_ = false;  // the dump holds a volume key
+  bool has_snapshots_ = false;  // the dump holds snapshots (format 8)
   std::map<std::uint32_t, std::uint64_t> named_packs_;
   existing_packs existing_;
   bool opened_ = false;

@@ -1,5 +1,7 @@
 #include "store/snapshot/registry.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cerrno>
 
 #include "store/error.h"
@@ -81,6 +83,15 @@ std::optional<snapshot_record> find_snapshot(const metadata_engine& e, std::stri
   for (snapshot_record& r : read_snapshots(e))
     if (r.name == name) return std::move(r);
   return std::nullopt;
+}
+
+std::string to_json(const snapshot_record& r) {
+  return nlohmann::json{{"id", r.id},
+                        {"name", r.name},
+                        {"created", r.created},
+                        {"state", r.state == snapshot_state::live ? "live" : "deleting"},
+                        {"next_ino", r.next_ino}}
+      .dump();
 }
 
 void check_snapshot_name(std::string_view name) {

@@ -51,6 +51,10 @@ std::vector<snapshot_record> read_snapshots(const metadata_engine& e);
 // The one named `name`; nullopt when there is none.
 std::optional<snapshot_record> find_snapshot(const metadata_engine& e, std::string_view name);
 
+// {"id":N,"name":"...","created":SECONDS,"state":"live"|"deleting",
+// "next_ino":N}: `densefs snapshot list --json` and the control socket.
+std::string to_json(const snapshot_record& r);
+
 // Throws store_error(EINVAL) with the rule it breaks unless `name` can be a
 // snapshot's: a file name (it is one under .snapshots), 1-255 bytes, no
 // '/' or NUL, not "." or "..".
