@@ -501,7 +501,8 @@ void store::commit_attempt::apply_references() {
     if (std::optional<chunk_record> rec = current(hash))
       apply_delta(hash, *rec, n);
     else
-      log_error("chunk " + hash.hex() + ": a snapshot keeps an extent naming it, but it is missing");
+      log_error("chunk " + hash.hex() +
+                ": a snapshot keeps an extent naming it, but it is missing");
   }
   // After every chunk's own references: a first chunk that gains one in
   // this commit is not deleted by its member's release first.

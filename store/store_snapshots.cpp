@@ -27,7 +27,9 @@ constexpr std::size_t k_merge_rows = 4096;
 
 }  // namespace
 
-std::vector<snapshot_record> store::snapshots() const { return read_snapshots(*engine_); }
+std::vector<snapshot_record> store::snapshots() const {
+  return read_snapshots(*engine_);
+}
 
 void store::refresh_latest_snapshot(locked_reads& reads) {
   if (!writes_beside_others() && !may_have_snapshots_) return;
@@ -70,8 +72,8 @@ snapshot_record store::create_snapshot(std::string_view name) {
       [&](locked_reads& reads, metadata_batch& batch) {
         for (const snapshot_record& s : read_snapshots(*engine_))
           if (s.name == r.name)
-            throw store_error(EEXIST, "a snapshot named '" + r.name +
-                                          "' exists already (densefs snapshot list)");
+            throw store_error(
+                EEXIST, "a snapshot named '" + r.name + "' exists already (densefs snapshot list)");
         const std::optional<std::string> counter =
             reads.get(table::meta, k_snapshot_counter_key, "the snapshot counter");
         r.id = (counter ? decode_snapshot_id(*counter, "snapshot_counter") : 0) + 1;
@@ -97,9 +99,9 @@ snapshot_record store::create_snapshot(std::string_view name) {
     // After the database, which is the authority: FORMAT lets older builds
     // refuse the volume before opening it (open() repairs a crash between).
     try {
-      write_file_durably(dir_ / k_format_file,
-                         format_marker_text({raised.format_version, raised.uuid, postgres_,
-                                             data_, encrypted_}));
+      write_file_durably(
+          dir_ / k_format_file,
+          format_marker_text({raised.format_version, raised.uuid, postgres_, data_, encrypted_}));
     } catch (const store_error& e) {
       log_error(std::string("raising the FORMAT file's version: ") + e.what());
     }
@@ -190,8 +192,8 @@ bool store::merge_snapshot_rows(transaction& txn, std::uint64_t id, std::string&
   const std::optional<std::string> latest =
       engine_->get(table::meta, k_snapshot_latest_key, "the latest snapshot");
   if (latest && decode_snapshot_id(*latest, "snapshot_latest") == id)
-    t.ops.push_back(
-        {table::meta, false, std::string(k_snapshot_latest_key), encode_snapshot_id(before ? before->id : 0)});
+    t.ops.push_back({table::meta, false, std::string(k_snapshot_latest_key),
+                     encode_snapshot_id(before ? before->id : 0)});
   t.ops.push_back({table::meta, true, snapshot_key(id), {}});
   return true;
 }
@@ -227,8 +229,8 @@ void store::delete_snapshot(std::string_view name) {
   if (r->state == snapshot_state::live) {
     r->state = snapshot_state::deleting;
     transaction mark;
-    ensure(mark.impl_).ops.push_back(
-        {table::meta, false, snapshot_key(r->id), encode_snapshot(*r)});
+    ensure(mark.impl_)
+        .ops.push_back({table::meta, false, snapshot_key(r->id), encode_snapshot(*r)});
     commit(mark, true);
   }
   finish_snapshot_deletion(r->id);

@@ -28,7 +28,7 @@ constexpr command k_commands[] = {
     {"fsck", fsck_main},       {"czip", czip_main},   {"gc", gc_main},
     {"bench", bench_main},     {"sync", sync_main},   {"status", status_main},
     {"scrub", scrub_main},     {"dump", dump_main},   {"load", load_main},
-    {"migrate", migrate_main}, {"key", key_main},   {"snapshot", snapshot_main},
+    {"migrate", migrate_main}, {"key", key_main},     {"snapshot", snapshot_main},
 };
 
 const char* const k_usage = R"(usage: densefs COMMAND [ARGS...]

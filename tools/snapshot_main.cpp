@@ -5,11 +5,11 @@
 // is locked and changed here.
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
 #include <cerrno>
 #include <ctime>
 #include <optional>
 #include <sstream>
-#include <unistd.h>
 
 #include "fs/control_server.h"
 #include "fs/mount.h"
@@ -78,8 +78,8 @@ class volume_access {
   bool mounted() const {
     const auto holder = store::store::read_lock_holder(store_dir_);
     return holder && !holder->mountpoint.empty() && !holder->exiting &&
-           ::access((std::filesystem::path(store_dir_) / fs::k_control_socket_name).c_str(), F_OK) ==
-               0;
+           ::access((std::filesystem::path(store_dir_) / fs::k_control_socket_name).c_str(),
+                    F_OK) == 0;
   }
 
   std::string store_dir_;
@@ -152,8 +152,7 @@ int snapshot_main(const std::vector<std::string>& args, const tool_io& io) {
   bool as_json = false, dry_run = false;
   store::retention_rule rule;
   const auto common = [&](CLI::App* sub) {
-    sub->add_option("PATH", path, "a mount point, a store directory or a volume's URI")
-        ->required();
+    sub->add_option("PATH", path, "a mount point, a store directory or a volume's URI")->required();
     sub->add_option("--key-file", key_file,
                     "an unmounted encrypted volume's key file (else DENSEFS_PASSPHRASE, else a "
                     "terminal asks)")
@@ -175,11 +174,12 @@ int snapshot_main(const std::vector<std::string>& args, const tool_io& io) {
   forget->add_option("--keep-last", rule.last, "keep the N newest")->type_name("N");
   forget->add_option("--keep-daily", rule.daily, "keep the newest of each of the N newest days")
       ->type_name("N");
-  forget->add_option("--keep-weekly", rule.weekly,
-                     "keep the newest of each of the N newest ISO weeks")
+  forget
+      ->add_option("--keep-weekly", rule.weekly,
+                   "keep the newest of each of the N newest ISO weeks")
       ->type_name("N");
-  forget->add_option("--keep-monthly", rule.monthly,
-                     "keep the newest of each of the N newest months")
+  forget
+      ->add_option("--keep-monthly", rule.monthly, "keep the newest of each of the N newest months")
       ->type_name("N");
   forget->add_flag("--dry-run", dry_run, "only print what would be deleted");
   if (auto done = parse_cli(app, args, io)) return *done;
@@ -243,7 +243,10 @@ int snapshot_main(const std::vector<std::string>& args, const tool_io& io) {
         if (!d.keep && !dry_run) delete_one(v, d.snapshot.name);
         out.push_back({{"name", d.snapshot.name}, {"keep", d.keep}, {"reasons", d.reasons}});
         if (!as_json)
-          io.out << (d.keep ? "keep   " : dry_run ? "would delete " : "delete ") << d.snapshot.name
+          io.out << (d.keep    ? "keep   "
+                     : dry_run ? "would delete "
+                               : "delete ")
+                 << d.snapshot.name
                  << (d.keep ? "  (" + reasons_text(d.reasons) + ")" : std::string()) << '\n';
       }
       if (as_json) io.out << json{{"dry_run", dry_run}, {"snapshots", out}}.dump(2) << '\n';

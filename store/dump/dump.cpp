@@ -12,11 +12,11 @@
 #include "store/metadata/metadata_engine.h"
 #include "store/metadata/postgres_engine.h"
 #include "store/metadata/rocksdb_engine.h"
-#include "store/snapshot/registry.h"
 #include "store/object/directory_object_store.h"
 #include "store/object/s3_object_store.h"
 #include "store/payload/pack_format.h"
 #include "store/records.h"
+#include "store/snapshot/registry.h"
 #include "store/store.h"
 #include "store/store_internal.h"
 
@@ -207,7 +207,8 @@ class volume_loader {
       }
       // Snapshots come with their pre-images: the loaded volume must keep
       // them (format 8), or an older build would change them.
-      if (key.starts_with(k_snapshot_prefix) || key == k_snapshot_counter_key) has_snapshots_ = true;
+      if (key.starts_with(k_snapshot_prefix) || key == k_snapshot_counter_key)
+        has_snapshots_ = true;
     }
     if (t == table::payloads && header_.payloads == payload_backend::pack) {
       // Every payload value decodes (inline or a pack reference), and a
@@ -344,7 +345,7 @@ class volume_loader {
   std::size_t batch_records_ = 0;
   std::uint64_t records_ = 0;
   std::optional<store_settings> settings_;
-  bool encrypted_ = false;  // the dump holds a volume key
+  bool encrypted_ = false;      // the dump holds a volume key
   bool has_snapshots_ = false;  // the dump holds snapshots (format 8)
   std::map<std::uint32_t, std::uint64_t> named_packs_;
   existing_packs existing_;

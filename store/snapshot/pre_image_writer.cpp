@@ -59,9 +59,9 @@ pre_image_writer::added pre_image_writer::add(const record_changes& changes, loc
       const std::optional<std::string>& after = changes.at({t, unkept[j]});
       // A change that changes nothing needs no pre-image (yet).
       if (after == before[j]) continue;
-      batch.put(table::meta, rows[at[j]],
-                encode_pre_image(before[j] ? std::optional<std::string_view>(*before[j])
-                                           : std::nullopt));
+      batch.put(
+          table::meta, rows[at[j]],
+          encode_pre_image(before[j] ? std::optional<std::string_view>(*before[j]) : std::nullopt));
       if (t == table::extents && before[j]) out.held.push_back(decode_extent(*before[j]).hash);
       out.kept.push_back(cache_key(t, unkept[j]));
     }

@@ -17,7 +17,8 @@ void put_le64(std::string& out, std::uint64_t v) {
 
 std::uint64_t get_le64(std::string_view b) {
   std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[static_cast<std::size_t>(i)]);
+  for (int i = 7; i >= 0; --i)
+    v = (v << 8) | static_cast<unsigned char>(b[static_cast<std::size_t>(i)]);
   return v;
 }
 

@@ -39,9 +39,7 @@ class snapshot_test : public ::testing::Test {
  protected:
   fs::path dir() const { return tmp_.path() / "store"; }
 
-  std::unique_ptr<store> open_rw() {
-    return store::open(dir());
-  }
+  std::unique_ptr<store> open_rw() { return store::open(dir()); }
 
   // Writes `name` with `content` (a new inode; an old one of the name is
   // removed in the same commit, as a rename over it would).
@@ -56,8 +54,8 @@ class snapshot_test : public ::testing::Test {
     r.size = f.content.size();
     std::uint64_t off = 0;
     while (off < f.content.size()) {
-      const std::string_view piece =
-          std::string_view(f.content).substr(off, std::min<std::size_t>(300'000, f.content.size() - off));
+      const std::string_view piece = std::string_view(f.content).substr(
+          off, std::min<std::size_t>(300'000, f.content.size() - off));
       const prepared_chunk p = s.prepare_chunk(piece, true);
       txn.ref_chunk(p);
       txn.put_extent(ino, off, {p.hash, 0, static_cast<std::uint32_t>(piece.size())});
@@ -119,7 +117,8 @@ class snapshot_test : public ::testing::Test {
     // Compressible, unique per version, sometimes more than one chunk.
     const std::size_t n = 1000 + rng() % 500'000;
     std::string out;
-    while (out.size() < n) out += "v" + std::to_string(version) + " line " + std::to_string(out.size()) + "\n";
+    while (out.size() < n)
+      out += "v" + std::to_string(version) + " line " + std::to_string(out.size()) + "\n";
     out.resize(n);
     return out;
   }
@@ -127,7 +126,8 @@ class snapshot_test : public ::testing::Test {
   test::temp_dir tmp_;
 };
 
-TEST_F(snapshot_test, every_snapshot_reads_as_it_was_taken_and_deleting_them_gives_back_their_chunks) {
+TEST_F(snapshot_test,
+       every_snapshot_reads_as_it_was_taken_and_deleting_them_gives_back_their_chunks) {
   store::create(dir(), codec::parse_policy("zstd:level=1"), payload_backend::pack);
   std::mt19937_64 rng(20261201);
   tree now;
