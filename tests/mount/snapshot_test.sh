@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Snapshots on real mounts (docs/backup.md, "Snapshots" and "The nightly
+# backup"): seven "nights" of a changing tree, each rsync -aHAX --delete'd
+# into the mount and snapshotted as the recipe does; on night 5 the daemon
+# is killed (kill -9) during the rsync, remounted and the rsync run again.
+# Then every snapshot, mounted with -o snapshot=NAME, equals the tree of its
+# night (rsync -c, diff -r, hard link, xattr), after a remount; a snapshot
+# taken while a writer renames finished files into place shows only whole
+# files; kill -9 during a snapshot create leaves it whole or absent; the
+# retention rule deletes what it does not keep, gc gives the space back,
+# fsck is clean throughout; bad names and a snapshot mount of a mounted
+# volume are refused with one line.
+# usage: snapshot_test.sh DENSEFS_BINARY SOURCE_DIR
+# shellcheck source=mount_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
+# shellcheck source=tree_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tree_lib.sh"
+
+command -v rsync >/dev/null || missing_tool rsync
+command -v setfattr >/dev/null || missing_tool "setfattr (Debian attr)"
+
+tree=$work/tree
+make_tree "$tree" 1000000
+store=$work/store
+mnt=$work/mnt
+snap=$work/snap
+mkdir -p "$mnt" "$snap" "$work/nights"
+mkfs_store "$store"
+mount_densefs "$store" "$mnt"
+
+# change_tree NIGHT: what a day does to a tree: about 1% of the files
+# rewritten (a line appended), one new file, one deleted, one renamed.
+change_tree() {
+  local night=$1 f i=0
+  while IFS= read -r f; do
+    ((i++ % 100 == night)) && printf 'night %s\n' "$night" >>"$f"
+  done < <(find "$tree/store" "$tree/docs" -type f | sort)
+  printf 'written on night %s\n' "$night" >"$tree/night-$night.txt"
+  f=$(find "$tree/store" -type f -name '*.cpp' | sort | sed -n "${night}p")
+  rm -f "$f"
+  f=$(find "$tree/docs" -type f | sort | sed -n "${night}p")
+  [[ -n $f ]] && mv "$f" "$f.renamed-$night"
+  return 0
+}
+
+for night in 1 2 3 4 5 6 7; do
+  step "night $night: change the tree, rsync -aHAX --delete it in, snapshot"
+  change_tree "$night"
+  if ((night == 5)); then
+    # A bigger night, cut by kill -9 of the daemon mid-rsync.
+    head -c 30000000 /dev/urandom >"$tree/big-$night.bin"
+    rsync -aHAX --delete "$tree/" "$mnt/" 2>/dev/null &
+    rsync_pid=$!
+    sleep 0.5
+    flood_pid=$rsync_pid
+    kill_daemon "$(daemon_pid "$store")" "$mnt"
+    wait "$rsync_pid" 2>/dev/null || true
+    mount_densefs "$store" "$mnt"
+  fi
+  rsync -aHAX --delete "$tree/" "$mnt/" || fail "night $night: rsync failed"
+  "$densefs" snapshot create "$mnt" "night-$night" >/dev/null || fail "night $night: snapshot create failed"
+  cp -a "$tree" "$work/nights/$night"
+done
+"$densefs" snapshot list "$mnt"
+[[ $("$densefs" snapshot list "$mnt" --json | grep -c '"name"') == 7 ]] || fail "not 7 snapshots"
+
+step "refusals: a bad name, a name taken, a snapshot mount of a mounted volume, no such snapshot"
+expect_refused "'/'" "$densefs" snapshot create "$mnt" "a/b"
+expect_refused "exists already" "$densefs" snapshot create "$mnt" night-3
+expect_mount_refused "unmount it first" "$store" "$snap" -o snapshot=night-3
+expect_refused "no snapshot named" "$densefs" snapshot delete "$mnt" no-such
+
+step "a snapshot taken while a writer renames whole files into place shows only whole files"
+mkdir "$mnt/writer"
+(
+  for i in $(seq 1 400); do
+    name=f$((i % 40))
+    # 40 KB of its own name and round: whole, or not this round at all.
+    { yes "$name round $i" || true; } | head -c 40000 >"$mnt/writer/.$name.tmp" || exit 0
+    mv "$mnt/writer/.$name.tmp" "$mnt/writer/$name" || exit 0
+  done
+) &
+writer_pid=$!
+for k in 1 2 3; do
+  sleep 0.3
+  "$densefs" snapshot create "$mnt" "busy-$k" >/dev/null || fail "snapshot busy-$k failed"
+done
+wait "$writer_pid"
+umount_densefs "$mnt"
+for k in 1 2 3; do
+  mount_densefs "$store" "$snap" -o "snapshot=busy-$k"
+  whole=0
+  for f in "$snap"/writer/f*; do
+    [[ -e $f ]] || continue
+    first=$(head -n 1 "$f")
+    if [[ $(stat -c %s "$f") != 40000 ]] || ! cmp -s "$f" <(yes "$first" | head -c 40000); then
+      fail "busy-$k: $(basename "$f") is not whole ($(stat -c %s "$f") bytes)"
+    fi
+    whole=$((whole + 1))
+  done
+  echo "busy-$k: $whole whole files"
+  if touch "$snap/x" 2>/dev/null; then fail "a snapshot mount took a write"; fi
+  umount_densefs "$snap"
+done
+
+step "every night's snapshot, mounted on its own, is the tree of its night"
+for night in 1 2 3 4 5 6 7; do
+  mount_densefs "$store" "$snap" -o "snapshot=night-$night"
+  check_tree "night $night" "$work/nights/$night" "$snap"
+  umount_densefs "$snap"
+done
+check_fsck "with 10 snapshots"
+
+step "kill -9 during a snapshot create: whole or absent, fsck clean"
+mount_densefs "$store" "$mnt"
+"$densefs" snapshot create "$mnt" killed >/dev/null 2>&1 &
+create_pid=$!
+flood_pid=$create_pid
+kill_daemon "$(daemon_pid "$store")" "$mnt"
+check_fsck "after kill -9 during a snapshot create"
+if "$densefs" snapshot list "$store" --json | grep -q '"killed"'; then
+  mount_densefs "$store" "$snap" -o snapshot=killed
+  diff -r "$work/nights/7/store" "$snap/store" >/dev/null || fail "the snapshot made as the daemon died differs"
+  umount_densefs "$snap"
+  echo "the snapshot was taken whole"
+else
+  echo "the snapshot was not taken"
+fi
+
+step "retention: forget --keep-last 3 deletes the others; gc gives their space back"
+mount_densefs "$store" "$mnt"
+rm -rf "${mnt:?}"/*
+before=$("$densefs" gc "$store" --dry-run --json | sed -n 's/.*"live_payload_bytes": *\([0-9]*\).*/\1/p' | head -n 1)
+"$densefs" snapshot forget "$mnt" --keep-last 3 >"$work/forget.out" || fail "forget failed"
+cat "$work/forget.out"
+[[ $(grep -c '^delete' "$work/forget.out") -ge 7 ]] || fail "forget deleted fewer than 7"
+[[ $("$densefs" snapshot list "$mnt" --json | grep -c '"name"') == 3 ]] || fail "not 3 snapshots left"
+"$densefs" gc "$store" >/dev/null || fail "gc failed"
+after=$("$densefs" gc "$store" --dry-run --json | sed -n 's/.*"live_payload_bytes": *\([0-9]*\).*/\1/p' | head -n 1)
+echo "live payloads: $before -> $after bytes"
+((after < before)) || fail "deleting snapshots gave no payload bytes back"
+umount_densefs "$mnt"
+check_fsck "after forget and gc"
+"$densefs" snapshot delete "$store" busy-1 busy-2 busy-3 2>/dev/null >/dev/null ||
+  fail "delete on an unmounted store failed"
+"$densefs" snapshot list "$store"
+"$densefs" gc "$store" >/dev/null || fail "gc failed"
+left=$("$densefs" gc "$store" --dry-run --json | sed -n 's/.*"live_payload_bytes": *\([0-9]*\).*/\1/p' | head -n 1)
+echo "no files, no snapshots: $left bytes of live payloads"
+((left == 0)) || fail "with every file and snapshot deleted, $left bytes of payloads live on"
+check_fsck "after deleting every snapshot on the unmounted store"
+step "done"
