@@ -8,6 +8,9 @@
 //     write-behind's data committed first, as `densefs sync` does).
 //   {"op":"snapshot","action":"list"} -> end line {"snapshots":[{...},...]}
 //   {"op":"snapshot","action":"delete","name":N} -> end line {"deleted":N}
+//   {"op":"snapshot","action":"diff","from":A,"to":B} (B "": the live
+//     volume) -> a message {"change":"+"|"-"|"M","path":P} per change, end
+//     line {"added":N,"removed":N,"modified":N}
 #include <cerrno>
 #include <cstring>
 
@@ -22,6 +25,23 @@ void filesystem::register_snapshot_handler(control_server& server) {
     if (!request.contains("action") || !request["action"].is_string())
       throw control_error(EINVAL, "snapshot: \"action\" must be create, list or delete");
     const std::string action = request["action"].get<std::string>();
+    if (action == "diff") {
+      for (const char* field : {"from", "to"})
+        if (!request.contains(field) || !request[field].is_string())
+          throw control_error(EINVAL,
+                              std::string("snapshot diff: \"") + field +
+                                  "\" must be a snapshot's name, or \"\" for the live volume");
+      sync_all(nullptr);  // the live volume as written so far
+      response.header();
+      const store::tree_diff_summary sum = store_->diff_snapshots(
+          request["from"].get<std::string>(), request["to"].get<std::string>(),
+          [&](const store::tree_change& c) {
+            response.message({{"change", std::string(1, c.kind)}, {"path", c.path}});
+          });
+      response.summary(
+          {{"added", sum.added}, {"removed", sum.removed}, {"modified", sum.modified}});
+      return;
+    }
     std::string name;
     if (action != "list") {
       if (!request.contains("name") || !request["name"].is_string())

@@ -47,6 +47,7 @@
 #include "store/records.h"
 #include "store/snapshot/pre_image_writer.h"
 #include "store/snapshot/registry.h"
+#include "store/snapshot/tree_diff.h"
 
 namespace densefs::store {
 
@@ -267,6 +268,10 @@ struct store_stats {
   std::uint64_t pack_files = 0;     // pack stores: pack files
   std::string pack_reader;          // pack stores: "io_uring" or "pread"
   std::string encryption = "none";  // "aes-256-gcm" on an encrypted volume
+  // Snapshots (docs/backup.md), and the stored bytes of the chunks only
+  // they keep: what deleting them all would give back to gc.
+  std::uint64_t snapshots = 0;
+  std::uint64_t snapshot_only_bytes = 0;
 };
 
 // The JSON that `densefs stats --json` prints and the user.densefs.stats xattr
@@ -630,6 +635,11 @@ class store {
   void delete_snapshot(std::string_view name);
   // Finishes deletions cut short. Returns how many.
   std::size_t finish_snapshot_deletions();
+  // What changed from snapshot `from` to snapshot `to` (empty: the live
+  // volume), path by path (store/snapshot/tree_diff.h). ENOENT naming a
+  // snapshot that does not exist.
+  tree_diff_summary diff_snapshots(const std::string& from, const std::string& to,
+                                   const std::function<void(const tree_change&)>& fn) const;
   // Opened as a follower (store_open_options::follower) of a shared volume.
   bool follows() const { return membership_->follows(); }
   // Open as one of several writers of a PostgreSQL volume

@@ -12,6 +12,7 @@
 #include "store/records_detail.h"
 #include "store/snapshot/pre_image.h"
 #include "store/snapshot/registry.h"
+#include "store/snapshot/snapshot_view.h"
 #include "store/store.h"
 #include "store/store_internal.h"
 
@@ -236,6 +237,22 @@ void store::delete_snapshot(std::string_view name) {
   finish_snapshot_deletion(r->id);
   log_info("snapshot '" + r->name + "' (" + std::to_string(r->id) + ") of " + dir_.string() +
            " deleted");
+}
+
+tree_diff_summary store::diff_snapshots(const std::string& from, const std::string& to,
+                                        const std::function<void(const tree_change&)>& fn) const {
+  // The live records below a store opened on a snapshot, else its own.
+  const metadata_engine& live = snapshot_base_ ? *snapshot_base_ : *engine_;
+  const auto state = [&](const std::string& name) -> std::unique_ptr<metadata_engine> {
+    if (name.empty()) return nullptr;
+    const std::optional<snapshot_record> r = find_snapshot(live, name);
+    if (!r || r->state != snapshot_state::live)
+      throw store_error(ENOENT, "store " + dir_.string() + " has no snapshot named '" + name +
+                                    "' (densefs snapshot list)");
+    return std::make_unique<snapshot_view>(live, r->id);
+  };
+  const std::unique_ptr<metadata_engine> a = state(from), b = state(to);
+  return diff_trees(a ? *a : live, b ? *b : live, fn);
 }
 
 std::size_t store::finish_snapshot_deletions() {

@@ -7,10 +7,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unordered_set>
+
 #include "codec/lepton_file.h"
 #include "store/metadata/metadata_engine.h"
 #include "store/payload/pack_store.h"
 #include "store/records_detail.h"
+#include "store/snapshot/pre_image.h"
 #include "store/store_internal.h"
 
 namespace densefs::store {
@@ -55,11 +58,30 @@ store_stats store::stats() const {
                 }
                 return true;
               });
+  // Snapshots: the chunks their kept extents name (few: only records
+  // changed since a snapshot have one), less those live files use too.
+  st.snapshots = read_snapshots(*engine_).size();
+  std::unordered_set<chunk_hash, chunk_hash_hasher> only_in_snapshots;
+  if (st.snapshots > 0) {
+    std::string prefix(k_pre_image_prefix);
+    prefix += static_cast<char>(table::extents);
+    scan_prefix(table::meta, prefix, prefix, "scanning the extents snapshots keep",
+                [&](std::string_view, std::string_view value) {
+                  if (const auto kept = decode_pre_image(value, "a snapshot's extent"))
+                    only_in_snapshots.insert(detail::decode_extent(*kept, "scan").hash);
+                  return true;
+                });
+  }
   scan_prefix(table::extents, {}, {}, "scanning extents",
               [&](std::string_view, std::string_view value) {
-                st.referenced_bytes += detail::decode_extent(value, "scan").length;
+                const extent_record e = detail::decode_extent(value, "scan");
+                st.referenced_bytes += e.length;
+                if (!only_in_snapshots.empty()) only_in_snapshots.erase(e.hash);
                 return true;
               });
+  for (const chunk_hash& h : only_in_snapshots)
+    if (const std::optional<chunk_record> c = get_chunk(h))
+      st.snapshot_only_bytes += c->stored_size;
   scan_prefix(table::chunks, {}, {}, "scanning chunks",
               [&](std::string_view key, std::string_view value) {
                 const chunk_record r =
@@ -120,6 +142,8 @@ std::string to_json(const store_stats& s) {
   j["metadata_engine"] = s.metadata_engine;
   j["metadata_location"] = s.metadata_location;
   j["encryption"] = s.encryption;
+  j["snapshots"] = s.snapshots;
+  j["snapshot_only_bytes"] = s.snapshot_only_bytes;
   if (!s.payload_location.empty()) {
     j["payload_location"] = s.payload_location;
     j["payload_object_bytes"] = s.payload_object_bytes;

@@ -96,6 +96,9 @@ std::string render_stats(const std::string& source, const json& j) {
            j.value("metadata_location", std::string("?")) + ")\n";
   if (j.value("encryption", std::string("none")) != "none")
     out += "encrypted at rest: " + j.at("encryption").get<std::string>() + "\n";
+  if (u64(j, "snapshots") > 0)
+    out += "snapshots: " + std::to_string(u64(j, "snapshots")) + ", keeping " +
+           human_size(u64(j, "snapshot_only_bytes")) + " no live file uses\n";
   if (j.contains("requests") && j.at("requests").is_object() && !j.at("requests").empty()) {
     // A live mount's FUSE requests, most frequent first.
     std::vector<std::pair<std::uint64_t, std::string>> kinds;

@@ -1,4 +1,4 @@
-// densefs snapshot create|list|delete|forget PATH ...: a volume's snapshots
+// densefs snapshot create|list|delete|forget|diff PATH ...: a volume's snapshots
 // (docs/backup.md, "Snapshots"). PATH is a mount point (or any path in the
 // mount), a store directory or a scale-out volume's URI. A mounted volume's
 // daemon does the work, asked through its control socket; an unmounted one
@@ -48,17 +48,22 @@ class volume_access {
   }
 
   // The daemon's answer to {"op":"snapshot",...}; nullopt when unmounted.
-  std::optional<json> ask_daemon(const json& request) {
+  // `message` gets each message before the end line.
+  std::optional<json> ask_daemon_streaming(const json& request,
+                                           const std::function<void(const json&)>& message) {
     if (!served_) return std::nullopt;
     try {
       fs::control_client client(store_dir_);
       json r = request;
       r["op"] = "snapshot";
       client.request(r);
-      return client.read_body({});
+      return client.read_body({}, message);
     } catch (const fs::control_error& e) {
       throw store::store_error(e.error_number(), store_dir_ + ": " + e.what());
     }
+  }
+  std::optional<json> ask_daemon(const json& request) {
+    return ask_daemon_streaming(request, [](const json&) {});
   }
 
   store::store& open() {
@@ -182,6 +187,11 @@ int snapshot_main(const std::vector<std::string>& args, const tool_io& io) {
       ->add_option("--keep-monthly", rule.monthly, "keep the newest of each of the N newest months")
       ->type_name("N");
   forget->add_flag("--dry-run", dry_run, "only print what would be deleted");
+  CLI::App* diff = app.add_subcommand(
+      "diff", "what changed from snapshot FROM to snapshot TO (or to the live volume)");
+  common(diff);
+  diff->add_option("FROM", name, "the older snapshot")->required();
+  diff->add_option("TO", other, "the newer snapshot (default: the volume as it is now)");
   if (auto done = parse_cli(app, args, io)) return *done;
 
   try {
@@ -250,6 +260,36 @@ int snapshot_main(const std::vector<std::string>& args, const tool_io& io) {
                  << (d.keep ? "  (" + reasons_text(d.reasons) + ")" : std::string()) << '\n';
       }
       if (as_json) io.out << json{{"dry_run", dry_run}, {"snapshots", out}}.dump(2) << '\n';
+      return k_exit_ok;
+    }
+    if (diff->parsed()) {
+      volume_access v(path, key_file, false);
+      json changes = json::array();
+      const auto show = [&](char kind, const std::string& p) {
+        if (as_json)
+          changes.push_back({{"change", std::string(1, kind)}, {"path", p}});
+        else
+          io.out << kind << "    " << p << '\n';
+      };
+      json sum;
+      if (const std::optional<json> answer = v.ask_daemon_streaming(
+              {{"action", "diff"}, {"from", name}, {"to", other}}, [&](const json& m) {
+                show(m.at("change").get<std::string>().at(0), m.at("path").get<std::string>());
+              })) {
+        sum = *answer;
+      } else {
+        const store::tree_diff_summary s = v.open().diff_snapshots(
+            name, other, [&](const store::tree_change& c) { show(c.kind, c.path); });
+        sum = {{"added", s.added}, {"removed", s.removed}, {"modified", s.modified}};
+      }
+      if (as_json) {
+        sum.erase("ok");
+        sum["changes"] = changes;
+        io.out << sum.dump(2) << '\n';
+      } else {
+        io.out << sum.value("added", 0) << " added, " << sum.value("removed", 0) << " removed, "
+               << sum.value("modified", 0) << " modified\n";
+      }
       return k_exit_ok;
     }
   } catch (const std::exception& e) {

@@ -8,7 +8,7 @@
 # taken while a writer renames finished files into place shows only whole
 # files; kill -9 during a snapshot create leaves it whole or absent; the
 # retention rule deletes what it does not keep, gc gives the space back,
-# fsck is clean throughout; bad names and a snapshot mount of a mounted
+# fsck is clean throughout; diff names what a night changed; bad names and a snapshot mount of a mounted
 # volume are refused with one line.
 # usage: snapshot_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
@@ -63,6 +63,11 @@ for night in 1 2 3 4 5 6 7; do
 done
 "$densefs" snapshot list "$mnt"
 [[ $("$densefs" snapshot list "$mnt" --json | grep -c '"name"') == 7 ]] || fail "not 7 snapshots"
+"$densefs" snapshot diff "$mnt" night-6 night-7 >"$work/diff.out" || fail "snapshot diff failed"
+cat "$work/diff.out"
+grep -qx '+    /night-7.txt' "$work/diff.out" || fail "diff: night-7.txt is not added"
+grep -q '^-    /store/.*\.cpp$' "$work/diff.out" || fail "diff: the deleted .cpp file is not removed"
+grep -q '^+    /docs/.*\.renamed-7$' "$work/diff.out" || fail "diff: the renamed file is not added"
 
 step "refusals: a bad name, a name taken, a snapshot mount of a mounted volume, no such snapshot"
 expect_refused "'/'" "$densefs" snapshot create "$mnt" "a/b"

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <ctime>
 #include <map>
 #include <random>
 #include <set>
@@ -15,6 +16,7 @@
 #include "store/check/fsck.h"
 #include "store/export.h"
 #include "store/metadata/rocksdb_engine.h"
+#include "store/snapshot/retention.h"
 #include "store/store.h"
 #include "tests/temp_dir.h"
 
@@ -203,6 +205,32 @@ TEST_F(snapshot_test,
     o.snapshot = "no-such";
     EXPECT_THROW(store::open(dir(), o), store_error);
   }
+  // diff: between two snapshots, and from one to the live volume, as the
+  // model says (a rewritten file is a new inode: removed and added only
+  // when its name changes).
+  {
+    auto s = store::open(dir(), {.read_only = true});
+    const auto expect_diff = [&](const std::string& from, const tree& a, const std::string& to,
+                                 const tree& b) {
+      std::set<std::string> want, got;
+      for (const auto& [name, f] : a) {
+        const auto it = b.find(name);
+        if (it == b.end())
+          want.insert("-/" + name);
+        else if (!(it->second == f))
+          want.insert("M/" + name);
+      }
+      for (const auto& [name, f] : b)
+        if (!a.contains(name)) want.insert("+/" + name);
+      s->diff_snapshots(from, to,
+                        [&](const tree_change& c) { got.insert(std::string(1, c.kind) + c.path); });
+      EXPECT_EQ(got, want) << from << " -> " << (to.empty() ? "live" : to);
+    };
+    expect_diff("night-2", taken["night-2"], "night-5", taken["night-5"]);
+    expect_diff("night-0", taken["night-0"], "night-7", taken["night-7"]);
+    expect_diff("night-6", taken["night-6"], "", now);
+    EXPECT_THROW(s->diff_snapshots("no-such", "", [](const tree_change&) {}), store_error);
+  }
   // Deleting them, middle ones first: the others still read as they were.
   {
     auto s = open_rw();
@@ -236,6 +264,38 @@ TEST_F(snapshot_test,
     chunks_without_snapshots = s->stats().chunks;
     EXPECT_EQ(chunks_without_snapshots, live.size());
   }
+}
+
+// Retention as restic's forget: the newest of each day, week and month.
+TEST(snapshot_retention, keeps_the_newest_of_each_period_and_what_keep_last_asks) {
+  std::vector<snapshot_record> all;
+  // Every 6 hours for 40 days, from 2026-10-01 00:00 local time.
+  std::tm start{};
+  start.tm_year = 126;
+  start.tm_mon = 9;
+  start.tm_mday = 1;
+  start.tm_isdst = -1;
+  const std::int64_t t0 = std::mktime(&start);
+  for (std::uint64_t i = 0; i < 160; ++i)
+    all.push_back({i + 1, 0, t0 + static_cast<std::int64_t>(i) * 6 * 3600, snapshot_state::live,
+                   "s" + std::to_string(i + 1)});
+  const auto kept = [&](const retention_rule& rule) {
+    std::vector<std::uint64_t> out;
+    for (const retention_decision& d : apply_retention(all, rule))
+      if (d.keep) out.push_back(d.snapshot.id);
+    return out;
+  };
+  EXPECT_EQ(kept({}).size(), all.size());  // no rule: nothing goes
+  EXPECT_EQ(kept({.last = 3}), (std::vector<std::uint64_t>{158, 159, 160}));
+  // The last of each of the 7 newest days: ids 160 (day 40), 156, ..., 136.
+  EXPECT_EQ(kept({.daily = 7}), (std::vector<std::uint64_t>{136, 140, 144, 148, 152, 156, 160}));
+  // 2026-11-09, the newest day, is a Monday: the newest of the week before
+  // is the Sunday, already kept as a day.
+  EXPECT_EQ(kept({.daily = 2, .weekly = 2}), (std::vector<std::uint64_t>{156, 160}));
+  EXPECT_EQ(kept({.weekly = 3}), (std::vector<std::uint64_t>{128, 156, 160}));
+  // A deleting snapshot is not decided on.
+  all[159].state = snapshot_state::deleting;
+  EXPECT_EQ(kept({.last = 1}), (std::vector<std::uint64_t>{159}));
 }
 
 // A deletion cut short (the record marked deleting, some pre-images
