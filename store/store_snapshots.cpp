@@ -129,55 +129,56 @@ bool store::merge_snapshot_rows(transaction& txn, std::uint64_t id, std::string&
   }
   if (!gone) return true;  // finished meanwhile
 
-  // The snapshot's rows, from the cursor on: collected first, then merged
-  // (no read inside a scan).
+  // The snapshot's rows, from the cursor on, in key order: a record's rows
+  // sit together by id, so the row just before one of S is the record's
+  // row of the largest id below S, if it has one. The snapshot before
+  // reads S's row exactly when that row is below its own id (it has no
+  // row of its own, nor has a deleting one between), and when the record
+  // existed at its time. Decided during the scan (a lookup per row would
+  // be a round trip each on PostgreSQL), changed after it.
   struct row {
     table t;
     std::string key;
     std::string row_key;
     std::string value;
+    bool moves = false;
   };
   std::vector<row> rows;
   bool reached_end = true;
+  std::optional<pre_image_row> previous;
+  if (!cursor.empty()) previous = parse_pre_image_key(cursor);
   scan_options o;
   o.start = cursor;
   o.fill_cache = false;
   engine_->scan(table::meta, prefix_range(k_pre_image_prefix), o, "the pre-images of a snapshot",
                 [&](std::string_view key, std::string_view value) {
                   if (!cursor.empty() && key == cursor) return true;
-                  const std::optional<pre_image_row> r = parse_pre_image_key(key);
-                  if (!r || r->snapshot != id) return true;
-                  if (limit != 0 && rows.size() == limit) {
-                    reached_end = false;
-                    return false;
+                  std::optional<pre_image_row> r = parse_pre_image_key(key);
+                  if (!r) return true;  // fsck reports it
+                  if (r->snapshot == id) {
+                    if (limit != 0 && rows.size() == limit) {
+                      reached_end = false;
+                      return false;
+                    }
+                    bool moves = false;
+                    if (before) {
+                      const std::optional<std::uint64_t> ino = owner_ino(r->key);
+                      const bool existed = !ino || *ino < before->next_ino;
+                      const bool row_between = previous && previous->t == r->t &&
+                                               previous->key == r->key &&
+                                               previous->snapshot >= before->id;
+                      moves = existed && !row_between;
+                    }
+                    rows.push_back({r->t, r->key, std::string(key), std::string(value), moves});
                   }
-                  rows.push_back({r->t, r->key, std::string(key), std::string(value)});
+                  previous = std::move(r);
                   return true;
                 });
   if (!rows.empty()) cursor = rows.back().row_key;
 
   transaction::impl& t = ensure(txn.impl_);
   for (const row& r : rows) {
-    // The snapshot before reads the first row at or after its own id: it
-    // reads this one exactly when it has no row of its own (nor has a
-    // deleting one between), and when the record existed at its time.
-    bool moves = false;
-    if (before) {
-      const std::optional<std::uint64_t> ino = owner_ino(r.key);
-      if (!ino || *ino < before->next_ino) {
-        key_range between;
-        between.lower = pre_image_key(r.t, r.key, before->id);
-        between.upper = r.row_key;
-        bool found = false;
-        engine_->scan(table::meta, between, {}, "the pre-images of a record",
-                      [&](std::string_view, std::string_view) {
-                        found = true;
-                        return false;
-                      });
-        moves = !found;
-      }
-    }
-    if (moves) {
+    if (r.moves) {
       t.ops.push_back({table::meta, false, pre_image_key(r.t, r.key, before->id), r.value});
     } else if (r.t == table::extents) {
       // Its reference goes back with it.

@@ -34,6 +34,8 @@ namespace densefs::store {
 
 // The tables, in the order RocksDB opens them as column families (their
 // names, records.h's k_cf_*, are part of the format).
+// The numbers are on disk (the `pre/` rows of snapshots, docs/format.md):
+// never renumber.
 enum class table : std::uint8_t {
   meta,      // settings, inode counter, orphans, re-encoding queue
   inodes,    // inode number -> inode record

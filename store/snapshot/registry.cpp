@@ -43,7 +43,7 @@ snapshot_record decode_snapshot(std::uint64_t id, std::string_view value, std::s
   if (value.size() <= k_head || value[0] != '\x01' ||
       static_cast<unsigned char>(value[17]) > static_cast<unsigned char>(snapshot_state::deleting))
     throw store_error(EIO, "corrupt record of " + std::string(what) +
-                               " (densefs fsck reports it; densefs snapshot delete drops it)");
+                               " (a damaged volume: densefs fsck names what else is)");
   snapshot_record r;
   r.id = id;
   r.next_ino = get_le64(value.substr(1));

@@ -266,6 +266,44 @@ TEST_F(snapshot_test,
   }
 }
 
+// A deletion of more pre-images than one merge batch (4,096): rows that
+// move into the snapshot before, across the batches, and rows that drop.
+TEST_F(snapshot_test, a_big_deletion_merges_across_batches) {
+  store::create(dir(), codec::parse_policy("zstd:level=1"), payload_backend::pack);
+  tree now;
+  const auto round = [&](store& s, int from, int to, int version) {
+    for (int i = from; i < to; ++i) {
+      const std::string name = "f" + std::to_string(i);
+      file_state f{"file " + name + " version " + std::to_string(version) + "\n", ""};
+      write(s, name, f);
+      now[name] = f;
+    }
+  };
+  std::map<std::string, tree> taken;
+  {
+    auto s = open_rw();
+    round(*s, 0, 3000, 1);
+    s->create_snapshot("a");
+    taken["a"] = now;
+    round(*s, 0, 500, 2);
+    s->create_snapshot("b");
+    taken["b"] = now;
+    round(*s, 500, 3000, 3);  // unchanged since a: b's rows of these move to a
+    s->create_snapshot("c");
+    taken["c"] = now;
+    round(*s, 0, 3000, 4);
+    s->delete_snapshot("b");
+    taken.erase("b");
+    const fsck_report r = fsck(*s, {});
+    EXPECT_TRUE(r.clean()) << to_text(r);
+  }
+  for (const auto& [name, want] : taken) {
+    store_open_options o;
+    o.snapshot = name;
+    EXPECT_EQ(read_tree(*store::open(dir(), o)), want) << name;
+  }
+}
+
 // Retention as restic's forget: the newest of each day, week and month.
 TEST(snapshot_retention, keeps_the_newest_of_each_period_and_what_keep_last_asks) {
   std::vector<snapshot_record> all;
