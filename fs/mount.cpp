@@ -698,11 +698,16 @@ int mount(const mount_options& requested) {
     lock_fd = lock_store(options.store_dir);
   } catch (const store_already_mounted& mounted) {
     // A second mount point of a mounted volume shows the same mount: not
-    // a snapshot of it.
+    // a snapshot of the live volume, nor the live volume of a snapshot.
     if (!options.snapshot.empty())
       throw std::runtime_error("store " + options.store_dir.string() +
                                " is mounted; -o snapshot= mounts a snapshot of a volume that is "
                                "not (unmount it first)");
+    if (const auto holder = store::store::read_lock_holder(options.store_dir);
+        holder && !holder->snapshot.empty())
+      throw std::runtime_error("store " + options.store_dir.string() + " is mounted on " +
+                               mounted.mountpoint() + " as its snapshot '" + holder->snapshot +
+                               "' (read-only); unmount that first to mount the volume itself");
     return mount_second_mount_point(mounted, options);
   }
   struct stat st {};
@@ -750,7 +755,7 @@ int mount(const mount_options& requested) {
   daemonizer daemon;
   if (!options.foreground) daemon.fork_now();
   // After the fork: the record names the daemon that keeps the lock.
-  store::store::lock_holder holder{::getpid(), mountpoint_seen.string(), false};
+  store::store::lock_holder holder{::getpid(), mountpoint_seen.string(), false, options.snapshot};
   const auto record_holder = [&] {
     try {
       store::store::record_lock_holder(lock_fd, holder);

@@ -414,6 +414,7 @@ class store {
     long pid = 0;
     std::string mountpoint;  // empty: not a mount (fsck, gc, a store tool)
     bool exiting = false;
+    std::string snapshot;  // a mount of a snapshot (-o snapshot=): its name
   };
   // Rewrites the record of the lock held through `fd` (from lock()).
   static void record_lock_holder(int fd, const lock_holder& holder);

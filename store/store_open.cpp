@@ -589,6 +589,7 @@ void store::record_lock_holder(int fd, const lock_holder& holder) {
   if (!holder.mountpoint.empty()) {
     text += "mountpoint " + holder.mountpoint + "\n";
     text += std::string("state ") + (holder.exiting ? "exiting" : "mounted") + "\n";
+    if (!holder.snapshot.empty()) text += "snapshot " + holder.snapshot + "\n";
   }
   // Emptied, then written in one piece: a reader sees at worst an empty or
   // cut-off record, which reads as "not a mount" (the mount's wait gives
@@ -621,6 +622,8 @@ std::optional<store::lock_holder> store::read_lock_holder(const std::filesystem:
     } else if (line.starts_with("state ")) {
       holder.exiting = line.substr(6) == "exiting";
       has_state = true;
+    } else if (line.starts_with("snapshot ")) {
+      holder.snapshot = std::string(line.substr(9));
     }
   }
   if (holder.pid <= 0) return std::nullopt;

@@ -97,6 +97,7 @@ snapshot_record store::create_snapshot(std::string_view name) {
   may_have_snapshots_ = true;
   holds_lepton_files_ = true;  // format 8 includes 4
   if (raise) {
+    settings_.format_version = raised.format_version;
     // After the database, which is the authority: FORMAT lets older builds
     // refuse the volume before opening it (open() repairs a crash between).
     try {
@@ -122,10 +123,14 @@ bool store::merge_snapshot_rows(transaction& txn, std::uint64_t id, std::string&
                                 std::size_t limit) {
   const std::vector<snapshot_record> all = read_snapshots(*engine_);
   const snapshot_record* gone = nullptr;
-  const snapshot_record* before = nullptr;  // the live snapshot it merges into
+  // The snapshot it merges into: the one just below it, even one being
+  // deleted too (a deletion cut short, or another writer's): skipping it
+  // would let a snapshot below both read a row newer than its own time
+  // (its own deletion merges what it gets further down).
+  const snapshot_record* before = nullptr;
   for (const snapshot_record& s : all) {
     if (s.id == id) gone = &s;
-    if (s.id < id && s.state == snapshot_state::live) before = &s;
+    if (s.id < id) before = &s;
   }
   if (!gone) return true;  // finished meanwhile
 
@@ -259,10 +264,13 @@ tree_diff_summary store::diff_snapshots(const std::string& from, const std::stri
 std::size_t store::finish_snapshot_deletions() {
   if (options_.read_only) return 0;
   std::lock_guard lock(snapshot_delete_mutex_);
+  // Newest first (any order is right: each merges into the one just below
+  // it, deleting or not).
+  std::vector<snapshot_record> all = read_snapshots(*engine_);
   std::size_t n = 0;
-  for (const snapshot_record& r : read_snapshots(*engine_)) {
-    if (r.state != snapshot_state::deleting) continue;
-    finish_snapshot_deletion(r.id);
+  for (auto r = all.rbegin(); r != all.rend(); ++r) {
+    if (r->state != snapshot_state::deleting) continue;
+    finish_snapshot_deletion(r->id);
     ++n;
   }
   return n;

@@ -20,6 +20,7 @@
 #include "store/hash.h"
 #include "store/records.h"
 #include "store/snapshot/pre_image.h"
+#include "store/snapshot/registry.h"
 #include "store/store.h"
 
 namespace densefs::store {
@@ -282,37 +283,67 @@ class checker {
   // holds one reference on its chunk, as a live extent does.
   void scan_snapshot_extents() {
     // The registry first: a record that does not decode is reported here
-    // (every snapshot command and -o snapshot= refuse the volume with it).
+    // (every snapshot command and -o snapshot= refuse the volume with it),
+    // as is a latest or counter that names no snapshot or is short.
+    std::set<std::uint64_t> ids;
     try {
-      (void)s_.snapshots();
+      for (const snapshot_record& r : s_.snapshots()) ids.insert(r.id);
     } catch (const std::exception& ex) {
       note(fsck_problem::corrupt_record, ex.what());
     }
-    std::string prefix(k_pre_image_prefix);
-    prefix += static_cast<char>(table::extents);
-    s_.scan_records(k_cf_meta, prefix, [&](std::string_view key, std::string_view value) {
-      const std::optional<pre_image_row> row = parse_pre_image_key(key);
-      std::optional<std::string> kept;
-      extent_record e;
-      try {
-        if (!row) throw store_error(EIO, "not a pre-image row key");
-        kept = decode_pre_image(value, "a snapshot's extent");
-        if (kept) e = decode_extent(*kept);
-      } catch (const std::exception& ex) {
-        note(fsck_problem::corrupt_record, "a snapshot's extent: " + std::string(ex.what()));
-        return true;
-      }
-      if (!kept) return true;
-      const std::string where = "an extent snapshot " + std::to_string(row->snapshot) + " keeps";
-      const auto c = chunks_.find(e.hash);
-      if (c == chunks_.end()) {
-        note(fsck_problem::dangling_extent, where + ": chunk " + e.hash.hex() + " is missing");
-        ++missing_chunks_[e.hash];
-        return true;
-      }
-      ++c->second.refs;
-      return true;
-    });
+    const auto id_row = [&](std::string_view key) -> std::optional<std::uint64_t> {
+      std::optional<std::uint64_t> id;
+      s_.scan_records(k_cf_meta, key, [&](std::string_view k, std::string_view v) {
+        if (k != key) return false;
+        try {
+          id = decode_snapshot_id(v, k);
+        } catch (const std::exception& ex) {
+          note(fsck_problem::corrupt_record, ex.what());
+        }
+        return false;
+      });
+      return id;
+    };
+    if (const auto latest = id_row(k_snapshot_latest_key);
+        latest && *latest && !ids.contains(*latest))
+      note(fsck_problem::corrupt_record,
+           "snapshot_latest names snapshot " + std::to_string(*latest) + ", which has no record");
+    if (const auto counter = id_row(k_snapshot_counter_key);
+        counter && !ids.empty() && *ids.rbegin() > *counter)
+      note(fsck_problem::corrupt_record,
+           "snapshot_counter is below snapshot " + std::to_string(*ids.rbegin()));
+    // Every pre-image: of a snapshot that exists, and decoding; an extent
+    // one keeps holds one reference on its chunk, as a live extent does.
+    std::set<std::uint64_t> stray;
+    s_.scan_records(
+        k_cf_meta, k_pre_image_prefix, [&](std::string_view key, std::string_view value) {
+          const std::optional<pre_image_row> row = parse_pre_image_key(key);
+          std::optional<std::string> kept;
+          extent_record e;
+          try {
+            if (!row) throw store_error(EIO, "not a pre-image row key");
+            kept = decode_pre_image(value, "a snapshot's record");
+            if (kept && row->t == table::extents) e = decode_extent(*kept);
+          } catch (const std::exception& ex) {
+            note(fsck_problem::corrupt_record, "a snapshot's record: " + std::string(ex.what()));
+            return true;
+          }
+          if (!ids.contains(row->snapshot) && stray.insert(row->snapshot).second)
+            note(fsck_problem::corrupt_record, "records kept for snapshot " +
+                                                   std::to_string(row->snapshot) +
+                                                   ", which has no record");
+          if (!kept || row->t != table::extents) return true;
+          const std::string where =
+              "an extent snapshot " + std::to_string(row->snapshot) + " keeps";
+          const auto c = chunks_.find(e.hash);
+          if (c == chunks_.end()) {
+            note(fsck_problem::dangling_extent, where + ": chunk " + e.hash.hex() + " is missing");
+            ++missing_chunks_[e.hash];
+            return true;
+          }
+          ++c->second.refs;
+          return true;
+        });
   }
 
   // A Lepton member (codec/lepton_file.h) holds one reference on the

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,9 @@ class differ {
       : from_(from), to_(to), fn_(fn) {}
 
   void directory(std::uint64_t a, std::uint64_t b, const std::string& path) {
+    // A damaged volume may name a directory inside itself: one line, not
+    // a recursion without end (this runs in the mount's daemon).
+    const ancestor guard(*this, a, b, path);
     const entry_list left = entries(from_, a);
     const entry_list right = entries(to_, b);
     std::size_t i = 0, j = 0;
@@ -78,8 +82,33 @@ class differ {
     const bool dir = S_ISDIR(d.type);
     report(kind, dir ? path + "/" : path);
     if (!dir) return;
+    const ancestor guard(*this, &e == &from_ ? d.ino : 0, &e == &to_ ? d.ino : 0, path);
     for (const auto& [name, child] : entries(e, d.ino)) whole(e, child, path + "/" + name, kind);
   }
+
+  // The directories on the path being walked (per side; 0: none), and
+  // its depth: PATH_MAX bounds a real tree's to 2,048.
+  static constexpr std::size_t k_max_depth = 4096;
+  struct ancestor {
+    ancestor(differ& d, std::uint64_t a, std::uint64_t b, const std::string& path) : d_(d) {
+      if ((a && !d_.on_path_from_.insert(a).second) || (b && !d_.on_path_to_.insert(b).second) ||
+          d_.on_path_from_.size() + d_.on_path_to_.size() > 2 * k_max_depth)
+        throw store_error(EIO, "directory " + path +
+                                   " contains itself or is nested too deep (a damaged volume: "
+                                   "densefs fsck)");
+      a_ = a;
+      b_ = b;
+    }
+    ~ancestor() {
+      if (a_) d_.on_path_from_.erase(a_);
+      if (b_) d_.on_path_to_.erase(b_);
+    }
+    ancestor(const ancestor&) = delete;
+    ancestor& operator=(const ancestor&) = delete;
+    differ& d_;
+    std::uint64_t a_ = 0, b_ = 0;
+  };
+  std::set<std::uint64_t> on_path_from_, on_path_to_;
 
   void both(const dirent_record& a, const dirent_record& b, const std::string& path) {
     const bool dir_a = S_ISDIR(a.type), dir_b = S_ISDIR(b.type);

@@ -8,8 +8,9 @@
 # taken while a writer renames finished files into place shows only whole
 # files; kill -9 during a snapshot create leaves it whole or absent; the
 # retention rule deletes what it does not keep, gc gives the space back,
-# fsck is clean throughout; diff names what a night changed; bad names and a snapshot mount of a mounted
-# volume are refused with one line.
+# fsck is clean throughout; diff names what a night changed; bad names,
+# a snapshot mount of a mounted volume and a mount of the volume while a
+# snapshot of it is mounted are refused with one line.
 # usage: snapshot_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
@@ -105,6 +106,8 @@ for k in 1 2 3; do
   done
   echo "busy-$k: $whole whole files"
   if touch "$snap/x" 2>/dev/null; then fail "a snapshot mount took a write"; fi
+  # The live volume does not bind to a snapshot's mount.
+  ((k == 1)) && expect_mount_refused "as its snapshot" "$store" "$mnt"
   umount_densefs "$snap"
 done
 

@@ -304,6 +304,47 @@ TEST_F(snapshot_test, a_big_deletion_merges_across_batches) {
   }
 }
 
+// Two deletions cut short, one above the other: the newer merges into the
+// older one being deleted too (not past it), and the live snapshot below
+// both still reads as it was taken.
+TEST_F(snapshot_test, deletions_cut_short_one_above_the_other_leave_the_snapshot_below_exact) {
+  store::create(dir(), codec::parse_policy("zstd:level=1"), payload_backend::pack);
+  std::mt19937_64 rng(11);
+  tree at_p;
+  {
+    auto s = open_rw();
+    for (int i = 0; i < 6; ++i) write(*s, "f" + std::to_string(i), {content(rng, i), ""});
+    at_p = read_tree(*s);
+    s->create_snapshot("p");
+    s->create_snapshot("s");  // nothing changed between p and s
+    write(*s, "f0", {content(rng, 10), ""});
+    remove(*s, "f1");
+    s->create_snapshot("n");
+    write(*s, "f2", {content(rng, 11), ""});
+    remove(*s, "f3");
+  }
+  {
+    auto e = rocksdb_engine::open(dir(), {});
+    auto batch = e->new_batch();
+    for (const char* name : {"s", "n"}) {
+      snapshot_record r = *find_snapshot(*e, name);
+      r.state = snapshot_state::deleting;
+      batch->put(table::meta, snapshot_key(r.id), encode_snapshot(r));
+    }
+    e->write(*batch, true);
+  }
+  {
+    auto s = open_rw();  // finishes n (into s), then s (into p)
+    ASSERT_EQ(s->snapshots().size(), 1u);
+    write(*s, "f4", {content(rng, 12), ""});  // filed under p now
+    const fsck_report r = fsck(*s, {});
+    EXPECT_TRUE(r.clean()) << to_text(r);
+  }
+  store_open_options o;
+  o.snapshot = "p";
+  EXPECT_EQ(read_tree(*store::open(dir(), o)), at_p);
+}
+
 // Retention as restic's forget: the newest of each day, week and month.
 TEST(snapshot_retention, keeps_the_newest_of_each_period_and_what_keep_last_asks) {
   std::vector<snapshot_record> all;
