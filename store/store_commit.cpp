@@ -345,7 +345,7 @@ void store::commit_attempt::keep_pre_images() {
   if (s_.pre_images_.latest() == 0) return;
   record_changes changes;
   for (const txn_op& op : t_.ops) {
-    if (!is_pre_imaged(op.cf)) continue;
+    if (!s_.pre_images_.may_need(op.cf, op.key)) continue;
     auto& after = changes[{op.cf, op.key}];
     if (op.erase)
       after.reset();

@@ -25,6 +25,13 @@ void pre_image_writer::reset(std::uint64_t latest, std::uint64_t next_ino) {
   kept_.clear();
 }
 
+bool pre_image_writer::may_need(table t, std::string_view key) const {
+  if (latest_ == 0 || !is_pre_imaged(t)) return false;
+  const auto ino = owner_ino(key);
+  if (ino && *ino >= next_ino_) return false;  // did not exist at the snapshot
+  return kept_.empty() || !kept_.contains(cache_key(t, key));
+}
+
 pre_image_writer::added pre_image_writer::add(const record_changes& changes, locked_reads& reads,
                                               metadata_batch& batch) const {
   added out;
@@ -33,10 +40,7 @@ pre_image_writer::added pre_image_writer::add(const record_changes& changes, loc
   std::map<table, std::vector<std::string>> wanted;
   for (const auto& [tk, value] : changes) {
     const auto& [t, key] = tk;
-    const auto ino = owner_ino(key);
-    if (ino && *ino >= next_ino_) continue;  // did not exist at the snapshot
-    if (kept_.contains(cache_key(t, key))) continue;
-    wanted[t].push_back(key);
+    if (may_need(t, key)) wanted[t].push_back(key);
   }
   for (const auto& [t, keys] : wanted) {
     std::vector<std::string> rows;

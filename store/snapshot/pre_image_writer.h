@@ -44,6 +44,11 @@ class pre_image_writer {
     // One reference per kept extent, to the chunk it names.
     std::vector<chunk_hash> held;
   };
+  // Whether a change of record `key` of `t` may need a pre-image: a
+  // namespace record of an inode older than the latest snapshot, not known
+  // to be kept already. Cheap: a commit asks it of each change first, and
+  // builds `changes` only of those (new files need none).
+  bool may_need(table t, std::string_view key) const;
   // Adds to `batch` the pre-images `changes` need; reads the values before
   // and the rows already kept through `reads`.
   added add(const record_changes& changes, locked_reads& reads, metadata_batch& batch) const;
