@@ -95,33 +95,19 @@ class volume_access {
   std::unique_ptr<store::store> store_;
 };
 
-std::string created_text(std::int64_t seconds) {
+// `seconds` since the epoch in local time, as strftime's `format` writes it.
+std::string local_time(std::int64_t seconds, const char* format) {
   const std::time_t t = static_cast<std::time_t>(seconds);
   std::tm tm{};
   localtime_r(&t, &tm);
   char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  std::strftime(buf, sizeof buf, format, &tm);
   return buf;
-}
-
-std::vector<store::snapshot_record> records_of(const json& list) {
-  std::vector<store::snapshot_record> out;
-  for (const json& j : list) {
-    store::snapshot_record r;
-    r.id = j.at("id").get<std::uint64_t>();
-    r.name = j.at("name").get<std::string>();
-    r.created = j.at("created").get<std::int64_t>();
-    r.state = j.at("state").get<std::string>() == "live" ? store::snapshot_state::live
-                                                         : store::snapshot_state::deleting;
-    r.next_ino = j.value("next_ino", std::uint64_t{0});
-    out.push_back(std::move(r));
-  }
-  return out;
 }
 
 std::vector<store::snapshot_record> list_of(volume_access& v) {
   if (const std::optional<json> answer = v.ask_daemon({{"action", "list"}}))
-    return records_of(answer->at("snapshots"));
+    return store::snapshots_from_json(answer->at("snapshots").dump());
   return v.open().snapshots();
 }
 
@@ -133,15 +119,6 @@ std::string reasons_text(const std::vector<std::string>& reasons) {
   std::string out;
   for (const std::string& r : reasons) out += (out.empty() ? "" : ", ") + r;
   return out;
-}
-
-std::string default_name() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  return buf;
 }
 
 }  // namespace
@@ -196,7 +173,7 @@ int snapshot_main(const std::vector<std::string>& args, const tool_io& io) {
 
   try {
     if (create->parsed()) {
-      if (name.empty()) name = default_name();
+      if (name.empty()) name = local_time(std::time(nullptr), "%Y-%m-%dT%H:%M:%S");
       store::check_snapshot_name(name);
       volume_access v(path, key_file, true);
       json r;
@@ -221,7 +198,7 @@ int snapshot_main(const std::vector<std::string>& args, const tool_io& io) {
       }
       std::vector<std::vector<std::string>> rows{{"name", "taken", "state"}};
       for (const auto& r : all)
-        rows.push_back({r.name, created_text(r.created),
+        rows.push_back({r.name, local_time(r.created, "%Y-%m-%d %H:%M:%S"),
                         r.state == store::snapshot_state::live ? "" : "being deleted"});
       if (all.empty())
         io.out << v.store_dir() << " has no snapshots\n";

@@ -95,6 +95,25 @@ std::string to_json(const snapshot_record& r) {
       .dump();
 }
 
+std::vector<snapshot_record> snapshots_from_json(std::string_view array) {
+  std::vector<snapshot_record> out;
+  try {
+    for (const nlohmann::json& j : nlohmann::json::parse(array)) {
+      snapshot_record r;
+      r.id = j.at("id").get<std::uint64_t>();
+      r.name = j.at("name").get<std::string>();
+      r.created = j.at("created").get<std::int64_t>();
+      r.state = j.at("state").get<std::string>() == "live" ? snapshot_state::live
+                                                           : snapshot_state::deleting;
+      r.next_ino = j.at("next_ino").get<std::uint64_t>();
+      out.push_back(std::move(r));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw store_error(EIO, std::string("a list of snapshots that does not read: ") + e.what());
+  }
+  return out;
+}
+
 void check_snapshot_name(std::string_view name) {
   if (name.empty() || name.size() > 255)
     throw store_error(EINVAL, "a snapshot name has 1 to 255 bytes");

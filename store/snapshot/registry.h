@@ -54,6 +54,9 @@ std::optional<snapshot_record> find_snapshot(const metadata_engine& e, std::stri
 // {"id":N,"name":"...","created":SECONDS,"state":"live"|"deleting",
 // "next_ino":N}: `densefs snapshot list --json` and the control socket.
 std::string to_json(const snapshot_record& r);
+// The inverse, of a JSON array of them (a daemon's list). Throws
+// store_error(EIO) naming what is missing or mistyped.
+std::vector<snapshot_record> snapshots_from_json(std::string_view array);
 
 // Throws store_error(EINVAL) with the rule it breaks unless `name` can be a
 // snapshot's: a file name (it is one under .snapshots), 1-255 bytes, no
