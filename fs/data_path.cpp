@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "fs/committed_bytes.h"
 #include "fs/data_path.h"
 #include "fs/group_commit.h"
 #include "store/log.h"
@@ -107,30 +108,6 @@ data_path::chunk_encoding data_path::encoding_for(codec::file_type type, std::st
     }
   }
   return how;
-}
-
-// Copies committed file bytes [begin, begin + length) into out; holes are
-// zeros. With `cached_only`, returns false instead of decoding a chunk that
-// is not in the chunk cache (the caller decodes off the FUSE thread).
-static bool read_committed(const store::store& st, std::uint64_t ino, std::uint64_t begin,
-                           std::size_t length, char* out, bool cached_only = false) {
-  std::memset(out, 0, length);
-  const std::uint64_t end = begin + length;
-  for (const auto& [offset, extent] : st.extents(ino, begin, end)) {
-    auto chunk = cached_only ? st.cached_chunk(extent.hash) : st.read_chunk(extent.hash);
-    if (!chunk) return false;
-    if (std::uint64_t{extent.chunk_offset} + extent.length > chunk->size()) {
-      throw store::store_error(EIO, "inode " + std::to_string(ino) + ": extent at " +
-                                        std::to_string(offset) + " exceeds chunk " +
-                                        extent.hash.hex());
-    }
-    const std::uint64_t from = std::max(begin, offset);
-    const std::uint64_t to = std::min(end, offset + extent.length);
-    if (from >= to) continue;
-    std::memcpy(out + (from - begin), chunk->data() + extent.chunk_offset + (from - offset),
-                to - from);
-  }
-  return true;
 }
 
 std::uint64_t data_path::drop_extents(store::transaction& txn, std::uint64_t ino,

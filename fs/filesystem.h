@@ -34,6 +34,7 @@
 #include "fs/read_ahead.h"
 #include "fs/recompressor.h"
 #include "fs/request_counts.h"
+#include "fs/snapshot_tree.h"
 #include "fs/stall_watchdog.h"
 #include "fs/worker_pool.h"
 #include "fs/write_back.h"
@@ -63,6 +64,9 @@ class filesystem final : private data_path::host {
   // Requests received since mount, by kind (counted in fs/mount.cpp).
   request_counts& requests() { return requests_; }
   idle_spinner& spinner() { return spinner_; }
+  // The hidden `.snapshots` directory (null on a snapshot's mount): the
+  // requests for its inodes go there (fs/mount.cpp).
+  snapshot_tree* snapshots() { return snapshots_.get(); }
   stall_watchdog& watchdog() { return watchdog_; }
 
   // Parks idle nodes once more than the resident limit are in memory
@@ -411,6 +415,8 @@ class filesystem final : private data_path::host {
   std::unique_ptr<worker_pool> workers_;
   // Regular files' data: staging, encoding, group commits (data_path.h).
   std::unique_ptr<data_path> data_;
+  // `.snapshots` (after store_: it reads through it).
+  std::unique_ptr<snapshot_tree> snapshots_;
   // data_path::host, beyond the methods above of the same names.
   std::mutex& meta_mutex() override { return meta_mutex_; }
   void data_committed(bool queued_recompress) override;

@@ -92,113 +92,167 @@ class counted_request {
   std::chrono::steady_clock::time_point start_;
 };
 
+// `.snapshots` and what is in it are the snapshot tree's (fs/snapshot_tree.h):
+// its requests go there, and every change in it is refused.
+snapshot_tree* tree_of(fuse_req_t req, fuse_ino_t ino) {
+  return snapshot_tree::owns(ino) ? fs_of(req)->snapshots() : nullptr;
+}
+bool refused_in_snapshots(fuse_req_t req, fuse_ino_t ino) {
+  if (!snapshot_tree::owns(ino)) return false;
+  fuse_reply_err(req, EROFS);
+  return true;
+}
+// Nothing new takes the name `.snapshots` in the root: the directory would
+// then be out of reach.
+bool refused_name(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  if (!snapshot_tree::names_dir(parent, name) || !fs_of(req)->snapshots()) return false;
+  fuse_reply_err(req, EEXIST);
+  return true;
+}
+// Requests that change nothing answer as done.
+bool done_in_snapshots(fuse_req_t req, fuse_ino_t ino) {
+  if (!snapshot_tree::owns(ino)) return false;
+  fuse_reply_err(req, 0);
+  return true;
+}
+
 void op_init(void* userdata, fuse_conn_info* conn) {
   static_cast<filesystem*>(userdata)->init(conn);
 }
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   const counted_request counted(req, fuse_request::lookup);
+  if (auto* tree = tree_of(req, parent)) return tree->lookup(req, parent, name);
   fs_of(req)->lookup(req, parent, name);
 }
 void op_forget(fuse_req_t req, fuse_ino_t ino, std::uint64_t nlookup) {
   const counted_request counted(req, fuse_request::forget);
-  fs_of(req)->forget(ino, nlookup);
+  // The snapshot tree keeps nothing for the kernel's lookups.
+  if (!snapshot_tree::owns(ino)) fs_of(req)->forget(ino, nlookup);
   fuse_reply_none(req);
 }
 void op_forget_multi(fuse_req_t req, std::size_t count, fuse_forget_data* forgets) {
   const counted_request counted(req, fuse_request::batch_forget);
-  for (std::size_t i = 0; i < count; ++i) fs_of(req)->forget(forgets[i].ino, forgets[i].nlookup);
+  for (std::size_t i = 0; i < count; ++i)
+    if (!snapshot_tree::owns(forgets[i].ino))
+      fs_of(req)->forget(forgets[i].ino, forgets[i].nlookup);
   fuse_reply_none(req);
 }
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   const counted_request counted(req, fuse_request::getattr);
+  if (auto* tree = tree_of(req, ino)) return tree->getattr(req, ino);
   fs_of(req)->getattr(req, ino);
 }
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::setattr);
+  if (refused_in_snapshots(req, ino)) return;
   fs_of(req)->setattr(req, ino, attr, to_set, fi);
 }
 void op_readlink(fuse_req_t req, fuse_ino_t ino) {
   const counted_request counted(req, fuse_request::readlink);
+  if (auto* tree = tree_of(req, ino)) return tree->readlink(req, ino);
   fs_of(req)->readlink(req, ino);
 }
 void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
   const counted_request counted(req, fuse_request::mknod);
+  if (refused_in_snapshots(req, parent) || refused_name(req, parent, name)) return;
   fs_of(req)->mknod(req, parent, name, mode, rdev);
 }
 void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   const counted_request counted(req, fuse_request::mkdir);
+  if (refused_in_snapshots(req, parent) || refused_name(req, parent, name)) return;
   fs_of(req)->mkdir(req, parent, name, mode);
 }
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   const counted_request counted(req, fuse_request::unlink);
+  if (refused_in_snapshots(req, parent)) return;
   fs_of(req)->unlink(req, parent, name);
 }
 void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   const counted_request counted(req, fuse_request::rmdir);
+  if (refused_in_snapshots(req, parent)) return;
   fs_of(req)->rmdir(req, parent, name);
 }
 void op_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
   const counted_request counted(req, fuse_request::symlink);
+  if (refused_in_snapshots(req, parent) || refused_name(req, parent, name)) return;
   fs_of(req)->symlink(req, target, parent, name);
 }
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
                const char* newname, unsigned int flags) {
   const counted_request counted(req, fuse_request::rename);
+  if (refused_in_snapshots(req, parent) || refused_in_snapshots(req, newparent) ||
+      refused_name(req, newparent, newname))
+    return;
   fs_of(req)->rename(req, parent, name, newparent, newname, flags);
 }
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
   const counted_request counted(req, fuse_request::link);
+  if (refused_in_snapshots(req, ino) || refused_in_snapshots(req, newparent) ||
+      refused_name(req, newparent, newname))
+    return;
   fs_of(req)->link(req, ino, newparent, newname);
 }
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::open);
+  if (auto* tree = tree_of(req, ino)) return tree->open(req, ino, fi);
   fs_of(req)->open(req, ino, fi);
 }
 void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::create);
+  if (refused_in_snapshots(req, parent) || refused_name(req, parent, name)) return;
   fs_of(req)->create(req, parent, name, mode, fi);
 }
 void op_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::read);
+  if (auto* tree = tree_of(req, ino)) return tree->read(req, ino, size, off);
   fs_of(req)->read(req, ino, size, off, fi);
 }
 void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off,
               fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::write);
+  if (refused_in_snapshots(req, ino)) return;
   fs_of(req)->write(req, ino, buf, size, off, fi);
 }
 void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::flush);
+  if (done_in_snapshots(req, ino)) return;
   fs_of(req)->flush(req, ino, fi);
 }
 void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::release);
+  if (done_in_snapshots(req, ino)) return;
   fs_of(req)->release(req, ino, fi);
 }
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::fsync);
+  if (done_in_snapshots(req, ino)) return;
   fs_of(req)->fsync(req, ino, datasync, fi);
 }
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::opendir);
+  if (auto* tree = tree_of(req, ino)) return tree->opendir(req, ino, fi);
   fs_of(req)->opendir(req, ino, fi);
 }
 void op_readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::readdir);
+  if (auto* tree = tree_of(req, ino)) return tree->readdir(req, ino, size, off, false);
   fs_of(req)->readdir(req, ino, size, off, fi, false);
 }
 void op_readdirplus(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off,
                     fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::readdirplus);
+  if (auto* tree = tree_of(req, ino)) return tree->readdir(req, ino, size, off, true);
   fs_of(req)->readdir(req, ino, size, off, fi, true);
 }
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::releasedir);
+  if (done_in_snapshots(req, ino)) return;
   fs_of(req)->releasedir(req, ino, fi);
 }
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::fsyncdir);
+  if (done_in_snapshots(req, ino)) return;
   fs_of(req)->fsyncdir(req, ino, datasync, fi);
 }
 void op_statfs(fuse_req_t req, fuse_ino_t ino) {
@@ -213,29 +267,40 @@ void op_statfs(fuse_req_t req, fuse_ino_t ino) {
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value,
                  std::size_t size, int flags) {
   const counted_request counted(req, fuse_request::setxattr);
+  if (refused_in_snapshots(req, ino)) return;
   fs_of(req)->setxattr(req, ino, name, value, size, flags);
 }
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std::size_t size) {
   const counted_request counted(req, fuse_request::getxattr);
+  if (auto* tree = tree_of(req, ino)) return tree->getxattr(req, ino, name, size);
   fs_of(req)->getxattr(req, ino, name, size);
 }
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
   const counted_request counted(req, fuse_request::listxattr);
+  if (auto* tree = tree_of(req, ino)) return tree->listxattr(req, ino, size);
   fs_of(req)->listxattr(req, ino, size);
 }
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   const counted_request counted(req, fuse_request::removexattr);
+  if (refused_in_snapshots(req, ino)) return;
   fs_of(req)->removexattr(req, ino, name);
 }
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                   fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::fallocate);
+  if (refused_in_snapshots(req, ino)) return;
   fs_of(req)->fallocate(req, ino, mode, offset, length, fi);
 }
 void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info* fi_in,
                         fuse_ino_t ino_out, off_t off_out, fuse_file_info* fi_out, std::size_t len,
                         int flags) {
   const counted_request counted(req, fuse_request::copy_file_range);
+  if (refused_in_snapshots(req, ino_out)) return;
+  // From a snapshot: the kernel copies through reads and writes instead.
+  if (snapshot_tree::owns(ino_in)) {
+    fuse_reply_err(req, EXDEV);
+    return;
+  }
   fs_of(req)->copy_file_range(req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len, flags);
 }
 

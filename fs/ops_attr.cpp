@@ -8,6 +8,7 @@
 #include <ctime>
 #include <string>
 
+#include "fs/file_info.h"
 #include "fs/filesystem.h"
 #include "fs/ops_common.h"
 
@@ -20,10 +21,6 @@ store::timestamp now() {
 }
 
 namespace {
-
-timespec to_timespec(const store::timestamp& t) {
-  return {static_cast<time_t>(t.sec), static_cast<long>(t.nsec)};
-}
 
 store::timestamp from_timespec(const timespec& t) {
   return {t.tv_sec, static_cast<std::uint32_t>(t.tv_nsec)};
@@ -110,6 +107,8 @@ void filesystem::start(std::unique_ptr<store::store> store) {
                                       [this] { clear_ended_new_files(); });
   settle_committer_ = &data_->committer();
   decoders_ = std::make_unique<worker_pool>(std::max(1u, std::thread::hardware_concurrency()));
+  // A snapshot's mount has no `.snapshots` of its own.
+  if (!store_->opened_snapshot()) snapshots_ = std::make_unique<snapshot_tree>(*store_, options_);
   if (store_->caches_chunks())
     read_ahead_ = std::make_unique<read_ahead>(*store_, options_.chunk_cache_bytes,
                                                std::max(1u, std::thread::hardware_concurrency()));
@@ -287,24 +286,7 @@ std::shared_ptr<node> filesystem::get_node(std::uint64_t ino) {
 }
 
 struct stat filesystem::to_stat(const store::inode_record& r) const {
-  struct stat st {};
-  st.st_ino = r.ino;
-  st.st_mode = r.mode;
-  st.st_nlink = r.nlink;
-  st.st_uid = r.uid;
-  st.st_gid = r.gid;
-  st.st_rdev = r.rdev;
-  st.st_size = static_cast<off_t>(r.size);
-  st.st_blksize = 4096;
-  // st_blocks is the stored size: what the data costs on disk. Never 0 for
-  // a non-empty file: GNU tar --sparse would archive such a file as holes.
-  std::uint64_t blocks = (r.stored_bytes + 511) / 512;
-  if (blocks == 0 && r.size > 0) blocks = 1;
-  st.st_blocks = static_cast<blkcnt_t>(blocks);
-  st.st_atim = to_timespec(r.atime);
-  st.st_mtim = to_timespec(r.mtime);
-  st.st_ctim = to_timespec(r.ctime);
-  return st;
+  return file_stat(r);
 }
 
 fuse_entry_param filesystem::entry_for(const node& n) const {
@@ -568,6 +550,10 @@ void filesystem::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       }
     }
     if (n) n->parent_hint.store(parent, std::memory_order_relaxed);
+    if (!n && snapshots_ && snapshot_tree::names_dir(parent, name)) {
+      snapshots_->reply_dir_entry(req);
+      return;
+    }
     if (!n) {
       if (options_.negative_timeout <= 0) throw fs_error(ENOENT);
       e.entry_timeout = options_.negative_timeout;  // ino 0: a cached "no such name"

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <new>
 #include <string>
+#include <string_view>
 
 #include "codec/codec.h"
 #include "fs/filesystem.h"
@@ -36,6 +37,18 @@ void run_op(fuse_req_t req, const char* op, Body&& body) {
     log_error(std::string(op) + ": " + e.what());
   }
   fuse_reply_err(req, error);
+}
+
+// Replies to a getxattr or listxattr with `value`: its size to a size
+// query (`size` 0), else the value, or ERANGE when it does not fit.
+inline void reply_value(fuse_req_t req, std::string_view value, std::size_t size) {
+  if (size == 0) {
+    fuse_reply_xattr(req, value.size());
+  } else if (size < value.size()) {
+    throw fs_error(ERANGE);
+  } else {
+    fuse_reply_buf(req, value.data(), value.size());
+  }
 }
 
 }  // namespace densefs::fs

@@ -17,6 +17,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "fs/file_info.h"
 #include "fs/filesystem.h"
 #include "fs/mount.h"
 #include "fs/ops_common.h"
@@ -29,20 +30,6 @@ bool is_virtual(std::string_view name) {
   return name == k_xattr_info || name == k_xattr_stats;
 }
 
-// Room for the chunk list in user.densefs.info: the kernel takes xattr
-// values up to 64 KiB, and the rest of the JSON is small.
-constexpr std::size_t k_info_xattr_chunk_list_bytes = 56u << 10;
-
-void reply_value(fuse_req_t req, std::string_view value, std::size_t size) {
-  if (size == 0) {
-    fuse_reply_xattr(req, value.size());
-  } else if (size < value.size()) {
-    throw fs_error(ERANGE);
-  } else {
-    fuse_reply_buf(req, value.data(), value.size());
-  }
-}
-
 bool is_posix_acl(std::string_view name) {
   return name == posix_acl::k_access_name || name == posix_acl::k_default_name;
 }
@@ -51,13 +38,6 @@ bool is_posix_acl(std::string_view name) {
 // would enforce.
 bool is_unsupported_system(std::string_view name) {
   return name.substr(0, 7) == "system." && !is_posix_acl(name);
-}
-
-const char* type_name(std::uint32_t mode) {
-  if (S_ISREG(mode)) return "file";
-  if (S_ISDIR(mode)) return "directory";
-  if (S_ISLNK(mode)) return "symlink";
-  return "other";
 }
 
 }  // namespace
@@ -116,7 +96,6 @@ std::string filesystem::stats_json() const {
 }
 
 std::string filesystem::info_json(node& n, std::size_t max_chunk_list_bytes) {
-  nlohmann::json j;
   std::uint64_t pending = 0;
   {
     std::unique_lock lock(n.data_mutex);
@@ -138,67 +117,12 @@ std::string filesystem::info_json(node& n, std::size_t max_chunk_list_bytes) {
     std::lock_guard meta(meta_mutex_);
     record = n.record;
   }
-  j["ino"] = n.ino;
-  // The store directory: `densefs cat` finds the daemon's control socket
-  // there (STORE/control.sock, docs/export.md).
-  j["store"] = store_->dir().string();
-  j["type"] = type_name(record.mode);
-  j["size"] = record.size;
-  j["stored_bytes"] = record.stored_bytes;
-  j["pending_bytes"] = pending;
-  j["payload_backend"] = std::string(store::payload_backend_name(store_->payloads_backend()));
-  if (S_ISREG(record.mode)) {
-    // What the classifier decided and the policy codec and chunker that
-    // follow from it.
-    j["file_type"] = std::string(codec::file_type_name(record.type));
-    j["policy_codec"] = codec::format_codec_spec(store_->policy().for_type(record.type));
-    j["policy_chunker"] = codec::format_chunker_spec(store_->policy().chunker_for(record.type));
-    j["fell_back"] = (record.flags & store::k_inode_fell_back) != 0;
-  }
-  auto chunks = nlohmann::json::array();
-  std::uint64_t count = 0;
-  // Dedup hits: extents whose chunk is referenced more than once (by this
-  // file elsewhere or by another file), so its bytes are stored once.
-  std::uint64_t shared_chunks = 0;
-  std::uint64_t shared_bytes = 0;
-  std::size_t list_bytes = 0;
-  bool truncated = false;
-  if (S_ISREG(record.mode)) {
-    for (const auto& [offset, extent] :
-         store_->extents(n.ino, 0, std::numeric_limits<std::uint64_t>::max())) {
-      ++count;
-      nlohmann::json c;
-      c["offset"] = offset;
-      c["length"] = extent.length;
-      c["hash"] = extent.hash.hex();
-      if (auto record = store_->get_chunk(extent.hash)) {
-        c["codec"] = codec::codec_name(record->codec);
-        c["plain_size"] = record->plain_size;
-        c["stored_size"] = record->stored_size;
-        c["refcount"] = record->refcount;
-        // A lookup of its own: only for chunks the list shows.
-        if (!truncated) c["recompress_queued"] = store_->is_queued_for_recompress(extent.hash);
-        if (record->refcount > 1) {
-          ++shared_chunks;
-          shared_bytes += extent.length;
-        }
-      }
-      if (truncated) continue;
-      std::string text = c.dump();
-      if (list_bytes + text.size() + 1 > max_chunk_list_bytes) {
-        truncated = true;
-        continue;
-      }
-      list_bytes += text.size() + 1;
-      chunks.push_back(std::move(c));
-    }
-  }
-  j["chunk_count"] = count;
-  j["shared_chunks"] = shared_chunks;
-  j["shared_bytes"] = shared_bytes;
-  j["chunks"] = std::move(chunks);
-  if (truncated) j["chunks_truncated"] = true;
-  return j.dump();
+  store::extent_list extents;
+  if (S_ISREG(record.mode))
+    extents = store_->extents(n.ino, 0, std::numeric_limits<std::uint64_t>::max());
+  const auto& snapshot = store_->opened_snapshot();
+  return file_info_json(*store_, n.ino, record, extents, pending, max_chunk_list_bytes,
+                        snapshot ? snapshot->name : std::string());
 }
 
 void filesystem::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value,

@@ -63,12 +63,21 @@ void filesystem::register_snapshot_handler(control_server& server) {
         throw control_error(error, std::string("snapshot: a file's data could not be stored: ") +
                                        std::strerror(error) + "; no snapshot was taken");
       const store::snapshot_record r = store_->create_snapshot(name);
+      if (snapshots_) snapshots_->snapshots_changed(session_, name);
       response.header();
       response.summary({{"snapshot", nlohmann::json::parse(store::to_json(r))}});
       return;
     }
     if (action == "delete") {
-      store_->delete_snapshot(name);
+      // No read of `.snapshots/NAME` may see its pre-images moving.
+      if (snapshots_) snapshots_->close_snapshot(name);
+      try {
+        store_->delete_snapshot(name);
+      } catch (...) {
+        if (snapshots_) snapshots_->snapshots_changed(session_, name);
+        throw;
+      }
+      if (snapshots_) snapshots_->snapshots_changed(session_, name);
       response.header();
       response.summary({{"deleted", name}});
       return;

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "codec/classify.h"
 #include "codec/codec.h"
@@ -128,6 +130,8 @@ struct extent_record {
   std::uint32_t length = 0;
   bool operator==(const extent_record&) const = default;
 };
+// A file's extents as (file_offset, extent), in offset order.
+using extent_list = std::vector<std::pair<std::uint64_t, extent_record>>;
 
 enum class payload_location : std::uint8_t {
   rocksdb = 0,  // payloads column family, key = chunk hash

@@ -334,8 +334,7 @@ std::string to_json(const gc_report& r);
 // B, "seconds": F}.
 std::string to_json(const gc_result& r);
 
-// A file's extents as (file_offset, extent), in offset order.
-using extent_list = std::vector<std::pair<std::uint64_t, extent_record>>;
+class snapshot_reader;
 
 class store {
  public:
@@ -625,6 +624,9 @@ class store {
   //
   // Every snapshot, oldest first (a deleting one too, until it is gone).
   std::vector<snapshot_record> snapshots() const;
+  // Snapshot `r` (of snapshots()) read beside the live volume: what a live
+  // mount's `.snapshots` directory serves (store/snapshot/snapshot_reader.h).
+  std::shared_ptr<const snapshot_reader> read_snapshot(const snapshot_record& r) const;
   // Takes one now: what is committed is in it, whole commits only. The
   // caller commits what it wants in it first (a mount syncs). EEXIST when
   // the name is taken; the first snapshot raises the format to 8.

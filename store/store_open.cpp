@@ -575,7 +575,7 @@ int store::lock(const std::filesystem::path& dir) {
   // A record that cannot be written only costs a later mount its wait for
   // this holder: not a reason to refuse the lock.
   try {
-    record_lock_holder(fd, {::getpid(), {}, false});
+    record_lock_holder(fd, {::getpid(), {}, false, {}});
   } catch (const store_error&) {
   }
   return fd;

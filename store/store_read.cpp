@@ -14,6 +14,7 @@
 #include "store/metadata/metadata_engine.h"
 #include "store/metadata/rocksdb_engine.h"
 #include "store/payload/pack_store.h"
+#include "store/record_reads.h"
 #include "store/records_detail.h"
 #include "store/store_internal.h"
 #include "store/text.h"
@@ -23,26 +24,6 @@ namespace densefs::store {
 using namespace internal;
 
 namespace {
-namespace fs = std::filesystem;
-
-// Names in messages: printable ASCII as is, other bytes as \xNN, so one odd
-// file name cannot break a log line.
-std::string printable(std::string_view name) {
-  return '"' + escape_bytes(name, "\"\\") + '"';
-}
-
-std::string dirent_what(std::uint64_t parent, std::string_view name) {
-  return "entry " + printable(name) + " of directory " + std::to_string(parent);
-}
-std::string extent_what(std::uint64_t ino, std::uint64_t off) {
-  return "inode " + std::to_string(ino) + " at offset " + std::to_string(off);
-}
-std::string xattr_what(std::uint64_t ino, std::string_view name) {
-  return "xattr " + printable(name) + " of inode " + std::to_string(ino);
-}
-}  // namespace
-
-namespace {
 
 // Keys that start with an 8-byte big-endian number (an inode's dirents,
 // extents or xattrs).
@@ -50,12 +31,13 @@ key_range u64_prefix(std::uint64_t n) {
   return prefix_range(inode_key(n));
 }
 
+using record_reads::extent_offset;
+using record_reads::extent_what;
+
 }  // namespace
 
 std::optional<inode_record> store::get_inode(std::uint64_t ino) const {
-  const auto v = engine_->get(table::inodes, inode_key(ino), "inode " + std::to_string(ino));
-  if (!v) return std::nullopt;
-  return decode_inode(ino, *v);
+  return record_reads::inode(*engine_, ino);
 }
 
 std::vector<std::optional<inode_record>> store::get_inodes(
@@ -75,27 +57,12 @@ std::vector<std::optional<inode_record>> store::get_inodes(
 }
 
 std::optional<dirent_record> store::get_dirent(std::uint64_t parent, std::string_view name) const {
-  const std::string what = dirent_what(parent, name);
-  const auto v = engine_->get(table::dirents, dirent_key(parent, name), what);
-  if (!v) return std::nullopt;
-  return detail::decode_dirent(*v, what);
+  return record_reads::dirent(*engine_, parent, name);
 }
 
 void store::list_dir(std::uint64_t parent, std::optional<std::string_view> after,
                      const std::function<bool(std::string_view, const dirent_record&)>& fn) const {
-  const std::string start = after ? dirent_key(parent, *after) : std::string();
-  scan_options o;
-  o.start = start;
-  engine_->scan(table::dirents, u64_prefix(parent), o,
-                "listing directory " + std::to_string(parent),
-                [&](std::string_view key, std::string_view value) {
-                  const std::string_view name = key.substr(8);
-                  if (after && name == *after) return true;
-                  const std::string what = dirent_what(parent, name);
-                  if (name.empty())
-                    throw store_error(EIO, "corrupt dirent record for " + what + ": empty name");
-                  return fn(name, detail::decode_dirent(value, what));
-                });
+  record_reads::list_dir(*engine_, parent, after, fn);
 }
 
 bool store::dir_is_empty(std::uint64_t parent) const {
@@ -105,17 +72,6 @@ bool store::dir_is_empty(std::uint64_t parent) const {
                 [&](std::string_view, std::string_view) { return empty = false; });
   return empty;
 }
-
-namespace {
-
-std::uint64_t extent_offset(std::uint64_t ino, std::string_view key) {
-  if (key.size() != 16)
-    throw store_error(EIO, "corrupt extent key of inode " + std::to_string(ino) + ": " +
-                               std::to_string(key.size()) + " bytes instead of 16");
-  return decode_u64_be(key.substr(8));
-}
-
-}  // namespace
 
 std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_t ino,
                                                                     std::uint64_t begin,
@@ -190,21 +146,7 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::extents(std::uint64_
     scan_from = w.last + 1;
     from_floor = false;
   }
-  const std::string start = extent_key(ino, scan_from);
-  // An extent that starts before `begin` may still cover it: start from the
-  // last extent at or before `begin`.
-  scan_options o;
-  o.start = start;
-  o.order = from_floor ? scan_order::forward_from_floor : scan_order::forward;
-  engine_->scan(table::extents, u64_prefix(ino), o,
-                "reading extents of inode " + std::to_string(ino),
-                [&](std::string_view key, std::string_view value) {
-                  const std::uint64_t offset = extent_offset(ino, key);
-                  if (offset >= end) return false;
-                  const extent_record r = detail::decode_extent(value, extent_what(ino, offset));
-                  if (offset + r.length > begin) out.emplace_back(offset, r);
-                  return out.size() < limit;
-                });
+  record_reads::append_extents(*engine_, ino, scan_from, from_floor, begin, end, limit, out);
   return out;
 }
 
@@ -357,21 +299,11 @@ std::vector<std::pair<std::uint64_t, extent_record>> store::last_extents(std::ui
 }
 
 std::optional<std::string> store::get_xattr(std::uint64_t ino, std::string_view name) const {
-  const std::string what = xattr_what(ino, name);
-  const auto v = engine_->get(table::xattrs, xattr_key(ino, name), what);
-  if (!v) return std::nullopt;
-  return detail::decode_xattr_value(*v, what);
+  return record_reads::xattr(*engine_, ino, name);
 }
 
 std::vector<std::string> store::list_xattrs(std::uint64_t ino) const {
-  std::vector<std::string> names;
-  engine_->scan(table::xattrs, u64_prefix(ino), {},
-                "listing xattrs of inode " + std::to_string(ino),
-                [&](std::string_view key, std::string_view) {
-                  names.emplace_back(key.substr(8));
-                  return true;
-                });
-  return names;
+  return record_reads::xattr_names(*engine_, ino);
 }
 
 std::optional<chunk_record> store::get_chunk(const chunk_hash& hash) const {

@@ -12,6 +12,7 @@
 #include "store/records_detail.h"
 #include "store/snapshot/pre_image.h"
 #include "store/snapshot/registry.h"
+#include "store/snapshot/snapshot_reader.h"
 #include "store/snapshot/snapshot_view.h"
 #include "store/store.h"
 #include "store/store_internal.h"
@@ -30,6 +31,12 @@ constexpr std::size_t k_merge_rows = 4096;
 
 std::vector<snapshot_record> store::snapshots() const {
   return read_snapshots(*engine_);
+}
+
+std::shared_ptr<const snapshot_reader> store::read_snapshot(const snapshot_record& r) const {
+  // Opened on a snapshot, engine_ is its view: others are read from below it.
+  return std::make_shared<const snapshot_reader>(*this, snapshot_base_ ? *snapshot_base_ : *engine_,
+                                                 r);
 }
 
 void store::refresh_latest_snapshot(locked_reads& reads) {

@@ -127,9 +127,12 @@ std::string render_info(const std::string& path, const json& j, bool abbreviate_
   const std::uint64_t stored = u64(j, "stored_bytes");
   const json& chunks = j.at("chunks");
   const std::uint64_t count = j.contains("chunk_count") ? u64(j, "chunk_count") : chunks.size();
-  std::string out = path + ": " + j.at("type").get<std::string>() + ", inode " +
-                    std::to_string(u64(j, "ino")) + ", size " + human_size(size) + ", stored " +
-                    human_size(stored) + " (" + human_ratio(stored, size) + "), " +
+  std::string out = path + ": " + j.at("type").get<std::string>() +
+                    (j.contains("snapshot")
+                         ? " of snapshot " + j.at("snapshot").get<std::string>() + " (read-only)"
+                         : std::string()) +
+                    ", inode " + std::to_string(u64(j, "ino")) + ", size " + human_size(size) +
+                    ", stored " + human_size(stored) + " (" + human_ratio(stored, size) + "), " +
                     std::to_string(count) + (count == 1 ? " chunk" : " chunks");
   if (const auto shared = j.value<std::uint64_t>("shared_chunks", 0); shared != 0) {
     out += ", " + std::to_string(shared) + " shared (" +

@@ -1,6 +1,7 @@
 #include "store/snapshot/snapshot_view.h"
 
 #include <cerrno>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,8 @@ class paged_cursor {
   void next() {
     if (++pos_ == page_.size() && !exhausted_) fill();
   }
+  // Pages fetched so far.
+  std::uint64_t fills() const { return fills_; }
 
  private:
   void fill() {
@@ -53,6 +56,7 @@ class paged_cursor {
     });
     exhausted_ = page_.size() < k_page_rows;
     started_ = true;
+    ++fills_;
     if (!page_.empty()) resume_ = page_.back().first;
   }
 
@@ -66,6 +70,7 @@ class paged_cursor {
   std::size_t pos_ = 0;
   bool exhausted_ = false;
   bool started_ = false;
+  std::uint64_t fills_ = 0;
 };
 
 // What snapshot S sees of a record that has pre-image rows: its value, or
@@ -183,23 +188,41 @@ std::vector<std::optional<std::string>> snapshot_view::get_many(table t,
 void snapshot_view::merge(table t, const key_range& range, std::string_view start, bool backward,
                           std::string_view what,
                           const std::function<bool(std::string_view, std::string_view)>& fn) const {
+  // Exact beside a writer: the pre-image rows of every key are read after
+  // its live page. A commit between the two reads then shows in neither
+  // (its changes keep their old values in pre-images the second read
+  // finds); read the other way round, a record a commit removed in
+  // between would be in neither. So the pre-image rows are read again
+  // after each live page, from the last key passed.
   paged_cursor live(live_, t, range, backward, std::string(start), what);
-  pre_image_cursor pre(live_, t, range, start, backward, snapshot_, what);
+  std::optional<pre_image_cursor> pre;
+  pre.emplace(live_, t, range, start, backward, snapshot_, what);
+  std::uint64_t live_pages = live.fills();
+  std::optional<std::string> passed;  // the last key emitted or skipped
   const auto before = [&](const std::string& a, const std::string& b) {
     return backward ? a > b : a < b;
   };
-  while (live.valid() || pre.valid()) {
-    if (pre.valid() && (!live.valid() || !before(live.key(), pre.current().key))) {
-      const pre_decision& d = pre.current();
-      if (live.valid() && live.key() == d.key) live.next();
+  const auto next_live = [&] {
+    passed = live.key();
+    live.next();
+    if (live.fills() == live_pages) return;
+    live_pages = live.fills();
+    pre.emplace(live_, t, range, *passed, backward, snapshot_, what);
+    while (pre->valid() && !before(*passed, pre->current().key)) pre->next();
+  };
+  while (live.valid() || pre->valid()) {
+    if (pre->valid() && (!live.valid() || !before(live.key(), pre->current().key))) {
+      const pre_decision d = pre->current();
+      pre->next();
+      if (live.valid() && live.key() == d.key) next_live();
       // A record whose inode came after S has no pre-image of S; a later
       // snapshot's says nothing of S.
       if (d.value && !born_after(t, d.key) && !fn(d.key, *d.value)) return;
-      pre.next();
+      passed = d.key;
       continue;
     }
     if (!born_after(t, live.key()) && !fn(live.key(), live.value())) return;
-    live.next();
+    next_live();
   }
 }
 

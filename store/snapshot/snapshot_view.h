@@ -7,10 +7,11 @@
 // chunks are named by their content, and a snapshot's references keep
 // them (store_snapshots.cpp). Writes throw EROFS.
 //
-// A point read is exact beside a writer (live value first, then the
-// pre-images). A scan beside a writer may mix states: a snapshot is read
-// alone (an embedded volume's lock admits one open) or, on PostgreSQL,
-// beside writers with that caveat (docs/backup.md).
+// Exact beside a writer, in point reads and scans alike: the live value is
+// read first and the pre-images after it, so a commit in between shows in
+// neither (what it changed kept its old value in a pre-image of the same
+// batch). Each page of a scan is its own read, so a long scan beside
+// writers sees each record as it was at S, never a mix within a record.
 #pragma once
 
 #include <cstdint>

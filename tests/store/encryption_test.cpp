@@ -197,7 +197,9 @@ TEST_P(encrypted_store_test, keeps_no_plain_payload_or_chunk_hash_in_its_packs) 
             true);
   EXPECT_TRUE(store::is_encrypted(dir()));
   const std::string packs = pack_bytes();
-  if (GetParam() == payload_backend::pack) EXPECT_GT(packs.size(), 1000u);
+  if (GetParam() == payload_backend::pack) {
+    EXPECT_GT(packs.size(), 1000u);
+  }
   const chunk_hash big_hash = sha256_of(big_);
   EXPECT_EQ(packs.find(big_hash.view()), std::string::npos);
   EXPECT_EQ(packs.find("a secret line"), std::string::npos);

@@ -270,13 +270,13 @@ TEST_F(store_test, lock_file_records_its_holder) {
   EXPECT_EQ(holder->pid, ::getpid());
   EXPECT_TRUE(holder->mountpoint.empty());  // a tool, not a mount
 
-  store::record_lock_holder(fd, {4242, "/mnt/with space", false});
+  store::record_lock_holder(fd, {4242, "/mnt/with space", false, {}});
   holder = store::read_lock_holder(dir());
   ASSERT_TRUE(holder);
   EXPECT_EQ(holder->pid, 4242);
   EXPECT_EQ(holder->mountpoint, "/mnt/with space");
   EXPECT_FALSE(holder->exiting);
-  store::record_lock_holder(fd, {4242, "/mnt/with space", true});
+  store::record_lock_holder(fd, {4242, "/mnt/with space", true, {}});
   EXPECT_TRUE(store::read_lock_holder(dir())->exiting);
   ::close(fd);
 
