@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 #include <random>
 #include <set>
@@ -155,6 +156,61 @@ TEST(snapshot_view, every_snapshot_reads_as_it_was_taken) {
   snapshot_view view(*live, 1);
   auto b = view.new_batch();
   EXPECT_THROW(view.write(*b, false), store_error);
+}
+
+// A writer's commit in the middle of a long scan of a snapshot (past the
+// first page of its cursors) shows in no record the scan yields: the
+// records it removes, changes or adds read as they were (a live mount's
+// `.snapshots` is read beside its writer).
+TEST(snapshot_view, a_scan_beside_a_writer_reads_the_snapshot_whole) {
+  for (const auto order : {scan_order::forward, scan_order::backward}) {
+    test::temp_dir dir;
+    auto live = rocksdb_engine::open(dir.path(), {.create = true});
+    const auto key = [](int i) {
+      char k[8];
+      std::snprintf(k, sizeof k, "k%04d", i);
+      return std::string(k);
+    };
+    {
+      auto b = live->new_batch();
+      for (int i = 0; i < 1000; ++i) b->put(table::dirents, key(i), "old");
+      live->write(*b, false);
+    }
+    const std::uint64_t snapshot = 1;  // taken now: later changes keep pre-images of id 1
+    const bool forward = order == scan_order::forward;
+    // What the commit touches: the far end of the scan, which it reaches later.
+    const int far_first = forward ? 600 : 0;
+    const int far_last = forward ? 999 : 399;
+    const auto commit = [&] {
+      auto b = live->new_batch();
+      for (int i = far_first; i <= far_last; ++i) {
+        b->put(table::meta, pre_image_key(table::dirents, key(i), snapshot),
+               encode_pre_image("old"));
+        if (i % 2)
+          b->erase(table::dirents, key(i));
+        else
+          b->put(table::dirents, key(i), "new");
+        const std::string added = key(i) + "+";
+        b->put(table::meta, pre_image_key(table::dirents, added, snapshot),
+               encode_pre_image(std::nullopt));
+        b->put(table::dirents, added, "new");
+      }
+      live->write(*b, false);
+    };
+    const snapshot_view view(*live, snapshot);
+    scan_options o;
+    o.order = order;
+    std::vector<std::string> got;
+    view.scan(table::dirents, {}, o, "test", [&](std::string_view k, std::string_view v) {
+      EXPECT_EQ(v, "old") << std::string(k);
+      got.emplace_back(k);
+      if (got.size() == 300) commit();
+      return true;
+    });
+    std::vector<std::string> want;
+    for (int i = 0; i < 1000; ++i) want.push_back(key(forward ? i : 999 - i));
+    EXPECT_EQ(got, want) << (forward ? "forward" : "backward");
+  }
 }
 
 }  // namespace
