@@ -121,6 +121,9 @@ void op_init(void* userdata, fuse_conn_info* conn) {
 }
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   const counted_request counted(req, fuse_request::lookup);
+  // The ".." of `.snapshots` (file handles, filesystem::init) is the root's.
+  if (parent == snapshot_tree::k_dir_ino && std::strcmp(name, "..") == 0)
+    return fs_of(req)->lookup(req, FUSE_ROOT_ID, ".");
   if (auto* tree = tree_of(req, parent)) return tree->lookup(req, parent, name);
   fs_of(req)->lookup(req, parent, name);
 }

@@ -212,6 +212,7 @@ void filesystem::shutdown() {
   } catch (const std::exception& e) {
     log_error(std::string("final sync failed: ") + e.what());
   }
+  snapshots_.reset();  // it reads through the store
   store_.reset();
 }
 

@@ -39,6 +39,16 @@ void run_op(fuse_req_t req, const char* op, Body&& body) {
   fuse_reply_err(req, error);
 }
 
+inline bool is_posix_acl(std::string_view name) {
+  return name == posix_acl::k_access_name || name == posix_acl::k_default_name;
+}
+
+// system.* names other than the ACLs: nfs4_acl, richacl... that nothing here
+// would enforce.
+inline bool is_unsupported_system(std::string_view name) {
+  return name.substr(0, 7) == "system." && !is_posix_acl(name);
+}
+
 // Replies to a getxattr or listxattr with `value`: its size to a size
 // query (`size` 0), else the value, or ERANGE when it does not fit.
 inline void reply_value(fuse_req_t req, std::string_view value, std::size_t size) {

@@ -30,16 +30,6 @@ bool is_virtual(std::string_view name) {
   return name == k_xattr_info || name == k_xattr_stats;
 }
 
-bool is_posix_acl(std::string_view name) {
-  return name == posix_acl::k_access_name || name == posix_acl::k_default_name;
-}
-
-// system.* names other than the ACLs: nfs4_acl, richacl... that nothing here
-// would enforce.
-bool is_unsupported_system(std::string_view name) {
-  return name.substr(0, 7) == "system." && !is_posix_acl(name);
-}
-
 }  // namespace
 
 // The caller's groups and CAP_FSETID, from /proc/TID/status (the request

@@ -54,65 +54,83 @@ bool snapshot_tree::numberable(const store::snapshot_record& r) {
   return r.id >= 1 && r.id <= k_max_id && r.next_ino <= k_max_ino + 1;
 }
 
-std::optional<snapshot_tree::known_snapshot> snapshot_tree::remember(
-    const store::snapshot_record& r) {
-  known_snapshot k{live_.read_snapshot(r), std::chrono::steady_clock::now()};
+std::uint64_t snapshot_tree::closes() {
   std::lock_guard lock(mutex_);
-  if (closing_.contains(r.name)) return std::nullopt;
+  return closes_;
+}
+
+std::optional<snapshot_tree::known_snapshot> snapshot_tree::remember(
+    const store::snapshot_record& r, std::uint64_t closes_before,
+    std::chrono::steady_clock::time_point read_at) {
+  known_snapshot k{live_.read_snapshot(r), read_at};
+  std::lock_guard lock(mutex_);
+  // Closed since the registry was read: it may be gone by now.
+  if (const auto it = last_close_.find(r.name);
+      it != last_close_.end() && it->second > closes_before)
+    return std::nullopt;
   // One reader and gate per snapshot, whoever made it first.
   const auto [it, added] = snapshots_.try_emplace(r.id, std::move(k));
+  if (it->second.closing) return std::nullopt;
   return it->second;
 }
 
 std::optional<snapshot_tree::known_snapshot> snapshot_tree::snapshot_by_id(std::uint64_t id) {
   std::optional<known_snapshot> known;
+  std::uint64_t closes_before = 0;
   {
     std::lock_guard lock(mutex_);
+    closes_before = closes_;
     if (const auto it = snapshots_.find(id); it != snapshots_.end()) {
       if (it->second.closing) return std::nullopt;
       if (std::chrono::steady_clock::now() - it->second.checked < k_alive_for) return it->second;
       known = it->second;
     }
   }
+  const auto read_at = std::chrono::steady_clock::now();
   if (known) {
     // The check is a store read: never under the mutex.
     const bool alive = known->reader->alive();
     std::lock_guard lock(mutex_);
     const auto it = snapshots_.find(id);
-    if (it == snapshots_.end() || it->second.closing) return std::nullopt;
+    if (it == snapshots_.end() || it->second.closing || it->second.gate != known->gate)
+      return std::nullopt;
     if (!alive) {
       snapshots_.erase(it);
       return std::nullopt;
     }
-    it->second.checked = std::chrono::steady_clock::now();
+    it->second.checked = read_at;
     return it->second;
   }
   for (const store::snapshot_record& r : live_.snapshots())
-    if (r.id == id && r.state == store::snapshot_state::live && numberable(r)) return remember(r);
+    if (r.id == id && r.state == store::snapshot_state::live && numberable(r))
+      return remember(r, closes_before, read_at);
   return std::nullopt;
 }
 
 std::optional<snapshot_tree::known_snapshot> snapshot_tree::snapshot_by_name(
     const std::string& name) {
+  const std::uint64_t closes_before = closes();
+  const auto read_at = std::chrono::steady_clock::now();
   for (const store::snapshot_record& r : live_.snapshots()) {
     if (r.name != name) continue;
     if (r.state != store::snapshot_state::live || !numberable(r)) return std::nullopt;
-    {
-      std::lock_guard lock(mutex_);
-      if (const auto it = snapshots_.find(r.id); it != snapshots_.end())
-        return it->second.closing ? std::nullopt : std::optional(it->second);
-    }
-    return remember(r);
+    return remember(r, closes_before, read_at);
   }
   return std::nullopt;
 }
 
-snapshot_tree::place snapshot_tree::enter(known_snapshot k, std::uint64_t ino) {
+std::optional<snapshot_tree::place> snapshot_tree::enter(known_snapshot k, std::uint64_t ino) {
+  const std::uint64_t id = k.reader->record().id;
   place p;
   p.snapshot = std::move(k.reader);
   p.ino = ino;
   p.gate = std::move(k.gate);
   p.in_use = std::shared_lock(*p.gate);
+  // A close_snapshot between finding it and the hold did not wait for us.
+  std::lock_guard lock(mutex_);
+  const auto it = snapshots_.find(id);
+  if (it == snapshots_.end() || it->second.closing || it->second.gate != p.gate)
+    return std::nullopt;
   return p;
 }
 
@@ -120,19 +138,16 @@ snapshot_tree::place snapshot_tree::resolve(fuse_ino_t ino) {
   const std::uint64_t id = (ino >> k_id_shift) & k_max_id;
   auto known = id == 0 ? std::nullopt : snapshot_by_id(id);
   if (!known) throw fs_error(ESTALE);
-  place p = enter(std::move(*known), ino & k_max_ino);
-  // A close_snapshot between the lookup and the hold: it did not wait for us.
-  std::lock_guard lock(mutex_);
-  if (const auto it = snapshots_.find(id); it == snapshots_.end() || it->second.closing)
-    throw fs_error(ESTALE);
-  return p;
+  auto p = enter(std::move(*known), ino & k_max_ino);
+  if (!p) throw fs_error(ESTALE);
+  return std::move(*p);
 }
 
 void snapshot_tree::close_snapshot(const std::string& name) {
   std::vector<std::shared_ptr<std::shared_mutex>> gates;
   {
     std::lock_guard lock(mutex_);
-    closing_.insert(name);
+    last_close_[name] = ++closes_;
     for (auto& [id, k] : snapshots_) {
       if (k.reader->record().name != name) continue;
       k.closing = true;
@@ -151,11 +166,17 @@ struct stat snapshot_tree::dir_stat(const std::vector<store::snapshot_record>& a
     st.st_uid = root->uid;
     st.st_gid = root->gid;
   }
-  // The newest snapshot's time, its nanoseconds the count: the directory
-  // looks changed after a create or a delete.
+  // The newest snapshot's time, its nanoseconds made of the newest id and
+  // the count: the directory looks changed after any create or delete
+  // (the kernel then drops the listing it cached).
   std::int64_t newest = 0;
-  for (const auto& r : all) newest = std::max(newest, r.created);
-  st.st_mtim = {static_cast<time_t>(newest), static_cast<long>(all.size() % 1000000000)};
+  std::uint64_t newest_id = 0;
+  for (const auto& r : all) {
+    newest = std::max(newest, r.created);
+    newest_id = std::max(newest_id, r.id);
+  }
+  st.st_mtim = {static_cast<time_t>(newest),
+                static_cast<long>((newest_id % 1000000) * 1000 + all.size() % 1000)};
   st.st_ctim = st.st_mtim;
   st.st_atim = st.st_mtim;
   st.st_blksize = 4096;
@@ -191,13 +212,21 @@ void snapshot_tree::reply_dir_entry(fuse_req_t req) {
 
 void snapshot_tree::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   run_op(req, "lookup", [&] {
+    // "." and ".." come for file handles only (filesystem::lookup); the
+    // ".." of `.snapshots` is the live root's (fs/mount.cpp).
+    const bool dot = std::strcmp(name, ".") == 0;
+    if (parent == k_dir_ino && dot) {
+      reply_dir_entry(req);
+      return;
+    }
     if (parent == k_dir_ino) {
       // No negative entry: a snapshot may be taken any time.
       auto known = snapshot_by_name(name);
       if (!known) throw fs_error(ENOENT);
       const std::uint64_t id = known->reader->record().id;
-      const place p = enter(std::move(*known), store::k_root_ino);
-      const auto root = p.snapshot->get_inode(store::k_root_ino);
+      const auto p = enter(std::move(*known), store::k_root_ino);
+      if (!p) throw fs_error(ENOENT);
+      const auto root = p->snapshot->get_inode(store::k_root_ino);
       if (!root) throw fs_error(EIO);
       const fuse_entry_param e = entry(id, *root);
       fuse_reply_entry(req, &e);
@@ -205,6 +234,25 @@ void snapshot_tree::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) 
     }
     const place p = resolve(parent);
     const std::uint64_t id = p.snapshot->record().id;
+    if (dot || std::strcmp(name, "..") == 0) {
+      const auto self = p.snapshot->get_inode(p.ino);
+      if (!self) throw fs_error(ESTALE);
+      if (dot) {
+        const fuse_entry_param e = entry(id, *self);
+        fuse_reply_entry(req, &e);
+        return;
+      }
+      if (!S_ISDIR(self->mode)) throw fs_error(ENOTDIR);
+      if (p.ino == store::k_root_ino) {
+        reply_dir_entry(req);
+        return;
+      }
+      const auto up = p.snapshot->get_inode(self->parent);
+      if (!up) throw fs_error(ESTALE);
+      const fuse_entry_param e = entry(id, *up);
+      fuse_reply_entry(req, &e);
+      return;
+    }
     const auto d = p.snapshot->get_dirent(p.ino, name);
     std::optional<store::inode_record> child;
     if (d && d->ino <= k_max_ino) child = p.snapshot->get_inode(d->ino);
@@ -284,7 +332,10 @@ void snapshot_tree::opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) 
   run_op(req, "opendir", [&] {
     if (ino != k_dir_ino) resolve(ino);
     fi->fh = 0;
-    // A snapshot's listings never change; that of `.snapshots` does.
+    // A snapshot's listings never change; that of `.snapshots` does. (A
+    // kernel that opens directories without asking, after the live
+    // opendir's ENOSYS, caches every listing: `.snapshots` then counts on
+    // its mtime, dir_stat, and on snapshots_changed.)
     fi->cache_readdir = ino != k_dir_ino;
     fi->keep_cache = ino != k_dir_ino;
     fuse_reply_open(req, fi);
@@ -292,12 +343,15 @@ void snapshot_tree::opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) 
 }
 
 snapshot_tree::listing snapshot_tree::snapshots_listing() {
+  // In the order of their ids, each its id as its cookie: ids are never
+  // used again, so a snapshot taken or deleted between two reads of one
+  // listing moves no other name (one is neither skipped nor listed twice).
   listing out;
   for (const store::snapshot_record& r : live_.snapshots())
     if (r.state == store::snapshot_state::live && numberable(r))
-      out.push_back({r.name, outer_ino(r.id, store::k_root_ino), S_IFDIR});
+      out.push_back({r.name, outer_ino(r.id, store::k_root_ino), S_IFDIR, k_first_cookie + r.id});
   std::sort(out.begin(), out.end(),
-            [](const listed& a, const listed& b) { return a.name < b.name; });
+            [](const listed& a, const listed& b) { return a.cookie < b.cookie; });
   return out;
 }
 
@@ -309,20 +363,21 @@ std::shared_ptr<const snapshot_tree::listing> snapshot_tree::listing_of(fuse_ino
   }
   auto all = std::make_shared<listing>();
   const std::uint64_t id = p.snapshot->record().id;
-  p.snapshot->list_dir(p.ino, std::nullopt,
-                       [&](std::string_view name, const store::dirent_record& d) {
-                         if (d.ino <= k_max_ino)
-                           all->push_back({std::string(name), outer_ino(id, d.ino), d.type});
-                         return true;
-                       });
+  p.snapshot->list_dir(
+      p.ino, std::nullopt, [&](std::string_view name, const store::dirent_record& d) {
+        if (d.ino <= k_max_ino)
+          all->push_back(
+              {std::string(name), outer_ino(id, d.ino), d.type, k_first_cookie + all->size()});
+        return true;
+      });
   std::lock_guard lock(mutex_);
   if (listed_entries_ + all->size() > k_listed_entries) {
     listings_.clear();
     listed_entries_ = 0;
   }
-  listed_entries_ += all->size();
-  listings_[ino] = all;
-  return all;
+  const auto [it, added] = listings_.try_emplace(ino, all);
+  if (added) listed_entries_ += all->size();
+  return it->second;
 }
 
 void snapshot_tree::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off,
@@ -377,11 +432,10 @@ void snapshot_tree::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, of
     bool room = true;
     if (start < k_dot_cookie) room = add(".", ino, S_IFDIR, k_dot_cookie);
     if (room && start < k_dotdot_cookie) room = add("..", dotdot, S_IFDIR, k_dotdot_cookie);
-    for (std::size_t i = start < k_first_cookie ? 0 : start - k_first_cookie + 1;
-         room && i < all->size(); ++i) {
-      const listed& l = (*all)[i];
-      room = add(l.name.c_str(), l.ino, l.type, k_first_cookie + i);
-    }
+    auto it = std::upper_bound(all->begin(), all->end(), start,
+                               [](std::uint64_t c, const listed& l) { return c < l.cookie; });
+    for (; room && it != all->end(); ++it)
+      room = add(it->name.c_str(), it->ino, it->type, it->cookie);
     if (used == 0 && room == false) throw fs_error(EINVAL);  // buffer too small for one
     fuse_reply_buf(req, buffer.data(), used);
   });
@@ -402,6 +456,7 @@ void snapshot_tree::getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, s
       reply_value(req, info, size);
       return;
     }
+    if (is_unsupported_system(name)) throw fs_error(EOPNOTSUPP);  // as the live getxattr
     const auto value = p.snapshot->get_xattr(p.ino, name);
     if (!value) throw fs_error(ENODATA);
     reply_value(req, *value, size);
@@ -414,6 +469,7 @@ void snapshot_tree::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) 
     if (ino != k_dir_ino) {
       const place p = resolve(ino);
       for (const auto& name : p.snapshot->list_xattrs(p.ino)) {
+        if (is_unsupported_system(name)) continue;  // as the live listxattr
         list += name;
         list += '\0';
       }
@@ -425,7 +481,6 @@ void snapshot_tree::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) 
 void snapshot_tree::snapshots_changed(fuse_session* session, const std::string& name) {
   {
     std::lock_guard lock(mutex_);
-    closing_.erase(name);
     for (auto it = snapshots_.begin(); it != snapshots_.end();) {
       if (it->second.reader->record().name != name) {
         ++it;

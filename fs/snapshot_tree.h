@@ -26,7 +26,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -91,9 +90,15 @@ class snapshot_tree {
   };
   std::optional<known_snapshot> snapshot_by_id(std::uint64_t id);
   std::optional<known_snapshot> snapshot_by_name(const std::string& name);
-  // Null when the snapshot is closing.
-  std::optional<known_snapshot> remember(const store::snapshot_record& r);
-  static place enter(known_snapshot k, std::uint64_t ino);
+  // Keeps the reader of `r`, read from the registry at `read_at` after
+  // `closes_before` closes; null when it was closed since (it may be
+  // deleted by now) or is closing.
+  std::optional<known_snapshot> remember(const store::snapshot_record& r,
+                                         std::uint64_t closes_before,
+                                         std::chrono::steady_clock::time_point read_at);
+  // Holds `k` for a request; null when it closed meanwhile.
+  std::optional<place> enter(known_snapshot k, std::uint64_t ino);
+  std::uint64_t closes();
   static bool numberable(const store::snapshot_record& r);
   static fuse_ino_t outer_ino(std::uint64_t id, std::uint64_t ino);
 
@@ -104,14 +109,15 @@ class snapshot_tree {
   // mount's entries do.
   fuse_entry_param entry(std::uint64_t id, const store::inode_record& r) const;
 
-  // One directory's entries in name order: "." and ".." come first, so
-  // entry i has cookie i + 3. A snapshot's directories never change, so a
-  // listing read once is kept (a bounded number of them); `.snapshots`'s
-  // is read for each readdir.
+  // One directory's entries in cookie order ("." and ".." are 1 and 2): in
+  // a snapshot's directory, in name order, entry i has cookie i + 3. A
+  // snapshot's directories never change, so a listing read once is kept
+  // (a bounded number of them); `.snapshots`'s is read for each readdir.
   struct listed {
     std::string name;
     fuse_ino_t ino;
     std::uint32_t type;
+    std::uint64_t cookie;
   };
   using listing = std::vector<listed>;
   std::shared_ptr<const listing> listing_of(fuse_ino_t ino, const place& p);
@@ -121,7 +127,8 @@ class snapshot_tree {
   const mount_options& options_;
   std::mutex mutex_;  // a leaf: held only to look up or update the maps below
   std::map<std::uint64_t, known_snapshot> snapshots_;
-  std::set<std::string> closing_;  // names close_snapshot closed, until snapshots_changed
+  std::uint64_t closes_ = 0;                         // close_snapshot calls so far
+  std::map<std::string, std::uint64_t> last_close_;  // name -> closes_ at its last close
   std::map<fuse_ino_t, std::shared_ptr<const listing>> listings_;
   std::size_t listed_entries_ = 0;
 };
