@@ -904,6 +904,9 @@ class store {
   // Format 8 or newer (a snapshot was taken): commits look for the latest
   // snapshot. Under commit_mutex_.
   bool may_have_snapshots_ = false;
+  // snapshot_latest as pre_images_ has it is current: this store writes
+  // alone and has read it since it last changed it. Under commit_mutex_.
+  bool latest_known_ = false;
   // Reads the latest snapshot through the commit's locked reads and
   // resets pre_images_ when it changed (another client, a create or a
   // delete). Caller holds commit_mutex_.

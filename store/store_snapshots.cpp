@@ -41,9 +41,16 @@ std::shared_ptr<const snapshot_reader> store::read_snapshot(const snapshot_recor
 
 void store::refresh_latest_snapshot(locked_reads& reads) {
   if (!writes_beside_others() && !may_have_snapshots_) return;
+  // Alone, only this store moves snapshot_latest (a create, or the last
+  // commit of a deletion, after each of which it is read again,
+  // keep_pre_images): read once, not per
+  // commit (a read per commit cost 7% of an rsync of new files, 8 us a
+  // setattr; docs/bench.md, "Snapshots").
+  if (latest_known_) return;
   const std::optional<std::string> latest =
       reads.get(table::meta, k_snapshot_latest_key, "the latest snapshot");
   const std::uint64_t id = latest ? decode_snapshot_id(*latest, "snapshot_latest") : 0;
+  latest_known_ = !writes_beside_others();
   if (id == pre_images_.latest()) return;
   if (id == 0) {
     pre_images_.reset(0, 0);
@@ -102,6 +109,7 @@ snapshot_record store::create_snapshot(std::string_view name) {
       },
       true);
   may_have_snapshots_ = true;
+  latest_known_ = false;
   holds_lepton_files_ = true;  // format 8 includes 4
   if (raise) {
     settings_.format_version = raised.format_version;
