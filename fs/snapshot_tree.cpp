@@ -64,7 +64,8 @@ std::optional<snapshot_tree::known_snapshot> snapshot_tree::remember(
     std::chrono::steady_clock::time_point read_at) {
   known_snapshot k{live_.read_snapshot(r), read_at};
   std::lock_guard lock(mutex_);
-  // Closed since the registry was read: it may be gone by now.
+  // Closing now, or closed since the registry was read: it may be gone.
+  if (closing_.contains(r.name)) return std::nullopt;
   if (const auto it = last_close_.find(r.name);
       it != last_close_.end() && it->second > closes_before)
     return std::nullopt;
@@ -148,6 +149,7 @@ void snapshot_tree::close_snapshot(const std::string& name) {
   {
     std::lock_guard lock(mutex_);
     last_close_[name] = ++closes_;
+    closing_.insert(name);
     for (auto& [id, k] : snapshots_) {
       if (k.reader->record().name != name) continue;
       k.closing = true;
@@ -481,6 +483,7 @@ void snapshot_tree::listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) 
 void snapshot_tree::snapshots_changed(fuse_session* session, const std::string& name) {
   {
     std::lock_guard lock(mutex_);
+    closing_.erase(name);
     for (auto it = snapshots_.begin(); it != snapshots_.end();) {
       if (it->second.reader->record().name != name) {
         ++it;

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -129,6 +130,7 @@ class snapshot_tree {
   std::map<std::uint64_t, known_snapshot> snapshots_;
   std::uint64_t closes_ = 0;                         // close_snapshot calls so far
   std::map<std::string, std::uint64_t> last_close_;  // name -> closes_ at its last close
+  std::set<std::string> closing_;  // closed and not yet deleted (snapshots_changed)
   std::map<fuse_ino_t, std::shared_ptr<const listing>> listings_;
   std::size_t listed_entries_ = 0;
 };

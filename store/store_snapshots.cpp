@@ -41,19 +41,26 @@ std::shared_ptr<const snapshot_reader> store::read_snapshot(const snapshot_recor
 
 void store::refresh_latest_snapshot(locked_reads& reads) {
   if (!writes_beside_others() && !may_have_snapshots_) return;
-  // Alone, only this store moves snapshot_latest (a create, or the last
-  // commit of a deletion, after each of which it is read again,
-  // keep_pre_images): read once, not per
-  // commit (a read per commit cost 7% of an rsync of new files, 8 us a
-  // setattr; docs/bench.md, "Snapshots").
+  // An embedded volume's writer alone is the only one that moves
+  // snapshot_latest (its lock admits no other open): it reads it once, and
+  // again after its own create or a commit of its own that moved it
+  // (keep_pre_images), not per commit (a read per commit cost 7% of an
+  // rsync of new files, 8 us a setattr; docs/bench.md, "Snapshots"). A
+  // PostgreSQL writer reads it per commit: its lock can be lost and taken
+  // back, and another process may have taken a snapshot meanwhile.
   if (latest_known_) return;
   const std::optional<std::string> latest =
       reads.get(table::meta, k_snapshot_latest_key, "the latest snapshot");
   const std::uint64_t id = latest ? decode_snapshot_id(*latest, "snapshot_latest") : 0;
-  latest_known_ = !writes_beside_others();
-  if (id == pre_images_.latest()) return;
+  // Known only once pre_images_ has it (a read below may throw).
+  const bool may_keep = rocksdb_ != nullptr && !writes_beside_others();
+  if (id == pre_images_.latest()) {
+    latest_known_ = may_keep;
+    return;
+  }
   if (id == 0) {
     pre_images_.reset(0, 0);
+    latest_known_ = may_keep;
     return;
   }
   const std::optional<std::string> row =
@@ -62,6 +69,7 @@ void store::refresh_latest_snapshot(locked_reads& reads) {
     throw store_error(EIO, "store " + dir_.string() + ": the latest snapshot (" +
                                std::to_string(id) + ") has no record; run densefs fsck");
   pre_images_.reset(id, decode_snapshot(id, *row, "snapshot " + std::to_string(id)).next_ino);
+  latest_known_ = may_keep;
 }
 
 snapshot_record store::create_snapshot(std::string_view name) {
@@ -78,6 +86,10 @@ snapshot_record store::create_snapshot(std::string_view name) {
   }
   bool raise = false;
   store_settings raised = settings_;
+  // Before the write: one that fails having happened (a lost connection)
+  // must still make the next commit look for the snapshot.
+  may_have_snapshots_ = true;
+  latest_known_ = false;
   // In the commit section: every commit before it is in the snapshot
   // whole, every one after it sees it (refresh_latest_snapshot) and keeps
   // pre-images. The inode counter read here is past every inode a commit
@@ -108,8 +120,6 @@ snapshot_record store::create_snapshot(std::string_view name) {
         }
       },
       true);
-  may_have_snapshots_ = true;
-  latest_known_ = false;
   holds_lepton_files_ = true;  // format 8 includes 4
   if (raise) {
     settings_.format_version = raised.format_version;

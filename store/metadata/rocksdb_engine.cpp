@@ -790,27 +790,37 @@ void rocksdb_engine::compact_all(bool rewrite_blobs, std::atomic<bool>& cancel,
   // ran it deletes the blob files left without a live payload after waking
   // the waiter. gc measures the disk right after this: without the wait a
   // loaded machine showed the space not yet back (gc_cli_test, 5 of 20).
-  if (rewrite_blobs) wait_for_dead_blob_files();
+  if (rewrite_blobs) wait_for_dead_blob_files(cancel);
 }
 
-void rocksdb_engine::wait_for_dead_blob_files() const {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  for (;;) {
+void rocksdb_engine::wait_for_dead_blob_files(const std::atomic<bool>& cancel) const {
+  // The dead files of the first look only: a flush or compaction running
+  // meanwhile may make new ones, which are not this wait's business.
+  std::set<std::string> waiting;
+  std::chrono::steady_clock::time_point deadline;
+  for (bool first = true;; first = false) {
     std::set<std::uint64_t> live;
     for (auto* cf : cfs_) {
       rocksdb::ColumnFamilyMetaData meta;
       db_->GetColumnFamilyMetaData(cf, &meta);
       for (const auto& b : meta.blob_files) live.insert(b.blob_file_number);
     }
-    bool dead_left = false;
+    std::set<std::string> dead;
     std::error_code ec;
     for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end;
          it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      if (name.ends_with(".blob") && !live.contains(std::strtoull(name.c_str(), nullptr, 10)))
-        dead_left = true;
+      if (name.ends_with(".blob") && !live.contains(std::strtoull(name.c_str(), nullptr, 10)) &&
+          (first || waiting.contains(name)))
+        dead.insert(name);
     }
-    if (!dead_left || std::chrono::steady_clock::now() > deadline) return;
+    waiting = std::move(dead);
+    if (waiting.empty() || cancel) return;
+    if (first) {
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    } else if (std::chrono::steady_clock::now() > deadline) {
+      return;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }

@@ -129,9 +129,10 @@ class rocksdb_engine final : public metadata_engine {
  private:
   rocksdb_engine() = default;
   void resume_after_write_error();
-  // Waits (at most a few seconds) until no blob file in the directory is
-  // one the database no longer names (compact_all says why).
-  void wait_for_dead_blob_files() const;
+  // Waits (at most a few seconds, or until `cancel`) until the blob files
+  // in the directory that the database no longer names are gone
+  // (compact_all says why).
+  void wait_for_dead_blob_files(const std::atomic<bool>& cancel) const;
 
   std::filesystem::path dir_;
   std::string where_;
