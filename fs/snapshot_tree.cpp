@@ -71,7 +71,6 @@ std::optional<snapshot_tree::known_snapshot> snapshot_tree::remember(
     return std::nullopt;
   // One reader and gate per snapshot, whoever made it first.
   const auto [it, added] = snapshots_.try_emplace(r.id, std::move(k));
-  if (it->second.closing) return std::nullopt;
   return it->second;
 }
 
@@ -82,7 +81,7 @@ std::optional<snapshot_tree::known_snapshot> snapshot_tree::snapshot_by_id(std::
     std::lock_guard lock(mutex_);
     closes_before = closes_;
     if (const auto it = snapshots_.find(id); it != snapshots_.end()) {
-      if (it->second.closing) return std::nullopt;
+      if (closing_.contains(it->second.reader->record().name)) return std::nullopt;
       if (std::chrono::steady_clock::now() - it->second.checked < k_alive_for) return it->second;
       known = it->second;
     }
@@ -93,7 +92,8 @@ std::optional<snapshot_tree::known_snapshot> snapshot_tree::snapshot_by_id(std::
     const bool alive = known->reader->alive();
     std::lock_guard lock(mutex_);
     const auto it = snapshots_.find(id);
-    if (it == snapshots_.end() || it->second.closing || it->second.gate != known->gate)
+    if (it == snapshots_.end() || it->second.gate != known->gate ||
+        closing_.contains(it->second.reader->record().name))
       return std::nullopt;
     if (!alive) {
       snapshots_.erase(it);
@@ -130,7 +130,8 @@ std::optional<snapshot_tree::place> snapshot_tree::enter(known_snapshot k, std::
   // A close_snapshot between finding it and the hold did not wait for us.
   std::lock_guard lock(mutex_);
   const auto it = snapshots_.find(id);
-  if (it == snapshots_.end() || it->second.closing || it->second.gate != p.gate)
+  if (it == snapshots_.end() || it->second.gate != p.gate ||
+      closing_.contains(p.snapshot->record().name))
     return std::nullopt;
   return p;
 }
@@ -152,7 +153,6 @@ void snapshot_tree::close_snapshot(const std::string& name) {
     closing_.insert(name);
     for (auto& [id, k] : snapshots_) {
       if (k.reader->record().name != name) continue;
-      k.closing = true;
       gates.push_back(k.gate);
     }
   }

@@ -87,7 +87,6 @@ class snapshot_tree {
     std::shared_ptr<const store::snapshot_reader> reader;
     std::chrono::steady_clock::time_point checked;  // last found alive
     std::shared_ptr<std::shared_mutex> gate = std::make_shared<std::shared_mutex>();
-    bool closing = false;  // close_snapshot
   };
   std::optional<known_snapshot> snapshot_by_id(std::uint64_t id);
   std::optional<known_snapshot> snapshot_by_name(const std::string& name);

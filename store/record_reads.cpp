@@ -20,13 +20,12 @@ std::string dirent_what(std::uint64_t parent, std::string_view name) {
 std::string xattr_what(std::uint64_t ino, std::string_view name) {
   return "xattr " + printable(name) + " of inode " + std::to_string(ino);
 }
-// Keys that start with an 8-byte big-endian number (an inode's dirents,
-// extents or xattrs).
+
+}  // namespace
+
 key_range u64_prefix(std::uint64_t n) {
   return prefix_range(inode_key(n));
 }
-
-}  // namespace
 
 std::string extent_what(std::uint64_t ino, std::uint64_t offset) {
   return "inode " + std::to_string(ino) + " at offset " + std::to_string(offset);

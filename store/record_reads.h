@@ -34,6 +34,10 @@ std::optional<std::string> xattr(const metadata_engine& e, std::uint64_t ino,
                                  std::string_view name);
 std::vector<std::string> xattr_names(const metadata_engine& e, std::uint64_t ino);
 
+// The keys that start with inode `n`'s number (8 bytes, big-endian): its
+// dirents, extents or xattrs.
+key_range u64_prefix(std::uint64_t n);
+
 // The offset an extent key of `ino` names; store_error(EIO) for a key of
 // the wrong length.
 std::uint64_t extent_offset(std::uint64_t ino, std::string_view key);

@@ -344,8 +344,9 @@ void store::commit_attempt::keep_pre_images() {
   s_.refresh_latest_snapshot(reads_);
   // This commit keeps pre-images for the latest snapshot before it; one
   // that moves snapshot_latest (a deletion's last) makes the next read it.
-  for (const txn_op& op : t_.ops)
-    if (op.cf == table::meta && op.key == k_snapshot_latest_key) s_.latest_known_ = false;
+  if (s_.latest_known_)
+    for (const txn_op& op : t_.ops)
+      if (op.cf == table::meta && op.key == k_snapshot_latest_key) s_.latest_known_ = false;
   if (s_.pre_images_.latest() == 0) return;
   record_changes changes;
   for (const txn_op& op : t_.ops) {

@@ -25,14 +25,9 @@ using namespace internal;
 
 namespace {
 
-// Keys that start with an 8-byte big-endian number (an inode's dirents,
-// extents or xattrs).
-key_range u64_prefix(std::uint64_t n) {
-  return prefix_range(inode_key(n));
-}
-
 using record_reads::extent_offset;
 using record_reads::extent_what;
+using record_reads::u64_prefix;
 
 }  // namespace
 
