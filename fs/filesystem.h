@@ -145,6 +145,15 @@ class filesystem final : private data_path::host {
   static constexpr std::size_t k_purge_batch = 16384;
   // All of the file's extents if they are at most one batch, else nothing.
   std::optional<store::extent_list> extents_if_one_batch(std::uint64_t ino) const;
+  // `n` losing its last link (unlink, a rename over it), caller holds
+  // meta_mutex_: its extents when its records may go in that same commit,
+  // so an unlink is one commit (docs/scale-out.md, "Round trips"). It may
+  // when nothing has it open here or on another client, nothing of it is
+  // staged and it has at most one batch of extents, even while the kernel
+  // still knows the inode (alone on the volume): only a file handle or a request racing the
+  // unlink can reach it then, and get_node answers ESTALE, as NFS does.
+  // nullopt: it stays an orphan until its last forget (maybe_release).
+  std::optional<store::extent_list> purgeable_now(const node& n) const;
   // Before a truncate to `new_size` (data_mutex held, meta_mutex_ not):
   // drops the extents past it from the end, a batch per commit, lowering
   // the persisted size with each, until one batch is left for

@@ -275,7 +275,13 @@ std::shared_ptr<node> filesystem::get_node(std::uint64_t ino) {
     // bumps meta_gen_ under meta_mutex_: if it moved, read again. A caller
     // holding the mutex never loops.
     const std::uint64_t gen = meta_gen_.load(std::memory_order_acquire);
-    if (auto n = table_.find(ino)) return n;
+    if (auto n = table_.find(ino)) {
+      // Its records went with its last link while the kernel still knew
+      // it (purgeable_now): a handle or a request that raced the unlink.
+      // The kernel walks a path again after ESTALE and finds the name gone.
+      if (n->purged && !S_ISDIR(n->record.mode)) throw fs_error(ESTALE);
+      return n;
+    }
     auto r = store_->get_inode(ino);
     if (!r) throw fs_error(ENOENT);
     auto fresh = std::make_shared<node>(*r);
@@ -327,10 +333,23 @@ void filesystem::purge(store::transaction& txn, node& n, const store::extent_lis
     txn.delete_extent(n.ino, offset);
     txn.unref_chunk(extent.hash);
   }
-  for (const auto& name : store_->list_xattrs(n.ino)) txn.delete_xattr(n.ino, name);
+  // The names this daemon keeps are exact but beside other writers.
+  if (n.xattr_names && !shares_volume()) {
+    for (const auto& name : *n.xattr_names) txn.delete_xattr(n.ino, name);
+  } else {
+    for (const auto& name : store_->list_xattrs(n.ino)) txn.delete_xattr(n.ino, name);
+  }
   txn.delete_inode(n.ino);
   txn.remove_orphan(n.ino);
   if (n.new_file) txn.clear_new_file(n.ino);
+}
+
+std::optional<store::extent_list> filesystem::purgeable_now(const node& n) const {
+  if (n.opens != 0 || n.has_staged() || others_may_hold(n)) return std::nullopt;
+  // Beside other writers only one the kernel forgot too, as before: the
+  // last forget of another releases it inside its own commit's lock.
+  if (shares_volume() && n.lookups != 0) return std::nullopt;
+  return n.regular ? extents_if_one_batch(n.ino) : std::optional(store::extent_list{});
 }
 
 std::optional<store::extent_list> filesystem::extents_if_one_batch(std::uint64_t ino) const {

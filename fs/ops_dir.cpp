@@ -83,6 +83,7 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
     p.mtime = p.ctime = t;
     if (S_ISDIR(mode)) ++p.nlink;
     txn.put_inode(r);
+    txn.made_inode(r.ino, S_ISDIR(mode));
     if (acls.access) txn.put_xattr(r.ino, posix_acl::k_access_name, *acls.access);
     if (acls.default_acl) txn.put_xattr(r.ino, posix_acl::k_default_name, *acls.default_acl);
     txn.put_dirent(parent.ino, name, {r.ino, r.mode & S_IFMT});
@@ -174,9 +175,9 @@ void filesystem::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
       r.ctime = t;
       purge_now = false;
       if (r.nlink == 0) {
-        if (n->unused() && !others_may_hold(*n)) {
+        if (const std::optional<store::extent_list> extents = purgeable_now(*n)) {
           purge_now = true;
-          purge(txn, *n);
+          purge(txn, *n, *extents);
         } else {
           // Open or still known to the kernel (or maybe open on another
           // client): readable until the last close and forget. Recorded so
@@ -193,7 +194,7 @@ void filesystem::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     keep_record(*n, r);
     if (purge_now) {
       n->purged = true;
-      table_.erase(n->ino);
+      if (n->lookups == 0) table_.erase(n->ino);  // else at its forget
     } else if (r.nlink == 0 && n->unused()) {
       defer_orphan(n->ino);
       table_.erase(n->ino);
@@ -394,8 +395,8 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
             purge(txn, *dst);
             purged.insert(dst->ino);
           } else if (--dr.nlink == 0) {
-            if (dst->unused() && !others_may_hold(*dst)) {
-              purge(txn, *dst);
+            if (const std::optional<store::extent_list> extents = purgeable_now(*dst)) {
+              purge(txn, *dst, *extents);
               purged.insert(dst->ino);
             } else {
               txn.add_orphan(dst->ino);

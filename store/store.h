@@ -56,6 +56,7 @@ class payload_sealer;
 struct payload_meta;
 class pack_store;
 class chunk_cache;
+class entry_cache;
 class rocksdb_engine;
 
 // The payload backend `densefs mkfs` uses without --payloads: the faster one
@@ -151,6 +152,11 @@ class transaction {
   void mark_new_file(std::uint64_t ino, std::uint64_t parent, std::string_view name,
                      std::string_view writer = {});
   void clear_new_file(std::uint64_t ino);
+  // Inode `ino`, put in this transaction, is new: it has no extents and,
+  // a directory, no entries, so after the commit the store knows both
+  // without a read (a lookup in it, its extents at unlink; store/cache/
+  // entry_cache.h). Writes no record.
+  void made_inode(std::uint64_t ino, bool directory);
 
   // Chunk references. Several calls for one hash add up. At commit a chunk
   // whose count reaches 0 is deleted with its payload; a chunk that does not
@@ -819,7 +825,8 @@ class store {
   // what the commit did, applied to the caches after it.
   class commit_attempt;
   struct commit_outcome;
-  void after_commit(const commit_outcome& done, std::span<const std::uint64_t> extents_changed);
+  void after_commit(const transaction::impl& t, const commit_outcome& done,
+                    std::span<const std::uint64_t> extents_changed);
   // Held shared by every payloads_ahead until its commit, exclusively by
   // pack compaction while it plans (before commit_mutex_): a pack holding
   // payloads written ahead looks dead until their commit names them.
@@ -889,6 +896,11 @@ class store {
   // Reads the window of `ino`'s extents from the floor of `begin` and keeps
   // it unless a commit came in since `gen`.
   extent_window read_extent_window(std::uint64_t ino, std::uint64_t begin, std::uint64_t gen) const;
+  // The directory entries this client knows (store/cache/entry_cache.h),
+  // where a lookup is a round trip and every change is known here: as
+  // caches_extents(). Else nullptr.
+  std::unique_ptr<entry_cache> entry_cache_;
+  static constexpr std::size_t k_entry_cache_names = 1u << 18;
   mutable std::mutex extent_cache_mutex_;
   mutable std::unordered_map<std::uint64_t, cached_extents> extent_cache_;
   mutable std::unordered_map<std::uint64_t, std::deque<extent_window>> extent_windows_;

@@ -15,6 +15,7 @@
 
 #include "codec/lepton_file.h"
 #include "store/cache/chunk_cache.h"
+#include "store/cache/entry_cache.h"
 #include "store/durable_file.h"
 #include "store/log.h"
 #include "store/metadata/fault_injection.h"
@@ -219,11 +220,14 @@ payloads_ahead store::write_payloads_ahead(std::span<const prepared_chunk* const
 
 namespace {
 
-// Inodes whose cached extent lists a transaction's `ops` make stale.
+// Inodes whose cached extent lists a transaction's `ops` make stale: those
+// it puts or deletes extents of. (A record's change alone leaves the list
+// exact: a truncate deletes the extents past the end in its commit, and
+// inode numbers are never used again.)
 std::vector<std::uint64_t> inodes_with_new_extents(const std::vector<txn_op>& ops) {
   std::vector<std::uint64_t> out;
   for (const txn_op& op : ops)
-    if ((op.cf == table::extents || op.cf == table::inodes) && op.key.size() >= 8)
+    if (op.cf == table::extents && op.key.size() >= 8)
       out.push_back(decode_u64_be(std::string_view(op.key).substr(0, 8)));
   return out;
 }
@@ -737,15 +741,39 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
       // Applied or not (a lost connection leaves it unknown): nothing cached
       // of these inodes may stay.
       drop_cached_extents(extents_changed, false);
+      if (entry_cache_) entry_cache_->forget_all();
       throw;
     }
   }
-  after_commit(done, extents_changed);
+  after_commit(t, done, extents_changed);
 }
 
-void store::after_commit(const commit_outcome& done,
+void store::after_commit(const transaction::impl& t, const commit_outcome& done,
                          std::span<const std::uint64_t> extents_changed) {
   drop_cached_extents(extents_changed, false);
+  if (entry_cache_) {
+    std::vector<entry_cache::change> changes;
+    for (const txn_op& op : t.ops) {
+      if (op.cf != table::dirents || op.key.size() < 8) continue;
+      entry_cache::change& c = changes.emplace_back();
+      c.parent = decode_u64_be(std::string_view(op.key).substr(0, 8));
+      c.name = std::string_view(op.key).substr(8);
+      if (!op.erase) c.entry = std::get<dirent_record>(op.value);
+    }
+    entry_cache_->committed(changes, t.new_directories);
+  }
+  // A new inode has no extents: known without a scan (its unlink purges it
+  // in one commit).
+  if (caches_extents() && !t.new_inodes.empty()) {
+    std::unordered_map<std::uint64_t, cached_extents> none;
+    for (const std::uint64_t ino : t.new_inodes) none[ino];
+    std::uint64_t gen = 0;
+    {
+      std::lock_guard lock(extent_cache_mutex_);
+      gen = extents_gen_;
+    }
+    cache_extents(gen, std::move(none));
+  }
   pre_images_.remember(done.kept);
   garbage_bytes_ += done.garbage;
   for (const auto& h : done.deleted) {

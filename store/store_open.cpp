@@ -20,6 +20,7 @@
 
 #include "codec/lepton_file.h"
 #include "store/cache/chunk_cache.h"
+#include "store/cache/entry_cache.h"
 #include "store/crypto/payload_sealer.h"
 #include "store/crypto/sealed_payload_store.h"
 #include "store/durable_file.h"
@@ -801,6 +802,11 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     self->payloads_ = std::make_unique<sealed_payload_store>(std::move(self->payloads_),
                                                              self->sealer_, dir.string());
   self->cache_ = std::make_unique<chunk_cache>(options.chunk_cache_bytes);
+  // A writer alone: every change of an entry is its own commit. (A
+  // follower would hear the writer's only through notices it may not be
+  // listening to yet.)
+  if (self->caches_extents() && !self->options_.read_only && !self->follows())
+    self->entry_cache_ = std::make_unique<entry_cache>(k_entry_cache_names);
   self->damaged_ = std::make_unique<damaged_chunks>(*self->engine_, !self->options_.read_only);
   // A tool that writes (gc) sees the mounts as other clients; a mount
   // counts again without itself (volume_membership::begin).

@@ -10,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "store/cache/entry_cache.h"
 #include "store/log.h"
 #include "store/metadata/metadata_engine.h"
 #include "store/metadata/rocksdb_engine.h"
@@ -52,7 +53,12 @@ std::vector<std::optional<inode_record>> store::get_inodes(
 }
 
 std::optional<dirent_record> store::get_dirent(std::uint64_t parent, std::string_view name) const {
-  return record_reads::dirent(*engine_, parent, name);
+  if (!entry_cache_) return record_reads::dirent(*engine_, parent, name);
+  if (auto known = entry_cache_->find(parent, name)) return std::move(*known);
+  const std::uint64_t gen = entry_cache_->generation();
+  std::optional<dirent_record> found = record_reads::dirent(*engine_, parent, name);
+  entry_cache_->keep(gen, parent, name, found);
+  return found;
 }
 
 void store::list_dir(std::uint64_t parent, std::optional<std::string_view> after,
@@ -61,6 +67,8 @@ void store::list_dir(std::uint64_t parent, std::optional<std::string_view> after
 }
 
 bool store::dir_is_empty(std::uint64_t parent) const {
+  if (entry_cache_)
+    if (const std::optional<bool> known = entry_cache_->empty(parent)) return *known;
   bool empty = true;
   engine_->scan(table::dirents, u64_prefix(parent), {},
                 "listing directory " + std::to_string(parent),

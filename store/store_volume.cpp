@@ -8,6 +8,7 @@
 
 #include <utility>
 
+#include "store/cache/entry_cache.h"
 #include "store/metadata/metadata_engine.h"
 #include "store/object/s3_object_store.h"
 #include "store/payload/pack_store.h"
@@ -20,6 +21,12 @@ using namespace internal;
 bool store::watch(std::function<void(const change_notice&)> fn) {
   return membership_->watch([this, fn = std::move(fn)](const change_notice& c) {
     drop_cached_extents(c.inodes, c.everything);
+    if (entry_cache_) {
+      if (c.everything)
+        entry_cache_->forget_all();
+      else
+        entry_cache_->forget(c.entries);
+    }
     fn(c);
   });
 }
