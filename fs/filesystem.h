@@ -130,6 +130,10 @@ class filesystem final : private data_path::host {
   // Clears the suid and sgid bits a write by this caller takes away (the
   // kernel asked: KILLPRIV_V2's kill_suidgid), in a commit of their own.
   void kill_suid_sgid(fuse_req_t req, node& n);
+  // What a SETATTR asks (`to_set` of `attr`) applied to `r`, at time `t`:
+  // modes, owners, times, and the bits the kernel leaves to us to drop.
+  void edit_attributes(fuse_req_t req, store::inode_record& r, const struct stat* attr, int to_set,
+                       store::timestamp t, bool truncating) const;
   // A copy of n's record safe to persist: size never ahead of committed data.
   store::inode_record persistable(const node& n, store::inode_record r) const;
   // Drops the node from memory once the kernel and open files are done

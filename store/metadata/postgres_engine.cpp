@@ -885,10 +885,12 @@ void postgres_engine::take_volume_lock(const std::string& what) {
   if (failed(r.get())) throw_result(r.get(), what, where_);
   if (PQntuples(r.get()) != 1 || std::string_view(PQgetvalue(r.get(), 0, 0)) != "t")
     throw store_error(EIO, what + ": " + where_ + " refused this session's own lock key");
-  lock_check_sql_ = "DO $$BEGIN IF pg_try_advisory_xact_lock_shared(" + key +
-                    ") THEN RAISE EXCEPTION 'this densefs no longer holds the volume''s lock' "
-                    "USING ERRCODE = '" +
-                    std::string(k_lock_lost_sqlstate) + "'; END IF; END$$";
+  // A division by zero when the key is free (the session is gone), which
+  // aborts the transaction: plain SQL, where a PL/pgSQL DO block raising
+  // an error of our own was compiled again by every commit (0.15 ms of a
+  // 0.35 ms commit on a unix socket, 2026-12-01). The try-lock is
+  // volatile, so the planner cannot fold the division.
+  lock_check_sql_ = "SELECT 1 / (NOT pg_try_advisory_xact_lock_shared(" + key + "))::int";
   volume_lock_ = std::move(held);
 }
 
@@ -1293,8 +1295,9 @@ void postgres_engine::write(metadata_batch& batch, bool) {
       if (committed_before_loss(l, e, attempt, outcome_key, token, what)) return;
       continue;  // the batch again
     }
-    const char* state =
-        !results.empty() ? PQresultErrorField(results[0].get(), PG_DIAG_SQLSTATE) : nullptr;
+    const char* state = !results.empty() && !lock_check.empty()
+                            ? PQresultErrorField(results[0].get(), PG_DIAG_SQLSTATE)
+                            : nullptr;
     for (const result_ptr& r : results)
       if (const char* st = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
           st && std::string_view(st) == k_conflict_sqlstate)

@@ -143,9 +143,10 @@ class postgres_engine final : public metadata_engine {
   // Throws EIO when the lock cannot be taken again.
   std::string volume_lock_check(const std::string& what);
   // The statement each write begins with: fails with k_lock_lost_sqlstate
+  // (division_by_zero: it divides by whether the lock's key is taken)
   // unless the lock's session still holds it.
   std::string lock_check_sql_;
-  static constexpr const char* k_lock_lost_sqlstate = "DF001";
+  static constexpr const char* k_lock_lost_sqlstate = "22012";
 
   // Each write of a read-write engine also rewrites one row of its own in
   // densefs_meta, `commit_outcome/` + 16 hex digits drawn at open + `/` +

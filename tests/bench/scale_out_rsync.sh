@@ -63,7 +63,7 @@ for ((r = 0; r < rounds; r++)); do
     start=$(now)
     rsync -a "$tree/" "$work/$k.mnt/r$r/"
     middle=$(now)
-    "$densefs" sync "$work/$k.mnt"
+    "$densefs" sync "$work/$k.mnt" >/dev/null
     rsync_s[$k]+=" $(elapsed "$start" "$middle")"
     synced_s[$k]+=" $(elapsed "$start" "$(now)")"
   done

@@ -407,6 +407,17 @@ TEST_P(posix, open_by_handle_at_works_after_the_kernel_forgot_the_inode) {
   errno = 0;
   EXPECT_EQ(open_handle(mnt_, gone, O_RDONLY), -1);
   EXPECT_EQ(errno, ESTALE);
+
+  // Unlinked while the kernel still has the inode, with nothing open and
+  // its data stored: its records go in the unlink's commit, so the open of
+  // its handle reaches densefs and finds it gone.
+  write_file(path("gone_cached"), "soon");
+  ASSERT_EQ(run_command({densefs_binary(), "sync", mnt_.string()}).exit_code, 0);
+  const handle cached = handle_of(path("gone_cached"));
+  ASSERT_EQ(::unlink(path("gone_cached").c_str()), 0);
+  errno = 0;
+  EXPECT_EQ(open_handle(mnt_, cached, O_RDONLY), -1);
+  EXPECT_EQ(errno, ESTALE);
 }
 
 // A refused open(O_TRUNC) of a running program (ETXTBSY) must leave it

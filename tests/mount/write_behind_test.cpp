@@ -76,6 +76,42 @@ TEST_F(write_behind, densefs_sync_makes_closed_files_durable) {
     EXPECT_TRUE(same_bytes(contents[i], read_file(path("f" + std::to_string(i))))) << i;
 }
 
+// rsync's chown, chmod and utimes of a file it just closed: while its data
+// is staged they wait in memory for that data's commit (no commit of their
+// own), and are stored with it.
+TEST_F(write_behind, attributes_set_before_the_data_lands_are_stored_with_it) {
+  const auto set_attributes = [&](const std::string& name) {
+    ASSERT_EQ(::chmod(path(name).c_str(), 0640), 0);
+    ASSERT_EQ(::chown(path(name).c_str(), 1234, 5678), 0);
+    const struct timespec times[2] = {{1'000'000'000, 5}, {1'100'000'000, 7}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, path(name).c_str(), times, 0), 0);
+  };
+  const auto expect_attributes = [&](const std::string& name) {
+    struct stat st {};
+    ASSERT_EQ(::stat(path(name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_mode & 07777, 0640u) << name;
+    EXPECT_EQ(st.st_uid, 1234u) << name;
+    EXPECT_EQ(st.st_gid, 5678u) << name;
+    EXPECT_EQ(st.st_atim.tv_sec, 1'000'000'000) << name;
+    EXPECT_EQ(st.st_mtim.tv_sec, 1'100'000'000) << name;
+    EXPECT_EQ(st.st_mtim.tv_nsec, 7) << name;
+  };
+  const std::string data = compressible_bytes(200 * k_kib, 12);
+  write_file(path("landed"), data);
+  // Staged until the sync (commit=300; `densefs info` would land it).
+  set_attributes("landed");
+  expect_attributes("landed");
+  ASSERT_EQ(run_command({densefs_binary(), "sync", mnt_.string()}).exit_code, 0);
+  // Still new at the kill: the crash removes it whole, attributes and all.
+  write_file(path("staged"), data);
+  set_attributes("staged");
+  kill_daemon();
+  mount();
+  expect_attributes("landed");
+  EXPECT_TRUE(same_bytes(data, read_file(path("landed"))));
+  EXPECT_FALSE(stdfs::exists(path("staged")));
+}
+
 TEST_F(write_behind, densefs_sync_outside_a_mount_is_one_line_error) {
   const auto r = run_command({densefs_binary(), "sync", scratch_.string()});
   EXPECT_NE(r.exit_code, 0);
