@@ -346,6 +346,10 @@ void filesystem::purge(store::transaction& txn, node& n, const store::extent_lis
 
 std::optional<store::extent_list> filesystem::purgeable_now(const node& n) const {
   if (n.opens != 0 || n.has_staged() || others_may_hold(n)) return std::nullopt;
+  // A FIFO, socket or device node is opened without an OPEN here: while
+  // the kernel knows it, a process may hold it (fstat and fchmod on its
+  // descriptor must keep working), so it waits for the forget as before.
+  if (!n.regular && !S_ISLNK(n.record.mode) && n.lookups != 0) return std::nullopt;
   // Beside other writers only one the kernel forgot too, as before: the
   // last forget of another releases it inside its own commit's lock.
   if (shares_volume() && n.lookups != 0) return std::nullopt;
@@ -653,6 +657,9 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
       shrink_in_batches(*n, static_cast<std::uint64_t>(attr->st_size));
     }
     std::lock_guard meta(meta_mutex_);
+    // Purged since get_node (writeback_cache's SETATTR comes without the
+    // inode's lock): its record must not be written back.
+    if (n->purged && !S_ISDIR(n->record.mode)) throw fs_error(ESTALE);
     const store::timestamp t = now();
     const std::optional<std::uint64_t> new_size =
         truncating ? std::optional(static_cast<std::uint64_t>(attr->st_size)) : std::nullopt;

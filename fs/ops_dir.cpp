@@ -194,6 +194,7 @@ void filesystem::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     keep_record(*n, r);
     if (purge_now) {
       n->purged = true;
+      n->new_file = false;                        // its row went with it
       if (n->lookups == 0) table_.erase(n->ino);  // else at its forget
     } else if (r.nlink == 0 && n->unused()) {
       defer_orphan(n->ino);
@@ -433,7 +434,11 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
       fuse_reply_err(req, 0);
       return;
     }
-    for (const std::uint64_t ino : purged) changed.at(ino).first->purged = true;
+    for (const std::uint64_t ino : purged) {
+      node& gone = *changed.at(ino).first;
+      gone.purged = true;
+      gone.new_file = false;  // its row went with it
+    }
     if (!stayed_staged) src->new_file = false;
     if (flags & RENAME_EXCHANGE)
       if (const auto dst = table_.find(to_entry->ino)) dst->new_file = false;

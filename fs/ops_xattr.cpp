@@ -24,6 +24,29 @@
 #include "fs/posix_acl.h"
 
 namespace densefs::fs {
+
+namespace {
+
+// The names a node keeps of its xattrs must stay exact (purge() deletes
+// them without a scan): a commit changing them that throws may have been
+// applied (a lost connection), so the names are forgotten then and loaded
+// again when next needed.
+class xattr_names_until_committed {
+ public:
+  explicit xattr_names_until_committed(node& n) : n_(n) {}
+  ~xattr_names_until_committed() {
+    if (!committed_) n_.xattr_names.reset();
+  }
+  xattr_names_until_committed(const xattr_names_until_committed&) = delete;
+  xattr_names_until_committed& operator=(const xattr_names_until_committed&) = delete;
+  void committed() { committed_ = true; }
+
+ private:
+  node& n_;
+  bool committed_ = false;
+};
+
+}  // namespace
 namespace {
 
 bool is_virtual(std::string_view name) {
@@ -131,6 +154,7 @@ void filesystem::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, cons
     }
     store::inode_record r;
     store::transaction txn;
+    xattr_names_until_committed names(*n);
     commit(txn, false, [&](store::transaction& txn) {
       const bool exists = store_->get_xattr(n->ino, name).has_value();
       if ((flags & XATTR_CREATE) && exists) throw fs_error(EEXIST);
@@ -140,6 +164,7 @@ void filesystem::setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, cons
       txn.put_xattr(n->ino, name, {value, size});
       txn.put_inode(persistable(*n, r));
     });
+    names.committed();
     keep_record(*n, r);
     if (n->xattr_names) n->xattr_names->insert(name);
     fuse_reply_err(req, 0);
@@ -220,6 +245,7 @@ void filesystem::removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
     auto n = get_node(ino);
     store::inode_record r;
     store::transaction txn;
+    xattr_names_until_committed names(*n);
     commit(txn, false, [&](store::transaction& txn) {
       // Removing the access ACL leaves the mode as it is, as on ext4.
       if (!store_->get_xattr(n->ino, name)) throw fs_error(ENODATA);
@@ -228,6 +254,7 @@ void filesystem::removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
       txn.delete_xattr(n->ino, name);
       txn.put_inode(persistable(*n, r));
     });
+    names.committed();
     keep_record(*n, r);
     if (n->xattr_names) n->xattr_names->erase(name);
     fuse_reply_err(req, 0);
@@ -266,6 +293,7 @@ void filesystem::set_posix_acl(fuse_req_t req, node& n, std::string_view name,
   store::inode_record r;
   bool keep = true;
   store::transaction txn;
+  xattr_names_until_committed names(n);
   commit(txn, false, [&](store::transaction& txn) {
     const bool exists = shares_volume() ? store_->get_xattr(n.ino, name).has_value()
                                         : stored_xattr(n, name).has_value();
@@ -289,6 +317,7 @@ void filesystem::set_posix_acl(fuse_req_t req, node& n, std::string_view name,
       txn.delete_xattr(n.ino, name);
     txn.put_inode(persistable(n, r));
   });
+  names.committed();
   keep_record(n, r);
   if (n.xattr_names) {
     if (keep)

@@ -901,6 +901,11 @@ class store {
   // caches_extents(). Else nullptr.
   std::unique_ptr<entry_cache> entry_cache_;
   static constexpr std::size_t k_entry_cache_names = 1u << 18;
+  // After a commit (commit_mutex_ held): when the engine took the volume's
+  // lock again since the last look (metadata_engine::lock_retakes), another
+  // client may have written meanwhile, so the cached entries and extents go.
+  void forget_cached_records_if_lock_retaken();
+  std::uint64_t lock_retakes_seen_ = 0;  // under commit_mutex_
   mutable std::mutex extent_cache_mutex_;
   mutable std::unordered_map<std::uint64_t, cached_extents> extent_cache_;
   mutable std::unordered_map<std::uint64_t, std::deque<extent_window>> extent_windows_;

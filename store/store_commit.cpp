@@ -676,6 +676,8 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
     for (const auto& [hash, d] : t.chunks) base_deltas[hash] = d.delta;
   const auto refill = [&] {
     t.ops.resize(base_ops);
+    t.new_inodes.clear();
+    t.new_directories.clear();
     std::erase_if(t.chunks, [&](const auto& c) { return !base_deltas.contains(c.first); });
     for (auto& [hash, d] : t.chunks) d.delta = base_deltas.at(hash);
     fill(txn);
@@ -742,15 +744,25 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
       // of these inodes may stay.
       drop_cached_extents(extents_changed, false);
       if (entry_cache_) entry_cache_->forget_all();
+      forget_cached_records_if_lock_retaken();
       throw;
     }
   }
   after_commit(t, done, extents_changed);
 }
 
+void store::forget_cached_records_if_lock_retaken() {
+  const std::uint64_t retakes = engine_->lock_retakes();
+  if (retakes == lock_retakes_seen_) return;
+  lock_retakes_seen_ = retakes;
+  if (entry_cache_) entry_cache_->forget_all();
+  drop_cached_extents({}, true);
+}
+
 void store::after_commit(const transaction::impl& t, const commit_outcome& done,
                          std::span<const std::uint64_t> extents_changed) {
   drop_cached_extents(extents_changed, false);
+  forget_cached_records_if_lock_retaken();
   if (entry_cache_) {
     std::vector<entry_cache::change> changes;
     for (const txn_op& op : t.ops) {
@@ -762,7 +774,7 @@ void store::after_commit(const transaction::impl& t, const commit_outcome& done,
     }
     entry_cache_->committed(changes, t.new_directories);
   }
-  // A new inode has no extents: known without a scan (its unlink purges it
+  // A new file has no extents: known without a scan (its unlink purges it
   // in one commit).
   if (caches_extents() && !t.new_inodes.empty()) {
     std::unordered_map<std::uint64_t, cached_extents> none;

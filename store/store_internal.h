@@ -148,7 +148,7 @@ struct transaction::impl {
   std::map<chunk_hash, internal::chunk_delta> chunks;  // ordered: commits are deterministic
   // Each group applies whole or not at all (replace_payloads).
   std::vector<std::vector<transaction::payload_swap>> replacements;
-  std::vector<std::uint64_t> new_inodes;       // made_inode
+  std::vector<std::uint64_t> new_inodes;       // made_inode of a file (not a directory)
   std::vector<std::uint64_t> new_directories;  // made_inode of a directory
 };
 

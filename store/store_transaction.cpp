@@ -32,8 +32,10 @@ void transaction::delete_dirent(std::uint64_t parent, std::string_view name) {
 }
 void transaction::made_inode(std::uint64_t ino, bool directory) {
   impl& t = ensure(impl_);
-  t.new_inodes.push_back(ino);
-  if (directory) t.new_directories.push_back(ino);
+  if (directory)
+    t.new_directories.push_back(ino);
+  else
+    t.new_inodes.push_back(ino);
 }
 void transaction::put_extent(std::uint64_t ino, std::uint64_t file_offset, const extent_record& r) {
   ensure(impl_).ops.push_back({table::extents, false, extent_key(ino, file_offset), r});

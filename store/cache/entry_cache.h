@@ -14,9 +14,11 @@
 //    raced a commit or a notice is not kept;
 //  - a change notice from another client forgets what it names (forget),
 //    an unknown outcome or a notice naming everything forgets all.
-// Only where those are all the changes there are: a writer alone or a
-// follower of a PostgreSQL volume (not beside other writers, whose commits
-// this client hears only later).
+// Only where those are all the changes there are: a writer alone of a
+// PostgreSQL volume (not a follower, which hears the writer's commits only
+// as notices it may not be listening to yet, nor a writer beside others);
+// the store empties it when that writer took the volume's lock again after
+// losing it (another may have written meanwhile).
 //
 // Bounded: at `capacity` names it is emptied and fills again.
 // Threading: every method is safe from any thread.

@@ -205,6 +205,11 @@ class metadata_engine {
   // unsynced writes become durable later (RocksDB: at a log sync or a
   // memtable flush) orders that itself (rocksdb_engine::set_before_flush).
   virtual bool writes_are_durable() const { return false; }
+  // How many times this engine took its volume's lock again after losing
+  // it (PostgreSQL: a restarted server, a dropped connection). Another
+  // client may have written in between, so what its user caches of the
+  // records must go when this moves. 0 for an engine that cannot lose it.
+  virtual std::uint64_t lock_retakes() const { return 0; }
 
   // Drops what the engine caches of its records (the cold rows of densefs
   // bench). Nothing for an engine without a cache of its own.

@@ -920,6 +920,7 @@ std::string postgres_engine::volume_lock_check(const std::string& what) {
     // Lost, and not taken again yet: no write goes through without it.
     try {
       take_volume_lock(what);
+      ++lock_retakes_;
     } catch (const store_error& e) {
       throw store_error(EIO, what +
                                  ": this densefs lost the volume's lock (the server "

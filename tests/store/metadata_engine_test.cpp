@@ -1705,6 +1705,86 @@ TEST_F(metadata_engine_postgres, cached_extent_lists_follow_commits) {
   ::close(lock);
 }
 
+// The directory entries a writer alone on PostgreSQL caches
+// (store/cache/entry_cache.h) follow its commits, a directory it made
+// answers lookups and emptiness from memory, and after it lost the
+// volume's lock and took it again, what another writer committed in
+// between is read, not the cached answer.
+TEST_F(metadata_engine_postgres, cached_entries_follow_commits_and_a_retaken_lock) {
+  temp_dir tmp;
+  const std::filesystem::path dir = tmp / "store";
+  int lock = -1;
+  auto s = new_store(dir, lock);
+  const std::uint64_t d = s->allocate_ino();
+  {
+    store::inode_record r;
+    r.ino = d;
+    r.mode = S_IFDIR | 0755;
+    r.nlink = 2;
+    r.parent = store::k_root_ino;
+    store::transaction t;
+    t.put_inode(r);
+    t.made_inode(d, true);
+    t.put_dirent(store::k_root_ino, "d", {d, S_IFDIR});
+    s->commit(t);
+  }
+  EXPECT_FALSE(s->get_dirent(d, "x"));
+  EXPECT_TRUE(s->dir_is_empty(d));
+  {
+    store::transaction t;
+    t.put_dirent(d, "x", {d + 1, S_IFREG});
+    s->commit(t);
+  }
+  ASSERT_TRUE(s->get_dirent(d, "x"));
+  EXPECT_EQ(s->get_dirent(d, "x")->ino, d + 1);
+  EXPECT_FALSE(s->dir_is_empty(d));
+  {
+    store::transaction t;
+    t.delete_dirent(d, "x");
+    t.put_dirent(d, "y", {d + 1, S_IFREG});
+    s->commit(t);
+  }
+  EXPECT_FALSE(s->get_dirent(d, "x"));
+  EXPECT_FALSE(s->dir_is_empty(d));
+  EXPECT_FALSE(s->get_dirent(store::k_root_ino, "late"));  // cached absent now
+
+  // The lock's session ends; another writer takes the volume, adds "late"
+  // and goes.
+  const std::string kill_lock_holder =
+      "SELECT count(pg_terminate_backend(pid)) FROM (SELECT DISTINCT pid FROM pg_locks WHERE "
+      "locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE "
+      "datname = current_database())) s";
+  EXPECT_EQ(sql(kill_lock_holder), "1\n");
+  std::unique_ptr<store::postgres_engine> other;
+  for (int i = 0; i < 100 && !other; ++i) {
+    try {
+      other = store::postgres_engine::open(options_);
+    } catch (const store::store_error&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ASSERT_TRUE(other) << "the lock was not released";
+  {
+    auto b = other->new_batch();
+    b->put(table::dirents, store::dirent_key(store::k_root_ino, "late"),
+           store::encode_dirent({d + 2, S_IFREG}));
+    other->write(*b, true);
+  }
+  other.reset();
+  // This writer's next commit takes the lock again: what it cached goes.
+  {
+    store::transaction t;
+    t.put_dirent(d, "z", {d + 3, S_IFREG});
+    s->commit(t);
+  }
+  const auto late = s->get_dirent(store::k_root_ino, "late");
+  ASSERT_TRUE(late) << "a cached absence outlived the lock's loss";
+  EXPECT_EQ(late->ino, d + 2);
+  EXPECT_EQ(s->get_dirent(d, "y")->ino, d + 1);
+  s.reset();
+  ::close(lock);
+}
+
 // A file with more extents than a cached list holds is read through
 // windows of its extents (store::extent_window): every range gives exactly
 // the extents a scan would, with holes between them, before and after
