@@ -6,8 +6,9 @@
 # (docs/scale-out.md, "Round trips"). Each round copies the tree into a
 # new directory of each mount, alternating which goes first, then `densefs
 # sync`; the median of ROUNDS is kept. Rows: rsync alone, rsync then sync
-# (everything durable), and the pack objects in S3 per GB of the tree (the
-# first round stores its chunks; later rounds find them stored, dedup).
+# (everything durable), and the pack objects in S3 after the first round
+# (which stores the tree's chunks; later rounds find them stored) per GB
+# of the tree, and after all of them.
 # Not a test: a measurement; needs root and /dev/fuse.
 # Usage: tests/bench/scale_out_rsync.sh [path/to/densefs] [TREE] [ROUNDS]
 set -euo pipefail
@@ -67,6 +68,7 @@ for ((r = 0; r < rounds; r++)); do
     rsync_s[$k]+=" $(elapsed "$start" "$middle")"
     synced_s[$k]+=" $(elapsed "$start" "$(now)")"
   done
+  ((r > 0)) || read -r first_objects first_bytes < <(pack_objects)
 done
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
@@ -80,7 +82,7 @@ printf '%-34s %11s %11s %8s\n' row embedded scale-out ratio
 row "rsync -a" "$(median ${rsync_s[embedded]})" "$(median ${rsync_s[scale-out]})"
 # shellcheck disable=SC2086
 row "rsync -a, then densefs sync" "$(median ${synced_s[embedded]})" "$(median ${synced_s[scale-out]})"
-read -r objects object_bytes < <(pack_objects)
-awk -v n="$objects" -v b="$object_bytes" -v t="$tree_bytes" -v r="$rounds" 'BEGIN {
-  printf "pack objects in S3: %d, %.1f MB (%.0f KB each); %.0f per GB of the tree\n",
-    n, b / 1e6, n ? b / n / 1e3 : 0, n / (t / 1e9) }'
+read -r objects _ < <(pack_objects)
+awk -v n="$first_objects" -v b="$first_bytes" -v t="$tree_bytes" -v all="$objects" 'BEGIN {
+  printf "pack objects in S3 after the first copy: %d, %.1f MB (%.0f KB each), %.0f per GB of the tree; after every round: %d\n",
+    n, b / 1e6, n ? b / n / 1e3 : 0, n / (t / 1e9), all }'
