@@ -650,6 +650,26 @@ class metadata_engine_postgres : public ::testing::Test {
     return store::postgres_engine::open(options_);
   }
   std::string sql(const std::string& text) { return server_->psql(db_, text); }
+  // Ends the session holding the volume's lock (it also holds a key of its
+  // own: sessions, not locks) and returns the count of sessions ended.
+  std::string end_lock_holder() {
+    return sql(
+        "SELECT count(pg_terminate_backend(pid)) FROM (SELECT DISTINCT pid FROM pg_locks WHERE "
+        "locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE "
+        "datname = current_database())) s");
+  }
+  // Another writer of the volume, once the lock is free (terminating is
+  // asynchronous); nullptr if it never is.
+  std::unique_ptr<store::postgres_engine> next_writer(const store::postgres_engine_options& o) {
+    for (int i = 0; i < 100; ++i) {
+      try {
+        return store::postgres_engine::open(o);
+      } catch (const store::store_error&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    return nullptr;
+  }
   // A new store in `dir` with its records in this database, locked (the
   // lock's descriptor in `lock`).
   std::unique_ptr<store::store> new_store(const std::filesystem::path& dir, int& lock) {
@@ -1559,15 +1579,10 @@ TEST_F(metadata_engine_postgres, a_writer_that_lost_the_lock_writes_only_while_i
   store::postgres_engine::create(o);
   auto writer = store::postgres_engine::open(o);
   put(*writer, table::meta, "a", "1");
-  // Sessions, not locks: the lock's session also holds a key of its own.
-  const std::string kill_lock_holder =
-      "SELECT count(pg_terminate_backend(pid)) FROM (SELECT DISTINCT pid FROM pg_locks WHERE "
-      "locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE "
-      "datname = current_database())) s";
   const std::string held =
       "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
       "database = (SELECT oid FROM pg_database WHERE datname = current_database())";
-  EXPECT_EQ(sql(kill_lock_holder), "1\n");
+  EXPECT_EQ(end_lock_holder(), "1\n");
   // Terminating is asynchronous: wait until the lock is gone.
   for (int i = 0; i < 200 && sql(held) != "0\n"; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
@@ -1582,16 +1597,8 @@ TEST_F(metadata_engine_postgres, a_writer_that_lost_the_lock_writes_only_while_i
     EXPECT_EQ(e.error_number(), EBUSY) << e.what();
   }
 
-  EXPECT_EQ(sql(kill_lock_holder), "1\n");
-  // Wait until the lock is free, then another writer takes it.
-  std::unique_ptr<store::postgres_engine> other;
-  for (int i = 0; i < 100 && !other; ++i) {
-    try {
-      other = store::postgres_engine::open(o);
-    } catch (const store::store_error&) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
+  EXPECT_EQ(end_lock_holder(), "1\n");
+  std::unique_ptr<store::postgres_engine> other = next_writer(o);
   ASSERT_TRUE(other) << "the lock was not released";
   try {
     put(*writer, table::meta, "c", "3");
@@ -1750,19 +1757,8 @@ TEST_F(metadata_engine_postgres, cached_entries_follow_commits_and_a_retaken_loc
 
   // The lock's session ends; another writer takes the volume, adds "late"
   // and goes.
-  const std::string kill_lock_holder =
-      "SELECT count(pg_terminate_backend(pid)) FROM (SELECT DISTINCT pid FROM pg_locks WHERE "
-      "locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE "
-      "datname = current_database())) s";
-  EXPECT_EQ(sql(kill_lock_holder), "1\n");
-  std::unique_ptr<store::postgres_engine> other;
-  for (int i = 0; i < 100 && !other; ++i) {
-    try {
-      other = store::postgres_engine::open(options_);
-    } catch (const store::store_error&) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
+  EXPECT_EQ(end_lock_holder(), "1\n");
+  std::unique_ptr<store::postgres_engine> other = next_writer(options_);
   ASSERT_TRUE(other) << "the lock was not released";
   {
     auto b = other->new_batch();
