@@ -80,6 +80,11 @@ struct node : std::enable_shared_from_this<node> {
   // from memory.
   std::optional<std::set<std::string>> xattr_names;
   bool purged = false;  // deleted from the store; late background commits are dropped
+  // Its records went with its last link while the kernel still knew it
+  // (filesystem::purgeable_now): a file handle or a request that raced the
+  // unlink reaches it, and gets ESTALE. A removed directory keeps
+  // answering (an empty listing, its attributes), as rmdir always did.
+  bool gone_for_good() const { return purged && !S_ISDIR(record.mode); }
   // Created by this daemon, and its data as of its last close not all
   // committed yet: the store holds a new-file row for it (a crash removes
   // the file at the next mount rather than leave it empty or cut short;

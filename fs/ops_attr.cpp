@@ -276,10 +276,8 @@ std::shared_ptr<node> filesystem::get_node(std::uint64_t ino) {
     // holding the mutex never loops.
     const std::uint64_t gen = meta_gen_.load(std::memory_order_acquire);
     if (auto n = table_.find(ino)) {
-      // Its records went with its last link while the kernel still knew
-      // it (purgeable_now): a handle or a request that raced the unlink.
       // The kernel walks a path again after ESTALE and finds the name gone.
-      if (n->purged && !S_ISDIR(n->record.mode)) throw fs_error(ESTALE);
+      if (n->gone_for_good()) throw fs_error(ESTALE);
       return n;
     }
     auto r = store_->get_inode(ino);
@@ -659,7 +657,7 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
     std::lock_guard meta(meta_mutex_);
     // Purged since get_node (writeback_cache's SETATTR comes without the
     // inode's lock): its record must not be written back.
-    if (n->purged && !S_ISDIR(n->record.mode)) throw fs_error(ESTALE);
+    if (n->gone_for_good()) throw fs_error(ESTALE);
     const store::timestamp t = now();
     const std::optional<std::uint64_t> new_size =
         truncating ? std::optional(static_cast<std::uint64_t>(attr->st_size)) : std::nullopt;
@@ -677,9 +675,7 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
         !n->xattr_names || n->xattr_names->contains(std::string(posix_acl::k_access_name));
     if (!truncating && !shares_volume() && n->new_file && n->has_staged() &&
         !((to_set & FUSE_SET_ATTR_MODE) && may_have_acl)) {
-      r = n->record;
-      edit_attributes(req, r, attr, to_set, t, false);
-      n->record = r;
+      edit_attributes(req, n->record, attr, to_set, t, false);
       n->record_dirty = true;
       struct stat st = to_stat(n->record);
       fuse_reply_attr(req, &st, options_.attr_timeout);

@@ -48,7 +48,7 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       // Unlinked and purged since get_node (the kernel does not order an
       // OPEN after an UNLINK of the same inode): the open must not succeed
       // on a file whose records are gone (filesystem::purgeable_now).
-      if (n->purged) throw fs_error(ESTALE);
+      if (n->gone_for_good()) throw fs_error(ESTALE);
       if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
       choose_page_cache(*n, fi);
       // A read-only handle has nothing to flush at close(2): staged bytes

@@ -46,9 +46,6 @@ class xattr_names_until_committed {
   bool committed_ = false;
 };
 
-}  // namespace
-namespace {
-
 bool is_virtual(std::string_view name) {
   return name == k_xattr_info || name == k_xattr_stats;
 }

@@ -220,6 +220,12 @@ payloads_ahead store::write_payloads_ahead(std::span<const prepared_chunk* const
 
 namespace {
 
+// The inode number a record key of the inode tables starts with (inodes,
+// dirents: the parent, extents, xattrs); the caller checked its 8 bytes.
+std::uint64_t key_ino(const txn_op& op) {
+  return decode_u64_be(std::string_view(op.key).substr(0, 8));
+}
+
 // Inodes whose cached extent lists a transaction's `ops` make stale: those
 // it puts or deletes extents of. (A record's change alone leaves the list
 // exact: a truncate deletes the extents past the end in its commit, and
@@ -227,8 +233,7 @@ namespace {
 std::vector<std::uint64_t> inodes_with_new_extents(const std::vector<txn_op>& ops) {
   std::vector<std::uint64_t> out;
   for (const txn_op& op : ops)
-    if (op.cf == table::extents && op.key.size() >= 8)
-      out.push_back(decode_u64_be(std::string_view(op.key).substr(0, 8)));
+    if (op.cf == table::extents && op.key.size() >= 8) out.push_back(key_ino(op));
   return out;
 }
 
@@ -239,7 +244,7 @@ std::string notice_of(const std::vector<txn_op>& ops, const std::string& writer)
   change_notice changed;
   for (const txn_op& op : ops) {
     if (op.key.size() < 8) continue;
-    const std::uint64_t ino = decode_u64_be(std::string_view(op.key).substr(0, 8));
+    const std::uint64_t ino = key_ino(op);
     if (op.cf == table::dirents)
       changed.entries.emplace_back(ino, op.key.substr(8));
     else if (op.cf == table::inodes || op.cf == table::extents || op.cf == table::xattrs)
@@ -768,7 +773,7 @@ void store::after_commit(const transaction::impl& t, const commit_outcome& done,
     for (const txn_op& op : t.ops) {
       if (op.cf != table::dirents || op.key.size() < 8) continue;
       entry_cache::change& c = changes.emplace_back();
-      c.parent = decode_u64_be(std::string_view(op.key).substr(0, 8));
+      c.parent = key_ino(op);
       c.name = std::string_view(op.key).substr(8);
       if (!op.erase) c.entry = std::get<dirent_record>(op.value);
     }
