@@ -43,6 +43,7 @@
 #include "store/hash.h"
 #include "store/membership/volume_membership.h"
 #include "store/metadata/metadata_engine.h"
+#include "store/object/object_store.h"
 #include "store/payload/batched_reader.h"
 #include "store/records.h"
 #include "store/snapshot/pre_image_writer.h"
@@ -271,6 +272,9 @@ struct store_stats {
   std::uint64_t payload_object_bytes = 0;
   std::uint64_t cache_bytes = 0;
   std::uint64_t cache_capacity = 0;
+  // With payload_location: the object store requests this client sent since
+  // the store was opened (object_store::requests).
+  object_store::request_counts object_requests;
   std::uint64_t pack_files = 0;     // pack stores: pack files
   std::string pack_reader;          // pack stores: "io_uring" or "pread"
   std::string encryption = "none";  // "aes-256-gcm" on an encrypted volume

@@ -20,6 +20,7 @@
 #include "store/log.h"
 #include "store/metadata/fault_injection.h"
 #include "store/metadata/metadata_engine.h"
+#include "store/payload/pack_store.h"
 #include "store/payload/payload_store.h"
 #include "store/records_detail.h"
 #include "store/snapshot/pre_image.h"
@@ -754,6 +755,17 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
     }
   }
   after_commit(t, done, extents_changed);
+  // Under the commit mutex, as compaction's moves: a pack this commit's
+  // sync uploaded may have gathered records to move (pack_store.h).
+  if (packs_ && packs_->has_moves_ready()) {
+    try {
+      packs_->move_gathered();
+    } catch (const store_error& e) {
+      log_error(std::string("moving gathered payloads into their uploaded pack (tried again "
+                            "after the next commit): ") +
+                e.what());
+    }
+  }
 }
 
 void store::forget_cached_records_if_lock_retaken() {

@@ -246,6 +246,20 @@ store::store(std::filesystem::path dir, store_open_options options)
 
 store::~store() {
   unwatch();  // the follower's callback reads through this store
+  // The pack gathered into is uploaded and its entries moved, so that no
+  // payload stays in the metadata engine for good (pack_store.h).
+  if (packs_ && !options_.read_only) {
+    try {
+      packs_->seal_gathered();
+      packs_->sync();
+      std::lock_guard lock(commit_mutex_);
+      packs_->move_gathered();
+    } catch (const store_error& e) {
+      log_error(
+          "closing store " + dir_.string() +
+          ": uploading the last gathered pack (its payloads stay in the database): " + e.what());
+    }
+  }
   // The session ends first (its heartbeat thread stops); the membership
   // itself stays until the members go: the store's role is its.
   if (membership_) {

@@ -34,6 +34,7 @@ store_stats store::stats() const {
     st.payload_object_bytes = packs_->file_bytes();
     st.cache_bytes = packs_->cache_bytes();
     st.cache_capacity = options_.cache_bytes;
+    st.object_requests = packs_->remote()->requests();
   }
   if (packs_) {
     st.pack_reader = packs_->reader_kind();
@@ -149,6 +150,14 @@ std::string to_json(const store_stats& s) {
     j["payload_object_bytes"] = s.payload_object_bytes;
     j["cache_bytes"] = s.cache_bytes;
     j["cache_capacity"] = s.cache_capacity;
+    const object_store::request_counts& r = s.object_requests;
+    j["object_requests"] = {{"put", r.puts},
+                            {"get", r.gets},
+                            {"head", r.heads},
+                            {"list", r.lists},
+                            {"delete", r.deletes},
+                            {"bytes_sent", r.bytes_sent},
+                            {"bytes_received", r.bytes_received}};
   }
   if (s.payload_backend == "pack") {
     j["pack_files"] = s.pack_files;

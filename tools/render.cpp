@@ -91,6 +91,14 @@ std::string render_stats(const std::string& source, const json& j) {
            human_size(u64(j, "payload_object_bytes")) + "; local cache " +
            human_size(u64(j, "cache_bytes")) + " of " + human_size(u64(j, "cache_capacity")) +
            ")\n";
+  if (j.contains("object_requests")) {
+    const auto& r = j.at("object_requests");
+    out += "object store requests since open: " + std::to_string(u64(r, "put")) + " PUT (" +
+           human_size(u64(r, "bytes_sent")) + "), " + std::to_string(u64(r, "get")) + " GET (" +
+           human_size(u64(r, "bytes_received")) + "), " + std::to_string(u64(r, "head")) +
+           " HEAD, " + std::to_string(u64(r, "list")) + " LIST, " +
+           std::to_string(u64(r, "delete")) + " DELETE\n";
+  }
   if (j.contains("metadata_engine"))
     out += "records: " + j.at("metadata_engine").get<std::string>() + " (" +
            j.value("metadata_location", std::string("?")) + ")\n";

@@ -43,6 +43,20 @@ class object_store {
     bool operator==(const object_info&) const = default;
   };
   virtual std::vector<object_info> list(std::string_view prefix) = 0;
+
+  // The requests sent to the service since this object was made, by kind,
+  // and the bytes they carried (each try counts: a service bills and waits
+  // for each); all 0 for a store that sends none (a directory).
+  struct request_counts {
+    std::uint64_t puts = 0;
+    std::uint64_t gets = 0;
+    std::uint64_t heads = 0;
+    std::uint64_t lists = 0;
+    std::uint64_t deletes = 0;
+    std::uint64_t bytes_sent = 0;
+    std::uint64_t bytes_received = 0;
+  };
+  virtual request_counts requests() const { return {}; }
 };
 
 }  // namespace densefs::store

@@ -354,6 +354,7 @@ s3_object_store::response s3_object_store::send_once(const request& r, void* han
   }
 
   const CURLcode c = curl_easy_perform(curl);
+  count_request(r);
   if (sink.overflow)
     throw store_error(EIO, r.what + ": the answer is larger than the " +
                                std::to_string(r.max_answer) + " bytes expected");
@@ -363,6 +364,7 @@ s3_object_store::response s3_object_store::send_once(const request& r, void* han
     return out;
   }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &out.status);
+  bytes_received_.fetch_add(out.body.size(), std::memory_order_relaxed);
   curl_off_t length = -1;
   if (curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK &&
       length >= 0) {
@@ -370,6 +372,28 @@ s3_object_store::response s3_object_store::send_once(const request& r, void* han
     out.has_content_length = true;
   }
   return out;
+}
+
+void s3_object_store::count_request(const request& r) {
+  std::atomic<std::uint64_t>& kind = r.method == "PUT"      ? puts_
+                                     : r.method == "HEAD"   ? heads_
+                                     : r.method == "DELETE" ? deletes_
+                                     : r.query.empty()      ? gets_
+                                                            : lists_;
+  kind.fetch_add(1, std::memory_order_relaxed);
+  bytes_sent_.fetch_add(r.body.size(), std::memory_order_relaxed);
+}
+
+object_store::request_counts s3_object_store::requests() const {
+  request_counts c;
+  c.puts = puts_.load(std::memory_order_relaxed);
+  c.gets = gets_.load(std::memory_order_relaxed);
+  c.heads = heads_.load(std::memory_order_relaxed);
+  c.lists = lists_.load(std::memory_order_relaxed);
+  c.deletes = deletes_.load(std::memory_order_relaxed);
+  c.bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
+  c.bytes_received = bytes_received_.load(std::memory_order_relaxed);
+  return c;
 }
 
 s3_object_store::response s3_object_store::send(const request& r) {

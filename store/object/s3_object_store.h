@@ -20,6 +20,7 @@
 // k_max_listing_bytes), and listings are parsed strictly.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -70,6 +71,7 @@ class s3_object_store final : public object_store {
   std::optional<std::uint64_t> size(std::string_view name) override;
   void remove(std::string_view name) override;
   std::vector<object_info> list(std::string_view prefix) override;
+  request_counts requests() const override;
 
   // Creates the bucket (mkfs of a new volume; tests). An existing bucket of
   // this owner is no error.
@@ -82,6 +84,7 @@ class s3_object_store final : public object_store {
  private:
   response send(const request& r);
   response send_once(const request& r, void* curl);
+  void count_request(const request& r);
   void* take_handle();
   void give_back(void* curl);
 
@@ -92,6 +95,10 @@ class s3_object_store final : public object_store {
   // Idle curl easy handles (CURL*): each keeps its connection alive for the
   // next request.
   std::vector<void*> handles_;
+
+  // requests(): counted by send_once, each try.
+  std::atomic<std::uint64_t> puts_{0}, gets_{0}, heads_{0}, lists_{0}, deletes_{0};
+  std::atomic<std::uint64_t> bytes_sent_{0}, bytes_received_{0};
 };
 
 }  // namespace densefs::store

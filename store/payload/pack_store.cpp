@@ -51,7 +51,10 @@ void write_all(int fd, const struct iovec* iov, int count, std::uint64_t offset,
 }  // namespace
 
 pack_store::pack_store(metadata_engine& engine, fs::path store_dir, options o)
-    : engine_(engine), options_(o), reader_(make_batched_reader(o.io)) {
+    : engine_(engine),
+      options_(o),
+      reader_(make_batched_reader(o.io)),
+      gathers_(o.remote && !o.read_only && o.gather_bytes > 0) {
   if (!o.remote) {
     home_ = std::make_unique<local_pack_home>(store_dir / "packs");
     return;
@@ -77,7 +80,8 @@ void pack_store::roll_locked() {
   unsynced_.packs.push_back(current_);
 }
 
-pack_ref pack_store::append_locked(const struct iovec* iov, int count, std::uint32_t length) {
+pack_ref pack_store::append_locked(const struct iovec* iov, int count, std::uint32_t length,
+                                   bool named) {
   if (!current_ || current_size_ >= options_.pack_size_cap) roll_locked();
   try {
     write_all(current_->fd, iov, count, current_size_, current_->path);
@@ -89,6 +93,7 @@ pack_ref pack_store::append_locked(const struct iovec* iov, int count, std::uint
   }
   const pack_ref ref{current_->id, current_size_, length};
   current_size_ += length;
+  if (named) named_.insert(current_->id);
   if (unsynced_.packs.empty() || unsynced_.packs.back() != current_)
     unsynced_.packs.push_back(current_);
   start_writeback_locked();
@@ -108,12 +113,103 @@ void pack_store::put(metadata_batch& batch, const chunk_hash& hash, std::string_
   write_record_header(header, hash, meta, stored);
   struct iovec iov[2] = {{header, sizeof(header)},
                          {const_cast<char*>(stored.data()), stored.size()}};
+  const auto length = static_cast<std::uint32_t>(sizeof(header) + stored.size());
+  const std::uint64_t checksum = gathers_ ? stored_checksum(stored) : 0;
   pack_ref ref;
+  bool gathered = false;
   {
     std::lock_guard lock(append_mutex_);
-    ref = append_locked(iov, 2, static_cast<std::uint32_t>(sizeof(header) + stored.size()));
+    gathered = gathers_locked(length);
+    ref = append_locked(iov, 2, length, !gathered);
+    if (gathered) {
+      gathered_[ref.pack].push_back({hash, ref, stored.size(), checksum, 0});
+      gathered_since_sync_ += length;
+    }
   }
-  batch.put(table::payloads, key_of(hash), encode_pack_ref(ref));
+  // A gathered record's entry carries its bytes until its pack is uploaded.
+  batch.put(table::payloads, key_of(hash),
+            gathered ? encode_inline_payload(stored) : encode_pack_ref(ref));
+}
+
+bool pack_store::gathers_locked(std::uint64_t length) const {
+  if (!gathers_ || gathered_since_sync_ + length > k_gather_window) return false;
+  // A new pack, or the one being filled while it is small and no entry
+  // names it (then it is uploaded at the next sync anyway).
+  if (!current_ || current_size_ >= options_.pack_size_cap) return true;
+  return !named_.contains(current_->id) &&
+         current_size_ + length <= std::min(options_.gather_bytes, options_.pack_size_cap);
+}
+
+void pack_store::seal_gathered() {
+  std::lock_guard lock(append_mutex_);
+  if (current_ && gathered_.contains(current_->id)) named_.insert(current_->id);
+}
+
+std::set<std::uint32_t> pack_store::packs_with_moves_pending() {
+  // gathered_ before packs_moving_: sync() adds a pack to the second before
+  // it leaves the first, so a pack in either is seen.
+  std::set<std::uint32_t> out;
+  {
+    std::lock_guard lock(append_mutex_);
+    for (const auto& [id, records] : gathered_) out.insert(id);
+  }
+  std::lock_guard lock(moves_mutex_);
+  out.insert(packs_moving_.begin(), packs_moving_.end());
+  return out;
+}
+
+std::uint64_t pack_store::move_gathered() {
+  std::vector<gathered_record> todo;
+  {
+    std::lock_guard lock(moves_mutex_);
+    std::swap(todo, moves_ready_);
+    moves_waiting_.store(false, std::memory_order_release);
+  }
+  if (todo.empty()) return 0;
+  std::vector<bool> finished(todo.size(), false);
+  std::uint64_t moved = 0;
+  try {
+    engine_.write_locked(
+        k_commit_section,
+        [&](locked_reads& reads, metadata_batch& batch) {
+          moved = 0;
+          std::vector<std::string> keys;
+          keys.reserve(todo.size());
+          for (const gathered_record& r : todo) keys.emplace_back(key_of(r.hash));
+          const std::vector<std::optional<std::string>> values =
+              reads.get_many(table::payloads, keys, "the gathered payloads moving to their pack");
+          for (std::size_t i = 0; i < todo.size(); ++i) {
+            finished[i] = false;
+            if (!values[i]) continue;  // not committed yet, or the chunk went
+            finished[i] = true;
+            payload_value v;
+            try {
+              v = decode_payload_value(todo[i].hash, *values[i]);
+            } catch (const store_error&) {
+              continue;  // fsck reports it
+            }
+            // Another value (a pack ref, new bytes of a recompression) stays.
+            if (!v.inline_bytes || v.inline_bytes->size() != todo[i].size ||
+                stored_checksum(*v.inline_bytes) != todo[i].checksum)
+              continue;
+            batch.put(table::payloads, keys[i], encode_pack_ref(todo[i].ref));
+            ++moved;
+          }
+        },
+        false);
+  } catch (const store_error&) {
+    std::lock_guard lock(moves_mutex_);
+    moves_ready_.insert(moves_ready_.end(), todo.begin(), todo.end());
+    moves_waiting_.store(true, std::memory_order_release);
+    throw;
+  }
+  std::lock_guard lock(moves_mutex_);
+  for (std::size_t i = 0; i < todo.size(); ++i)
+    if (!finished[i] && ++todo[i].tries < k_move_tries) moves_ready_.push_back(todo[i]);
+  packs_moving_.clear();
+  for (const gathered_record& r : moves_ready_) packs_moving_.insert(r.ref.pack);
+  moves_waiting_.store(!moves_ready_.empty(), std::memory_order_release);
+  return moved;
 }
 
 // Starts the write-back of what was appended since the last call once there
@@ -139,22 +235,63 @@ void pack_store::sync() {
   {
     std::lock_guard lock(append_mutex_);
     std::swap(pending, unsynced_);
-    // A pack the home seals when it is made durable takes no more records:
-    // the next record starts a new pack.
-    if (home_->seals_when_durable() && current_ &&
-        std::find(pending.packs.begin(), pending.packs.end(), current_) != pending.packs.end())
-      current_.reset();
+    gathered_since_sync_ = 0;
+    const auto current = std::find(pending.packs.begin(), pending.packs.end(), current_);
+    if (current_ && current != pending.packs.end() && home_->seals_when_durable()) {
+      if (gathers_ && !named_.contains(current_->id)) {
+        // Only gathered records, whose entries carry their bytes: it goes
+        // on filling, and is uploaded by a later sync.
+        pending.packs.erase(current);
+        unsynced_.packs.push_back(current_);
+      } else {
+        // A pack the home seals when it is made durable takes no more
+        // records: the next record starts a new pack.
+        current_.reset();
+      }
+    }
   }
+  std::vector<std::uint32_t> uploading;
+  for (const auto& f : pending.packs) uploading.push_back(f->id);
   try {
     home_->make_durable(pending);
   } catch (const store_error&) {
     // What is still not durable is made so by the next sync; the commit
-    // waiting for this one fails now with this error.
+    // waiting for this one fails now with this error. Those uploaded
+    // before the failure may move their gathered records.
+    if (gathers_) {
+      std::erase_if(uploading, [&](std::uint32_t id) {
+        return std::any_of(pending.packs.begin(), pending.packs.end(),
+                           [&](const auto& f) { return f->id == id; });
+      });
+      gathered_packs_uploaded(uploading);
+    }
     std::lock_guard lock(append_mutex_);
     unsynced_.packs.insert(unsynced_.packs.begin(), pending.packs.begin(), pending.packs.end());
     unsynced_.created = unsynced_.created || pending.created;
     throw;
   }
+  if (gathers_) gathered_packs_uploaded(uploading);
+}
+
+void pack_store::gathered_packs_uploaded(std::span<const std::uint32_t> ids) {
+  // Into packs_moving_ before out of gathered_ (packs_with_moves_pending).
+  std::vector<gathered_record> records;
+  {
+    std::lock_guard lock(append_mutex_);
+    for (const std::uint32_t id : ids) {
+      named_.erase(id);
+      if (auto it = gathered_.find(id); it != gathered_.end())
+        records.insert(records.end(), it->second.begin(), it->second.end());
+    }
+  }
+  if (!records.empty()) {
+    std::lock_guard lock(moves_mutex_);
+    for (const gathered_record& r : records) packs_moving_.insert(r.ref.pack);
+    moves_ready_.insert(moves_ready_.end(), records.begin(), records.end());
+    moves_waiting_.store(true, std::memory_order_release);
+  }
+  std::lock_guard lock(append_mutex_);
+  for (const std::uint32_t id : ids) gathered_.erase(id);
 }
 
 void pack_store::fail_read(const chunk_hash& hash, std::uint32_t pack,
@@ -360,8 +497,10 @@ pack_store::compaction pack_store::compact(double dead_share, std::shared_mutex&
   {
     std::unique_lock ahead(ahead_gate);
     std::lock_guard commit(commit_mutex);
+    // A pack whose gathered records have not moved yet looks dead.
+    const std::set<std::uint32_t> gathering = packs_with_moves_pending();
     for (const pack_usage& u : usage(&cancel)) {
-      if (u.file_bytes == 0 || waiting.contains(u.id)) continue;
+      if (u.file_bytes == 0 || waiting.contains(u.id) || gathering.contains(u.id)) continue;
       const double share = static_cast<double>(u.dead_bytes()) / static_cast<double>(u.file_bytes);
       if (u.live_records == 0 || share >= dead_share) moves[u.id];
     }

@@ -17,6 +17,21 @@
 // never names bytes a kill -9 (or, after sync, a power loss) could lose.
 // Bytes written but never committed are dead space that compact() reclaims.
 //
+// Gathering (a scale-out volume's writer): an object per group commit would
+// be a few hundred KB (an object store charges and waits per request), so
+// the records of small commits are gathered in the pack being filled across
+// many commits, and until it is uploaded their index entries carry the
+// bytes themselves (an inline value, durable in the metadata engine with
+// the commit). Between two syncs at most k_gather_window bytes are gathered
+// (a commit of big files would send them all through the metadata engine
+// otherwise). The pack is uploaded once it holds options::gather_bytes, or
+// when a record that is not gathered (past the window, a compaction's copy)
+// lands in it; then move_gathered() turns each entry that still holds what
+// put() wrote into a pack ref, in one commit. A crash
+// before that leaves inline entries, which are complete; the staged or
+// uploaded pack is dead bytes (staging is emptied at open, gc deletes an
+// object nothing names).
+//
 // Threading: put/remove/sync/get/get_many are safe from any thread. Readers
 // hold a shared lock over index lookup and pack read; compact() takes it
 // exclusively only while it commits the moved entries, so once it deletes
@@ -50,6 +65,7 @@ namespace densefs::store {
 
 class pack_store final : public payload_store {
  public:
+  static constexpr std::uint64_t k_default_gather_bytes = 8u << 20;
   struct options {
     std::uint64_t pack_size_cap = k_default_pack_size_cap;
     io_mode io = io_mode::automatic;
@@ -64,6 +80,9 @@ class pack_store final : public payload_store {
     // its client directory), instead of being only read (a tool looking at
     // a mounted volume, whose daemon owns the cache).
     bool fill_cache = false;
+    // With `remote`, a writer: records are gathered (above) until the pack
+    // holds this many bytes; 0: every sync uploads what was appended.
+    std::uint64_t gather_bytes = k_default_gather_bytes;
   };
   // Borrows the engine, which must outlive this object; its payloads table
   // is the index. The home: `store_dir`/packs (created when the first pack
@@ -79,6 +98,22 @@ class pack_store final : public payload_store {
   std::vector<std::string> get_many(std::span<const chunk_hash> hashes) override;
   bool writes_at_put() const override { return true; }
   void sync() override;
+
+  // Gathering (above): whether uploaded packs have records whose entries
+  // are still inline.
+  bool has_moves_ready() const { return moves_waiting_.load(std::memory_order_acquire); }
+  // Commits those moves: each entry still holding the inline bytes put()
+  // wrote becomes the ref of its record, in one commit (write_locked, so
+  // another writer's change in between keeps its value). Call with the
+  // store's commit mutex held, as compact() takes it. An entry not yet
+  // there (its commit still to come) is tried again by the next call, up to
+  // k_move_tries times. Throws store_error; what did not move is tried again.
+  // Returns the entries moved.
+  std::uint64_t move_gathered();
+  // At close: the pack being gathered into is uploaded by the next sync(),
+  // however small, so that its entries can move and no bytes stay in the
+  // metadata engine for good.
+  void seal_gathered();
 
   std::string_view reader_kind() const { return reader_->kind(); }
   // The object store of a scale-out volume, or null.
@@ -156,8 +191,17 @@ class pack_store final : public payload_store {
   // checksum checked; from the local pack or from the home.
   std::string read_whole_record(const chunk_hash& hash, const pack_ref& ref);
   // Appends `iov` (one whole record) to the current pack, starting a new
-  // pack first when there is none or it is full. append_mutex_ held.
-  pack_ref append_locked(const struct iovec* iov, int count, std::uint32_t length);
+  // pack first when there is none or it is full. `named`: an index entry
+  // will name it, so sync() uploads its pack (gathering). append_mutex_ held.
+  pack_ref append_locked(const struct iovec* iov, int count, std::uint32_t length,
+                         bool named = true);
+  // Whether a put() of a `length`-byte record gathers it. append_mutex_ held.
+  bool gathers_locked(std::uint64_t length) const;
+  // Packs whose gathered records are not all moved yet: compaction leaves
+  // them (most of their bytes look dead until the move).
+  std::set<std::uint32_t> packs_with_moves_pending();
+  // Packs `ids` were uploaded: their gathered records may move now.
+  void gathered_packs_uploaded(std::span<const std::uint32_t> ids);
   void roll_locked();  // append_mutex_ held
   // Starts the write-back of what was appended since the last call once
   // there is enough of it (RocksDB's bytes_per_sync). append_mutex_ held.
@@ -191,6 +235,29 @@ class pack_store final : public payload_store {
   // Packs appended to (and whether one was created) since the last sync.
   packs_to_make_durable unsynced_;
   std::mutex sync_mutex_;  // one sync() at a time, so none returns early
+
+  // Gathering (above).
+  struct gathered_record {
+    chunk_hash hash;
+    pack_ref ref;
+    std::uint64_t size = 0;  // of the stored bytes, and their stored_checksum
+    std::uint64_t checksum = 0;
+    unsigned tries = 0;  // moves that found no entry yet
+  };
+  static constexpr std::uint64_t k_gather_window = 1u << 20;
+  static constexpr unsigned k_move_tries = 3;
+  const bool gathers_;
+  // append_mutex_: records of packs not uploaded yet, and the packs an
+  // index entry names (uploaded by the next sync).
+  std::map<std::uint32_t, std::vector<gathered_record>> gathered_;
+  std::set<std::uint32_t> named_;
+  std::uint64_t gathered_since_sync_ = 0;
+  // Records of uploaded packs whose entries may still be inline, and their
+  // packs.
+  std::mutex moves_mutex_;
+  std::vector<gathered_record> moves_ready_;
+  std::set<std::uint32_t> packs_moving_;
+  std::atomic<bool> moves_waiting_{false};
 };
 
 }  // namespace densefs::store

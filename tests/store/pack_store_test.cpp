@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <shared_mutex>
 
 #include "store/check/fsck.h"
 #include "store/error.h"
@@ -458,7 +459,8 @@ TEST(pack_store, packs_in_an_object_store_are_sealed_at_sync_and_read_by_another
   temp_dir tmp;
   const std::unique_ptr<rocksdb_engine> engine = new_pack_volume(tmp / "s");
   const auto objects = std::make_shared<directory_object_store>(tmp / "bucket");
-  const pack_store::options o = in_objects(objects, tmp / "cache-a");
+  pack_store::options o = in_objects(objects, tmp / "cache-a");
+  o.gather_bytes = 0;  // every sync uploads (gathering: the test after the next)
   pack_store writer(*engine, tmp / "s", o);
 
   // Payloads of 8 KiB and more: under 4 KiB they are inline in the index.
@@ -535,7 +537,8 @@ TEST(object_pack_home, a_failed_upload_fails_the_sync_and_the_next_sync_uploads_
   temp_dir tmp;
   const std::unique_ptr<rocksdb_engine> engine = new_pack_volume(tmp / "s");
   const auto objects = std::make_shared<flaky_object_store>(tmp / "bucket");
-  const pack_store::options o = in_objects(objects, tmp / "cache");
+  pack_store::options o = in_objects(objects, tmp / "cache");
+  o.gather_bytes = 0;
   pack_store packs(*engine, tmp / "s", o);
 
   const std::string value = random_bytes(9000, 7);
@@ -570,6 +573,148 @@ TEST(object_pack_home, a_failed_upload_fails_the_sync_and_the_next_sync_uploads_
   pack_store reader(*engine, tmp / "s", r);
   EXPECT_EQ(reader.get(hash), value);
   EXPECT_EQ(reader.get(sha256_of(later)), later);
+}
+
+// The value of `hash`'s payload index entry: "inline", "pack N", or "none".
+std::string entry_kind(const metadata_engine& engine, const chunk_hash& hash) {
+  const std::optional<std::string> v = engine.get(table::payloads, hash.view(), "a test entry");
+  if (!v) return "none";
+  const payload_value p = decode_payload_value(hash, *v);
+  return p.inline_bytes ? "inline" : "pack " + std::to_string(p.ref.pack);
+}
+
+// Small commits on a scale-out volume: their records are gathered in one
+// pack across syncs, with the bytes in the index entries meanwhile; the pack
+// is uploaded once it holds gather_bytes, and then the entries move to it.
+TEST(pack_store, small_commits_gather_into_one_object_and_their_entries_move_to_it) {
+  temp_dir tmp;
+  const std::unique_ptr<rocksdb_engine> engine = new_pack_volume(tmp / "s");
+  const auto objects = std::make_shared<directory_object_store>(tmp / "bucket");
+  pack_store::options o = in_objects(objects, tmp / "cache-a");
+  o.gather_bytes = 256u << 10;
+  pack_store writer(*engine, tmp / "s", o);
+
+  std::vector<chunk_hash> hashes;
+  std::vector<std::string> values;
+  // One commit of five 9,000-byte payloads, its sync, its write.
+  const auto commit_five = [&] {
+    const std::unique_ptr<metadata_batch> batch = engine->new_batch();
+    for (int i = 0; i < 5; ++i) {
+      values.push_back(random_bytes(9000, static_cast<std::uint32_t>(values.size()) + 100));
+      hashes.push_back(sha256_of(values.back()));
+      writer.put(*batch, hashes.back(), values.back(), {codec::codec_id::raw, 0});
+    }
+    writer.sync();
+    engine->write(*batch, false);
+  };
+  // 5 commits: 225 KB, under 256 KiB: no object, every entry inline, read.
+  for (int c = 0; c < 5; ++c) commit_five();
+  EXPECT_TRUE(objects->list("packs/").empty());
+  EXPECT_FALSE(writer.has_moves_ready());
+  for (std::size_t i = 0; i < hashes.size(); ++i) {
+    EXPECT_EQ(entry_kind(*engine, hashes[i]), "inline") << i;
+    EXPECT_EQ(writer.get(hashes[i]), values[i]) << i;
+  }
+  // The 6th passes 256 KiB: its sync uploads the one pack, with all 30.
+  commit_five();
+  ASSERT_EQ(objects->list("packs/").size(), 1u);
+  const std::string pack = "pack " + std::to_string(1);
+  // 28 records of 9,064 bytes fill it: the 29th, past 256 KiB, names it,
+  // and so does the one after it.
+  EXPECT_EQ(entry_kind(*engine, hashes[27]), "inline");
+  EXPECT_EQ(entry_kind(*engine, hashes[28]), pack);
+  EXPECT_EQ(entry_kind(*engine, hashes[29]), pack);
+  ASSERT_TRUE(writer.has_moves_ready());
+
+  // Before the moves: compaction leaves the pack, all but dead by the index.
+  std::shared_mutex gate;
+  std::mutex commit_mutex;
+  const std::atomic<bool> cancel{false};
+  EXPECT_EQ(writer.compact(0.5, gate, commit_mutex, cancel).packs_deleted, 0u);
+  EXPECT_EQ(objects->list("packs/").size(), 1u);
+
+  // An entry changed meanwhile keeps its value: one deleted (its chunk
+  // went), one holding other bytes (a recompression's).
+  {
+    const std::unique_ptr<metadata_batch> b = engine->new_batch();
+    b->erase(table::payloads, hashes[3].view());
+    b->put(table::payloads, hashes[4].view(), encode_inline_payload("other bytes"));
+    engine->write(*b, false);
+  }
+  const std::uint64_t moved = writer.move_gathered();
+  EXPECT_EQ(moved, 26u);  // 28 gathered, less the two changed
+  // The deleted one is looked for again (its commit could be still to
+  // come) by the next few calls, below.
+  EXPECT_TRUE(writer.has_moves_ready());
+  for (std::size_t i = 0; i < hashes.size(); ++i) {
+    if (i == 3 || i == 4) continue;
+    EXPECT_EQ(entry_kind(*engine, hashes[i]), pack) << i;
+    EXPECT_EQ(writer.get(hashes[i]), values[i]) << i;
+  }
+  EXPECT_EQ(entry_kind(*engine, hashes[3]), "none");
+  EXPECT_EQ(writer.get(hashes[4]), "other bytes");
+
+  // Another client with an empty cache reads them from the object.
+  pack_store::options r = o;
+  r.read_only = true;
+  r.cache_dir = tmp / "cache-b";
+  pack_store reader(*engine, tmp / "s", r);
+  EXPECT_EQ(reader.get(hashes[0]), values[0]);
+  EXPECT_EQ(reader.get(hashes[28]), values[28]);
+
+  // A record put but not yet committed when its pack uploads moves once its
+  // commit comes (the next call), and one whose commit never comes is given
+  // up after a few.
+  const std::unique_ptr<metadata_batch> late = engine->new_batch();
+  const std::string late_value = random_bytes(9000, 77);
+  const std::string lost_value = random_bytes(9000, 78);
+  writer.put(*late, sha256_of(late_value), late_value, {codec::codec_id::raw, 0});
+  {
+    const std::unique_ptr<metadata_batch> never = engine->new_batch();
+    writer.put(*never, sha256_of(lost_value), lost_value, {codec::codec_id::raw, 0});
+  }
+  writer.seal_gathered();
+  writer.sync();
+  EXPECT_EQ(objects->list("packs/").size(), 2u);
+  EXPECT_EQ(writer.move_gathered(), 0u);
+  engine->write(*late, false);
+  EXPECT_EQ(writer.move_gathered(), 1u);
+  EXPECT_EQ(entry_kind(*engine, sha256_of(late_value)), "pack 2");
+  EXPECT_EQ(writer.get(sha256_of(late_value)), late_value);
+  EXPECT_TRUE(writer.has_moves_ready());  // the one never committed, once more
+  EXPECT_EQ(writer.move_gathered(), 0u);
+  EXPECT_FALSE(writer.has_moves_ready());
+  EXPECT_EQ(entry_kind(*engine, sha256_of(lost_value)), "none");
+}
+
+// A commit of big files gathers at most one window (1 MiB) of its records:
+// the rest name the pack, which its sync uploads with them.
+TEST(pack_store, a_big_commit_is_uploaded_at_its_sync) {
+  temp_dir tmp;
+  const std::unique_ptr<rocksdb_engine> engine = new_pack_volume(tmp / "s");
+  const auto objects = std::make_shared<directory_object_store>(tmp / "bucket");
+  pack_store writer(*engine, tmp / "s", in_objects(objects, tmp / "cache"));
+  std::vector<chunk_hash> hashes;
+  std::vector<std::string> values;
+  const std::unique_ptr<metadata_batch> batch = engine->new_batch();
+  for (int i = 0; i < 24; ++i) {  // 24 x 100 KB
+    values.push_back(random_bytes(100000, static_cast<std::uint32_t>(i) + 300));
+    hashes.push_back(sha256_of(values.back()));
+    writer.put(*batch, hashes.back(), values.back(), {codec::codec_id::raw, 0});
+  }
+  writer.sync();
+  engine->write(*batch, false);
+  const std::vector<object_store::object_info> uploaded = objects->list("packs/");
+  ASSERT_EQ(uploaded.size(), 1u);
+  EXPECT_GT(uploaded[0].size, 2400000u);
+  std::size_t inline_entries = 0;
+  for (const chunk_hash& h : hashes) inline_entries += entry_kind(*engine, h) == "inline";
+  EXPECT_EQ(inline_entries, 10u);  // 10 records of 100 KB (and a header each) in 1 MiB
+  EXPECT_EQ(writer.move_gathered(), 10u);
+  for (std::size_t i = 0; i < hashes.size(); ++i) {
+    EXPECT_EQ(entry_kind(*engine, hashes[i]), "pack 1") << i;
+    EXPECT_EQ(writer.get(hashes[i]), values[i]) << i;
+  }
 }
 
 TEST(pack_store, index_values_that_do_not_decode_are_eio) {
