@@ -12,8 +12,10 @@
 # nothing queued (the gzip files' deflate codec is applied there, even with
 # ingest=strong): a read during that pass measures the re-encoder beside it
 # and files not yet in their final codec. Each read row runs ROUNDS times,
-# alternating the order, the median kept. Not a test: a measurement; needs
-# root and /dev/fuse.
+# alternating the order, the median kept. Last, the S3 requests the
+# scale-out mount sent (densefs stats: object_requests): PUTs per GB
+# written by the copy, GETs per GB read by a cold read. Not a test: a
+# measurement; needs root and /dev/fuse.
 # Usage: tests/bench/scale_out_io.sh [path/to/densefs] [TREE] [ROUNDS]
 #   TREE  default /usr/share/doc; env BIG_MB (default 256)
 set -euo pipefail
@@ -68,7 +70,9 @@ for k in "${kinds[@]}"; do
   copy[$k]=$(timed bash -c "cp -a '$tree' '$work/$k.mnt/tree' && cp '$work/big.bin' '$work/$k.mnt/' &&
     '$densefs' sync '$work/$k.mnt'")
   idle[$k]=$(reencoded "$work/$k.mnt")
-  stored[$k]=$("$densefs" stats "$work/$k.mnt" --json | jq .stored_bytes)
+  stats=$("$densefs" stats "$work/$k.mnt" --json)
+  stored[$k]=$(jq .stored_bytes <<<"$stats")
+  [[ $k == embedded ]] || puts=$(jq .object_requests.put <<<"$stats")
   umount_kind "$k"
 done
 
@@ -81,9 +85,11 @@ read_row() {
   echo 3 >/proc/sys/vm/drop_caches
   mount_kind "$k"
   runs[$row.$k]+=" $(timed "$what" "$work/$k.mnt")"
+  [[ $k == embedded ]] ||
+    gets[$row]+=" $("$densefs" stats "$work/$k.mnt" --json | jq .object_requests.get)"
   umount_kind "$k"
 }
-declare -A runs
+declare -A runs gets
 for ((r = 0; r < rounds; r++)); do
   order=("${kinds[@]}")
   ((r % 2 == 0)) || order=("${kinds[1]}" "${kinds[0]}")
@@ -120,3 +126,10 @@ for r in cold warm cold_big warm_big; do
 done
 printf '%-44s %12s %12s %10s\n' "stored bytes" "${stored[embedded]}" "${stored[scale-out]}" \
   "$(ratio "${stored[embedded]}" "${stored[scale-out]}")"
+tree_bytes=$(du -sb "$tree" | cut -f1)
+big_bytes=$((big_mb << 20))
+# shellcheck disable=SC2086 # the runs are words
+awk -v p="$puts" -v w="$((tree_bytes + big_bytes))" -v t="$tree_bytes" -v b="$big_bytes" \
+  -v gt="$(median ${gets[cold]})" -v gb="$(median ${gets[cold_big]})" 'BEGIN {
+  printf "S3 requests (scale-out): %d PUT for the copy, %.0f per GB written; GET per GB read cold: %.0f (the tree), %.0f (the big file)\n",
+    p, p / (w / 1e9), gt / (t / 1e9), gb / (b / 1e9) }'

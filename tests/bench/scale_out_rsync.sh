@@ -8,7 +8,8 @@
 # sync`; the median of ROUNDS is kept. Rows: rsync alone, rsync then sync
 # (everything durable), and the pack objects in S3 after the first round
 # (which stores the tree's chunks; later rounds find them stored) per GB
-# of the tree, and after all of them.
+# of the tree, and after all of them, and the PUT requests the first copy
+# took (densefs stats: object_requests).
 # Not a test: a measurement; needs root and /dev/fuse.
 # Usage: tests/bench/scale_out_rsync.sh [path/to/densefs] [TREE] [ROUNDS]
 set -euo pipefail
@@ -68,7 +69,10 @@ for ((r = 0; r < rounds; r++)); do
     rsync_s[$k]+=" $(elapsed "$start" "$middle")"
     synced_s[$k]+=" $(elapsed "$start" "$(now)")"
   done
-  ((r > 0)) || read -r first_objects first_bytes < <(pack_objects)
+  if ((r == 0)); then
+    read -r first_objects first_bytes < <(pack_objects)
+    first_puts=$("$densefs" stats "$work/scale-out.mnt" --json | jq .object_requests.put)
+  fi
 done
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
@@ -83,6 +87,7 @@ row "rsync -a" "$(median ${rsync_s[embedded]})" "$(median ${rsync_s[scale-out]})
 # shellcheck disable=SC2086
 row "rsync -a, then densefs sync" "$(median ${synced_s[embedded]})" "$(median ${synced_s[scale-out]})"
 read -r objects _ < <(pack_objects)
-awk -v n="$first_objects" -v b="$first_bytes" -v t="$tree_bytes" -v all="$objects" 'BEGIN {
+awk -v n="$first_objects" -v b="$first_bytes" -v t="$tree_bytes" -v all="$objects" -v p="$first_puts" 'BEGIN {
   printf "pack objects in S3 after the first copy: %d, %.1f MB (%.0f KB each), %.0f per GB of the tree; after every round: %d\n",
-    n, b / 1e6, n ? b / n / 1e3 : 0, n / (t / 1e9), all }'
+    n, b / 1e6, n ? b / n / 1e3 : 0, n / (t / 1e9), all
+  printf "PUT requests of the first copy (densefs stats): %d, %.0f per GB of the tree\n", p, p / (t / 1e9) }'
