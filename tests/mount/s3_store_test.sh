@@ -9,7 +9,8 @@
 # its pack objects in S3 after `densefs sync` and after an fsync; stored
 # bytes within 2% of the same tree in an embedded store; stats naming the
 # location; `densefs status` listing the mount as a live session; kill -9
-# of the daemon after an fsync (the file exact, fsck clean, the session
+# of the daemon after an fsync (the file exact, a small one whose pack was
+# not uploaded yet too, fsck clean, the session
 # shown as not alive once its heartbeat expired, and gone after the next
 # mount); the local cache deleted and the tree read back exactly from S3
 # with -o cache_size=16M, the cache staying within it; radosgw stopped under
@@ -196,6 +197,11 @@ dd if="$work/durable.bin" of="$mnt/durable.bin" bs=1M conv=fsync status=none ||
 list_packs
 ((pack_count > before_count && pack_bytes >= before_bytes + 6000000)) ||
   fail "the fsync of durable.bin did not upload it: $before_count objects ($before_bytes bytes) before, $pack_count ($pack_bytes) after"
+# A small file fsync'd: its records gathered into a pack not uploaded yet,
+# its bytes only in PostgreSQL when the daemon dies.
+head -c 300000 /dev/urandom >"$work/gathered.bin"
+dd if="$work/gathered.bin" of="$mnt/gathered.bin" bs=64k conv=fsync status=none ||
+  fail "writing gathered.bin with conv=fsync failed"
 # More writes in flight when the daemon dies.
 start_flood "$mnt"
 pid=$(daemon_pid "$store")
@@ -222,6 +228,7 @@ status=$("$densefs" status "$store" --json) || fail "densefs status --json faile
   $(jq -r '.sessions[0].pid' <<<"$status") != "$pid" ]] ||
   fail "after a remount, densefs status should list only the new session: $status"
 cmp "$work/durable.bin" "$mnt/durable.bin" || fail "the fsync'd file differs after kill -9"
+cmp "$work/gathered.bin" "$mnt/gathered.bin" || fail "the small fsync'd file (gathered, not uploaded) differs after kill -9"
 rm -rf "$mnt/flood"
 check_tree "after kill -9" "$data" "$mnt/data"
 umount_densefs "$mnt"
