@@ -253,7 +253,7 @@ store::~store() {
       packs_->seal_gathered();
       packs_->sync();
       std::lock_guard lock(commit_mutex_);
-      packs_->move_gathered();
+      packs_->move_gathered(true);
     } catch (const store_error& e) {
       log_error(
           "closing store " + dir_.string() +

@@ -93,7 +93,7 @@ pack_ref pack_store::append_locked(const struct iovec* iov, int count, std::uint
   }
   const pack_ref ref{current_->id, current_size_, length};
   current_size_ += length;
-  if (named) named_.insert(current_->id);
+  if (named && gathers_) named_.insert(current_->id);
   if (unsynced_.packs.empty() || unsynced_.packs.back() != current_)
     unsynced_.packs.push_back(current_);
   start_writeback_locked();
@@ -158,12 +158,45 @@ std::set<std::uint32_t> pack_store::packs_with_moves_pending() {
   return out;
 }
 
-std::uint64_t pack_store::move_gathered() {
+namespace {
+
+std::int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+bool pack_store::has_moves_ready() const {
+  return steady_ms() >= next_move_ms_.load(std::memory_order_acquire);
+}
+
+std::size_t pack_store::moves_pending() {
+  std::lock_guard lock(moves_mutex_);
+  return moves_ready_.size();
+}
+
+void pack_store::set_next_move_locked() {
+  std::int64_t next = k_no_move;
+  for (const gathered_record& r : moves_ready_) next = std::min(next, r.retry_at_ms);
+  next_move_ms_.store(next, std::memory_order_release);
+  packs_moving_.clear();
+  for (const gathered_record& r : moves_ready_) packs_moving_.insert(r.ref.pack);
+}
+
+std::uint64_t pack_store::move_gathered(bool every_record) {
+  const std::int64_t now = steady_ms();
   std::vector<gathered_record> todo;
   {
     std::lock_guard lock(moves_mutex_);
-    std::swap(todo, moves_ready_);
-    moves_waiting_.store(false, std::memory_order_release);
+    std::vector<gathered_record> later;
+    for (gathered_record& r : moves_ready_)
+      (every_record || r.retry_at_ms <= now ? todo : later).push_back(std::move(r));
+    moves_ready_ = std::move(later);
+    set_next_move_locked();
+    // packs_moving_ keeps the packs of `todo` until they are settled.
+    for (const gathered_record& r : todo) packs_moving_.insert(r.ref.pack);
   }
   if (todo.empty()) return 0;
   std::vector<bool> finished(todo.size(), false);
@@ -197,18 +230,21 @@ std::uint64_t pack_store::move_gathered() {
           }
         },
         false);
-  } catch (const store_error&) {
+  } catch (...) {
     std::lock_guard lock(moves_mutex_);
     moves_ready_.insert(moves_ready_.end(), todo.begin(), todo.end());
-    moves_waiting_.store(true, std::memory_order_release);
+    set_next_move_locked();
     throw;
   }
+  // An entry not there yet is looked for again later, less and less often:
+  // its commit (a group written ahead of it) may still be to come.
   std::lock_guard lock(moves_mutex_);
-  for (std::size_t i = 0; i < todo.size(); ++i)
-    if (!finished[i] && ++todo[i].tries < k_move_tries) moves_ready_.push_back(todo[i]);
-  packs_moving_.clear();
-  for (const gathered_record& r : moves_ready_) packs_moving_.insert(r.ref.pack);
-  moves_waiting_.store(!moves_ready_.empty(), std::memory_order_release);
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    if (finished[i] || ++todo[i].tries >= k_move_tries) continue;
+    todo[i].retry_at_ms = now + (std::int64_t{1000} << (todo[i].tries - 1));
+    moves_ready_.push_back(todo[i]);
+  }
+  set_next_move_locked();
   return moved;
 }
 
@@ -286,9 +322,8 @@ void pack_store::gathered_packs_uploaded(std::span<const std::uint32_t> ids) {
   }
   if (!records.empty()) {
     std::lock_guard lock(moves_mutex_);
-    for (const gathered_record& r : records) packs_moving_.insert(r.ref.pack);
     moves_ready_.insert(moves_ready_.end(), records.begin(), records.end());
-    moves_waiting_.store(true, std::memory_order_release);
+    set_next_move_locked();
   }
   std::lock_guard lock(append_mutex_);
   for (const std::uint32_t id : ids) gathered_.erase(id);

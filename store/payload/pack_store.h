@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -100,16 +101,20 @@ class pack_store final : public payload_store {
   void sync() override;
 
   // Gathering (above): whether uploaded packs have records whose entries
-  // are still inline.
-  bool has_moves_ready() const { return moves_waiting_.load(std::memory_order_acquire); }
+  // may still be inline, due to be moved now.
+  bool has_moves_ready() const;
   // Commits those moves: each entry still holding the inline bytes put()
-  // wrote becomes the ref of its record, in one commit (write_locked, so
-  // another writer's change in between keeps its value). Call with the
-  // store's commit mutex held, as compact() takes it. An entry not yet
-  // there (its commit still to come) is tried again by the next call, up to
-  // k_move_tries times. Throws store_error; what did not move is tried again.
-  // Returns the entries moved.
-  std::uint64_t move_gathered();
+  // wrote (its size and XXH3) becomes the ref of its record, in one commit
+  // (write_locked, so another writer's change in between keeps its value).
+  // Call with the store's commit mutex held, as compact() takes it. An
+  // entry not there yet (its commit still to come, or its chunk gone) is
+  // looked for again 1, 2, 4 ... 16 s later, then given up (the inline
+  // entry stays). `every_record`: those not due yet too (at close).
+  // Throws store_error; what did not move is tried again. Returns the
+  // entries moved.
+  std::uint64_t move_gathered(bool every_record = false);
+  // Gathered records of uploaded packs waiting for a move.
+  std::size_t moves_pending();
   // At close: the pack being gathered into is uploaded by the next sync(),
   // however small, so that its entries can move and no bytes stay in the
   // metadata engine for good.
@@ -242,10 +247,12 @@ class pack_store final : public payload_store {
     pack_ref ref;
     std::uint64_t size = 0;  // of the stored bytes, and their stored_checksum
     std::uint64_t checksum = 0;
-    unsigned tries = 0;  // moves that found no entry yet
+    unsigned tries = 0;            // moves that found no entry yet
+    std::int64_t retry_at_ms = 0;  // steady clock: the next move not before
   };
   static constexpr std::uint64_t k_gather_window = 1u << 20;
-  static constexpr unsigned k_move_tries = 3;
+  static constexpr unsigned k_move_tries = 6;
+  static constexpr std::int64_t k_no_move = std::numeric_limits<std::int64_t>::max();
   const bool gathers_;
   // append_mutex_: records of packs not uploaded yet, and the packs an
   // index entry names (uploaded by the next sync).
@@ -257,7 +264,10 @@ class pack_store final : public payload_store {
   std::mutex moves_mutex_;
   std::vector<gathered_record> moves_ready_;
   std::set<std::uint32_t> packs_moving_;
-  std::atomic<bool> moves_waiting_{false};
+  // The earliest retry_at_ms of moves_ready_ (k_no_move: none).
+  std::atomic<std::int64_t> next_move_ms_{k_no_move};
+  // next_move_ms_ and packs_moving_ from moves_ready_. moves_mutex_ held.
+  void set_next_move_locked();
 };
 
 }  // namespace densefs::store

@@ -71,9 +71,16 @@ else
     fail "initdb failed"
   }
 
+  # pg_listen (set before sourcing, with pg_private=1): TCP addresses the
+  # server listens on too, trusting clients of pg_listen_net
+  # (tests/bench/scale_out_netem.sh); none by default.
+  if [[ -n ${pg_listen:-} ]]; then
+    echo "host all all ${pg_listen_net:?pg_listen needs pg_listen_net} trust" >>"$pg_data/pg_hba.conf"
+  fi
+
   pg_start() {
     as_postgres "$pg_bin/pg_ctl" -D "$pg_data" -l "$pg_dir/server.log" -w -s \
-      -o "-c listen_addresses='' -c unix_socket_directories=$pg_socket_dir -p $pg_port -c fsync=off -c max_connections=200" \
+      -o "-c listen_addresses='${pg_listen:-}' -c unix_socket_directories=$pg_socket_dir -p $pg_port -c fsync=off -c max_connections=200" \
       start || {
       tail -n 20 "$pg_dir/server.log" >&2
       fail "the PostgreSQL server did not start"

@@ -229,7 +229,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../docker/ceph-one-node.sh"
 # radosgw frees deleted objects' space hours later (its gc), so the phase's
 # server holds every byte its scale-out tests write: a 10 GiB disk filled
 # once (2026-11-30), and a full OSD answers no PUT.
-ceph_one_node_conf "$s3_dir" "$s3_fsid" "$s3_mon_port" "127.0.0.1:$s3_port" $((30 << 30)) files \
+# radosgw's address: 127.0.0.1, or what the script set in s3_bind before
+# sourcing this file (0.0.0.0: a client in another network namespace,
+# tests/bench/scale_out_netem.sh).
+ceph_one_node_conf "$s3_dir" "$s3_fsid" "$s3_mon_port" "${s3_bind:-127.0.0.1}:$s3_port" $((30 << 30)) files \
   >"$s3_conf" || s3_fail "writing $s3_conf failed"
 
 # The daemons go before $work; then whatever cleanup was installed before

@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# A scale-out volume's client one network hop from its servers (issue 36;
+# docs/scale-out.md, "Over a network"). A private PostgreSQL 15 (on TCP as
+# well as its socket) and a private radosgw (tests/mount/postgres_lib.sh,
+# s3_lib.sh) with two ways between a client and them:
+#
+#  - Delay: Toxiproxy (its `server`, from `go install
+#    github.com/Shopify/toxiproxy/v2/cmd/server@v2.9.0`; TOXIPROXY_SERVER
+#    names it) between the client and both servers, a latency toxic each
+#    way. This kernel has no sch_netem (`tc qdisc ... netem`: "qdisc kind is
+#    unknown", ../shared/FIELD-NOTES.md), so no packet loss either: a proxy
+#    delays whole reads of a TCP stream. Toxiproxy counts whole
+#    milliseconds: round trips of 2 ms and 20 ms, 1 ms and 10 ms each way.
+#  - Partition: the client's daemon in a network namespace joined to this
+#    one by a veth pair (10.201.7.1 here, .2 there), the servers on an
+#    address of this side's loopback (10.201.8.1) that the namespace routes
+#    to over the link and a client on this side reaches without it; the
+#    link is set down.
+#
+# Rows:
+#  - rsync -a of TREE, then densefs sync, onto a new volume per way: the
+#    servers direct (loopback), then through the proxy at each round trip;
+#    each against the first.
+#  - the link down for PARTITION_S seconds under a writer that fsyncs a 100
+#    KB file every 0.2 s in the namespace's mount, while a read-only
+#    follower on this side lists them and the writer reads again a file it
+#    read before. Reported: the fsyncs before, during and after, the
+#    longest, the errors; the follower's and the cached read's times; then
+#    every file whose fsync succeeded compared after a remount, and fsck.
+# Not a test: a measurement; needs root, /dev/fuse, ip and nsenter.
+# Usage: tests/bench/scale_out_network.sh [path/to/densefs] [TREE]
+#   env RTTS (default "2 20", even numbers of ms), PARTITION_S (default
+#   30), PARTS (default "rsync partition": which parts run)
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+tree=${2:-/usr/share/doc}
+read -r -a rtts <<<"${RTTS:-2 20}"
+partition_s=${PARTITION_S:-30}
+parts=" ${PARTS:-rsync partition} "
+# shellcheck source=../mount/mount_lib.sh
+source "$repo/tests/mount/mount_lib.sh" "${1:-$repo/build/tools/densefs}" "$repo"
+for t in ip nsenter rsync curl jq; do command -v "$t" >/dev/null || missing_tool "$t"; done
+toxiproxy=${TOXIPROXY_SERVER:-${HOME:-/root}/go/bin/server}
+[[ -x $toxiproxy ]] ||
+  missing_tool "Toxiproxy's server (go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.9.0, or set TOXIPROXY_SERVER)"
+
+# --- the link: this side 10.201.7.1, the namespace 10.201.7.2; the
+# servers on 10.201.8.1, an address of this side's loopback.
+ns=densefs-net-$$
+host_dev=dfh$$
+ns_dev=dfn$$
+host_ip=10.201.8.1
+ip netns add "$ns"
+ip link add "$host_dev" type veth peer name "$ns_dev"
+ip link set "$ns_dev" netns "$ns"
+ip addr add 10.201.7.1/24 dev "$host_dev"
+ip link set "$host_dev" up
+ip addr add "$host_ip/32" dev lo
+ip netns exec "$ns" ip addr add 10.201.7.2/24 dev "$ns_dev"
+ip netns exec "$ns" ip link set "$ns_dev" up
+ip netns exec "$ns" ip link set lo up
+ip netns exec "$ns" ip route add default via 10.201.7.1
+in_ns() { nsenter --net="/run/netns/$ns" "$@"; }
+
+pg_private=1
+pg_listen=127.0.0.1,$host_ip
+pg_listen_net=10.201.0.0/16
+# shellcheck source=../mount/postgres_lib.sh
+source "$repo/tests/mount/postgres_lib.sh"
+s3_bind=0.0.0.0
+# shellcheck source=../mount/s3_lib.sh
+source "$repo/tests/mount/s3_lib.sh"
+
+toxi_port=$(s3_free_port)
+"$toxiproxy" -host 127.0.0.1 -port "$toxi_port" >"$work/toxiproxy.log" 2>&1 &
+toxi_pid=$!
+net_prev_exit_trap=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT\$/\\1/")
+cleanup_net() {
+  local rc=$? m
+  set +e
+  for m in "$work"/*.mnt; do
+    mountpoint -q "$m" 2>/dev/null && { umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; }
+  done
+  kill "$toxi_pid" 2>/dev/null || true
+  ip netns del "$ns" 2>/dev/null || true
+  ip link del "$host_dev" 2>/dev/null || true
+  ip addr del "$host_ip/32" dev lo 2>/dev/null || true
+  (exit "$rc")
+  eval "$net_prev_exit_trap"
+  return "$rc"
+}
+trap cleanup_net EXIT
+toxi() { # METHOD PATH [JSON]
+  curl -sf -X "$1" "http://127.0.0.1:$toxi_port$2" ${3:+-d "$3"} >/dev/null ||
+    fail "Toxiproxy: $1 $2 ${3:-} failed ($(tail -n 3 "$work/toxiproxy.log"))"
+}
+for _ in {1..50}; do
+  curl -sf "http://127.0.0.1:$toxi_port/version" >/dev/null && break
+  sleep 0.1
+done
+pg_proxy=$(s3_free_port)
+s3_proxy=$(s3_free_port)
+toxi POST /proxies "{\"name\":\"pg\",\"listen\":\"127.0.0.1:$pg_proxy\",\"upstream\":\"127.0.0.1:$pg_port\"}"
+toxi POST /proxies "{\"name\":\"s3\",\"listen\":\"127.0.0.1:$s3_proxy\",\"upstream\":\"127.0.0.1:$s3_port\"}"
+# delay RTT_MS: half of it each way on both proxies.
+delay() {
+  local p s
+  for p in pg s3; do
+    for s in upstream downstream; do
+      curl -sf -X DELETE "http://127.0.0.1:$toxi_port/proxies/$p/toxics/$s" >/dev/null || true
+      toxi POST "/proxies/$p/toxics" \
+        "{\"name\":\"$s\",\"type\":\"latency\",\"stream\":\"$s\",\"attributes\":{\"latency\":$(($1 / 2)),\"jitter\":0}}"
+    done
+  done
+}
+
+volumes=0
+# new_volume NAME PG_HOST PG_PORT S3_HOST S3_PORT: a volume whose FORMAT
+# names the servers (or the proxies) there.
+new_volume() {
+  pg_createdb "$1"
+  "$densefs" mkfs --meta "host=$2 port=$3 user=postgres dbname=$1" \
+    --data "s3://net/$1?endpoint=http://$4:$5" "$work/$1.store" >/dev/null
+  mkdir -p "$work/$1.mnt"
+}
+timed() {
+  local start
+  start=$(now)
+  "$@" >/dev/null
+  elapsed "$start" "$(now)"
+}
+
+# --- rsync per way.
+declare -a labels times
+rsync_row() { # LABEL RTT_MS (empty: the servers direct)
+  local v=v$((volumes += 1))
+  if [[ -z $2 ]]; then
+    new_volume "$v" 127.0.0.1 "$pg_port" 127.0.0.1 "$s3_port"
+  else
+    delay "$2"
+    new_volume "$v" 127.0.0.1 "$pg_proxy" 127.0.0.1 "$s3_proxy"
+  fi
+  mount_densefs "$work/$v.store" "$work/$v.mnt"
+  sync
+  echo 3 >/proc/sys/vm/drop_caches
+  labels+=("$1")
+  times+=("$(timed bash -c "rsync -a '$tree/' '$work/$v.mnt/t/' && '$densefs' sync '$work/$v.mnt'")")
+  echo "$1: ${times[-1]} s" >&2
+  umount_densefs "$work/$v.mnt"
+}
+if [[ $parts == *" rsync "* ]]; then
+rsync_row "loopback (no proxy)" ""
+for rtt in "${rtts[@]}"; do rsync_row "$rtt ms round trip (Toxiproxy)" "$rtt"; done
+
+echo "tree: $tree ($(du -sb "$tree" | cut -f1) bytes, $(find "$tree" -type f | wc -l) files)"
+printf '%-34s %10s %8s\n' "rsync -a + densefs sync" seconds "/ first"
+for i in "${!labels[@]}"; do
+  printf '%-34s %10s %8s\n' "${labels[$i]}" "${times[$i]}" \
+    "$(awk -v a="${times[0]}" -v b="${times[$i]}" 'BEGIN { printf "%.2fx", b / a }')"
+done
+fi
+[[ $parts == *" partition "* ]] || exit 0
+
+# --- a partition under a writer.
+new_volume part "$host_ip" "$pg_port" "$host_ip" "$s3_port"
+w=$work/part.mnt
+in_ns "$densefs" mount "$work/part.store" "$w" || fail "mounting the writer in $ns failed"
+mkdir -p "$w/p" "$work/p"
+head -c 3000000 /dev/urandom >"$w/cached.bin"
+cat "$w/cached.bin" >/dev/null
+"$densefs" sync "$w" >/dev/null
+mkdir -p "$work/follower.mnt"
+mount_densefs "$work/part.store" "$work/follower.mnt" -o ro,cache_dir="$work/follower.cache"
+stop=$work/stop
+(
+  i=0
+  while [[ ! -e $stop ]]; do
+    i=$((i + 1))
+    head -c 100000 /dev/urandom >"$work/p/$i"
+    start=$(now)
+    if err=$(dd if="$work/p/$i" of="$w/p/$i" bs=64k conv=fsync status=none 2>&1); then
+      echo "$i $start $(now) ok" >>"$work/fsyncs"
+    else
+      echo "$i $start $(now) ${err//$'\n'/ }" >>"$work/fsyncs"
+    fi
+    sleep 0.2
+  done
+) &
+writer=$!
+sleep 5
+cut_at=$(now)
+ip link set "$host_dev" down
+sleep 2
+# Each probe in the background: the partition lasts what it should.
+# probe NAME CMD...: "SECONDS ok" or "SECONDS failed: ERROR" in $work/NAME.
+probe() {
+  local name=$1 start err
+  shift
+  start=$(now)
+  if err=$(timeout 60 "$@" 2>&1 >/dev/null); then
+    echo "$(elapsed "$start" "$(now)") s ok" >"$work/$name"
+  else
+    echo "$(elapsed "$start" "$(now)") s failed: ${err//$'\n'/ }" >"$work/$name"
+  fi
+}
+probe follower_ls ls -R "$work/follower.mnt/p" &
+probes=$!
+probe follower_read cat "$work/follower.mnt/cached.bin" &
+probes+=" $!"
+probe cached_read cat "$w/cached.bin" &
+probes+=" $!"
+sleep "$((partition_s - 2))"
+ip link set "$host_dev" up
+healed_at=$(now)
+sleep 40
+touch "$stop"
+wait "$writer" || true
+awk -v c="$cut_at" -v h="$healed_at" '
+  { took = $3 - $2; if (took > longest) longest = took }
+  $4 == "ok" && $3 < c { before++ }
+  $4 == "ok" && $3 >= c && $3 < h { during++ }
+  $4 == "ok" && $3 >= h { after++ }
+  $4 != "ok" { failed++; if (!why) { why = $0 } }
+  END {
+    printf "partition of %d s under a writer fsyncing 100 KB files: %d fsyncs done before it, %d during, %d in the 40 s after; %d failed; the longest took %.1f s\n",
+      h - c, before, during, after, failed, longest
+    if (why) print "first failure: " why
+  }' "$work/fsyncs"
+# shellcheck disable=SC2086 # PIDs
+wait $probes
+echo "during it, 2 s in: the follower's ls -R $(cat "$work/follower_ls"); its read of a file $(cat "$work/follower_read");" \
+  "a read of a file read before, on the partitioned client: $(cat "$work/cached_read")"
+umount_densefs "$work/follower.mnt"
+umount_densefs "$w"
+start=$(now)
+in_ns "$densefs" mount "$work/part.store" "$w" || fail "remounting the writer failed"
+echo "the writer remounted in $(elapsed "$start" "$(now)") s"
+exact=0
+while read -r i _ _ state; do
+  [[ $state == ok ]] || continue
+  cmp -s "$work/p/$i" "$w/p/$i" || fail "p/$i: its fsync succeeded, but it differs after the remount"
+  exact=$((exact + 1))
+done <"$work/fsyncs"
+umount_densefs "$w"
+"$densefs" fsck "$work/part.store" >"$work/fsck.out" 2>&1 || {
+  cat "$work/fsck.out" >&2
+  fail "fsck after the partition failed"
+}
+echo "after it: all $exact files whose fsync succeeded exact after a remount; fsck clean"
