@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "fs/data_path.h"
+#include "fs/deferred_names.h"
 #include "fs/fs_error.h"
 #include "fs/garbage_collector.h"
 #include "fs/idle_spinner.h"
@@ -215,10 +216,10 @@ class filesystem final : private data_path::host {
   refreshed refresh_from_store(node& n);
   // Commits `txn`; `fill` adds what depends on records other writers of a
   // shared volume may change, read inside the commit's lock (store::commit;
-  // fs/shared_writers.cpp). Caller holds meta_mutex_ when the commit
-  // touches inodes or entries.
+  // fs/shared_writers.cpp). Caller holds meta_mutex_.
   // Every commit also clears the rows of new files that ended since the
-  // last one (end_new_file_locked).
+  // last one (end_new_file_locked), and stores first the names and
+  // records put off (deferred_names.h).
   // `ahead`: its payloads, written before the caller took meta_mutex_.
   void commit(store::transaction& txn, bool sync = false,
               const std::function<void(store::transaction&)>& fill = {},
@@ -266,6 +267,25 @@ class filesystem final : private data_path::host {
                                   dev_t rdev, std::string_view symlink_target,
                                   bool new_file = false);
   void check_name(const char* name) const;
+  // --- names put off until the next commit (fs/deferred_names.h) ---
+  // Whether creates and renames of new files may be put off now: a writer
+  // with no other client of the volume (they read the store).
+  bool defers_names() const;
+  // The entry at `name` in `parent` as the next commit leaves it: what is
+  // put off, else the store's. Caller holds meta_mutex_.
+  std::optional<store::dirent_record> entry_at(std::uint64_t parent, std::string_view name);
+  // Before a request reads the store by name or lists a directory: commits
+  // what is put off, if anything (throws what the commit throws). Caller
+  // holds meta_mutex_, or not (the unlocked form takes it).
+  void commit_deferred_locked();
+  void commit_deferred();
+  // Put off: the committer's settle commits it within -o commit=SEC.
+  void settle_deferred_soon();
+  // A rename of a new file to a free name, put off; false when it cannot
+  // be (the caller commits it as before). No lock held.
+  bool rename_put_off(std::uint64_t parent, const char* name, std::uint64_t newparent,
+                      const char* newname);
+  deferred_names deferred_;  // guarded by meta_mutex_
   // Before a rename: commits the staged data of the file `name` in `parent`
   // names, if it has any (write-behind ordering), unless `may_stay_staged`
   // and the file is new: then its data stays staged, the rename moves its
@@ -372,9 +392,12 @@ class filesystem final : private data_path::host {
   // rule allows), as a crash within ext4's commit interval loses a file
   // closed without fsync. Caller holds n.data_mutex and meta_mutex_.
   void end_new_file_locked(node& n);
-  // The committer's settle: commits the rows put off above, if no commit
-  // took them first.
-  void clear_ended_new_files();
+  // The committer's settle: commits the rows put off above and the names
+  // put off (deferred_), if no commit took them first. Logs a failure (the
+  // next commit or settle tries again). Takes meta_mutex_; the _locked
+  // form is for a caller that holds it.
+  void commit_put_off();
+  void commit_put_off_locked();
   std::mutex ended_new_files_mutex_;  // a leaf: held only to take or add
   std::vector<std::uint64_t> ended_new_files_;
   // The data path's committer while it takes settle_soon(); null from the

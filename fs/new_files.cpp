@@ -72,7 +72,7 @@ void filesystem::settle_new_files(const node* own, bool unmounting) {
     ++cleared;
   }
   if (cleared == 0) {
-    clear_ended_new_files();  // the rows of files that ended before, if any
+    commit_put_off();  // the rows of files that ended before, if any
     return;
   }
   std::lock_guard meta(meta_mutex_);
@@ -90,23 +90,28 @@ void filesystem::end_new_file_locked(node& n) {
   if (write_back* committer = settle_committer_.load()) {
     committer->settle_soon();
   } else {
-    clear_ended_new_files();  // unmounting: the committer is gone
+    commit_put_off_locked();  // unmounting: the committer is gone
   }
 }
 
-void filesystem::clear_ended_new_files() {
+void filesystem::commit_put_off() {
+  std::lock_guard meta(meta_mutex_);
+  commit_put_off_locked();
+}
+
+void filesystem::commit_put_off_locked() {
   {
     std::lock_guard lock(ended_new_files_mutex_);
-    if (ended_new_files_.empty()) return;
+    if (ended_new_files_.empty() && deferred_.empty()) return;
   }
   try {
     store::transaction txn;
-    commit(txn);  // adds the rows
+    commit(txn);  // adds them
   } catch (const std::exception& e) {
     // Kept for the next commit, or the committer's next try; the next sync
     // or unmount ends them too (from the store's list); a crash before that
     // removes the files (absent, which the rule allows).
-    log_error(std::string("ending new files: ") + e.what());
+    log_error(std::string("committing new files' names and ends: ") + e.what());
     if (write_back* committer = settle_committer_.load()) committer->settle_soon();
   }
 }

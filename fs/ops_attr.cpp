@@ -103,8 +103,8 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   workers_ = std::make_unique<worker_pool>(threads);
   data_path::host& host = *this;  // a private base: converted here, where it is visible
-  data_ = std::make_unique<data_path>(options_, *store_, *workers_, host,
-                                      [this] { clear_ended_new_files(); });
+  data_ =
+      std::make_unique<data_path>(options_, *store_, *workers_, host, [this] { commit_put_off(); });
   settle_committer_ = &data_->committer();
   decoders_ = std::make_unique<worker_pool>(std::max(1u, std::thread::hardware_concurrency()));
   // A snapshot's mount has no `.snapshots` of its own.
@@ -181,6 +181,9 @@ void filesystem::shutdown() {
       log_error("inode " + std::to_string(n->ino) + ": flush at unmount failed: " + e.what());
     }
   }
+  // Names put off (deferred_names.h) go to the store before its new-file
+  // rows are read.
+  commit_put_off();
   // Every file's data is committed (or lost with an error above): none is
   // new any more, unless its data was lost (the next mount removes it).
   try {
@@ -195,7 +198,7 @@ void filesystem::shutdown() {
   data_->stop_committer();
   // The rows of files that ended since (the committer's last group
   // released them): none may outlive this session.
-  clear_ended_new_files();
+  commit_put_off();
   recompressor_.reset();  // finishes the chunk in progress; the rest stays queued
   workers_.reset();       // drains the queue
   read_ahead_.reset();    // drops the prefetches still queued
@@ -235,6 +238,14 @@ void filesystem::commit(store::transaction& txn, bool sync,
     ended.swap(ended_new_files_);
   }
   for (const std::uint64_t ino : ended) txn.clear_new_file(ino);
+  // Names put off go first: this commit's own changes come after them
+  // (a record it stores wins over the one put off).
+  const bool with_deferred = !deferred_.empty();
+  if (with_deferred) {
+    store::transaction earlier;
+    deferred_.add_to(earlier, [this](const node& n) { return persistable(n, n.record); });
+    txn.prepend(std::move(earlier));
+  }
   try {
     store_->commit(txn, sync, fill, ahead);
   } catch (...) {
@@ -246,6 +257,9 @@ void filesystem::commit(store::transaction& txn, bool sync,
   // After the commit is visible, before meta_mutex_ is released (every
   // commit of inodes or entries holds it): see meta_gen_.
   meta_gen_.fetch_add(1, std::memory_order_release);
+  if (with_deferred)
+    // Their nodes stayed in the table for this (maybe_release).
+    for (const std::shared_ptr<node>& n : deferred_.committed()) maybe_release(n);
 }
 
 std::shared_ptr<node> filesystem::node_from(std::uint64_t ino, const store::inode_record& fetched) {
@@ -449,7 +463,8 @@ void filesystem::release_big_orphan(const store::inode_record& r) {
 
 void filesystem::maybe_release(const std::shared_ptr<node>& n) {
   if (n->lookups != 0 || n->opens != 0 || n->ino == store::k_root_ino) return;
-  if (n->has_staged()) return;  // the last background commit calls us again
+  if (deferred_.holds(n->ino)) return;  // the store cannot load it yet: the commit calls us
+  if (n->has_staged()) return;          // the last background commit calls us again
   if (n->record.nlink == 0 && !n->purged && others_may_hold(*n)) {
     // A follower leaves unlinked files to the writer; so does the writer
     // while another client may have this one open (shared_orphans.cpp).
@@ -487,7 +502,7 @@ void filesystem::maybe_release(const std::shared_ptr<node>& n) {
 
 bool filesystem::parkable(node& n) const {
   if (n.ino == store::k_root_ino || n.purged || n.new_file || n.held || n.opens != 0 ||
-      n.record_dirty || n.record.nlink == 0 || n.has_staged())
+      n.record_dirty || n.record.nlink == 0 || n.has_staged() || deferred_.holds(n.ino))
     return false;
   // No one else holds the node, so no one holds its mutexes either; taking
   // them orders these reads after the last writer's.
@@ -563,6 +578,10 @@ void filesystem::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       std::lock_guard meta(meta_mutex_);
       if (meta_gen_.load(std::memory_order_acquire) != gen) {
         d = store_->get_dirent(parent, name);
+        fetched.reset();
+      }
+      if (auto put_off = deferred_.find(parent, name)) {
+        d = *put_off;
         fetched.reset();
       }
       if (d) {
@@ -670,13 +689,22 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
     // that commit removes the whole file (new_files.cpp), so no promise of
     // the crash rules waits on a commit of its own; on PostgreSQL that is a
     // round trip less per call (docs/scale-out.md, "Round trips"). Not a
-    // chmod that rewrites an access ACL, nor beside other writers.
+    // chmod that rewrites an access ACL, nor beside other writers. With
+    // nothing staged (its data landed, or it has none) the change is put
+    // off until the next commit of any kind, for the same reason
+    // (deferred_names.h).
     const bool may_have_acl =
         !n->xattr_names || n->xattr_names->contains(std::string(posix_acl::k_access_name));
-    if (!truncating && !shares_volume() && n->new_file && n->has_staged() &&
-        !((to_set & FUSE_SET_ATTR_MODE) && may_have_acl)) {
+    const bool staged = n->has_staged();
+    if (!truncating && n->new_file && !((to_set & FUSE_SET_ATTR_MODE) && may_have_acl) &&
+        (staged ? !shares_volume() : defers_names() && settle_committer_.load() != nullptr)) {
       edit_attributes(req, n->record, attr, to_set, t, false);
-      n->record_dirty = true;
+      if (staged) {
+        n->record_dirty = true;
+      } else {
+        deferred_.store_record(n);
+        settle_deferred_soon();
+      }
       struct stat st = to_stat(n->record);
       fuse_reply_attr(req, &st, options_.attr_timeout);
       return;

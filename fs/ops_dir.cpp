@@ -23,7 +23,34 @@ void filesystem::check_name(const char* name) const {
   if (length == 0) throw fs_error(ENOENT);
 }
 
-// Creates an inode and its directory entry in one commit. Caller holds
+bool filesystem::defers_names() const {
+  return !options_.read_only && !store_->read_only() && !shares_volume() &&
+         !store_->membership().others_mounted();
+}
+
+std::optional<store::dirent_record> filesystem::entry_at(std::uint64_t parent,
+                                                         std::string_view name) {
+  if (auto put_off = deferred_.find(parent, name)) return *put_off;
+  return store_->get_dirent(parent, name);
+}
+
+void filesystem::commit_deferred_locked() {
+  if (deferred_.empty()) return;
+  store::transaction txn;
+  commit(txn);  // adds them
+}
+
+void filesystem::commit_deferred() {
+  std::lock_guard meta(meta_mutex_);
+  commit_deferred_locked();
+}
+
+void filesystem::settle_deferred_soon() {
+  if (write_back* committer = settle_committer_.load()) committer->settle_soon();
+}
+
+// Creates an inode and its directory entry in one commit, or puts both off
+// until the next commit (a new file; deferred_names.h). Caller holds
 // meta_mutex_.
 std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const char* name,
                                             mode_t mode, dev_t rdev,
@@ -33,7 +60,7 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   // Alone, the checks hold until the commit (meta_mutex_); beside other
   // writers they are made again in it (fill).
   if (parent.record.nlink == 0) throw fs_error(ENOENT);  // removed directory
-  if (!shares_volume() && store_->get_dirent(parent.ino, name)) throw fs_error(EEXIST);
+  if (!shares_volume() && entry_at(parent.ino, name)) throw fs_error(EEXIST);
   const fuse_ctx* ctx = fuse_req_ctx(req);
   const store::timestamp t = now();
 
@@ -70,28 +97,38 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   if (S_ISREG(mode)) r.type = codec::classify({}, name);
 
   new_file = new_file && S_ISREG(mode);
+  // Put off: a new file without ACLs to write (the rare inherited default
+  // ACL commits at once, as before).
+  const std::shared_ptr<node> held_parent = table_.find(parent.ino);
+  const bool put_off = new_file && !acls.access && !acls.default_acl && held_parent &&
+                       settle_committer_.load() != nullptr && defers_names();
   store::inode_record p;
-  store::transaction txn;
-  commit(txn, false, [&](store::transaction& txn) {
-    if (shares_volume()) {
-      if (store_->get_dirent(parent.ino, name)) throw fs_error(EEXIST);
-      p = record_to_edit(parent);
-      if (p.nlink == 0) throw fs_error(ENOENT);
-    } else {
-      p = parent.record;
-    }
+  if (put_off) {
+    p = parent.record;
     p.mtime = p.ctime = t;
-    if (S_ISDIR(mode)) ++p.nlink;
-    txn.put_inode(r);
-    txn.made_inode(r.ino, S_ISDIR(mode));
-    if (acls.access) txn.put_xattr(r.ino, posix_acl::k_access_name, *acls.access);
-    if (acls.default_acl) txn.put_xattr(r.ino, posix_acl::k_default_name, *acls.default_acl);
-    txn.put_dirent(parent.ino, name, {r.ino, r.mode & S_IFMT});
-    txn.put_inode(persistable(parent, p));
-    if (new_file)
-      txn.mark_new_file(r.ino, parent.ino, name,
-                        shares_volume() ? store_->membership().session_id() : "");
-  });
+  } else {
+    store::transaction txn;
+    commit(txn, false, [&](store::transaction& txn) {
+      if (shares_volume()) {
+        if (store_->get_dirent(parent.ino, name)) throw fs_error(EEXIST);
+        p = record_to_edit(parent);
+        if (p.nlink == 0) throw fs_error(ENOENT);
+      } else {
+        p = parent.record;
+      }
+      p.mtime = p.ctime = t;
+      if (S_ISDIR(mode)) ++p.nlink;
+      txn.put_inode(r);
+      txn.made_inode(r.ino, S_ISDIR(mode));
+      if (acls.access) txn.put_xattr(r.ino, posix_acl::k_access_name, *acls.access);
+      if (acls.default_acl) txn.put_xattr(r.ino, posix_acl::k_default_name, *acls.default_acl);
+      txn.put_dirent(parent.ino, name, {r.ino, r.mode & S_IFMT});
+      txn.put_inode(persistable(parent, p));
+      if (new_file)
+        txn.mark_new_file(r.ino, parent.ino, name,
+                          shares_volume() ? store_->membership().session_id() : "");
+    });
+  }
   entries_changed(parent);
   keep_record(parent, p);
   auto n = std::make_shared<node>(r);
@@ -102,7 +139,15 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   if (acls.default_acl) n->xattr_names->emplace(posix_acl::k_default_name);
   n->new_file = new_file;
   n->created = std::chrono::steady_clock::now();
-  return table_.insert(std::move(n));
+  n = table_.insert(std::move(n));
+  if (put_off) {
+    deferred_.put_entry(parent.ino, name, {r.ino, r.mode & S_IFMT});
+    deferred_.store_record(n, true);
+    deferred_.name_new_file(r.ino, parent.ino, name);
+    deferred_.store_record(held_parent);
+    settle_deferred_soon();
+  }
+  return n;
 }
 
 void filesystem::mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
@@ -154,6 +199,7 @@ void filesystem::unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     check_name(name);
     std::unique_lock meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
+    commit_deferred_locked();  // the store then has the name, if it is one put off
     auto p = get_node(parent);
     const store::timestamp t = now();
     std::shared_ptr<node> n;
@@ -216,6 +262,7 @@ void filesystem::rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (std::strcmp(name, "..") == 0) throw fs_error(ENOTEMPTY);
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
+    commit_deferred_locked();  // its entries as the store has them
     auto p = get_node(parent);
     const store::timestamp t = now();
     std::shared_ptr<node> n;
@@ -276,6 +323,44 @@ bool filesystem::land_before_rename(std::uint64_t parent, const char* name, bool
   return false;
 }
 
+bool filesystem::rename_put_off(std::uint64_t parent, const char* name, std::uint64_t newparent,
+                                const char* newname) {
+  std::shared_ptr<node> src;
+  {
+    std::lock_guard meta(meta_mutex_);
+    if (!defers_names() || settle_committer_.load() == nullptr) return false;
+    const std::optional<store::dirent_record> from = entry_at(parent, name);
+    if (!from) return false;
+    src = table_.find(from->ino);
+    if (!src || !src->regular || !src->new_file) return false;
+  }
+  // Its write error is read under its data lock (taken before meta_mutex_):
+  // a file whose last commit failed lands before the rename, as before
+  // (land_before_rename), so that the rename reports the error.
+  std::unique_lock data(src->data_mutex);
+  std::lock_guard meta(meta_mutex_);
+  if (!defers_names() || src->write_error != 0 || !src->new_file || src->purged ||
+      src->record.nlink != 1)
+    return false;
+  const std::optional<store::dirent_record> from = entry_at(parent, name);
+  if (!from || from->ino != src->ino || entry_at(newparent, newname)) return false;
+  const std::shared_ptr<node> from_dir = get_node(parent);
+  const std::shared_ptr<node> to_dir = get_node(newparent);
+  if (!S_ISDIR(to_dir->record.mode) || to_dir->record.nlink == 0) return false;
+  const store::timestamp t = now();
+  deferred_.remove_entry(parent, name);
+  deferred_.put_entry(newparent, newname, *from);
+  src->record.ctime = t;
+  from_dir->record.mtime = from_dir->record.ctime = t;
+  to_dir->record.mtime = to_dir->record.ctime = t;
+  for (const auto& n : {src, from_dir, to_dir}) deferred_.store_record(n);
+  deferred_.name_new_file(src->ino, newparent, newname);
+  entries_changed(*from_dir);
+  entries_changed(*to_dir);
+  settle_deferred_soon();
+  return true;
+}
+
 void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
                         const char* newname, unsigned int flags) {
   run_op(req, "rename", [&] {
@@ -286,6 +371,13 @@ void filesystem::rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
     check_name(newname);
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) throw fs_error(EINVAL);
     if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) throw fs_error(EINVAL);
+    // A new file moved to a free name (rsync's temporary renamed into
+    // place): put off until the next commit, as its create may be.
+    if (!(flags & RENAME_EXCHANGE) && rename_put_off(parent, name, newparent, newname)) {
+      fuse_reply_err(req, 0);
+      return;
+    }
+    commit_deferred();  // what follows reads the store
     // Write-behind must not reorder a write-then-rename (rsync, editors,
     // package managers): after a crash a name holds the old file or the
     // whole new one, never an empty or partial one.
@@ -482,6 +574,7 @@ void filesystem::link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, cons
     }
     std::lock_guard meta(meta_mutex_);
     if (options_.read_only) throw fs_error(EROFS);
+    commit_deferred_locked();  // the new name's check reads the store
     auto n = get_node(ino);
     auto p = get_node(newparent);
     if (S_ISDIR(n->record.mode)) throw fs_error(EPERM);
@@ -568,6 +661,7 @@ bool is_dot_or_dotdot(const char* name) {
 }  // namespace
 
 std::shared_ptr<const dir_listing> filesystem::listing_of(node& dir) {
+  commit_deferred();  // the store lists what it has
   std::lock_guard lock(dir.listing_mutex);
   // Read before the scan: a change that commits during the scan bumps the
   // version after this, so the next readdir reads the directory again.

@@ -392,6 +392,13 @@ int filesystem::sync_all(const node* own) {
     const int e = data_->flush_data(lock, *n, n.get() == own);
     if (n.get() == own || (own == nullptr && error == 0)) error = e;
   }
+  // Names put off (deferred_names.h): their commit may be the only one.
+  try {
+    commit_deferred();
+  } catch (const store::store_error& e) {
+    log_error(std::string("committing the names put off: ") + e.what());
+    if (error == 0) error = e.error_number();
+  }
   return error;
 }
 

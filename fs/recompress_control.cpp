@@ -88,13 +88,17 @@ void filesystem::register_control_handlers(control_server& server) {
         txn.queue_recompress(ext.hash, ino);
         queued.push_back(ext.hash);
         if (++in_txn == k_plan_batch) {
+          std::lock_guard meta(meta_mutex_);  // every commit takes what is put off
           commit(txn);
           txn = store::transaction();
           in_txn = 0;
         }
       }
     }
-    commit(txn);
+    {
+      std::lock_guard meta(meta_mutex_);
+      commit(txn);
+    }
     response.header({{"files", files}, {"chunks", queued.size()}});
     recompressor_->notify();
 

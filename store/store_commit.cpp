@@ -792,10 +792,13 @@ void store::after_commit(const transaction::impl& t, const commit_outcome& done,
     entry_cache_->committed(changes, t.new_directories);
   }
   // A new file has no extents: known without a scan (its unlink purges it
-  // in one commit).
+  // in one commit). Unless this commit gave it some: a create put off
+  // until its data's group commit (fs/deferred_names.h).
   if (caches_extents() && !t.new_inodes.empty()) {
     std::unordered_map<std::uint64_t, cached_extents> none;
-    for (const std::uint64_t ino : t.new_inodes) none[ino];
+    for (const std::uint64_t ino : t.new_inodes)
+      if (std::find(extents_changed.begin(), extents_changed.end(), ino) == extents_changed.end())
+        none[ino];
     std::uint64_t gen = 0;
     {
       std::lock_guard lock(extent_cache_mutex_);

@@ -3,6 +3,8 @@
 // the class is split.
 #include "store/store.h"
 
+#include <iterator>
+#include <stdexcept>
 #include <utility>
 
 #include "store/metadata/fault_injection.h"
@@ -90,6 +92,21 @@ void transaction::replace_payload(const chunk_hash& hash, std::uint64_t expected
 }
 void transaction::replace_payloads(std::vector<payload_swap> swaps) {
   if (!swaps.empty()) ensure(impl_).replacements.push_back(std::move(swaps));
+}
+
+void transaction::prepend(transaction&& earlier) {
+  if (!earlier.impl_) return;
+  impl& e = *earlier.impl_;
+  if (!e.chunks.empty() || !e.replacements.empty())
+    throw std::logic_error(
+        "transaction::prepend: chunk references and payload swaps stay in order");
+  impl& t = ensure(impl_);
+  t.ops.insert(t.ops.begin(), std::make_move_iterator(e.ops.begin()),
+               std::make_move_iterator(e.ops.end()));
+  t.new_inodes.insert(t.new_inodes.begin(), e.new_inodes.begin(), e.new_inodes.end());
+  t.new_directories.insert(t.new_directories.begin(), e.new_directories.begin(),
+                           e.new_directories.end());
+  earlier.impl_.reset();
 }
 
 bool transaction::empty() const {

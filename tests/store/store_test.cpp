@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include <rocksdb/table_properties.h>
@@ -291,6 +292,32 @@ TEST_F(store_test, lock_file_records_its_holder) {
 }
 
 // ---- transactions
+
+// What fs/deferred_names.h relies on: changes put off go first, and the
+// commit's own changes to the same keys win over them.
+TEST_F(store_test, a_prepended_transaction_comes_first_and_later_puts_win) {
+  auto s = open();
+  const std::uint64_t ino = s->allocate_ino();
+  transaction earlier;
+  earlier.put_inode(make_inode(ino, S_IFREG | 0644));
+  earlier.put_dirent(k_root_ino, "put-off", {ino, S_IFREG});
+  earlier.delete_dirent(k_root_ino, "named-again");
+  earlier.made_inode(ino, false);
+  transaction t;
+  t.put_inode(make_inode(ino, S_IFREG | 0600, 5));
+  t.put_dirent(k_root_ino, "named-again", {ino, S_IFREG});
+  t.prepend(std::move(earlier));
+  s->commit(t);
+  EXPECT_EQ(s->get_inode(ino)->mode, static_cast<std::uint32_t>(S_IFREG | 0600));
+  EXPECT_EQ(s->get_inode(ino)->size, 5u);
+  EXPECT_EQ(s->get_dirent(k_root_ino, "put-off")->ino, ino);
+  EXPECT_EQ(s->get_dirent(k_root_ino, "named-again")->ino, ino);
+  // Chunk references keep their order: prepend refuses them.
+  transaction with_chunk;
+  with_chunk.ref_chunk(s->prepare_chunk("bytes"));
+  transaction other;
+  EXPECT_THROW(other.prepend(std::move(with_chunk)), std::logic_error);
+}
 
 TEST_F(store_test, transaction_changes_are_visible_after_commit_not_before) {
   auto s = open();
