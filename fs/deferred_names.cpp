@@ -21,6 +21,12 @@ std::optional<std::optional<store::dirent_record>> deferred_names::find(
   return it->second.entry;
 }
 
+bool deferred_names::touches(std::uint64_t dir) const {
+  const std::string prefix = key(dir, {});
+  const auto it = entries_.lower_bound(prefix);
+  return it != entries_.end() && it->first.starts_with(prefix);
+}
+
 void deferred_names::put_entry(std::uint64_t parent, std::string_view name,
                                const store::dirent_record& entry) {
   entries_.insert_or_assign(key(parent, name), entry_change{parent, std::string(name), entry});

@@ -53,6 +53,8 @@ class deferred_names {
   void name_new_file(std::uint64_t ino, std::uint64_t parent, std::string_view name);
 
   bool empty() const { return records_.empty() && entries_.empty(); }
+  // Whether a change to an entry of directory `dir` is put off.
+  bool touches(std::uint64_t dir) const;
   // Whether the next commit stores a record of `ino` (its node must stay
   // in the table until then: the store cannot load it).
   bool holds(std::uint64_t ino) const { return records_.contains(ino); }

@@ -257,9 +257,17 @@ void filesystem::commit(store::transaction& txn, bool sync,
   // After the commit is visible, before meta_mutex_ is released (every
   // commit of inodes or entries holds it): see meta_gen_.
   meta_gen_.fetch_add(1, std::memory_order_release);
-  if (with_deferred)
-    // Their nodes stayed in the table for this (maybe_release).
-    for (const std::shared_ptr<node>& n : deferred_.committed()) maybe_release(n);
+  if (with_deferred) {
+    // Their nodes stayed in the table for this (maybe_release). The commit
+    // landed: nothing here may make it look failed to the caller.
+    for (const std::shared_ptr<node>& n : deferred_.committed()) {
+      try {
+        maybe_release(n);
+      } catch (const std::exception& e) {
+        log_error("inode " + std::to_string(n->ino) + ": release failed: " + e.what());
+      }
+    }
+  }
 }
 
 std::shared_ptr<node> filesystem::node_from(std::uint64_t ino, const store::inode_record& fetched) {
@@ -696,7 +704,8 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
     const bool may_have_acl =
         !n->xattr_names || n->xattr_names->contains(std::string(posix_acl::k_access_name));
     const bool staged = n->has_staged();
-    if (!truncating && n->new_file && !((to_set & FUSE_SET_ATTR_MODE) && may_have_acl) &&
+    if (!truncating && n->new_file && n->record.nlink > 0 &&
+        !((to_set & FUSE_SET_ATTR_MODE) && may_have_acl) &&
         (staged ? !shares_volume() : defers_names() && settle_committer_.load() != nullptr)) {
       edit_attributes(req, n->record, attr, to_set, t, false);
       if (staged) {

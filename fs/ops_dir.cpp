@@ -661,7 +661,11 @@ bool is_dot_or_dotdot(const char* name) {
 }  // namespace
 
 std::shared_ptr<const dir_listing> filesystem::listing_of(node& dir) {
-  commit_deferred();  // the store lists what it has
+  {
+    // The store lists what it has: names put off here go to it first.
+    std::lock_guard meta(meta_mutex_);
+    if (deferred_.touches(dir.ino)) commit_deferred_locked();
+  }
   std::lock_guard lock(dir.listing_mutex);
   // Read before the scan: a change that commits during the scan bumps the
   // version after this, so the next readdir reads the directory again.

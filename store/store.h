@@ -228,11 +228,6 @@ class payloads_ahead {
   payloads_ahead& operator=(payloads_ahead&&) noexcept;
   // Whether any payload was written (nothing was new, or the payload store
   // writes payloads with the commit: RocksDB blobs).
-  // Puts `earlier`'s changes before this transaction's, as if they had
-  // been made first (a later put of the same key wins). `earlier` holds no
-  // chunk references or payload swaps (std::logic_error otherwise).
-  void prepend(transaction&& earlier);
-
   bool empty() const;
 
  private:

@@ -31,6 +31,9 @@ TEST(deferred_names, answers_for_the_names_it_holds_and_nothing_else) {
   EXPECT_EQ((*d.find(1, "a"))->ino, 7u);
   EXPECT_FALSE(d.find(2, "a"));  // another directory
   EXPECT_FALSE(d.find(1, "ab"));
+  EXPECT_TRUE(d.touches(1));
+  EXPECT_FALSE(d.touches(2));
+  EXPECT_FALSE(d.touches(256));  // 1 with another byte set: not a prefix
   d.remove_entry(1, "a");
   ASSERT_TRUE(d.find(1, "a"));  // put off: its removal
   EXPECT_FALSE(*d.find(1, "a"));
