@@ -141,6 +141,7 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   n->created = std::chrono::steady_clock::now();
   n = table_.insert(std::move(n));
   if (put_off) {
+    store_->has_no_extents_yet(r.ino);  // its group commit then reads none
     deferred_.put_entry(parent.ino, name, {r.ino, r.mode & S_IFMT});
     deferred_.store_record(n, true);
     deferred_.name_new_file(r.ino, parent.ino, name);

@@ -483,6 +483,10 @@ class store {
   // A follower whose open found `ino` changed before the writer's notice
   // came: its cached extent list goes (extents()).
   void forget_extents(std::uint64_t ino) const;
+  // `ino`, just allocated (allocate_ino) for an inode whose create is not
+  // committed yet (fs/deferred_names.h), has no extents: extents() knows
+  // it without a scan until a commit gives it some, as after made_inode.
+  void has_no_extents_yet(std::uint64_t ino) const;
   std::optional<std::string> get_xattr(std::uint64_t ino, std::string_view name) const;
   std::vector<std::string> list_xattrs(std::uint64_t ino) const;
   std::optional<chunk_record> get_chunk(const chunk_hash& hash) const;

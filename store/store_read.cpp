@@ -278,6 +278,16 @@ void store::cache_extents(std::uint64_t gen,
   for (auto& [ino, c] : found) extent_cache_.insert_or_assign(ino, std::move(c));
 }
 
+void store::has_no_extents_yet(std::uint64_t ino) const {
+  if (!caches_extents()) return;
+  // No gen check (cache_extents): nothing can have committed extents of a
+  // number nobody was given yet, and the commit that gives it some drops
+  // this (after_commit).
+  std::lock_guard lock(extent_cache_mutex_);
+  if (extent_cache_.size() >= k_extent_cache_files) extent_cache_.clear();
+  extent_cache_.insert_or_assign(ino, cached_extents{});
+}
+
 void store::forget_extents(std::uint64_t ino) const {
   drop_cached_extents(std::span(&ino, 1), false);
 }
