@@ -399,6 +399,10 @@ int filesystem::sync_all(const node* own) {
     log_error(std::string("committing the names put off: ") + e.what());
     if (error == 0) error = e.error_number();
   }
+  // Everything written is settled now: the next request parks what is
+  // idle, however many nodes a burst of writes left unparkable when
+  // park_idle_nodes last looked (its threshold stays above those).
+  park_above_.store(resident_limit_, std::memory_order_relaxed);
   return error;
 }
 
