@@ -706,7 +706,7 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
     const bool staged = n->has_staged();
     if (!truncating && n->new_file && n->record.nlink > 0 &&
         !((to_set & FUSE_SET_ATTR_MODE) && may_have_acl) &&
-        (staged ? !shares_volume() : defers_names() && settle_committer_.load() != nullptr)) {
+        (staged ? !shares_volume() : defers_names())) {
       edit_attributes(req, n->record, attr, to_set, t, false);
       if (staged) {
         n->record_dirty = true;

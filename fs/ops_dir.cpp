@@ -24,8 +24,9 @@ void filesystem::check_name(const char* name) const {
 }
 
 bool filesystem::defers_names() const {
-  return !options_.read_only && !store_->read_only() && !shares_volume() &&
-         !store_->membership().others_mounted();
+  // settle_committer_: it stores what nothing else took (null at unmount).
+  return settle_committer_.load() != nullptr && !options_.read_only && !store_->read_only() &&
+         !shares_volume() && !store_->membership().others_mounted();
 }
 
 std::optional<store::dirent_record> filesystem::entry_at(std::uint64_t parent,
@@ -100,8 +101,8 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   // Put off: a new file without ACLs to write (the rare inherited default
   // ACL commits at once, as before).
   const std::shared_ptr<node> held_parent = table_.find(parent.ino);
-  const bool put_off = new_file && !acls.access && !acls.default_acl && held_parent &&
-                       settle_committer_.load() != nullptr && defers_names();
+  const bool put_off =
+      new_file && !acls.access && !acls.default_acl && held_parent && defers_names();
   store::inode_record p;
   if (put_off) {
     p = parent.record;
@@ -329,7 +330,7 @@ bool filesystem::rename_put_off(std::uint64_t parent, const char* name, std::uin
   std::shared_ptr<node> src;
   {
     std::lock_guard meta(meta_mutex_);
-    if (!defers_names() || settle_committer_.load() == nullptr) return false;
+    if (!defers_names()) return false;
     const std::optional<store::dirent_record> from = entry_at(parent, name);
     if (!from) return false;
     src = table_.find(from->ino);
