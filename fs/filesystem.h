@@ -30,6 +30,7 @@
 #include "fs/garbage_collector.h"
 #include "fs/idle_spinner.h"
 #include "fs/inode_table.h"
+#include "fs/lock_waiters.h"
 #include "fs/mount.h"
 #include "fs/posix_acl.h"
 #include "fs/read_ahead.h"
@@ -120,6 +121,11 @@ class filesystem final : private data_path::host {
   void copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info* fi_in,
                        fuse_ino_t ino_out, off_t off_out, fuse_file_info* fi_out, std::size_t len,
                        int flags);
+  // Locks (ops_lock.cpp): served only where every client of the volume
+  // must see them (serves_locks()); elsewhere the kernel keeps them.
+  void getlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock);
+  void setlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, bool sleep);
+  void flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op);
 
  private:
   // --- inodes (ops_attr.cpp) ---
@@ -487,6 +493,16 @@ class filesystem final : private data_path::host {
   // mount, set in init): OPEN and FLUSH answer ENOSYS once, and after that
   // no open or close of a file is a request. docs/read-path.md, "Opens".
   bool kernel_opens_ = false;
+  // --- locks (ops_lock.cpp) ---
+  // Set by init(): this mount keeps flock and fcntl locks in the volume's
+  // database (a volume in PostgreSQL, without -o local_locks).
+  bool serves_locks_ = false;
+  std::unique_ptr<lock_waiters> lock_waiters_;  // with serves_locks_
+  void set_lock(fuse_req_t req, const store::lock_request& r, bool wait);
+  // At a FLUSH (`last_of_handle` false) or a RELEASE: the locks that go
+  // with that close; `last_here`: the file's last close on this client.
+  void release_locks(fuse_ino_t ino, const fuse_file_info& fi, bool last_of_handle,
+                     bool last_here = false);
   // The kernel enforces POSIX ACLs (FUSE_CAP_POSIX_ACL) and leaves the umask
   // to us (FUSE_CAP_DONT_MASK): set in init when it offers both. Without
   // them ACL xattrs are refused (EOPNOTSUPP), never stored unenforced.

@@ -307,6 +307,21 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_fi
   fs_of(req)->copy_file_range(req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len, flags);
 }
 
+void op_getlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
+  const counted_request counted(req, fuse_request::getlk);
+  fs_of(req)->getlk(req, ino, fi, lock);
+}
+void op_setlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
+  const counted_request counted(req, fuse_request::setlk);
+  fs_of(req)->setlk(req, ino, fi, lock, sleep != 0);
+}
+void op_flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
+  const counted_request counted(req, fuse_request::flock);
+  fs_of(req)->flock(req, ino, fi, op);
+}
+
+// The lock operations are always in the table; init() tells the kernel
+// whether to send them (filesystem::serves_locks_).
 fuse_lowlevel_ops make_ops() {
   fuse_lowlevel_ops ops{};
   ops.init = op_init;
@@ -342,6 +357,9 @@ fuse_lowlevel_ops make_ops() {
   ops.removexattr = op_removexattr;
   ops.fallocate = op_fallocate;
   ops.copy_file_range = op_copy_file_range;
+  ops.getlk = op_getlk;
+  ops.setlk = op_setlk;
+  ops.flock = op_flock;
   return ops;
 }
 
@@ -650,6 +668,20 @@ void filesystem::init(fuse_conn_info* conn) {
   if (!store_->follows() && !store_->writes_beside_others())
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  // flock and fcntl locks: kept in the volume's database where its other
+  // clients must see them (a volume in PostgreSQL with a session: a
+  // writer, -o shared or a follower; docs/scale-out.md, "Locks across
+  // clients"); elsewhere the kernel keeps them, as on a local file
+  // system. Decided once: the kernel asks no daemon per request.
+  serves_locks_ = store_->membership().keeps_sessions() &&
+                  !store_->membership().session_id().empty() && !options_.local_locks &&
+                  (conn->capable & FUSE_CAP_POSIX_LOCKS) && (conn->capable & FUSE_CAP_FLOCK_LOCKS);
+  if (serves_locks_) {
+    conn->want |= FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS;
+    lock_waiters_ = std::make_unique<lock_waiters>();
+  } else {
+    conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+  }
   // Directories need no handle (filesystem::opendir): the kernel can skip
   // OPENDIR and RELEASEDIR.
   if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) no_opendir_ = true;

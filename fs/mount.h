@@ -68,6 +68,12 @@ struct mount_options {
   // is then no request at all. Writable mounts always ask (a new file's
   // last close must reach densefs). docs/read-path.md, "Opens".
   bool open_requests = false;
+  // -o local_locks: flock and fcntl locks stay in this machine's kernel,
+  // as on a local file system. Otherwise a volume in PostgreSQL keeps them
+  // in its database, where every client sees them (docs/scale-out.md,
+  // "Locks across clients"); the embedded store's locks are the kernel's
+  // always.
+  bool local_locks = false;
   // -o relatime: opening a file to read it or reading it sets its atime when
   // that is not newer than mtime or ctime, or is a day old (FUSE leaves
   // atime to the daemon). Off by default: atime is then never updated by

@@ -161,6 +161,8 @@ void filesystem::start(std::unique_ptr<store::store> store) {
 
 void filesystem::shutdown() {
   if (!store_) return;
+  // Waiting lock requests are answered (EINTR): the mount is going.
+  if (lock_waiters_) lock_waiters_->stop();
   store_->membership().on_heartbeat({});  // release_orphans runs no more on its own
   store_->unwatch();                      // apply_remote_change runs no more
   // No collection at unmount: it costs I/O in proportion to the live

@@ -315,6 +315,9 @@ void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::siz
 // its dirty pages first. Shared writable mmap is written back when the
 // mapping goes (the kernel's fuse_vma_close), FLUSH or not.
 bool filesystem::needs_no_flush(const fuse_file_info& fi) const {
+  // FLUSH is the only word of a close(2) that lets go of the closer's
+  // fcntl locks, readers' included (ops_lock.cpp).
+  if (serves_locks_) return false;
   if ((fi.flags & O_ACCMODE) == O_RDONLY) return true;  // open() says why
   return !shares_volume() && !store_->membership().others_mounted();
 }
@@ -334,7 +337,16 @@ void filesystem::flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   run_op(req, "flush", [&] {
     auto n = get_node(ino);
     vouch_for_cache(*n, fi);
-    fuse_reply_err(req, n->regular ? data_->write_behind(*n) : 0);
+    int error = 0;
+    try {
+      if (n->regular) error = data_->write_behind(*n);
+    } catch (...) {
+      release_locks(ino, *fi, false);  // the closer's locks go, stored or not
+      throw;
+    }
+    // After the data: another client that takes the lock next reads it.
+    release_locks(ino, *fi, false);
+    fuse_reply_err(req, error);
   });
 }
 
@@ -357,6 +369,14 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     }
     vouch_for_cache(*n, fi);
     close_handle(n, (fi->flags & O_ACCMODE) != O_RDONLY);
+    if (serves_locks_) {
+      bool last_here = false;
+      {
+        std::lock_guard meta(meta_mutex_);
+        last_here = n->opens == 0;
+      }
+      release_locks(ino, *fi, true, last_here);
+    }
     if (n->regular) settle_new_file(*n);
     fuse_reply_err(req, 0);
   });

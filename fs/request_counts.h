@@ -52,6 +52,9 @@ enum class fuse_request : std::uint8_t {
   removexattr,
   fallocate,
   copy_file_range,
+  getlk,
+  setlk,
+  flock,
   count_,
 };
 
@@ -64,7 +67,7 @@ inline const char* request_name(fuse_request r) {
       "read",      "write",           "flush",        "release",    "fsync",
       "opendir",   "readdir",         "readdirplus",  "releasedir", "fsyncdir",
       "statfs",    "setxattr",        "getxattr",     "listxattr",  "removexattr",
-      "fallocate", "copy_file_range",
+      "fallocate", "copy_file_range", "getlk",        "setlk",      "flock",
   };
   static_assert(std::size(k_names) == static_cast<std::size_t>(fuse_request::count_),
                 "one name per fuse_request");

@@ -672,6 +672,58 @@ hold_record decode_hold(std::string_view key, std::string_view value) {
   return r;
 }
 
+std::string lock_inode_prefix(std::uint64_t ino) {
+  std::string k(k_lock_prefix);
+  put_be64(k, ino);
+  return k;
+}
+
+std::string lock_key(const lock_record& r) {
+  std::string k = lock_inode_prefix(r.ino);
+  k.push_back(static_cast<char>(r.kind));
+  k += r.session_id;
+  put_be64(k, r.owner);
+  put_be64(k, r.start);
+  return k;
+}
+
+std::string encode_lock(const lock_record& r) {
+  std::string out = start_value();
+  out.push_back(static_cast<char>(r.type));
+  put_u64(out, r.end);
+  put_u32(out, r.pid);
+  return out;
+}
+
+lock_record decode_lock(std::string_view key, std::string_view value) {
+  reader in(value, "lock", printable_name(key));
+  in.expect_version();
+  lock_record r;
+  const std::size_t at = k_lock_prefix.size();
+  if (!key.starts_with(k_lock_prefix) || key.size() != at + 8 + 1 + 16 + 8 + 8)
+    in.fail(
+        "the key is not \"lock/\", an inode number, a kind, 16 hex digits, an owner and a "
+        "first byte");
+  r.ino = decode_u64_be(key.substr(at, 8));
+  const char kind = key[at + 8];
+  if (kind != static_cast<char>(lock_kind::flock) && kind != static_cast<char>(lock_kind::posix))
+    in.fail("an unknown lock kind");
+  r.kind = static_cast<lock_kind>(kind);
+  r.session_id = std::string(key.substr(at + 9, 16));
+  r.owner = decode_u64_be(key.substr(at + 25, 8));
+  r.start = decode_u64_be(key.substr(at + 33, 8));
+  const std::uint8_t type = in.u8();
+  if (type != static_cast<std::uint8_t>(lock_type::read) &&
+      type != static_cast<std::uint8_t>(lock_type::write))
+    in.fail("an unknown lock type");
+  r.type = static_cast<lock_type>(type);
+  r.end = in.u64();
+  r.pid = in.u32();
+  in.expect_end();
+  if (r.end < r.start || r.end > k_lock_to_end) in.fail("a lock whose last byte is out of range");
+  return r;
+}
+
 namespace {
 constexpr std::uint8_t k_session_read_only = 1;
 }  // namespace

@@ -237,6 +237,36 @@ std::string encode_lease(const lease_record& r);
 // Throws store_error(EIO) on corruption.
 lease_record decode_lease(std::string_view key, std::string_view value);
 
+// Formats 5 and later (PostgreSQL only): a file lock a client of the volume
+// holds, so every client sees it (docs/scale-out.md, "Locks across
+// clients"): "lock/" + ino BE + the kind ('f' flock, 'p' POSIX record
+// lock) + the holder's session id (16 hex digits) + the kernel's lock
+// owner BE + the first byte BE, in k_cf_meta. The value: the version byte,
+// the type (1 read, 2 write), the last byte (u64, inclusive;
+// k_lock_to_end: to the end of the file) and the holding process's pid
+// (u32). One prefix scan lists a file's locks in the order of their owners.
+inline constexpr std::string_view k_lock_prefix = "lock/";
+inline constexpr std::uint64_t k_lock_to_end = 0x7fffffffffffffffULL;  // OFFSET_MAX
+enum class lock_kind : char { flock = 'f', posix = 'p' };
+enum class lock_type : std::uint8_t { read = 1, write = 2 };
+struct lock_record {
+  std::uint64_t ino = 0;
+  lock_kind kind = lock_kind::posix;
+  std::string session_id;
+  std::uint64_t owner = 0;
+  std::uint64_t start = 0;
+  std::uint64_t end = k_lock_to_end;
+  lock_type type = lock_type::read;
+  std::uint32_t pid = 0;
+  bool operator==(const lock_record&) const = default;
+};
+std::string lock_key(const lock_record& r);
+std::string lock_inode_prefix(std::uint64_t ino);  // one file's locks
+std::string encode_lock(const lock_record& r);
+// `key` is the whole key; throws store_error(EIO) on corruption (a first
+// byte after the last, an unknown kind or type).
+lock_record decode_lock(std::string_view key, std::string_view value);
+
 std::uint64_t decode_u64_be(std::string_view eight_bytes);
 
 // An entry name (arbitrary bytes) for one line of a report: printable

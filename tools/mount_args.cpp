@@ -75,6 +75,10 @@ const char* const k_mount_usage =
                         that is not in PostgreSQL lets the kernel open files
                         alone; writable mounts always ask; docs/read-path.md,
                         "Opens")
+     local_locks        flock and fcntl locks stay in this machine's kernel
+                        (default: a volume in PostgreSQL keeps them where
+                        every client sees them; docs/scale-out.md, "Locks
+                        across clients")
      relatime           reads update atime when it is not newer than mtime or
                         ctime, or a day old (default: reads never update it,
                         as with noatime)
@@ -170,6 +174,8 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     flag(o.shared_writer, true);
   } else if (key == "open_requests") {
     flag(o.open_requests, true);
+  } else if (key == "local_locks") {
+    flag(o.local_locks, true);
   } else if (key == "relatime") {
     // Not for libfuse, which knows only noatime among the atime options;
     // the kernel mounts relatime by default and leaves atime to densefs.

@@ -41,7 +41,7 @@ constexpr std::uint64_t k_progress_every = 4096;
 bool is_running_state(std::string_view key) {
   return key.starts_with(k_session_prefix) || key.starts_with(k_commit_outcome_prefix) ||
          key.starts_with(k_hold_prefix) || key.starts_with(k_lease_prefix) ||
-         key == k_payload_location_key || key == k_next_pack_key;
+         key.starts_with(k_lock_prefix) || key == k_payload_location_key || key == k_next_pack_key;
 }
 
 // Closes the store lock's fd (store::lock) when it goes.

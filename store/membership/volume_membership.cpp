@@ -50,7 +50,8 @@ volume_membership::volume_membership(metadata_engine& engine, std::filesystem::p
       client_dir_(std::move(client_dir)),
       role_(role),
       shared_(shared),
-      read_only_(read_only) {}
+      read_only_(read_only),
+      locks_(engine, [this](const session_record& r) { return session_alive(r); }) {}
 
 volume_membership::~volume_membership() {
   try {
@@ -126,14 +127,20 @@ void volume_membership::begin(const std::string& mountpoint) {
   const bool shares = writes_beside_others();
   std::string previous;
   if (std::ifstream in(client_dir_ / k_session_file); in) std::getline(in, previous);
+  std::set<std::string> ended;  // their file locks go with them
+  if (!previous.empty()) ended.insert(previous);
   if (!follows()) {
     std::erase_if(all, [&](const session_record& old) {
       const bool dead = (!shares && (!old.read_only || session_expired(old, r.started))) ||
                         (!previous.empty() && old.id == previous);
-      if (dead) batch->erase(table::meta, session_key(old.id));
+      if (dead) {
+        batch->erase(table::meta, session_key(old.id));
+        ended.insert(old.id);
+      }
       return dead;
     });
   }
+  file_locks::erase_rows_of(engine_, ended, *batch);
   batch->put(table::meta, session_key(r.id), encode_session(r));
   // The live writers, each of which must answer (one writer alone answers
   // without naming itself).
@@ -180,6 +187,7 @@ void volume_membership::begin(const std::string& mountpoint) {
   } else {
     engine_.write(*batch, false);
   }
+  locks_.set_session(r.id);
   std::lock_guard lock(session_mutex_);
   session_ = r;
   session_id_ = r.id;
@@ -295,16 +303,19 @@ void volume_membership::observe_sessions(const std::vector<session_record>& all)
 
 void volume_membership::erase_dead_sessions(const std::vector<session_record>& all) {
   const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
-  bool any = false;
+  std::set<std::string> dead;
   for (const session_record& s : all) {
     if (s.id == session_id_ || session_alive(s)) continue;
     batch->erase(table::meta, session_key(s.id));
-    any = true;
+    dead.insert(s.id);
     log_info("session " + s.id + " (" + s.host + " pid " + std::to_string(s.pid) + " on " +
              s.mountpoint + "): no heartbeat since " + std::to_string(unix_now() - s.heartbeat) +
              " s ago; taken for gone");
   }
-  if (any) engine_.write(*batch, false);
+  if (dead.empty()) return;
+  // Their file locks too, in the same batch: no lock outlives its session.
+  file_locks::erase_rows_of(engine_, dead, *batch);
+  engine_.write(*batch, false);
 }
 
 bool volume_membership::session_alive(const session_record& r) const {
@@ -354,6 +365,8 @@ void volume_membership::end() {
   }
   const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
   batch->erase(table::meta, session_key(ended->id));
+  file_locks::erase_rows_of(engine_, {ended->id}, *batch);
+  locks_.set_session("");
   {
     // Leases held go with the session (another writer takes them at once),
     // each only if it is still this session's: one renewed late may have

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "store/membership/change_notice.h"
+#include "store/membership/file_locks.h"
 #include "store/records.h"
 
 namespace densefs::store {
@@ -125,6 +126,12 @@ class volume_membership {
   // Whether a writer other than this one has a live session on the volume.
   bool other_writers_alive() const;
 
+  // The file locks every client of the volume sees (file_locks.h): the
+  // mount serves flock and fcntl locks through it where the volume keeps
+  // sessions. Their rows go with this session's at end(), and with a dead
+  // session's when a client erases it.
+  file_locks& locks() { return locks_; }
+
   // Background work one writer of a shared volume does at a time
   // (k_lease_re_encoder, k_lease_gc): takes or renews the lease, for three
   // heartbeat intervals, unless another live session holds it. The
@@ -187,6 +194,8 @@ class volume_membership {
   std::string session_id_;           // set by begin() before its thread starts
   std::mutex heartbeat_hook_mutex_;  // held while the hook runs
   std::function<void()> heartbeat_hook_;
+
+  file_locks locks_;
 
   // Another live session at the last heartbeat (the writer; others_mounted).
   std::atomic<bool> others_mounted_{false};

@@ -45,6 +45,19 @@ void metadata_engine::write_locked(std::string_view,
                                                      std::string_view what) override {
       return engine_.get_many(t, keys, what);
     }
+    std::vector<std::pair<std::string, std::string>> scan(table t, const key_range& range,
+                                                          std::size_t limit,
+                                                          std::string_view what) override {
+      std::vector<std::pair<std::string, std::string>> out;
+      engine_.scan(t, range, {}, what, [&](std::string_view k, std::string_view v) {
+        if (out.size() >= limit)
+          throw store_error(EIO, std::string(what) + " in " + engine_.where() + ": more than " +
+                                     std::to_string(limit) + " rows");
+        out.emplace_back(k, v);
+        return true;
+      });
+      return out;
+    }
 
    private:
     const metadata_engine& engine_;

@@ -128,6 +128,12 @@ class locked_reads {
     const std::string k(key);
     return std::move(get_many(t, std::span(&k, 1), what)[0]);
   }
+  // The rows of `range` in key order; more than `limit` of them is
+  // corruption (store_error EIO naming `what`): memory stays bounded
+  // whatever the table holds.
+  virtual std::vector<std::pair<std::string, std::string>> scan(table t, const key_range& range,
+                                                                std::size_t limit,
+                                                                std::string_view what) = 0;
 };
 
 // write_locked's sections, by the records their writers read and write.
@@ -197,6 +203,17 @@ class metadata_engine {
   virtual void write_locked(std::string_view section,
                             const std::function<void(locked_reads&, metadata_batch&)>& build,
                             bool sync);
+  // A read-modify-write of rows no commit of the file system reads (the
+  // file locks of docs/scale-out.md, "Locks across clients"), as
+  // write_locked but serialised on `section` alone among every client of
+  // the volume, followers included: it neither waits for the volume's
+  // commits nor checks the volume's lock, so a lock request never queues
+  // behind a data commit. Durable when it returns. RocksDB: as
+  // write_locked (one process).
+  virtual void update_apart(std::string_view section,
+                            const std::function<void(locked_reads&, metadata_batch&)>& build) {
+    write_locked(section, build, false);
+  }
   // Makes every write so far durable.
   virtual void sync() = 0;
   // Whether every write is durable when it returns, sync or not

@@ -1324,6 +1324,26 @@ class postgres_engine::transaction_reads final : public locked_reads {
     // A lost connection ends the transaction: write_locked starts again.
     return get_many_rows(lease_.run(get_many_query(t, keys)), keys, what, where_);
   }
+  std::vector<std::pair<std::string, std::string>> scan(table t, const key_range& range,
+                                                        std::size_t limit,
+                                                        std::string_view what) override {
+    std::vector<statement> q;
+    // One row past the limit tells "too many" from "exactly the limit".
+    q.emplace_back(std::string("SELECT k, v FROM ") + table_sql(t) + " WHERE k >= $1" +
+                   (range.upper.empty() ? "" : " AND k < $2") + " ORDER BY k LIMIT " +
+                   std::to_string(limit + 1));
+    q.back().param(range.lower, k_bytea_oid);
+    if (!range.upper.empty()) q.back().param(range.upper, k_bytea_oid);
+    const std::vector<result_ptr> results = lease_.run(q);
+    check(results, what, where_);
+    const rows found(results[0].get(), 2, what, where_);
+    if (static_cast<std::size_t>(found.count()) > limit)
+      found.bad("more than " + std::to_string(limit) + " rows");
+    std::vector<std::pair<std::string, std::string>> out;
+    out.reserve(static_cast<std::size_t>(found.count()));
+    for (int i = 0; i < found.count(); ++i) out.emplace_back(found.at(i, 0), found.at(i, 1));
+    return out;
+  }
 
  private:
   lease& lease_;
@@ -1334,13 +1354,25 @@ void postgres_engine::write_locked(std::string_view section,
                                    const std::function<void(locked_reads&, metadata_batch&)>& build,
                                    bool sync) {
   if (!shares_volume_) return metadata_engine::write_locked(section, build, sync);
+  locked_transaction(section, build, true);
+}
+
+void postgres_engine::update_apart(
+    std::string_view section, const std::function<void(locked_reads&, metadata_batch&)>& build) {
+  if (read_only_) throw store_error(EROFS, where_ + " is open read-only");
+  locked_transaction(section, build, false);
+}
+
+void postgres_engine::locked_transaction(
+    std::string_view section, const std::function<void(locked_reads&, metadata_batch&)>& build,
+    bool of_volume) {
   const std::string what = "committing to " + where_;
   for (int attempt = 0;; ++attempt) {
     lease l(*this, what);
     // 1. The transaction, the volume's lock checked, the section's lock.
     std::vector<statement> begin;
     begin.emplace_back("BEGIN");
-    const std::string lock_check = volume_lock_check(what);
+    const std::string lock_check = of_volume ? volume_lock_check(what) : std::string();
     if (!lock_check.empty()) begin.emplace_back(lock_check);
     const bool checks_lock = begin.size() == 2;
     // A server process whose client went away mid-transaction (a network

@@ -87,6 +87,10 @@ class postgres_engine final : public metadata_engine {
   void write_locked(std::string_view section,
                     const std::function<void(locked_reads&, metadata_batch&)>& build,
                     bool sync) override;
+  // Any client that writes rows (a writer, a follower): the same
+  // transaction without the volume's lock check or the commit section.
+  void update_apart(std::string_view section,
+                    const std::function<void(locked_reads&, metadata_batch&)>& build) override;
   // One implicit transaction of pipelined statements. Durable when it
   // returns, with `sync` or without (the sessions keep synchronous_commit on).
   void write(metadata_batch& batch, bool sync) override;
@@ -107,6 +111,10 @@ class postgres_engine final : public metadata_engine {
   struct connection;
   class lease;
   class transaction_reads;
+  // write_locked and update_apart: `of_volume` checks the volume's lock.
+  void locked_transaction(std::string_view section,
+                          const std::function<void(locked_reads&, metadata_batch&)>& build,
+                          bool of_volume);
 
  private:
   explicit postgres_engine(const postgres_engine_options& options);
