@@ -7,6 +7,7 @@
 #pragma once
 
 #define FUSE_USE_VERSION 314
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <sys/uio.h>
 
@@ -438,6 +439,14 @@ class filesystem final : private data_path::host {
   // Open and create: keep the kernel's cached pages of `n` only where they
   // are known to be fresh (ops_file.cpp explains). Caller holds meta_mutex_.
   void choose_page_cache(node& n, fuse_file_info* fi) const;
+  // The top bit of a file handle's fh (below it, choose_page_cache's
+  // version): opened read-only. FLUSH carries no open flags, and where
+  // locks are served a reader's close sends one (needs_no_flush): it must
+  // not take or wait for the writers' data.
+  static constexpr std::uint64_t k_read_only_handle = 1ULL << 63;
+  static void mark_read_only(fuse_file_info* fi) {
+    if ((fi->flags & O_ACCMODE) == O_RDONLY) fi->fh |= k_read_only_handle;
+  }
   // Flush and release of a handle from choose_page_cache: records the
   // version it vouches for. Takes meta_mutex_.
   void vouch_for_cache(node& n, const fuse_file_info* fi);

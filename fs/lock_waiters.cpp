@@ -23,7 +23,7 @@ std::chrono::milliseconds lock_waiters::poll_interval() {
   return std::chrono::milliseconds(100);
 }
 
-lock_waiters::lock_waiters() : thread_([this] { run(); }) {}
+lock_waiters::lock_waiters(fuse_session* session) : session_(session), thread_([this] { run(); }) {}
 
 lock_waiters::~lock_waiters() {
   stop();
@@ -34,13 +34,16 @@ void lock_waiters::on_interrupt(fuse_req_t, void* data) {
   // the reply comes from the waiters' thread.
   auto* w = static_cast<waiter*>(data);
   w->interrupted.store(true);
-  w->owner->retry_now();
+  w->home->retry_now();
 }
 
-void lock_waiters::wait(fuse_req_t req, attempt try_again) {
+void lock_waiters::wait(fuse_req_t req, std::uint64_t owner, std::uint64_t blocked_by,
+                        attempt try_again) {
   auto w = std::make_shared<waiter>();
-  w->owner = this;
+  w->home = this;
   w->req = req;
+  w->lock_owner = owner;
+  w->blocked_by.store(blocked_by);
   w->try_again = std::move(try_again);
   // Before the thread can see it (and answer it, which frees `req`). Not
   // under mutex_: libfuse calls on_interrupt inside this call when the
@@ -60,6 +63,19 @@ void lock_waiters::wait(fuse_req_t req, attempt try_again) {
     return;
   }
   retry_now();  // a lock may have gone since the first try
+}
+
+bool lock_waiters::would_deadlock(std::uint64_t owner, std::uint64_t blocked_by) const {
+  std::lock_guard lock(mutex_);
+  std::uint64_t holder = blocked_by;
+  for (int step = 0; step < 10 && holder != 0; ++step) {
+    if (holder == owner) return true;
+    std::uint64_t next = 0;
+    for (const std::shared_ptr<waiter>& w : waiters_)
+      if (w->lock_owner == holder && w->blocked_by.load() != 0) next = w->blocked_by.load();
+    holder = next;
+  }
+  return false;
 }
 
 void lock_waiters::retry_now() {
@@ -94,11 +110,22 @@ bool lock_waiters::caller_signalled(fuse_req_t req) {
   return (pending & ~blocked) != 0;
 }
 
+bool lock_waiters::answerable(const waiter& w) const {
+#ifdef FUSE_CAP_OVER_IO_URING
+  if (fuse_req_is_uring(w.req) && (session_ == nullptr || fuse_session_exited(session_)))
+    return false;
+#else
+  (void)w;
+#endif
+  return true;
+}
+
 void lock_waiters::finish(const std::shared_ptr<waiter>& w, int error) {
   {
     std::lock_guard lock(mutex_);
     waiters_.remove(w);
   }
+  if (!answerable(*w)) return;
   // No interrupt callback may run with `w` once this returns (libfuse runs
   // them under the request's lock, which this takes).
   fuse_req_interrupt_func(w->req, nullptr, nullptr);
@@ -120,7 +147,12 @@ void lock_waiters::run() {
         continue;
       }
       try {
-        if (w->try_again()) finish(w, 0);
+        std::uint64_t blocked_by = 0;
+        if (w->try_again(blocked_by)) {
+          finish(w, 0);
+        } else {
+          w->blocked_by.store(blocked_by);
+        }
       } catch (const fs_error& e) {
         finish(w, e.error_number());
       } catch (const store::store_error& e) {

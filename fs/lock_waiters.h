@@ -25,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <list>
 #include <memory>
@@ -40,32 +41,46 @@ namespace densefs::fs {
 
 class lock_waiters {
  public:
-  // One try of a request: true when granted. Throws store_error or
-  // fs_error; the request is then answered with its errno.
-  using attempt = std::function<bool()>;
+  // One try of a request: true when granted, else sets `blocked_by` to
+  // the owner of this client whose POSIX lock is in the way (0: another
+  // client's, or a flock). Throws store_error or fs_error; the request is
+  // then answered with its errno.
+  using attempt = std::function<bool(std::uint64_t& blocked_by)>;
 
   // DENSEFS_LOCK_POLL_MS (10..60000; tests) or 100 ms.
   static std::chrono::milliseconds poll_interval();
 
-  lock_waiters();
+  // `session`: the mount's FUSE session (its requests' home).
+  explicit lock_waiters(fuse_session* session);
   ~lock_waiters();  // stop()
   lock_waiters(const lock_waiters&) = delete;
   lock_waiters& operator=(const lock_waiters&) = delete;
 
-  // Takes `req` over (its first try failed) and answers it later.
-  void wait(fuse_req_t req, attempt try_again);
+  // Takes `req` over (its first try failed) and answers it later. `owner`:
+  // the POSIX lock owner that waits (0: a flock), blocked by `blocked_by`.
+  void wait(fuse_req_t req, std::uint64_t owner, std::uint64_t blocked_by, attempt try_again);
+  // Whether `owner` waiting for a POSIX lock that `blocked_by` holds would
+  // close a cycle of this client's waiting owners (fs/locks.c's
+  // posix_locks_deadlock: F_SETLKW then fails with EDEADLK). Followed ten
+  // steps deep, as the kernel does.
+  bool would_deadlock(std::uint64_t owner, std::uint64_t blocked_by) const;
   // A lock of this client was let go: try the waiters now.
   void retry_now();
   // Answers every waiter EINTR and joins the thread (at unmount: the
   // kernel restarts the callers' calls, which then fail on the dead mount).
+  // Requests that came over io_uring are left alone once the session
+  // loop has ended: libfuse frees the ring, and their memory with it, as
+  // the loop ends (the kernel ends them with the connection).
   void stop();
   // Requests waiting now (densefs stats).
   std::size_t waiting() const;
 
  private:
   struct waiter {
-    lock_waiters* owner;
+    lock_waiters* home;
     fuse_req_t req;
+    std::uint64_t lock_owner = 0;  // POSIX; 0: a flock
+    std::atomic<std::uint64_t> blocked_by{0};
     attempt try_again;
     std::atomic<bool> interrupted{false};
   };
@@ -77,6 +92,11 @@ class lock_waiters {
   // Answers `w` with `error` (0: granted) and forgets it.
   void finish(const std::shared_ptr<waiter>& w, int error);
 
+  // Whether `w`'s request may still be answered (not a ring request of a
+  // session that ended).
+  bool answerable(const waiter& w) const;
+
+  fuse_session* const session_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool wake_now_ = false;

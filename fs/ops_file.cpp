@@ -51,6 +51,7 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       if (n->gone_for_good()) throw fs_error(ESTALE);
       if (S_ISDIR(n->record.mode)) throw fs_error(EISDIR);
       choose_page_cache(*n, fi);
+      mark_read_only(fi);
       // A read-only handle has nothing to flush at close(2): staged bytes
       // are the writers' handles' to flush (write-behind: close only
       // submits them anyway), and the version a handle that dropped the
@@ -127,9 +128,11 @@ void filesystem::choose_page_cache(node& n, fuse_file_info* fi) const {
 }
 
 void filesystem::vouch_for_cache(node& n, const fuse_file_info* fi) {
-  if (fi == nullptr || fi->fh == 0) return;
+  if (fi == nullptr) return;
+  const std::uint64_t version = fi->fh & ~k_read_only_handle;
+  if (version == 0) return;
   std::lock_guard meta(meta_mutex_);
-  n.cached_version = std::max(n.cached_version, fi->fh - 1);
+  n.cached_version = std::max(n.cached_version, version - 1);
 }
 
 bool filesystem::touch_atime(node& n) const {
@@ -162,6 +165,7 @@ void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
     n->cached_version = n->data_version.load();
     fi->keep_cache = 1;
     fi->fh = 0;
+    mark_read_only(fi);
     fi->noflush = needs_no_flush(*fi);
     if (fuse_reply_create(req, &e, fi) != 0) {
       --n->lookups;
@@ -339,7 +343,9 @@ void filesystem::flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     vouch_for_cache(*n, fi);
     int error = 0;
     try {
-      if (n->regular) error = data_->write_behind(*n);
+      // A reader's close (sent only where locks are served): the writers'
+      // data and errors are theirs.
+      if (n->regular && (fi->fh & k_read_only_handle) == 0) error = data_->write_behind(*n);
     } catch (...) {
       release_locks(ino, *fi, false);  // the closer's locks go, stored or not
       throw;
@@ -357,7 +363,8 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     try {
       // After a FLUSH the close(2) had the error; without one (fi->noflush)
       // it stays the file's, for its next write, fsync or rename.
-      if (n->regular) error = data_->write_behind(*n, fi->noflush == 0);
+      if (n->regular)
+        error = data_->write_behind(*n, fi->noflush == 0 && (fi->flags & O_ACCMODE) != O_RDONLY);
     } catch (const std::exception& e) {
       log_error("inode " + std::to_string(n->ino) + ": flush at close failed: " + e.what());
       error = EIO;

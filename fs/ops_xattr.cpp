@@ -94,6 +94,11 @@ std::string filesystem::stats_json() const {
   // Inodes with a node in memory, and those the kernel remembers that are
   // parked (fs/inode_table.h).
   j["inodes"] = {{"in_memory", table_.resident()}, {"parked", table_.parked()}};
+  // Where flock and fcntl locks are kept ("volume": in its database, seen
+  // by every client; "kernel": this machine's), and requests waiting for
+  // one (docs/scale-out.md, "Locks across clients").
+  j["file_locks"] = {{"kept", serves_locks_ ? "volume" : "kernel"},
+                     {"waiting", lock_waiters_ ? lock_waiters_->waiting() : 0}};
   // -o idle_spin: the time its threads spun (fs/idle_spinner.h).
   j["idle_spin_seconds"] = static_cast<double>(spinner_.spun_ns()) / 1e9;
   // What the read-ahead queued since mount (fs/read_ahead.h).

@@ -104,6 +104,10 @@ lock_decision decide_lock(std::span<const lock_record> rows, std::string_view se
     // atomic: a failed upgrade leaves no lock), then looks for conflicts.
     if (!own.empty() && r.type && own.front().type == *r.type) return d;
     d.conflict = first_conflict(rows, session, r);
+    if (r.type && !d.conflict && own.empty() && rows.size() >= k_max_locks_per_file)
+      throw store_error(ENOLCK, "inode " + std::to_string(r.ino) + " has " +
+                                    std::to_string(k_max_locks_per_file) +
+                                    " locks, the most densefs keeps per file");
     if (r.type && !d.conflict) {
       d.put.push_back(row_of(r, session));  // the same key as an old lock: overwrites it
     } else {
@@ -138,25 +142,47 @@ file_locks::file_locks(metadata_engine& engine, std::function<bool(const session
 void file_locks::set_session(std::string session_id) {
   std::lock_guard lock(mutex_);
   session_id_ = std::move(session_id);
+  session_lost_ = false;
+}
+
+void file_locks::mark_session_lost() {
+  std::lock_guard lock(mutex_);
+  session_lost_ = true;
 }
 
 void file_locks::in_transaction(
-    std::uint64_t ino,
-    const std::function<void(std::vector<lock_record>&, metadata_batch&)>& decide) {
+    std::uint64_t ino, bool unlock,
+    const std::function<void(const std::string&, std::vector<lock_record>&, metadata_batch&)>&
+        decide) {
   std::string session;
+  bool lost = false;
   {
     std::lock_guard lock(mutex_);
     session = session_id_;
+    lost = session_lost_;
   }
   if (session.empty())
     throw store_error(ENOLCK, "file locks of inode " + std::to_string(ino) +
                                   ": this mount has no session on the volume");
+  if (lost && !unlock)
+    throw store_error(ENOLCK, "this mount's session " + session +
+                                  " was taken for dead by the volume's other clients: its file "
+                                  "locks may have been taken; unmount and mount again");
   engine_.update_apart("lock " + std::to_string(ino), [&](locked_reads& reads,
                                                           metadata_batch& batch) {
     std::vector<lock_record> rows;
-    for (const auto& [key, value] : reads.scan(table::meta, prefix_range(lock_inode_prefix(ino)),
-                                               k_max_locks_per_file, "reading a file's locks"))
-      rows.push_back(decode_lock(key, value));
+    // Twice the grant bound: rows of dead sessions not yet erased count
+    // against the scan, never against a grant.
+    for (const auto& [key, value] :
+         reads.scan(table::meta, prefix_range(lock_inode_prefix(ino)), 2 * k_max_locks_per_file,
+                    "reading a file's locks")) {
+      try {
+        rows.push_back(decode_lock(key, value));
+      } catch (const store_error& e) {
+        if (!unlock) throw;
+        log_error(std::string("skipping a damaged file lock row: ") + e.what());
+      }
+    }
     // The sessions of the holders, and this client's own: one round trip.
     std::vector<std::string> ids{session};
     for (const lock_record& row : rows)
@@ -166,7 +192,7 @@ void file_locks::in_transaction(
     for (const std::string& id : ids) keys.push_back(session_key(id));
     const std::vector<std::optional<std::string>> found =
         reads.get_many(table::meta, keys, "reading the sessions that hold locks");
-    if (!found[0])
+    if (!found[0] && !unlock)
       throw store_error(ENOLCK, "this mount's session " + session +
                                     " is gone from the volume (the other clients took it for dead "
                                     "while it could not reach the database): its file locks may "
@@ -179,29 +205,32 @@ void file_locks::in_transaction(
     for (const lock_record& row : rows) {
       const std::size_t at =
           static_cast<std::size_t>(std::find(ids.begin(), ids.end(), row.session_id) - ids.begin());
-      if (!found[at]) {
+      if (at > 0 && !found[at]) {
         batch.erase(table::meta, lock_key(row));  // its session ended (a crash before its end)
       } else if (counts[row.session_id]) {
         counted.push_back(row);
       }
     }
-    decide(counted, batch);
+    decide(session, counted, batch);
   });
 }
 
-bool file_locks::set(const lock_request& r) {
+bool file_locks::set(const lock_request& r, std::optional<lock_record>* in_the_way) {
   bool granted = false;
-  std::string session;
-  in_transaction(r.ino, [&](std::vector<lock_record>& rows, metadata_batch& batch) {
-    {
-      std::lock_guard lock(mutex_);
-      session = session_id_;
-    }
-    const lock_decision d = decide_lock(rows, session, r);
-    for (const lock_record& row : d.erase) batch.erase(table::meta, lock_key(row));
-    for (const lock_record& row : d.put) batch.put(table::meta, lock_key(row), encode_lock(row));
-    granted = !d.conflict;
-  });
+  if (in_the_way) in_the_way->reset();
+  in_transaction(
+      r.ino, !r.type,
+      [&](const std::string& session, std::vector<lock_record>& rows, metadata_batch& batch) {
+        const lock_decision d = decide_lock(rows, session, r);
+        for (const lock_record& row : d.erase) batch.erase(table::meta, lock_key(row));
+        for (const lock_record& row : d.put)
+          batch.put(table::meta, lock_key(row), encode_lock(row));
+        granted = !d.conflict;
+        if (in_the_way) {
+          in_the_way->reset();
+          if (d.conflict && d.conflict->session_id == session) *in_the_way = d.conflict;
+        }
+      });
   if (granted && r.type) {
     std::lock_guard lock(mutex_);
     granted_.insert({r.ino, r.kind, r.owner});
@@ -246,16 +275,22 @@ std::optional<lock_record> file_locks::test(const lock_request& r) {
 
 bool file_locks::release(std::uint64_t ino, lock_kind kind, std::uint64_t owner) {
   {
+    // Forgotten before the unlock: a lock another thread of the owner is
+    // granted meanwhile notes itself again, and its close finds it.
     std::lock_guard lock(mutex_);
-    if (!granted_.contains({ino, kind, owner})) return false;
+    if (granted_.erase({ino, kind, owner}) == 0) return false;
   }
   lock_request r;
   r.ino = ino;
   r.kind = kind;
   r.owner = owner;
-  (void)set(r);  // an unlock of everything: always granted
-  std::lock_guard lock(mutex_);
-  granted_.erase({ino, kind, owner});
+  try {
+    (void)set(r);  // an unlock of everything: always granted
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    granted_.insert({ino, kind, owner});
+    throw;
+  }
   return true;
 }
 

@@ -78,13 +78,18 @@ class file_locks {
   // (volume_membership::session_alive). `session_id`: this client's.
   file_locks(metadata_engine& engine, std::function<bool(const session_record&)> alive);
   void set_session(std::string session_id);
+  // This client's session row was erased by another client (the
+  // heartbeat found it gone): every request fails with ENOLCK from now on.
+  void mark_session_lost();
 
   // F_SETLK / flock with LOCK_NB, and one try of a waiting request: true
   // when granted (or unlocked), false when another owner's lock is in the
   // way (nothing changed, but for a flock conversion, which drops the old
   // lock first as on Linux). Throws store_error: ENOLCK when this client's
   // session is gone or the file has too many locks.
-  bool set(const lock_request& r);
+  // `in_the_way`: set to the lock that refused it, this client's only
+  // (whose owner means something here: deadlock detection); else cleared.
+  bool set(const lock_request& r, std::optional<lock_record>* in_the_way = nullptr);
   // F_GETLK: the lock in the way, nullopt when there is none. The pid is
   // set only for this client's own locks (another machine's pid would
   // name the wrong process here).
@@ -111,12 +116,17 @@ class file_locks {
   // One request's transaction: the file's rows, those of sessions that
   // ended erased, of dead ones left out; `decide` then fills the batch.
   // Throws ENOLCK when this session's row is gone.
-  void in_transaction(std::uint64_t ino,
-                      const std::function<void(std::vector<lock_record>& counted,
-                                               class metadata_batch& batch)>& decide);
+  // `decide` gets this client's session id too. Unlocks go on past rows
+  // that cannot be decoded (skipped, logged): a damaged row must not keep
+  // a file locked.
+  void in_transaction(
+      std::uint64_t ino, bool unlock,
+      const std::function<void(const std::string& session, std::vector<lock_record>& counted,
+                               class metadata_batch& batch)>& decide);
 
   mutable std::mutex mutex_;
   std::string session_id_;
+  bool session_lost_ = false;
   // The owners of this client that were granted a lock of a file (maybe
   // unlocked since), until their release: a close by anyone else costs no
   // round trip.

@@ -188,6 +188,7 @@ void volume_membership::begin(const std::string& mountpoint) {
     engine_.write(*batch, false);
   }
   locks_.set_session(r.id);
+  session_row_ = encode_session(r);
   std::lock_guard lock(session_mutex_);
   session_ = r;
   session_id_ = r.id;
@@ -208,7 +209,27 @@ void volume_membership::heartbeat_loop() {
     r.heartbeat = unix_now();
     lock.unlock();
     try {
-      write_meta_row(session_key(r.id), encode_session(r));
+      const std::string key = session_key(r.id);
+      const std::string value = encode_session(r);
+      const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
+      if (session_row_) batch->expect(table::meta, key, *session_row_);
+      batch->put(table::meta, key, value);
+      session_row_.reset();
+      try {
+        engine_.write(*batch, false);
+      } catch (const write_conflict&) {
+        // Erased by another client, which took this one for dead (its
+        // heartbeats could not get through for three intervals): its file
+        // locks may be someone else's now. The row comes back for the rest
+        // (status, holds), but no lock is granted again until a new mount.
+        log_error(
+            "this mount's session row was erased by another client that took it for "
+            "dead; its file locks may have been taken: flock and fcntl now fail with "
+            "ENOLCK until it is mounted again");
+        locks_.mark_session_lost();
+        write_meta_row(key, value);
+      }
+      session_row_ = value;
       beat();
     } catch (const store_error& e) {
       // The next beat tries again; status shows the session as expired

@@ -191,7 +191,12 @@ class volume_membership {
   std::optional<session_record> session_;
   bool session_stop_ = false;
   std::thread heartbeat_thread_;
-  std::string session_id_;           // set by begin() before its thread starts
+  std::string session_id_;  // set by begin() before its thread starts
+  // The session row as this client last wrote it (the heartbeat thread's;
+  // nullopt after a failed write: unknown). A heartbeat expects it there:
+  // gone means the others took this client for dead, and may have taken
+  // its file locks.
+  std::optional<std::string> session_row_;
   std::mutex heartbeat_hook_mutex_;  // held while the hook runs
   std::function<void()> heartbeat_hook_;
 

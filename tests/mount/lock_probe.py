@@ -8,6 +8,10 @@ usage: lock_probe.py hold PATH SPEC GO   take the lock (waiting), print "held",
                                          or "eintr SECONDS" when a SIGALRM after
                                          S seconds (no SA_RESTART) interrupts it
        lock_probe.py getlk PATH SPEC     F_GETLK: "unlck" or "TYPE START LEN PID"
+       lock_probe.py pair PATH SPEC1 SPEC2 GO
+                                         take SPEC1, print "held", once file GO
+                                         exists wait for SPEC2: print "ok" or
+                                         "edeadlk"
 
 SPEC: flock:sh, flock:ex, posix:r:START:LEN, posix:w:START:LEN (LEN 0: to
 the end of the file), ofd:r:START:LEN, ofd:w:START:LEN (open file
@@ -88,6 +92,20 @@ def main():
             return 0
         signal.setitimer(signal.ITIMER_REAL, 0)
         print(f"ok {time.monotonic() - start:.2f}", flush=True)
+        return 0
+    if command == "pair":
+        take(fd, spec, True)
+        print("held", flush=True)
+        while not os.path.exists(sys.argv[5]) and os.getppid() == parent:
+            time.sleep(0.02)
+        try:
+            take(fd, sys.argv[4], True)
+        except OSError as e:
+            if e.errno != errno.EDEADLK:
+                raise
+            print("edeadlk", flush=True)
+            return 0
+        print("ok", flush=True)
         return 0
     if command == "getlk":
         parts = spec.split(":")

@@ -10,7 +10,8 @@
 # conflict only where they overlap, and F_GETLK on B names A's lock with
 # pid 0 (A's own processes see the pid); an OFD lock goes at its file's
 # close; a waiter interrupted by SIGALRM gets EINTR and
-# a waiter killed with -9 is gone at once; when A's daemon is killed with
+# a waiter killed with -9 is gone at once; two processes of one client that
+# would wait for each other: the second gets EDEADLK; when A's daemon is killed with
 # a lock held, B is granted it once A's session is dead; no lock row
 # outlives the sessions; fsck clean. The embedded store and -o local_locks
 # keep locks in the kernel (/proc/locks lists them; a volume's locks are
@@ -151,6 +152,21 @@ done
 echo "killed waiters gone after $(elapsed "$killed_at" "$(now)") s"
 release a_w2
 release a_x2
+
+step "two processes that would wait for each other: the second gets EDEADLK"
+python3 "$probe" pair "$a/db" posix:w:0:10 posix:w:20:10 "$work/p1.go" >"$work/p1.out" 2>&1 &
+p1=$!
+python3 "$probe" pair "$a/db" posix:w:20:10 posix:w:0:10 "$work/p2.go" >"$work/p2.out" 2>&1 &
+p2=$!
+both_hold() { grep -qx held "$work/p1.out" && grep -qx held "$work/p2.out"; }
+eventually 10 "both hold their first lock" both_hold
+touch "$work/p1.go"
+sleep 0.5  # P1 now waits for P2's lock
+touch "$work/p2.go"
+wait "$p2" || fail "the second process failed: $(cat "$work/p2.out")"
+[[ $(tail -n 1 "$work/p2.out") == edeadlk ]] || fail "no EDEADLK: $(cat "$work/p2.out")"
+wait "$p1" || fail "the first process failed: $(cat "$work/p1.out")"
+[[ $(tail -n 1 "$work/p1.out") == ok ]] || fail "the first process was not granted: $(cat "$work/p1.out")"
 
 step "A's daemon killed while a lock is held: B gets it once A's session is dead"
 hold a_dies "$a/db" posix:w:0:0

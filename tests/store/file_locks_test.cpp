@@ -255,7 +255,14 @@ TEST_F(two_clients_test,
     batch->erase(table::meta, session_key(b_->session_id()));
     engine_->write(*batch, false);
   }
-  EXPECT_EQ(test::error_of([&] { (void)b_->locks().set(flock_of(2, std::nullopt)); }), ENOLCK);
+  EXPECT_EQ(test::error_of([&] { (void)b_->locks().set(flock_of(2, lock_type::read)); }), ENOLCK);
+  // Letting go still works: a lock nobody can use must not stay.
+  EXPECT_TRUE(b_->locks().set(flock_of(2, std::nullopt)));
+  EXPECT_EQ(lock_rows(), 0u);
+  // Told by its heartbeat that its row was erased: refused even once the
+  // row is back.
+  b_->locks().mark_session_lost();
+  EXPECT_EQ(test::error_of([&] { (void)b_->locks().set(flock_of(2, lock_type::read)); }), ENOLCK);
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include "store/store.h"
 #include "tests/postgres_server.h"
 #include "tests/random_bytes.h"
+#include "tests/store/error_of.h"
 #include "tests/temp_dir.h"
 
 namespace densefs::test {
@@ -1363,6 +1364,63 @@ TEST_F(metadata_engine_postgres, locked_writes_of_writers_beside_each_other_lose
   constexpr int k_total = 2 * k_threads_per_engine * k_increments;
   EXPECT_EQ(engines[0]->get(table::meta, "counter", "test"), std::to_string(k_total));
   EXPECT_EQ(builds.load(), k_total + 2);
+}
+
+// The file locks' transactions (update_apart, docs/scale-out.md "Locks
+// across clients"): a writer alone and a follower (no volume lock) each
+// run them, and two threads on each increment one counter in a section of
+// their own: no increment is lost. Meanwhile the volume's own commits do
+// not wait for them: a plain write goes through while a build holds its
+// section.
+TEST_F(metadata_engine_postgres, updates_apart_of_a_writer_and_a_follower_lose_no_update) {
+  auto writer = make();
+  store::postgres_engine_options follower_options = options_;
+  follower_options.lock_volume = false;
+  auto follower = store::postgres_engine::open(follower_options);
+  put(*writer, table::meta, "counter", "0");
+  constexpr int k_threads_per_engine = 2, k_increments = 30;
+  std::vector<std::thread> threads;
+  for (store::postgres_engine* engine : {writer.get(), follower.get()}) {
+    for (int t = 0; t < k_threads_per_engine; ++t) {
+      threads.emplace_back([engine] {
+        for (int i = 0; i < k_increments; ++i) {
+          engine->update_apart("lock 5", [](store::locked_reads& reads,
+                                            store::metadata_batch& batch) {
+            const std::string n = reads.get(table::meta, "counter", "test").value();
+            EXPECT_EQ(reads.scan(table::meta, store::prefix_range("count"), 4, "test").size(), 1u);
+            batch.put(table::meta, "counter", std::to_string(std::stoull(n) + 1));
+          });
+        }
+      });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(writer->get(table::meta, "counter", "test"),
+            std::to_string(2 * k_threads_per_engine * k_increments));
+
+  std::atomic<bool> holding{false}, written{false};
+  std::thread holder([&] {
+    follower->update_apart("lock 5", [&](store::locked_reads&, store::metadata_batch& batch) {
+      holding = true;
+      for (int i = 0; i < 100 && !written; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      batch.put(table::meta, "held", "1");
+    });
+  });
+  while (!holding) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  put(*writer, table::inodes, "a commit", "1");
+  written = true;
+  holder.join();
+  EXPECT_EQ(writer->get(table::meta, "held", "test"), "1");
+  // More rows than the caller bounds its scan to: refused, not read whole.
+  for (int i = 0; i < 5; ++i) put(*writer, table::meta, "row" + std::to_string(i), "x");
+  EXPECT_EQ(error_of([&] {
+              writer->update_apart(
+                  "lock 6", [](store::locked_reads& reads, store::metadata_batch&) {
+                    (void)reads.scan(table::meta, store::prefix_range("row"), 4, "test");
+                  });
+            }),
+            EIO);
 }
 
 // Two stores writing one volume beside each other (store_open_options::
