@@ -12,6 +12,10 @@ namespace densefs::store {
 
 namespace {
 
+// Rows read of one file at most: twice the grant bound, as rows of dead
+// sessions not yet erased count against a read, never against a grant.
+constexpr std::size_t k_max_rows_read = 2 * k_max_locks_per_file;
+
 bool same_owner(const lock_record& row, std::string_view session, const lock_request& r) {
   return row.kind == r.kind && row.owner == r.owner && row.session_id == session;
 }
@@ -171,11 +175,8 @@ void file_locks::in_transaction(
   engine_.update_apart("lock " + std::to_string(ino), [&](locked_reads& reads,
                                                           metadata_batch& batch) {
     std::vector<lock_record> rows;
-    // Twice the grant bound: rows of dead sessions not yet erased count
-    // against the scan, never against a grant.
-    for (const auto& [key, value] :
-         reads.scan(table::meta, prefix_range(lock_inode_prefix(ino)), 2 * k_max_locks_per_file,
-                    "reading a file's locks")) {
+    for (const auto& [key, value] : reads.scan(table::meta, prefix_range(lock_inode_prefix(ino)),
+                                               k_max_rows_read, "reading a file's locks")) {
       try {
         rows.push_back(decode_lock(key, value));
       } catch (const store_error& e) {
@@ -249,9 +250,9 @@ std::optional<lock_record> file_locks::test(const lock_request& r) {
   std::vector<lock_record> rows;
   engine_.scan(table::meta, prefix_range(lock_inode_prefix(r.ino)), {}, "reading a file's locks",
                [&](std::string_view key, std::string_view value) {
-                 if (rows.size() >= k_max_locks_per_file)
+                 if (rows.size() >= k_max_rows_read)
                    throw store_error(EIO, "inode " + std::to_string(r.ino) + " has more than " +
-                                              std::to_string(k_max_locks_per_file) + " lock rows");
+                                              std::to_string(k_max_rows_read) + " lock rows");
                  rows.push_back(decode_lock(key, value));
                  return true;
                });
