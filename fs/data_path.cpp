@@ -112,9 +112,12 @@ data_path::chunk_encoding data_path::encoding_for(codec::file_type type, std::st
 
 std::uint64_t data_path::drop_extents(store::transaction& txn, std::uint64_t ino,
                                       const store::extent_list& extents) const {
+  std::vector<store::chunk_hash> hashes;
+  for (const auto& [off, ext] : extents) hashes.push_back(ext.hash);
+  const store::chunk_records records = store_.get_chunks(hashes);
   std::uint64_t stored = 0;
   for (const auto& [off, ext] : extents) {
-    if (auto chunk = store_.get_chunk(ext.hash)) stored += chunk->stored_size;
+    if (const auto& chunk = *records.find(ext.hash)) stored += chunk->stored_size;
     txn.delete_extent(ino, off);
     txn.unref_chunk(ext.hash);
   }
@@ -326,12 +329,12 @@ std::function<void()> data_path::take_slot(node& n, std::uint64_t index) {
           small_file] { encode_slot(np, index, gen, data, type, before, small_file); };
 }
 
-void data_path::prepare_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type,
-                                   bool force, bool small_file) const {
+void data_path::encode_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type,
+                                  bool small_file) const {
   const std::string_view plain = std::string_view(data).substr(c.offset, c.length);
   const chunk_encoding how = encoding_for(type, plain, small_file);
   c.queue_recompress = how.queue_recompress;
-  c.prepared = store_.prepare_chunk(plain, how.options, force);
+  store_.encode_into(*c.prepared, plain, how.options);
   // What zstd -1 left raw, a stronger codec would hardly shrink: not
   // queued. (A JPEG zstd left raw is: Lepton saves ~20% on it.)
   if (how.fast_ingest && c.prepared->encoded && c.prepared->encoded->codec == codec::codec_id::raw)
@@ -366,15 +369,31 @@ void data_path::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::u
   }
   try {
     std::size_t begin = 0;
+    std::vector<store::chunk_hash> hashes;
     for (const std::size_t end : codec::chunk_ends(
              *data, chunker, before ? std::string_view(*before) : std::string_view())) {
       slot_chunk c;
       c.offset = static_cast<std::uint32_t>(begin);
       c.length = static_cast<std::uint32_t>(end - begin);
-      if (!all_zero(std::string_view(*data).substr(begin, end - begin)))
-        prepare_slot_chunk(c, *data, type, false, small_file);
+      const std::string_view plain = std::string_view(*data).substr(begin, end - begin);
+      if (!all_zero(plain)) {
+        c.prepared = store_.name_chunk(plain);
+        hashes.push_back(c.prepared->hash);
+      }
       e.chunks.push_back(std::move(c));
       begin = end;
+    }
+    // Dedup before encoding: a chunk the store has costs a hash and its
+    // share of one read for the slot instead of a compression. Not asked
+    // for a small file's chunks where a read is a round trip to a server:
+    // their fast encoding costs less than the wait, and the group's commit
+    // finds a chunk stored all the same (only its encoding is wasted).
+    store::chunk_records stored;
+    if (!(small_file && store_.reads_are_round_trips())) stored = store_.get_chunks(hashes);
+    for (slot_chunk& c : e.chunks) {
+      if (!c.prepared) continue;
+      const std::optional<store::chunk_record>* rec = stored.find(c.prepared->hash);
+      if (!rec || !*rec) encode_slot_chunk(c, *data, type, small_file);
     }
   } catch (const std::exception& ex) {
     log_error("inode " + std::to_string(e.n->ino) + ": encoding failed: " + ex.what());
@@ -392,7 +411,8 @@ void data_path::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::u
   }
 }
 
-store::payloads_ahead data_path::write_payloads_ahead(const std::vector<encoded_slot>& group) {
+store::payloads_ahead data_path::write_payloads_ahead(const std::vector<encoded_slot>& group,
+                                                      const store::chunk_records* known) {
   // The payloads a group's commit may store go to the packs first, with no
   // lock held: every lookup and getattr waits on the metadata mutex, and none may
   // wait behind a pack write. Left out: versions that cannot commit (a
@@ -415,7 +435,7 @@ store::payloads_ahead data_path::write_payloads_ahead(const std::vector<encoded_
       if (c.prepared && c.prepared->encoded) chunks.push_back(&*c.prepared);
   }
   try {
-    return store_.write_payloads_ahead(chunks);
+    return store_.write_payloads_ahead(chunks, known);
   } catch (const std::exception& ex) {
     // The disk is full, say: the commit writes them under its lock and
     // reports what it meets.

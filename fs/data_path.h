@@ -163,15 +163,18 @@ class data_path {
   void encode_slot(std::shared_ptr<node> n, std::uint64_t slot_index, std::uint64_t gen,
                    std::shared_ptr<const std::string> data, codec::file_type type,
                    std::shared_ptr<const std::string> before, bool small_file);
-  void prepare_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type, bool force,
-                          bool small_file) const;
+  // Encodes chunk `c` of a slot's `data`, named already (store::name_chunk).
+  void encode_slot_chunk(slot_chunk& c, const std::string& data, codec::file_type type,
+                         bool small_file) const;
   // On the committer thread: one transaction for a group of encoded slot
   // versions of any files (group_commit.h).
   void commit_group(std::vector<encoded_slot>& group);
   // Before a group commit takes its locks: the payloads its commit may
   // store (store::write_payloads_ahead). Empty when that fails (the commit
   // then writes them itself and reports the error).
-  store::payloads_ahead write_payloads_ahead(const std::vector<encoded_slot>& group);
+  // `known`: the records of the group's chunks, read since.
+  store::payloads_ahead write_payloads_ahead(const std::vector<encoded_slot>& group,
+                                             const store::chunk_records* known);
   // With nothing staged: stores the record if the size or attributes in
   // memory are ahead of the store. Takes the metadata mutex.
   void store_record_if_settled(node& n);

@@ -22,7 +22,13 @@ void group_commit::run() {
   std::sort(group_.begin(), group_.end(), [](const encoded_slot& a, const encoded_slot& b) {
     return std::tie(a.n->ino, a.index, a.gen) < std::tie(b.n->ino, b.index, b.gen);
   });
-  ahead_ = data_.write_payloads_ahead(group_);
+  try {
+    read_chunk_records();
+  } catch (const std::exception&) {
+    // The commit reads what it needs itself, and reports what fails.
+    records_ = {};
+  }
+  ahead_ = data_.write_payloads_ahead(group_, &records_);
   std::vector<std::unique_lock<std::mutex>> data_locks;
   for (std::size_t i = 0; i < group_.size(); ++i)
     if (i == 0 || group_[i].n != group_[i - 1].n) data_locks.emplace_back(group_[i].n->data_mutex);
@@ -45,6 +51,20 @@ void group_commit::run() {
   after_the_locks();
   meta.lock();
   release_unreachable_files();
+}
+
+void group_commit::read_chunk_records() {
+  std::vector<store::chunk_hash> hashes;
+  for (const encoded_slot& e : group_)
+    for (const slot_chunk& c : e.chunks)
+      if (c.prepared) hashes.push_back(c.prepared->hash);
+  records_ = data_.store_.get_chunks(hashes);
+}
+
+std::optional<store::chunk_record> group_commit::stored_record(
+    const store::chunk_hash& hash) const {
+  if (const std::optional<store::chunk_record>* rec = records_.find(hash)) return *rec;
+  return data_.store_.get_chunk(hash);
 }
 
 void group_commit::decide_fates() {
@@ -121,7 +141,7 @@ bool group_commit::encode_missing(const store::chunk_hash& hash) {
       if (fates_[i] != fate::commit) continue;
       for (slot_chunk& c : group_[i].chunks) {
         if (c.prepared && !c.prepared->encoded && c.prepared->hash == hash) {
-          data_.prepare_slot_chunk(c, *group_[i].data, group_[i].type, true, group_[i].small_file);
+          data_.encode_slot_chunk(c, *group_[i].data, group_[i].type, group_[i].small_file);
           return true;
         }
       }
@@ -137,6 +157,11 @@ void group_commit::fill(store::transaction& txn) {
   // as it leaves it.
   updates_.clear();
   gone_.clear();
+  // Read again where they may have changed since step 0: beside other
+  // writers always (their commits are not counted here; this runs inside
+  // the commit's lock), alone only after a commit of this client changed
+  // a chunk record meanwhile (an unlink, a re-encoding).
+  if (beside_others_ || !data_.store_.records_still_current(records_)) read_chunk_records();
   for (std::size_t i = 0; i < group_.size(); ++i) {
     if (fates_[i] != fate::commit) continue;
     const encoded_slot& e = group_[i];
@@ -172,7 +197,7 @@ void group_commit::put_slot(store::transaction& txn, const encoded_slot& e, file
     if (!beside_others_) txn.ref_chunk(prepared);
     // A chunk that exists keeps its record (another writer may have
     // stored it since we prepared it, even with another codec).
-    const auto existing = data_.store_.get_chunk(prepared.hash);
+    const std::optional<store::chunk_record> existing = stored_record(prepared.hash);
     if (existing) r.stored_bytes += existing->stored_size;
     if (prepared.encoded && !existing) {
       r.stored_bytes += prepared.encoded->bytes.size();

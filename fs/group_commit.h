@@ -1,5 +1,8 @@
 // One group of encoded slot versions (write_back.h), of any files,
 // committed in one store transaction, in steps:
+//   0. read_chunk_records    the records of its chunks, one read, no lock
+//                            held (read again in step 3 if they may have
+//                            changed since)
 //   1. write_payloads_ahead  the payloads go to the packs, no lock held
 //   2. decide_fates          under the files' and the metadata locks: what
 //                            each version becomes (committed, obsolete,
@@ -50,6 +53,9 @@ class group_commit {
     bool ends_new_file = false;  // its new-file row goes in this commit
   };
 
+  void read_chunk_records();
+  // The stored record of a chunk of the group, as of records_.
+  std::optional<store::chunk_record> stored_record(const store::chunk_hash& hash) const;
   void decide_fates();
   void commit();
   // The transaction's content (the store's `fill` beside other writers,
@@ -67,6 +73,10 @@ class group_commit {
 
   data_path& data_;
   std::vector<encoded_slot>& group_;
+  // The records of the group's chunks: which are stored already (a chunk
+  // keeps its record, whoever stored it and with whichever codec), so what
+  // each file's stored_bytes gains.
+  store::chunk_records records_;
   store::payloads_ahead ahead_;
   std::vector<fate> fates_;
   // Per file, the versions this group settles (committed or made obsolete):

@@ -76,6 +76,17 @@ struct prepared_chunk {
   std::optional<codec::encoded_chunk> encoded;  // absent: "should already exist"
 };
 
+// The records of several chunks, read together (store::get_chunks).
+// `as_of` lets a caller that keeps them across other commits ask whether
+// they may have changed since (store::records_still_current).
+struct chunk_records {
+  std::map<chunk_hash, std::optional<chunk_record>> of;
+  std::uint64_t as_of = 0;
+  // The record read of `hash` (empty: none stored); nullptr if `hash` was
+  // not asked for.
+  const std::optional<chunk_record>* find(const chunk_hash& hash) const;
+};
+
 // A chunk waiting for background re-encoding, and the file that wrote it.
 struct recompress_item {
   chunk_hash hash;
@@ -490,6 +501,18 @@ class store {
   std::optional<std::string> get_xattr(std::uint64_t ino, std::string_view name) const;
   std::vector<std::string> list_xattrs(std::uint64_t ino) const;
   std::optional<chunk_record> get_chunk(const chunk_hash& hash) const;
+  // The records of several chunks, read together: one round trip on a
+  // server where get_chunk would take one each.
+  chunk_records get_chunks(std::span<const chunk_hash> hashes) const;
+  // No commit of this store has changed a chunk record since `read` (its
+  // refcount included); another client's commits are not seen here.
+  bool records_still_current(const chunk_records& read) const {
+    return chunk_record_changes_.load() == read.as_of;
+  }
+  // Each record read is a round trip to a server (PostgreSQL), not a
+  // local lookup: callers batch their reads, and skip those that save less
+  // than they cost.
+  bool reads_are_round_trips() const { return engine_->reads_are_round_trips(); }
   std::vector<std::uint64_t> orphans() const;
   // The new-file rows (transaction::mark_new_file): after a crash, files
   // whose data as of their last close was not all committed.
@@ -502,6 +525,13 @@ class store {
                                bool force_encode = false) const;
   // The same with the policy's codec for file_type::other.
   prepared_chunk prepare_chunk(std::string_view plain, bool force_encode = false) const;
+  // prepare_chunk in two steps, for a caller that asks whether several
+  // chunks exist in one read (get_chunks): the chunk named (hashed), with
+  // nothing encoded, which a commit takes as "should already exist"...
+  prepared_chunk name_chunk(std::string_view plain) const;
+  // ...and its encoding, the plain bytes of `chunk` encoded with `options`.
+  void encode_into(prepared_chunk& chunk, std::string_view plain,
+                   const codec::codec_options& options) const;
 
   // The plain content of a chunk: payload fetched, XXH3 checked, decoded,
   // size checked; served from the decoded-chunk cache when present. Throws
@@ -610,7 +640,10 @@ class store {
   // disk is full); nothing is lost then, the commit writes them itself.
   // Uploaded first beside other writers, synced first where the engine's
   // writes are durable at once (the commit names them durably).
-  payloads_ahead write_payloads_ahead(std::span<const prepared_chunk* const> chunks);
+  // `known`: their records, read since (get_chunks); those it lacks are
+  // read here.
+  payloads_ahead write_payloads_ahead(std::span<const prepared_chunk* const> chunks,
+                                      const chunk_records* known = nullptr);
 
   // Makes every committed change durable (syncs the WAL).
   void sync();
@@ -847,6 +880,10 @@ class store {
   std::mutex gc_mutex_;  // one collect_garbage() at a time
   std::atomic<std::uint64_t> garbage_bytes_{0};
   std::atomic<bool> gc_canceled_{false};
+  // Bumped after every write of this store that may have changed a chunk
+  // record (a commit, applied or of unknown outcome; an fsck repair), so
+  // that records read before it (get_chunks) are known to be stale.
+  std::atomic<std::uint64_t> chunk_record_changes_{0};
 
   // Engines with a round trip per statement (PostgreSQL): the whole extent
   // lists of recently read files with at most k_cached_extents extents (a

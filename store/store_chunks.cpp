@@ -28,21 +28,31 @@ prepared_chunk store::prepare_chunk(std::string_view plain, bool force_encode) c
 
 prepared_chunk store::prepare_chunk(std::string_view plain, const codec::codec_options& options,
                                     bool force_encode) const {
+  prepared_chunk p = name_chunk(plain);
+  // Dedup before encoding: a chunk the store already has costs a hash and a
+  // lookup instead of a compression.
+  if (!force_encode && get_chunk(p.hash)) return p;
+  encode_into(p, plain, options);
+  return p;
+}
+
+prepared_chunk store::name_chunk(std::string_view plain) const {
   if (plain.size() > k_chunk_size)
     throw store_error(EINVAL, "chunk of " + std::to_string(plain.size()) +
                                   " bytes exceeds the chunk size " + std::to_string(k_chunk_size));
   prepared_chunk p;
   p.hash = sha256_of(plain);
   p.plain_size = static_cast<std::uint32_t>(plain.size());
-  // Dedup before encoding: a chunk the store already has costs a hash and a
-  // lookup instead of a compression.
-  if (!force_encode && get_chunk(p.hash)) return p;
-  try {
-    p.encoded = codec::encode_chunk(plain, options);
-  } catch (const codec::codec_error& e) {
-    throw store_error(EIO, "encoding chunk " + p.hash.hex() + ": " + e.what());
-  }
   return p;
+}
+
+void store::encode_into(prepared_chunk& chunk, std::string_view plain,
+                        const codec::codec_options& options) const {
+  try {
+    chunk.encoded = codec::encode_chunk(plain, options);
+  } catch (const codec::codec_error& e) {
+    throw store_error(EIO, "encoding chunk " + chunk.hash.hex() + ": " + e.what());
+  }
 }
 
 namespace {

@@ -188,7 +188,8 @@ void store::stage_all(staged_payloads& staged, std::span<const payload_to_stage>
   for (const payload_to_stage& p : puts) stage_payload(staged, *p.hash, *p.bytes, p.meta);
 }
 
-payloads_ahead store::write_payloads_ahead(std::span<const prepared_chunk* const> chunks) {
+payloads_ahead store::write_payloads_ahead(std::span<const prepared_chunk* const> chunks,
+                                           const chunk_records* known) {
   payloads_ahead ahead;
   if (options_.read_only || !payloads_->writes_at_put()) return ahead;
   // The chunks that come with their bytes and are new (or damaged: the
@@ -197,15 +198,18 @@ payloads_ahead store::write_payloads_ahead(std::span<const prepared_chunk* const
   for (const prepared_chunk* c : chunks)
     if (c && c->encoded) candidates.try_emplace(c->hash, c);
   if (candidates.empty()) return ahead;
-  std::vector<std::string> keys;
-  keys.reserve(candidates.size());
-  for (const auto& [hash, c] : candidates) keys.emplace_back(hash.view());
-  const std::vector<std::optional<std::string>> records =
-      engine_->get_many(table::chunks, keys, "the chunks of a commit");
+  // What a wrong answer costs is small either way: a payload written for
+  // a chunk that exists is dead bytes for gc, one left out is written by
+  // the commit.
+  std::vector<chunk_hash> unknown;
+  for (const auto& [hash, c] : candidates)
+    if (!known || !known->find(hash)) unknown.push_back(hash);
+  const chunk_records read = get_chunks(unknown);
   std::vector<payload_to_stage> puts;
-  std::size_t i = 0;
   for (const auto& [hash, c] : candidates) {
-    if (records[i++] && !damaged_->contains(hash)) continue;
+    const std::optional<chunk_record>* rec = known ? known->find(hash) : nullptr;
+    if (!rec) rec = read.find(hash);
+    if (*rec && !damaged_->contains(hash)) continue;
     puts.push_back({&c->hash, &c->encoded->bytes, {c->encoded->codec, c->plain_size}});
   }
   if (puts.empty()) return ahead;
@@ -748,12 +752,14 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
     } catch (...) {
       // Applied or not (a lost connection leaves it unknown): nothing cached
       // of these inodes may stay.
+      ++chunk_record_changes_;
       drop_cached_extents(extents_changed, false);
       if (entry_cache_) entry_cache_->forget_all();
       forget_cached_records_if_lock_retaken();
       throw;
     }
   }
+  if (!t.chunks.empty() || !t.replacements.empty()) ++chunk_record_changes_;
   after_commit(t, done, extents_changed);
   // Under the commit mutex, as compaction's moves: a pack this commit's
   // sync uploaded may have gathered records to move (pack_store.h).

@@ -54,9 +54,11 @@ void store::set_chunk_refcount(const chunk_hash& hash, std::uint64_t refcount) {
   try {
     engine_->write(*batch, false);
   } catch (const store_error& e) {
+    ++chunk_record_changes_;
     throw store_error(e.error_number(),
                       "setting the refcount of chunk " + hash.hex() + ": " + e.what());
   }
+  ++chunk_record_changes_;
   if (refcount == 0) {
     garbage_bytes_ += rec->stored_size;
     cache_->erase(hash);
@@ -231,8 +233,10 @@ std::vector<chunk_hash> store::rebuild_chunk_records(
   try {
     engine_->write(*batch, true);
   } catch (const store_error& e) {
+    ++chunk_record_changes_;
     throw store_error(e.error_number(), "rebuilding chunk records: " + std::string(e.what()));
   }
+  ++chunk_record_changes_;
   for (const chunk_hash& h : rebuilt) cache_->erase(h);
   return rebuilt;
 }

@@ -326,6 +326,30 @@ std::optional<chunk_record> store::get_chunk(const chunk_hash& hash) const {
   return detail::decode_chunk(*v, what);
 }
 
+const std::optional<chunk_record>* chunk_records::find(const chunk_hash& hash) const {
+  const auto it = of.find(hash);
+  return it == of.end() ? nullptr : &it->second;
+}
+
+chunk_records store::get_chunks(std::span<const chunk_hash> hashes) const {
+  chunk_records out;
+  // Before the read: a commit that lands during it moves the count after.
+  out.as_of = chunk_record_changes_.load();
+  for (const chunk_hash& h : hashes) out.of.try_emplace(h);
+  if (out.of.empty()) return out;
+  std::vector<std::string> keys;
+  keys.reserve(out.of.size());
+  for (const auto& [hash, rec] : out.of) keys.emplace_back(hash.view());
+  const std::vector<std::optional<std::string>> values =
+      engine_->get_many(table::chunks, keys, "chunk records");
+  auto value = values.begin();
+  for (auto& [hash, rec] : out.of) {
+    if (*value) rec = detail::decode_chunk(**value, "chunk " + hash.hex());
+    ++value;
+  }
+  return out;
+}
+
 void store::scan_prefix(
     table t, std::string_view prefix, std::string_view start, const char* what,
     const std::function<bool(std::string_view key, std::string_view value)>& fn) const {

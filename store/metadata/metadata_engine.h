@@ -222,6 +222,10 @@ class metadata_engine {
   // unsynced writes become durable later (RocksDB: at a log sync or a
   // memtable flush) orders that itself (rocksdb_engine::set_before_flush).
   virtual bool writes_are_durable() const { return false; }
+  // Whether each read is a round trip to a server rather than a lookup in
+  // this process (PostgreSQL): its callers batch reads (get_many), and
+  // skip those that would save less than they cost.
+  virtual bool reads_are_round_trips() const { return false; }
   // How many times this engine took its volume's lock again after losing
   // it (PostgreSQL: a restarted server, a dropped connection). Another
   // client may have written in between, so what its user caches of the

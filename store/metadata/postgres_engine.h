@@ -98,6 +98,7 @@ class postgres_engine final : public metadata_engine {
   // Every write is durable when it returns (synchronous_commit), so bytes
   // outside the database a write names must be durable before it.
   bool writes_are_durable() const override { return true; }
+  bool reads_are_round_trips() const override { return true; }
   std::uint64_t lock_retakes() const override { return lock_retakes_.load(); }
   // LISTEN on the volume's channel, on a connection of its own; notices
   // are NOTIFYs that write() sends in the batch's transaction.
