@@ -520,6 +520,49 @@ TEST_F(store_test, identical_chunks_are_stored_once) {
   EXPECT_EQ(db.count(k_cf_payloads), 1u);
 }
 
+// get_chunks reads several records at once, in any order and with
+// repeats, and says which are stored; records_still_current tells a caller
+// that keeps them whether a commit may have changed one since. A prepared
+// chunk named but not encoded is what a commit takes as "stored already".
+TEST_F(store_test, chunk_records_read_together_know_when_a_commit_changed_them) {
+  auto s = open();
+  const std::string stored = text_bytes(5000);
+  const std::string absent = text_bytes(7000);
+  prepared_chunk named = s->name_chunk(stored);
+  EXPECT_EQ(named.hash, sha256_of(stored));
+  EXPECT_FALSE(named.encoded);
+  s->encode_into(named, stored, s->policy().for_type(codec::file_type::other));
+  ASSERT_TRUE(named.encoded);
+  transaction t;
+  t.ref_chunk(named);
+  s->commit(t);
+
+  const chunk_hash hashes[] = {sha256_of(absent), named.hash, sha256_of(absent)};
+  const chunk_records read = s->get_chunks(hashes);
+  EXPECT_EQ(read.of.size(), 2u);
+  ASSERT_TRUE(read.find(named.hash));
+  ASSERT_TRUE(*read.find(named.hash));
+  EXPECT_EQ(**read.find(named.hash), *s->get_chunk(named.hash));
+  ASSERT_TRUE(read.find(sha256_of(absent)));
+  EXPECT_FALSE(*read.find(sha256_of(absent)));
+  EXPECT_EQ(read.find(sha256_of("not asked for")), nullptr);
+  EXPECT_TRUE(s->get_chunks({}).of.empty());
+  EXPECT_FALSE(s->reads_are_round_trips());  // RocksDB, in this process
+
+  // A commit that changes no chunk record leaves them current; one that
+  // changes a refcount does not.
+  EXPECT_TRUE(s->records_still_current(read));
+  transaction names_only;
+  names_only.put_inode(make_inode(77, S_IFREG | 0644));
+  s->commit(names_only);
+  EXPECT_TRUE(s->records_still_current(read));
+  transaction one_more;
+  one_more.ref_chunk(s->name_chunk(stored));
+  s->commit(one_more);
+  EXPECT_FALSE(s->records_still_current(read));
+  EXPECT_EQ((*s->get_chunks(hashes).find(named.hash))->refcount, 2u);
+}
+
 // A chunk marked damaged (a read found its payload bad) is stored afresh by
 // the next commit that brings its content: the mark outlives a reopen, a
 // reference without the bytes is refused (chunk_missing: the caller encodes
