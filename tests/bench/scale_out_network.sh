@@ -44,27 +44,17 @@ toxiproxy=${TOXIPROXY_SERVER:-${HOME:-/root}/go/bin/server}
 [[ -x $toxiproxy ]] ||
   missing_tool "Toxiproxy's server (go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.9.0, or set TOXIPROXY_SERVER)"
 
-# --- the link: this side 10.201.7.1, the namespace 10.201.7.2; the
-# servers on 10.201.8.1, an address of this side's loopback.
-ns=densefs-net-$$
-host_dev=dfh$$
-ns_dev=dfn$$
-host_ip=10.201.8.1
-ip netns add "$ns"
-ip link add "$host_dev" type veth peer name "$ns_dev"
-ip link set "$ns_dev" netns "$ns"
-ip addr add 10.201.7.1/24 dev "$host_dev"
-ip link set "$host_dev" up
-ip addr add "$host_ip/32" dev lo
-ip netns exec "$ns" ip addr add 10.201.7.2/24 dev "$ns_dev"
-ip netns exec "$ns" ip link set "$ns_dev" up
-ip netns exec "$ns" ip link set lo up
-ip netns exec "$ns" ip route add default via 10.201.7.1
-in_ns() { nsenter --net="/run/netns/$ns" "$@"; }
+# --- the link (tests/mount/netns_lib.sh): this side 10.201.7.1, the
+# namespace 10.201.7.2; the servers on 10.201.8.1, an address of this
+# side's loopback.
+# shellcheck source=../mount/netns_lib.sh
+source "$repo/tests/mount/netns_lib.sh"
+netns_up 10.201
+host_ip=$netns_server_ip
 
 pg_private=1
 pg_listen=127.0.0.1,$host_ip
-pg_listen_net=10.201.0.0/16
+pg_listen_net=$netns_server_net
 # shellcheck source=../mount/postgres_lib.sh
 source "$repo/tests/mount/postgres_lib.sh"
 s3_bind=0.0.0.0
@@ -74,22 +64,15 @@ source "$repo/tests/mount/s3_lib.sh"
 toxi_port=$(s3_free_port)
 "$toxiproxy" -host 127.0.0.1 -port "$toxi_port" >"$work/toxiproxy.log" 2>&1 &
 toxi_pid=$!
-net_prev_exit_trap=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT\$/\\1/")
-cleanup_net() {
-  local rc=$? m
-  set +e
-  for m in "$work"/*.mnt; do
-    mountpoint -q "$m" 2>/dev/null && { umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; }
-  done
+toxi_prev_exit_trap=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT\$/\\1/")
+stop_toxiproxy() {
+  local rc=$?
   kill "$toxi_pid" 2>/dev/null || true
-  ip netns del "$ns" 2>/dev/null || true
-  ip link del "$host_dev" 2>/dev/null || true
-  ip addr del "$host_ip/32" dev lo 2>/dev/null || true
   (exit "$rc")
-  eval "$net_prev_exit_trap"
+  eval "$toxi_prev_exit_trap"
   return "$rc"
 }
-trap cleanup_net EXIT
+trap stop_toxiproxy EXIT
 toxi() { # METHOD PATH [JSON]
   curl -sf -X "$1" "http://127.0.0.1:$toxi_port$2" ${3:+-d "$3"} >/dev/null ||
     fail "Toxiproxy: $1 $2 ${3:-} failed ($(tail -n 3 "$work/toxiproxy.log"))"
@@ -164,13 +147,17 @@ fi
 # --- a partition under a writer.
 new_volume part "$host_ip" "$pg_port" "$host_ip" "$s3_port"
 w=$work/part.mnt
-in_ns "$densefs" mount "$work/part.store" "$w" || fail "mounting the writer in $ns failed"
+in_ns "$densefs" mount "$work/part.store" "$w" || fail "mounting the writer in the namespace failed"
 mkdir -p "$w/p" "$work/p"
 head -c 3000000 /dev/urandom >"$w/cached.bin"
 cat "$w/cached.bin" >/dev/null
 "$densefs" sync "$w" >/dev/null
 mkdir -p "$work/follower.mnt"
-mount_densefs "$work/part.store" "$work/follower.mnt" -o ro,cache_dir="$work/follower.cache"
+# By the database's address, from a client directory of its own: another
+# machine's view (the store directory would bind the writer's mount here,
+# served by the daemon in the namespace).
+mount_densefs "postgresql://postgres@127.0.0.1:$pg_port/part" "$work/follower.mnt" \
+  -o ro,cache_dir="$work/follower.client"
 stop=$work/stop
 (
   i=0
@@ -189,7 +176,7 @@ stop=$work/stop
 writer=$!
 sleep 5
 cut_at=$(now)
-ip link set "$host_dev" down
+netns_cut
 sleep 2
 # Each probe in the background: the partition lasts what it should.
 # probe NAME CMD...: "SECONDS ok" or "SECONDS failed: ERROR" in $work/NAME.
@@ -210,7 +197,7 @@ probes+=" $!"
 probe cached_read cat "$w/cached.bin" &
 probes+=" $!"
 sleep "$((partition_s - 2))"
-ip link set "$host_dev" up
+netns_heal
 healed_at=$(now)
 sleep 40
 touch "$stop"

@@ -29,6 +29,12 @@ as_postgres() {
   fi
 }
 
+# At exit, after this file's own cleanup: whatever was installed before it
+# (mount_lib.sh's cleanup_work, which unmounts and removes $work, or a
+# cleanup that ends in it).
+pg_prev_exit_trap=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT\$/\1/")
+[[ -n $pg_prev_exit_trap ]] || pg_prev_exit_trap=cleanup_work
+
 # Under ctest the phase's server (DENSEFS_TEST_POSTGRES_SERVICE, a fixture:
 # tests/services/postgres_service.sh) unless the script stops or restarts
 # its server: such a script sets pg_private=1 before sourcing this file.
@@ -44,7 +50,8 @@ if [[ -n ${DENSEFS_TEST_POSTGRES_SERVICE:-} && ${pg_private:-0} != 1 ]]; then
     -c "SELECT datname FROM pg_database") || fail "the phase's PostgreSQL server does not answer"
   cleanup_postgres() {
     local rc=$? db
-    cleanup_work
+    (exit "$rc")
+    eval "$pg_prev_exit_trap"
     for db in $(as_postgres psql -X -At -h "$pg_socket_dir" -p "$pg_port" -U postgres -d postgres \
       -c "SELECT datname FROM pg_database" 2>/dev/null); do
       grep -qxF "$db" <<<"$pg_databases_before" ||
@@ -96,7 +103,8 @@ else
   cleanup_postgres() {
     local rc=$?
     pg_stop immediate
-    cleanup_work
+    (exit "$rc")
+    eval "$pg_prev_exit_trap"
     return $rc
   }
   trap cleanup_postgres EXIT

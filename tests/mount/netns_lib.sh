@@ -1,0 +1,60 @@
+# shellcheck shell=bash
+# netns_server_net is for the caller; work comes from mount_lib.sh.
+# shellcheck disable=SC2034,SC2154
+# A client one network hop from its servers, for partitions: a network
+# namespace joined to this one by a veth pair, the servers on an address
+# of this side's loopback that the namespace reaches over the link only.
+# Setting the link down cuts the namespace's client off; a client on this
+# side reaches the servers without it. Sourced after mount_lib.sh (and
+# before postgres_lib.sh and s3_lib.sh, whose servers must listen on
+# netns_server_ip). Needs root, ip and nsenter.
+#
+#   netns_up PREFIX   PREFIX.7.1 here, PREFIX.7.2 in the namespace, the
+#                     servers' address PREFIX.8.1 (netns_server_ip);
+#                     PREFIX is two octets of 10.0.0.0/8 ("10.201") that
+#                     nothing else on the machine uses
+#   in_ns CMD...      runs CMD in the namespace (a densefs mount there
+#                     talks to the servers over the link)
+#   netns_cut, netns_heal
+#                     the link down, and up again
+# Everything goes at exit (after the EXIT trap set before netns_up).
+
+netns_up() {
+  local prefix=$1
+  netns_name=densefs-net-$$
+  netns_host_dev=dfh$$
+  netns_server_ip=$prefix.8.1
+  netns_server_net=$prefix.0.0/16
+  ip netns add "$netns_name"
+  ip link add "$netns_host_dev" type veth peer name "dfn$$"
+  ip link set "dfn$$" netns "$netns_name"
+  ip addr add "$prefix.7.1/24" dev "$netns_host_dev"
+  ip link set "$netns_host_dev" up
+  ip addr add "$netns_server_ip/32" dev lo
+  ip netns exec "$netns_name" ip addr add "$prefix.7.2/24" dev "dfn$$"
+  ip netns exec "$netns_name" ip link set "dfn$$" up
+  ip netns exec "$netns_name" ip link set lo up
+  ip netns exec "$netns_name" ip route add default via "$prefix.7.1"
+  netns_prev_exit_trap=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT\$/\\1/")
+  trap netns_down EXIT
+}
+
+in_ns() { nsenter --net="/run/netns/$netns_name" "$@"; }
+netns_cut() { ip link set "$netns_host_dev" down; }
+netns_heal() { ip link set "$netns_host_dev" up; }
+
+netns_down() {
+  local rc=$? m
+  set +e
+  # A daemon in the namespace may wait for the servers: its mounts go
+  # first, lazily if need be.
+  for m in "$work"/*.mnt; do
+    mountpoint -q "$m" 2>/dev/null && { umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; }
+  done
+  ip netns del "$netns_name" 2>/dev/null
+  ip link del "$netns_host_dev" 2>/dev/null
+  ip addr del "$netns_server_ip/32" dev lo 2>/dev/null
+  (exit "$rc")
+  eval "$netns_prev_exit_trap"
+  return "$rc"
+}

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# A scale-out volume's writer cut off from its servers by a network
+# partition, and healed (issue 36; docs/scale-out.md, "Over a network"; the
+# measurement with a 30 s cut is tests/bench/scale_out_network.sh). A
+# private PostgreSQL and radosgw on this side; the writer's daemon in a
+# network namespace (tests/mount/netns_lib.sh) whose link is set down for
+# PARTITION_S (8) seconds while it fsyncs a 100 KB file every 0.2 s, a
+# read-only follower on this side (mounted by the database's address, as
+# from another machine). The writer's connection strings give up
+# on a silent server after 4 s (libpq's tcp_user_timeout and keepalives,
+# where densefs's defaults take 25-30 s), so the cut drops its connections,
+# as a longer one would with the defaults. Checked:
+#  - during the cut the follower, which reaches the servers, lists and reads;
+#  - after it the writer goes on by itself: fsyncs succeed again within
+#    15 s of the heal;
+#  - nothing fsync'd is lost: after the writer's unmount and a remount
+#    (which the servers must no longer refuse as in use: they notice the
+#    cut connections by their keepalives), every file whose fsync
+#    succeeded is exact;
+#  - fsck is clean.
+# Label scaleout; about 40 s. Needs root, ip and nsenter.
+# usage: partition_test.sh DENSEFS_BINARY SOURCE_DIR
+# shellcheck source=mount_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
+for t in ip nsenter; do command -v "$t" >/dev/null || missing_tool "$t (Debian iproute2, util-linux)"; done
+[[ $(id -u) == 0 ]] || skip "needs root (a network namespace)"
+# shellcheck source=netns_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/netns_lib.sh"
+netns_up 10.202
+
+pg_private=1
+pg_listen=127.0.0.1,$netns_server_ip
+pg_listen_net=$netns_server_net
+# shellcheck source=postgres_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/postgres_lib.sh"
+s3_private=1
+s3_bind=0.0.0.0
+# shellcheck source=s3_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/s3_lib.sh"
+
+test_start=$(now)
+partition_s=${PARTITION_S:-8}
+pg_createdb part
+# tcp_user_timeout and keepalives_* in milliseconds and seconds: libpq's.
+quick="keepalives_idle=2 keepalives_interval=1 keepalives_count=2 tcp_user_timeout=4000"
+"$densefs" mkfs --meta "host=$netns_server_ip port=$pg_port user=postgres dbname=part $quick" \
+  --data "s3://part/vol?endpoint=http://$netns_server_ip:$s3_port" "$work/part.store" >/dev/null ||
+  fail "mkfs of the volume failed"
+w=$work/writer.mnt
+f=$work/follower.mnt
+mkdir -p "$w" "$f" "$work/sent"
+in_ns "$densefs" mount "$work/part.store" "$w" || fail "mounting the writer in the namespace failed"
+mkdir "$w/p"
+head -c 3000000 /dev/urandom >"$work/sent/before.bin"
+cp "$work/sent/before.bin" "$w/before.bin"
+"$densefs" sync "$w" >/dev/null || fail "densefs sync of the writer failed"
+# By the database's address, from a client directory of its own: another
+# machine's view (the store directory would bind the writer's mount here).
+mount_densefs "postgresql://postgres@127.0.0.1:$pg_port/part" "$f" -o ro,cache_dir="$work/follower.client"
+
+stop=$work/stop
+(
+  i=0
+  while [[ ! -e $stop ]]; do
+    i=$((i + 1))
+    head -c 100000 /dev/urandom >"$work/sent/$i"
+    if err=$(dd if="$work/sent/$i" of="$w/p/$i" bs=64k conv=fsync status=none 2>&1); then
+      echo "$i $(now) ok" >>"$work/fsyncs"
+    else
+      echo "$i $(now) ${err//$'\n'/ }" >>"$work/fsyncs"
+    fi
+    sleep 0.2
+  done
+) &
+writer=$!
+sleep 2
+netns_cut
+sleep 1
+# The follower reaches the servers: it answers during the cut.
+timeout 20 ls -R "$f" >/dev/null || fail "the follower's ls -R failed during the partition"
+cmp -s "$work/sent/before.bin" "$f/before.bin" || fail "the follower's read of before.bin failed or differs during the partition"
+sleep "$((partition_s - 1))"
+netns_heal
+healed_at=$(now)
+resumed=""
+for _ in {1..150}; do
+  resumed=$(awk -v h="$healed_at" '$3 == "ok" && $2 > h { print $2 - h; exit }' "$work/fsyncs" 2>/dev/null)
+  [[ -n $resumed ]] && break
+  sleep 0.1
+done
+[[ -n $resumed ]] || fail "the writer did not go on within 15 s of the heal (fsyncs: $(tail -n 3 "$work/fsyncs" | tr '\n' ';'))"
+sleep 2
+touch "$stop"
+wait "$writer" || true
+ok=$(awk '$3 == "ok"' "$work/fsyncs" | wc -l)
+failed=$(awk '$3 != "ok"' "$work/fsyncs" | wc -l)
+echo "a cut of ${partition_s} s: the writer's first fsync after the heal came ${resumed} s after it; $ok fsyncs succeeded, $failed failed$( ((failed == 0)) || echo " (the first: $(awk '$3 != "ok" { print; exit }' "$work/fsyncs"))")"
+
+umount_densefs "$f"
+umount_densefs "$w"
+start=$(now)
+remounted=0
+for _ in {1..30}; do
+  if in_ns "$densefs" mount "$work/part.store" "$w" 2>"$work/remount.err"; then
+    remounted=1
+    break
+  fi
+  sleep 1
+done
+((remounted)) || fail "the writer could not mount again after the partition: $(cat "$work/remount.err")"
+echo "the writer mounted again $(elapsed "$start" "$(now)") s after its unmount"
+exact=0
+while read -r i _ state; do
+  [[ $state == ok ]] || continue
+  cmp -s "$work/sent/$i" "$w/p/$i" || fail "p/$i: its fsync succeeded, but it differs after the remount"
+  exact=$((exact + 1))
+done <"$work/fsyncs"
+cmp -s "$work/sent/before.bin" "$w/before.bin" || fail "before.bin differs after the remount"
+umount_densefs "$w"
+"$densefs" fsck "$work/part.store" >"$work/fsck.out" 2>&1 || {
+  cat "$work/fsck.out" >&2
+  fail "fsck after the partition failed"
+}
+echo "all $exact files whose fsync succeeded exact after the remount; fsck clean ($(elapsed "$test_start" "$(now)") s)"
