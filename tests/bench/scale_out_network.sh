@@ -159,20 +159,7 @@ mkdir -p "$work/follower.mnt"
 mount_densefs "postgresql://postgres@127.0.0.1:$pg_port/part" "$work/follower.mnt" \
   -o ro,cache_dir="$work/follower.client"
 stop=$work/stop
-(
-  i=0
-  while [[ ! -e $stop ]]; do
-    i=$((i + 1))
-    head -c 100000 /dev/urandom >"$work/p/$i"
-    start=$(now)
-    if err=$(dd if="$work/p/$i" of="$w/p/$i" bs=64k conv=fsync status=none 2>&1); then
-      echo "$i $start $(now) ok" >>"$work/fsyncs"
-    else
-      echo "$i $start $(now) ${err//$'\n'/ }" >>"$work/fsyncs"
-    fi
-    sleep 0.2
-  done
-) &
+fsync_writer "$work/p" "$w/p" "$work/fsyncs" "$stop" &
 writer=$!
 sleep 5
 cut_at=$(now)

@@ -17,6 +17,12 @@
 #                     talks to the servers over the link)
 #   netns_cut, netns_heal
 #                     the link down, and up again
+#   fsync_writer SENT DEST LOG STOP
+#                     until the file STOP exists: a new 100 KB file every
+#                     0.2 s, kept as SENT/N and copied to DEST/N with an
+#                     fsync (run it in the background, DEST on the cut
+#                     client); a line per file in LOG, "N START END ok" or
+#                     "N START END ERROR"
 # Everything goes at exit (after the EXIT trap set before netns_up).
 
 netns_up() {
@@ -57,4 +63,19 @@ netns_down() {
   (exit "$rc")
   eval "$netns_prev_exit_trap"
   return "$rc"
+}
+
+fsync_writer() {
+  local sent=$1 dest=$2 log=$3 stop=$4 i=0 start err
+  while [[ ! -e $stop ]]; do
+    i=$((i + 1))
+    head -c 100000 /dev/urandom >"$sent/$i"
+    start=$(now)
+    if err=$(dd if="$sent/$i" of="$dest/$i" bs=64k conv=fsync status=none 2>&1); then
+      echo "$i $start $(now) ok" >>"$log"
+    else
+      echo "$i $start $(now) ${err//$'\n'/ }" >>"$log"
+    fi
+    sleep 0.2
+  done
 }

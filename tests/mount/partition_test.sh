@@ -59,19 +59,7 @@ cp "$work/sent/before.bin" "$w/before.bin"
 mount_densefs "postgresql://postgres@127.0.0.1:$pg_port/part" "$f" -o ro,cache_dir="$work/follower.client"
 
 stop=$work/stop
-(
-  i=0
-  while [[ ! -e $stop ]]; do
-    i=$((i + 1))
-    head -c 100000 /dev/urandom >"$work/sent/$i"
-    if err=$(dd if="$work/sent/$i" of="$w/p/$i" bs=64k conv=fsync status=none 2>&1); then
-      echo "$i $(now) ok" >>"$work/fsyncs"
-    else
-      echo "$i $(now) ${err//$'\n'/ }" >>"$work/fsyncs"
-    fi
-    sleep 0.2
-  done
-) &
+fsync_writer "$work/sent" "$w/p" "$work/fsyncs" "$stop" &
 writer=$!
 sleep 2
 netns_cut
@@ -84,7 +72,7 @@ netns_heal
 healed_at=$(now)
 resumed=""
 for _ in {1..150}; do
-  resumed=$(awk -v h="$healed_at" '$3 == "ok" && $2 > h { print $2 - h; exit }' "$work/fsyncs" 2>/dev/null)
+  resumed=$(awk -v h="$healed_at" '$4 == "ok" && $3 > h { print $3 - h; exit }' "$work/fsyncs" 2>/dev/null)
   [[ -n $resumed ]] && break
   sleep 0.1
 done
@@ -92,9 +80,9 @@ done
 sleep 2
 touch "$stop"
 wait "$writer" || true
-ok=$(awk '$3 == "ok"' "$work/fsyncs" | wc -l)
-failed=$(awk '$3 != "ok"' "$work/fsyncs" | wc -l)
-echo "a cut of ${partition_s} s: the writer's first fsync after the heal came ${resumed} s after it; $ok fsyncs succeeded, $failed failed$( ((failed == 0)) || echo " (the first: $(awk '$3 != "ok" { print; exit }' "$work/fsyncs"))")"
+ok=$(awk '$4 == "ok"' "$work/fsyncs" | wc -l)
+failed=$(awk '$4 != "ok"' "$work/fsyncs" | wc -l)
+echo "a cut of ${partition_s} s: the writer's first fsync after the heal came ${resumed} s after it; $ok fsyncs succeeded, $failed failed$( ((failed == 0)) || echo " (the first: $(awk '$4 != "ok" { print; exit }' "$work/fsyncs"))")"
 
 umount_densefs "$f"
 umount_densefs "$w"
@@ -110,7 +98,7 @@ done
 ((remounted)) || fail "the writer could not mount again after the partition: $(cat "$work/remount.err")"
 echo "the writer mounted again $(elapsed "$start" "$(now)") s after its unmount"
 exact=0
-while read -r i _ state; do
+while read -r i _ _ state; do
   [[ $state == ok ]] || continue
   cmp -s "$work/sent/$i" "$w/p/$i" || fail "p/$i: its fsync succeeded, but it differs after the remount"
   exact=$((exact + 1))
