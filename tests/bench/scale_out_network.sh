@@ -209,15 +209,10 @@ umount_densefs "$w"
 start=$(now)
 in_ns "$densefs" mount "$work/part.store" "$w" || fail "remounting the writer failed"
 echo "the writer remounted in $(elapsed "$start" "$(now)") s"
-exact=0
-while read -r i _ _ state; do
-  [[ $state == ok ]] || continue
-  cmp -s "$work/p/$i" "$w/p/$i" || fail "p/$i: its fsync succeeded, but it differs after the remount"
-  exact=$((exact + 1))
-done <"$work/fsyncs"
+check_fsynced "$work/p" "$w/p" "$work/fsyncs"
 umount_densefs "$w"
 "$densefs" fsck "$work/part.store" >"$work/fsck.out" 2>&1 || {
   cat "$work/fsck.out" >&2
   fail "fsck after the partition failed"
 }
-echo "after it: all $exact files whose fsync succeeded exact after a remount; fsck clean"
+echo "after it: all $fsynced_exact files whose fsync succeeded exact after a remount; fsck clean"

@@ -23,6 +23,10 @@
 #                     fsync (run it in the background, DEST on the cut
 #                     client); a line per file in LOG, "N START END ok" or
 #                     "N START END ERROR"
+#   check_fsynced SENT DEST LOG
+#                     fails unless every file whose fsync LOG says succeeded
+#                     is exact in DEST (after a remount); sets fsynced_exact
+#                     to their number
 # Everything goes at exit (after the EXIT trap set before netns_up).
 
 netns_up() {
@@ -78,4 +82,14 @@ fsync_writer() {
     fi
     sleep 0.2
   done
+}
+
+check_fsynced() {
+  local sent=$1 dest=$2 log=$3 i state
+  fsynced_exact=0
+  while read -r i _ _ state; do
+    [[ $state == ok ]] || continue
+    cmp -s "$sent/$i" "$dest/$i" || fail "$dest/$i: its fsync succeeded, but it differs after the remount"
+    fsynced_exact=$((fsynced_exact + 1))
+  done <"$log"
 }

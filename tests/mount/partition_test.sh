@@ -97,16 +97,11 @@ for _ in {1..30}; do
 done
 ((remounted)) || fail "the writer could not mount again after the partition: $(cat "$work/remount.err")"
 echo "the writer mounted again $(elapsed "$start" "$(now)") s after its unmount"
-exact=0
-while read -r i _ _ state; do
-  [[ $state == ok ]] || continue
-  cmp -s "$work/sent/$i" "$w/p/$i" || fail "p/$i: its fsync succeeded, but it differs after the remount"
-  exact=$((exact + 1))
-done <"$work/fsyncs"
+check_fsynced "$work/sent" "$w/p" "$work/fsyncs"
 cmp -s "$work/sent/before.bin" "$w/before.bin" || fail "before.bin differs after the remount"
 umount_densefs "$w"
 "$densefs" fsck "$work/part.store" >"$work/fsck.out" 2>&1 || {
   cat "$work/fsck.out" >&2
   fail "fsck after the partition failed"
 }
-echo "all $exact files whose fsync succeeded exact after the remount; fsck clean ($(elapsed "$test_start" "$(now)") s)"
+echo "all $fsynced_exact files whose fsync succeeded exact after the remount; fsck clean ($(elapsed "$test_start" "$(now)") s)"
