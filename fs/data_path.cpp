@@ -68,6 +68,11 @@ data_path::data_path(const mount_options& options, store::store& store, worker_p
 
 data_path::~data_path() = default;
 
+bool data_path::encodes_fast(const codec::codec_options& options) {
+  return options.preferred == codec::codec_id::raw ||
+         (options.preferred == codec::codec_id::zstd && options.zstd_level <= 3);
+}
+
 data_path::chunk_encoding data_path::encoding_for(codec::file_type type, std::string_view plain,
                                                   bool small_file) const {
   chunk_encoding how;
@@ -378,18 +383,21 @@ void data_path::encode_slot(std::shared_ptr<node> n, std::uint64_t index, std::u
       const std::string_view plain = std::string_view(*data).substr(begin, end - begin);
       if (!all_zero(plain)) {
         c.prepared = store_.name_chunk(plain);
-        hashes.push_back(c.prepared->hash);
+        // Dedup before encoding: a chunk the store has costs a hash and
+        // its share of one read for the slot instead of a compression. Not
+        // asked for a small file's chunk (at most 1 MiB, -o ingest=auto)
+        // where a read is a round trip to a server and its encoding is
+        // fast (zstd, raw; not Lepton with -o lepton_sync): that costs less
+        // than the wait, and the group's commit finds a chunk stored all
+        // the same (only the encoding is wasted).
+        if (!small_file || !store_.reads_are_round_trips() ||
+            !encodes_fast(encoding_for(type, plain, small_file).options))
+          hashes.push_back(c.prepared->hash);
       }
       e.chunks.push_back(std::move(c));
       begin = end;
     }
-    // Dedup before encoding: a chunk the store has costs a hash and its
-    // share of one read for the slot instead of a compression. Not asked
-    // for a small file's chunks where a read is a round trip to a server:
-    // their fast encoding costs less than the wait, and the group's commit
-    // finds a chunk stored all the same (only its encoding is wasted).
-    store::chunk_records stored;
-    if (!(small_file && store_.reads_are_round_trips())) stored = store_.get_chunks(hashes);
+    const store::chunk_records stored = store_.get_chunks(hashes);
     for (slot_chunk& c : e.chunks) {
       if (!c.prepared) continue;
       const std::optional<store::chunk_record>* rec = stored.find(c.prepared->hash);

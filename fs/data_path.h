@@ -149,6 +149,9 @@ class data_path {
   // `small_file`: the chunk is of a file ingested fast by -o ingest=auto.
   chunk_encoding encoding_for(codec::file_type type, std::string_view plain,
                               bool small_file = false) const;
+  // Whether encoding with `options` costs less than a round trip to a
+  // metadata server would save: raw, or zstd at a fast level.
+  static bool encodes_fast(const codec::codec_options& options);
   void submit_slot(node& n, std::uint64_t slot_index);
   // Moves the slot's dirty buffer in flight and returns the job that
   // encodes it (to submit, or to run with n.data_mutex released).

@@ -162,6 +162,18 @@ void group_commit::fill(store::transaction& txn) {
   // the commit's lock), alone only after a commit of this client changed
   // a chunk record meanwhile (an unlink, a re-encoding).
   if (beside_others_ || !data_.store_.records_still_current(records_)) read_chunk_records();
+  // A chunk the store does not have is made from the first encoding of it
+  // the transaction gets (transaction::ref_chunk): in group order, here as
+  // beside others. Each file that uses it counts that one's size, also one
+  // whose own copy was found stored when it was encoded (and released
+  // since: chunk_missing) or was encoded otherwise (a small file's fast
+  // codec): the file's stored_bytes is what fsck adds up from the records.
+  first_encoding_.clear();
+  for (std::size_t i = 0; i < group_.size(); ++i)
+    if (fates_[i] == fate::commit)
+      for (const slot_chunk& c : group_[i].chunks)
+        if (c.prepared && c.prepared->encoded)
+          first_encoding_.try_emplace(c.prepared->hash, c.prepared->encoded->bytes.size());
   for (std::size_t i = 0; i < group_.size(); ++i) {
     if (fates_[i] != fate::commit) continue;
     const encoded_slot& e = group_[i];
@@ -198,9 +210,13 @@ void group_commit::put_slot(store::transaction& txn, const encoded_slot& e, file
     // A chunk that exists keeps its record (another writer may have
     // stored it since we prepared it, even with another codec).
     const std::optional<store::chunk_record> existing = stored_record(prepared.hash);
-    if (existing) r.stored_bytes += existing->stored_size;
+    if (existing) {
+      r.stored_bytes += existing->stored_size;
+    } else if (const auto first = first_encoding_.find(prepared.hash);
+               first != first_encoding_.end()) {
+      r.stored_bytes += first->second;
+    }
     if (prepared.encoded && !existing) {
-      r.stored_bytes += prepared.encoded->bytes.size();
       if (prepared.encoded->fell_back_from) {
         r.flags |= store::k_inode_fell_back;
         log_debug("inode " + std::to_string(n.ino) + ": chunk " + prepared.hash.hex() +

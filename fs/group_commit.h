@@ -77,6 +77,8 @@ class group_commit {
   // keeps its record, whoever stored it and with whichever codec), so what
   // each file's stored_bytes gains.
   store::chunk_records records_;
+  // The stored size of each chunk's first encoding in the group (fill).
+  std::map<store::chunk_hash, std::size_t> first_encoding_;
   store::payloads_ahead ahead_;
   std::vector<fate> fates_;
   // Per file, the versions this group settles (committed or made obsolete):

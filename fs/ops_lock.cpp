@@ -62,9 +62,18 @@ void filesystem::getlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struc
 void filesystem::set_lock(fuse_req_t req, const store::lock_request& r, bool wait) {
   run_op(req, r.kind == store::lock_kind::flock ? "flock" : "setlk", [&] {
     store::file_locks& locks = store_->membership().locks();
-    std::optional<store::lock_record> in_the_way;
     const bool posix = r.kind == store::lock_kind::posix;
-    if (locks.set(r, &in_the_way)) {
+    // Sets the lock, or names the owner of this client in the way (0: none,
+    // or another client's: no cycle through it can be seen here). The
+    // first try and each of a waiter's.
+    const auto try_set = [&locks, r, posix](std::uint64_t& blocked_by) {
+      std::optional<store::lock_record> in_the_way;
+      const bool granted = locks.set(r, &in_the_way);
+      blocked_by = posix && in_the_way ? in_the_way->owner : 0;
+      return granted;
+    };
+    std::uint64_t blocked_by = 0;
+    if (try_set(blocked_by)) {
       // An unlock, a downgrade or a split may let a waiter of this client
       // in (a wake with none waiting costs nothing).
       if (lock_waiters_->waiting() > 0) lock_waiters_->retry_now();
@@ -72,16 +81,9 @@ void filesystem::set_lock(fuse_req_t req, const store::lock_request& r, bool wai
     } else if (!wait) {
       fuse_reply_err(req, EAGAIN);  // EWOULDBLOCK for flock: the same number
     } else {
-      const std::uint64_t blocked_by = posix && in_the_way ? in_the_way->owner : 0;
       if (blocked_by != 0 && lock_waiters_->would_deadlock(r.owner, blocked_by))
         throw fs_error(EDEADLK);
-      lock_waiters_->wait(req, posix ? r.owner : 0, blocked_by,
-                          [&locks, r, posix](std::uint64_t& by) {
-                            std::optional<store::lock_record> row;
-                            const bool granted = locks.set(r, &row);
-                            by = posix && row ? row->owner : 0;
-                            return granted;
-                          });
+      lock_waiters_->wait(req, posix ? r.owner : 0, blocked_by, try_set);
     }
   });
 }

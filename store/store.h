@@ -81,7 +81,8 @@ struct prepared_chunk {
 // they may have changed since (store::records_still_current).
 struct chunk_records {
   std::map<chunk_hash, std::optional<chunk_record>> of;
-  std::uint64_t as_of = 0;
+  std::uint64_t as_of = 0;          // store::chunk_record_changes_
+  std::uint64_t retakes_as_of = 0;  // metadata_engine::lock_retakes()
   // The record read of `hash` (empty: none stored); nullptr if `hash` was
   // not asked for.
   const std::optional<chunk_record>* find(const chunk_hash& hash) const;
@@ -505,9 +506,12 @@ class store {
   // server where get_chunk would take one each.
   chunk_records get_chunks(std::span<const chunk_hash> hashes) const;
   // No commit of this store has changed a chunk record since `read` (its
-  // refcount included); another client's commits are not seen here.
+  // refcount included), nor has the engine taken the volume's lock again
+  // (another client may have written in between). Beside other writers
+  // their commits are not seen here: read inside the commit instead.
   bool records_still_current(const chunk_records& read) const {
-    return chunk_record_changes_.load() == read.as_of;
+    return chunk_record_changes_.load() == read.as_of &&
+           engine_->lock_retakes() == read.retakes_as_of;
   }
   // Each record read is a round trip to a server (PostgreSQL), not a
   // local lookup: callers batch their reads, and skip those that save less

@@ -335,6 +335,7 @@ chunk_records store::get_chunks(std::span<const chunk_hash> hashes) const {
   chunk_records out;
   // Before the read: a commit that lands during it moves the count after.
   out.as_of = chunk_record_changes_.load();
+  out.retakes_as_of = engine_->lock_retakes();
   for (const chunk_hash& h : hashes) out.of.try_emplace(h);
   if (out.of.empty()) return out;
   std::vector<std::string> keys;

@@ -184,36 +184,46 @@ void file_locks::in_transaction(
         log_error(std::string("skipping a damaged file lock row: ") + e.what());
       }
     }
-    // The sessions of the holders, and this client's own: one round trip.
-    std::vector<std::string> ids{session};
-    for (const lock_record& row : rows)
-      if (std::find(ids.begin(), ids.end(), row.session_id) == ids.end())
-        ids.push_back(row.session_id);
-    std::vector<std::string> keys;
-    for (const std::string& id : ids) keys.push_back(session_key(id));
-    const std::vector<std::optional<std::string>> found =
-        reads.get_many(table::meta, keys, "reading the sessions that hold locks");
-    if (!found[0] && !unlock)
+    sorted_rows sorted =
+        sort_rows(std::move(rows), session, [&](const std::vector<std::string>& keys) {
+          return reads.get_many(table::meta, keys, "reading the sessions that hold locks");
+        });
+    if (!sorted.own_session_found && !unlock)
       throw store_error(ENOLCK, "this mount's session " + session +
                                     " is gone from the volume (the other clients took it for dead "
                                     "while it could not reach the database): its file locks may "
                                     "have been taken by others; unmount and mount again");
-    std::map<std::string, bool> counts;  // by session id: its locks count
-    counts[session] = true;
-    for (std::size_t i = 1; i < ids.size(); ++i)
-      counts[ids[i]] = found[i] && alive_(decode_session(keys[i], *found[i]));
-    std::vector<lock_record> counted;
-    for (const lock_record& row : rows) {
-      const std::size_t at =
-          static_cast<std::size_t>(std::find(ids.begin(), ids.end(), row.session_id) - ids.begin());
-      if (at > 0 && !found[at]) {
-        batch.erase(table::meta, lock_key(row));  // its session ended (a crash before its end)
-      } else if (counts[row.session_id]) {
-        counted.push_back(row);
-      }
-    }
-    decide(session, counted, batch);
+    for (const lock_record& row : sorted.ended) batch.erase(table::meta, lock_key(row));
+    decide(session, sorted.counted, batch);
   });
+}
+
+file_locks::sorted_rows file_locks::sort_rows(std::vector<lock_record> rows,
+                                              const std::string& session,
+                                              const session_reader& read_sessions) const {
+  // This client's session first, then each holder's once.
+  std::vector<std::string> ids{session};
+  for (const lock_record& row : rows)
+    if (std::find(ids.begin(), ids.end(), row.session_id) == ids.end())
+      ids.push_back(row.session_id);
+  std::vector<std::string> keys;
+  for (const std::string& id : ids) keys.push_back(session_key(id));
+  const std::vector<std::optional<std::string>> found = read_sessions(keys);
+  sorted_rows out;
+  out.own_session_found = found[0].has_value();
+  std::map<std::string, bool> counts;  // by session id: its locks count
+  counts[session] = true;
+  for (std::size_t i = 1; i < ids.size(); ++i)
+    counts[ids[i]] = found[i] && alive_(decode_session(keys[i], *found[i]));
+  for (lock_record& row : rows) {
+    const std::size_t at =
+        static_cast<std::size_t>(std::find(ids.begin(), ids.end(), row.session_id) - ids.begin());
+    if (at > 0 && !found[at])
+      out.ended.push_back(std::move(row));
+    else if (counts[row.session_id])
+      out.counted.push_back(std::move(row));
+  }
+  return out;
 }
 
 bool file_locks::set(const lock_request& r, std::optional<lock_record>* in_the_way) {
@@ -256,19 +266,9 @@ std::optional<lock_record> file_locks::test(const lock_request& r) {
                  rows.push_back(decode_lock(key, value));
                  return true;
                });
-  std::vector<std::string> keys;
-  for (const lock_record& row : rows)
-    if (row.session_id != session) keys.push_back(session_key(row.session_id));
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  const std::vector<std::optional<std::string>> found =
-      engine_.get_many(table::meta, keys, "reading the sessions that hold locks");
-  std::set<std::string> counted_sessions{session};
-  for (std::size_t i = 0; i < keys.size(); ++i)
-    if (found[i] && alive_(decode_session(keys[i], *found[i])))
-      counted_sessions.insert(keys[i].substr(k_session_prefix.size()));
-  std::erase_if(rows,
-                [&](const lock_record& row) { return !counted_sessions.contains(row.session_id); });
+  rows = sort_rows(std::move(rows), session, [&](const std::vector<std::string>& keys) {
+           return engine_.get_many(table::meta, keys, "reading the sessions that hold locks");
+         }).counted;
   std::optional<lock_record> in_the_way = first_conflict(rows, session, r);
   if (in_the_way && in_the_way->session_id != session) in_the_way->pid = 0;
   return in_the_way;

@@ -124,6 +124,21 @@ class file_locks {
       const std::function<void(const std::string& session, std::vector<lock_record>& counted,
                                class metadata_batch& batch)>& decide);
 
+  // Which of a file's `rows` count, by their sessions' rows, which
+  // `read_sessions` reads (the keys in, the values out, one round trip):
+  // this client's own (`session`) always, others' while their session is
+  // alive. `ended`: rows whose session row is gone (a crash before the
+  // session's end), for a writing caller to erase.
+  struct sorted_rows {
+    std::vector<lock_record> counted;
+    std::vector<lock_record> ended;
+    bool own_session_found = false;
+  };
+  using session_reader =
+      std::function<std::vector<std::optional<std::string>>(const std::vector<std::string>& keys)>;
+  sorted_rows sort_rows(std::vector<lock_record> rows, const std::string& session,
+                        const session_reader& read_sessions) const;
+
   mutable std::mutex mutex_;
   std::string session_id_;
   bool session_lost_ = false;

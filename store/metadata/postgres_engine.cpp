@@ -322,19 +322,21 @@ PGconn* connect(const std::string& conninfo, bool read_only, const std::string& 
                  "WHERE current_setting('statement_timeout') = '0'"));
   if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) fail(one_line(PQresultErrorMessage(r.get())));
   // The server's end of the connection: a client the network cut off is
-  // noticed in about 25 s of silence (or 30 s of unanswered sends), not at
-  // the kernel's default of two hours. Until then its session keeps what
-  // it holds, the volume's lock among them: a writer mounting again after
-  // a partition was refused as "in use" (docs/scale-out.md, "Over a
-  // network"). A server's own shorter values stand. (These settings show
+  // noticed within about 30 s of silence (keepalive probes from 10 s on,
+  // bounded by tcp_user_timeout), not at the kernel's default of two
+  // hours. Until then its session keeps what it holds, the volume's lock
+  // among them: a writer mounting again after a partition was refused as
+  // "in use" (docs/scale-out.md, "Over a network"). A server's own
+  // shorter values stand. (These settings show
   // the socket's values, the kernel's 7200 s and the like where the server
-  // sets none.) Settable by any user; over a unix socket they read 0 and
-  // setting them does nothing.
+  // sets none; a server older than 12 has no tcp_user_timeout, which then
+  // reads NULL and is left out.) Settable by any user; over a unix socket
+  // they read 0 and setting them does nothing.
   r.reset(PQexec(pg,
                  "SELECT set_config(name, value::text, false) FROM (VALUES "
                  "('tcp_keepalives_idle', 10), ('tcp_keepalives_interval', 5), "
                  "('tcp_keepalives_count', 3), ('tcp_user_timeout', 30000)) AS s(name, value) "
-                 "WHERE current_setting(name)::bigint NOT BETWEEN 1 AND value"));
+                 "WHERE current_setting(name, true)::bigint NOT BETWEEN 1 AND value"));
   if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) fail(one_line(PQresultErrorMessage(r.get())));
   if (read_only) {
     r.reset(PQexec(pg, "SET default_transaction_read_only = on"));

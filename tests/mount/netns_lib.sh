@@ -35,7 +35,11 @@ netns_up() {
   netns_host_dev=dfh$$
   netns_server_ip=$prefix.8.1
   netns_server_net=$prefix.0.0/16
-  ip netns add "$netns_name"
+  # First: whatever the steps below made goes at exit, even if one fails.
+  netns_prev_exit_trap=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT\$/\\1/")
+  trap netns_down EXIT
+  ip netns add "$netns_name" 2>"$work/netns.err" ||
+    skip "cannot make a network namespace here (root without CAP_NET_ADMIN?): $(cat "$work/netns.err")"
   ip link add "$netns_host_dev" type veth peer name "dfn$$"
   ip link set "dfn$$" netns "$netns_name"
   ip addr add "$prefix.7.1/24" dev "$netns_host_dev"
@@ -45,8 +49,6 @@ netns_up() {
   ip netns exec "$netns_name" ip link set "dfn$$" up
   ip netns exec "$netns_name" ip link set lo up
   ip netns exec "$netns_name" ip route add default via "$prefix.7.1"
-  netns_prev_exit_trap=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT\$/\\1/")
-  trap netns_down EXIT
 }
 
 in_ns() { nsenter --net="/run/netns/$netns_name" "$@"; }
@@ -56,8 +58,9 @@ netns_heal() { ip link set "$netns_host_dev" up; }
 netns_down() {
   local rc=$? m
   set +e
-  # A daemon in the namespace may wait for the servers: its mounts go
-  # first, lazily if need be.
+  # Runs after the servers' cleanups (installed later, so run earlier): a
+  # daemon in the namespace may still wait for them; its mounts go lazily
+  # if need be.
   for m in "$work"/*.mnt; do
     mountpoint -q "$m" 2>/dev/null && { umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; }
   done

@@ -18,7 +18,7 @@
 #    cut connections by their keepalives), every file whose fsync
 #    succeeded is exact;
 #  - fsck is clean.
-# Label scaleout; about 40 s. Needs root, ip and nsenter.
+# Label scaleout; about 30 s with its servers. Needs root, ip and nsenter.
 # usage: partition_test.sh DENSEFS_BINARY SOURCE_DIR
 # shellcheck source=mount_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/mount_lib.sh"
