@@ -63,8 +63,9 @@ void group_commit::read_chunk_records() {
 
 std::optional<store::chunk_record> group_commit::stored_record(
     const store::chunk_hash& hash) const {
-  if (const std::optional<store::chunk_record>* rec = records_.find(hash)) return *rec;
-  return data_.store_.get_chunk(hash);
+  // Every chunk of the group was asked for (read_chunk_records in fill).
+  const std::optional<store::chunk_record>* rec = records_.find(hash);
+  return rec ? *rec : std::nullopt;
 }
 
 void group_commit::decide_fates() {
@@ -160,8 +161,10 @@ void group_commit::fill(store::transaction& txn) {
   // Read again where they may have changed since step 0: beside other
   // writers always (their commits are not counted here; this runs inside
   // the commit's lock), alone only after a commit of this client changed
-  // a chunk record meanwhile (an unlink, a re-encoding).
-  if (beside_others_ || !data_.store_.records_still_current(records_)) read_chunk_records();
+  // a chunk record meanwhile (an unlink, a re-encoding), or where step 0
+  // failed.
+  if (beside_others_ || records_.of.empty() || !data_.store_.records_still_current(records_))
+    read_chunk_records();
   // A chunk the store does not have is made from the first encoding of it
   // the transaction gets (transaction::ref_chunk): in group order, here as
   // beside others. Each file that uses it counts that one's size, also one
