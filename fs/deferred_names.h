@@ -1,17 +1,26 @@
-// Creates and renames of new files, and their attribute changes, put off
-// until the next commit of the file system instead of a commit each
-// (docs/design.md, "Durability"; docs/scale-out.md, "Round trips").
+// Changes put off until the next commit of the file system instead of a
+// commit each (docs/design.md, "Durability"; docs/scale-out.md, "Round
+// trips"): the creates and renames of new files, mkdirs, symlinks and
+// special files, and attribute changes that a crash may undo.
 //
 // Why it keeps the crash rules: a new file is removed by a crash until its
 // data as of its last close is committed (new_files.cpp), so a crash that
 // loses its put-off create or rename leaves what the rule allows, the name
-// absent. Its directory's times go with it. Nothing else is put off: an
-// unlink, a mkdir, a rename over a name, a file that stopped being new all
-// commit as before, and every commit (filesystem::commit) stores what is
-// put off first, in the same transaction, so the store never holds a
-// later change without an earlier one. The committer's settle step
-// (write_back::settle_fn) commits them within -o commit=SEC when nothing
-// else commits; fsync, `densefs sync`, snapshots and unmount commit them.
+// absent. Its directory's times go with it. A directory, symlink or
+// special file put off is made whole with its record or not at all, and a
+// directory holds only what is put off with it: anything else that lands
+// in it (a file's data, a link, a rename of an older file) is a commit,
+// which stores the mkdir first, so a crash that loses the mkdir loses
+// nothing else. An attribute change of any other inode is put off only
+// where its loss takes no protection away (times, a chmod that only adds
+// permissions: filesystem::setattr). Nothing else is put off: an unlink,
+// an rmdir, a rename over a name or of an older inode, a link, a chown,
+// an xattr all commit as before, and every commit (filesystem::commit)
+// stores what is put off first, in the same transaction, so the store
+// never holds a later change without an earlier one. The committer's
+// settle step (write_back::settle_fn) commits them within -o commit=SEC
+// when nothing else commits; fsync, `densefs sync`, snapshots and unmount
+// commit them.
 //
 // Until then this is what the store would say of those names: lookups and
 // the checks of create and rename read it first (filesystem::entry_at),
@@ -58,6 +67,12 @@ class deferred_names {
   // Whether the next commit stores a record of `ino` (its node must stay
   // in the table until then: the store cannot load it).
   bool holds(std::uint64_t ino) const { return records_.contains(ino); }
+  // Whether `ino` is an inode the store does not have yet: the next commit
+  // makes it (store_record with `made`).
+  bool made(std::uint64_t ino) const {
+    const auto it = records_.find(ino);
+    return it != records_.end() && it->second.made;
+  }
 
   // Adds every change to `txn`, each record as `record_of` makes it from
   // its node. Leaves them here: the commit may fail.

@@ -692,33 +692,48 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
         truncating ? std::optional(static_cast<std::uint64_t>(attr->st_size)) : std::nullopt;
     store::inode_record r;
     store::inode_record persisted;
-    // A new file whose data is still staged (rsync's chown, chmod and utimes
-    // after its close): the change rides with that data's group commit,
-    // which stores the record as it then is (group_commit::put_file_record;
-    // it runs under meta_mutex_, so it cannot miss this one). A crash before
-    // that commit removes the whole file (new_files.cpp), so no promise of
-    // the crash rules waits on a commit of its own; on PostgreSQL that is a
-    // round trip less per call (docs/scale-out.md, "Round trips"). Not a
-    // chmod that rewrites an access ACL, nor beside other writers. With
-    // nothing staged (its data landed, or it has none) the change is put
-    // off until the next commit of any kind, for the same reason
-    // (deferred_names.h).
+    // Put off rather than a commit of its own (on PostgreSQL a round trip
+    // each, docs/scale-out.md "Round trips"), never a truncate, nor a
+    // chmod that rewrites an access ACL:
+    //  - A new file's change (rsync's chown, chmod and utimes after its
+    //    close), or that of a directory or symlink whose making is put off
+    //    still (rsync sets a directory's attributes as it makes it): a
+    //    crash before the next commit removes it whole, so nothing of the
+    //    crash rules waits on it. With its data still staged it rides with
+    //    that data's group commit, which stores the record as it then is
+    //    (group_commit::put_file_record runs under meta_mutex_, so it
+    //    cannot miss this one); not beside other writers.
+    //  - Any other inode's change whose loss to a crash takes no protection
+    //    away: times, and a chmod that only adds permissions (rsync sets a
+    //    directory's times and mode again once it filled it). A crash
+    //    before the next commit leaves the old times or the stricter mode,
+    //    as ext4 does within its commit interval. A chown, or a chmod that
+    //    takes a permission away, commits at once: it must not come undone.
+    // Either way until the next commit of any kind (deferred_names.h),
+    // within -o commit.
     const bool may_have_acl =
         !n->xattr_names || n->xattr_names->contains(std::string(posix_acl::k_access_name));
-    const bool staged = n->has_staged();
-    if (!truncating && n->new_file && n->record.nlink > 0 &&
-        !((to_set & FUSE_SET_ATTR_MODE) && may_have_acl) &&
-        (staged ? !shares_volume() : defers_names())) {
-      edit_attributes(req, n->record, attr, to_set, t, false);
-      if (staged) {
-        n->record_dirty = true;
-      } else {
-        deferred_.store_record(n);
-        settle_deferred_soon();
+    if (!truncating && n->record.nlink > 0 && !((to_set & FUSE_SET_ATTR_MODE) && may_have_acl)) {
+      store::inode_record edited = n->record;
+      edit_attributes(req, edited, attr, to_set, t, false);
+      const bool staged = n->has_staged();
+      const bool unmade = n->new_file || deferred_.made(n->ino);
+      const bool harmless_to_lose = edited.uid == n->record.uid && edited.gid == n->record.gid &&
+                                    (n->record.mode & ~edited.mode & 07777) == 0;
+      const bool put_off = unmade ? (staged ? !shares_volume() : defers_names())
+                                  : (!staged && harmless_to_lose && defers_names());
+      if (put_off) {
+        n->record = edited;
+        if (staged) {
+          n->record_dirty = true;
+        } else {
+          deferred_.store_record(n);
+          settle_deferred_soon();
+        }
+        struct stat st = to_stat(n->record);
+        fuse_reply_attr(req, &st, options_.attr_timeout);
+        return;
       }
-      struct stat st = to_stat(n->record);
-      fuse_reply_attr(req, &st, options_.attr_timeout);
-      return;
     }
     store::transaction txn;
     commit(txn, false, [&](store::transaction& txn) {

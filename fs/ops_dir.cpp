@@ -51,8 +51,9 @@ void filesystem::settle_deferred_soon() {
 }
 
 // Creates an inode and its directory entry in one commit, or puts both off
-// until the next commit (a new file; deferred_names.h). Caller holds
-// meta_mutex_.
+// until the next commit (a new file, a directory, a symlink, a special
+// file; deferred_names.h).
+// Caller holds meta_mutex_.
 std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const char* name,
                                             mode_t mode, dev_t rdev,
                                             std::string_view symlink_target, bool new_file) {
@@ -98,15 +99,18 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   if (S_ISREG(mode)) r.type = codec::classify({}, name);
 
   new_file = new_file && S_ISREG(mode);
-  // Put off: a new file without ACLs to write (the rare inherited default
-  // ACL commits at once, as before).
+  // Put off: a new file, a directory, a symlink or a special file, without
+  // ACLs to write (the rare inherited default ACL commits at once, as
+  // before). A directory put off holds nothing the store has: whatever
+  // lands in it commits it first.
   const std::shared_ptr<node> held_parent = table_.find(parent.ino);
-  const bool put_off =
-      new_file && !acls.access && !acls.default_acl && held_parent && defers_names();
+  const bool put_off = (new_file || !S_ISREG(mode)) && !acls.access && !acls.default_acl &&
+                       held_parent && defers_names();
   store::inode_record p;
   if (put_off) {
     p = parent.record;
     p.mtime = p.ctime = t;
+    if (S_ISDIR(mode)) ++p.nlink;
   } else {
     store::transaction txn;
     commit(txn, false, [&](store::transaction& txn) {
@@ -142,10 +146,13 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
   n->created = std::chrono::steady_clock::now();
   n = table_.insert(std::move(n));
   if (put_off) {
-    store_->has_no_extents_yet(r.ino);  // its group commit then reads none
+    if (S_ISDIR(mode))
+      store_->has_no_entries_yet(r.ino);  // lookups in it then read nothing
+    else if (S_ISREG(mode))
+      store_->has_no_extents_yet(r.ino);  // its group commit then reads none
     deferred_.put_entry(parent.ino, name, {r.ino, r.mode & S_IFMT});
     deferred_.store_record(n, true);
-    deferred_.name_new_file(r.ino, parent.ino, name);
+    if (new_file) deferred_.name_new_file(r.ino, parent.ino, name);
     deferred_.store_record(held_parent);
     settle_deferred_soon();
   }

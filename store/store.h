@@ -499,6 +499,10 @@ class store {
   // committed yet (fs/deferred_names.h), has no extents: extents() knows
   // it without a scan until a commit gives it some, as after made_inode.
   void has_no_extents_yet(std::uint64_t ino) const;
+  // `dir`, just allocated for a directory whose mkdir is not committed yet
+  // (fs/deferred_names.h), has no entries: get_dirent knows every name in
+  // it absent without a read, as after the commit that makes it.
+  void has_no_entries_yet(std::uint64_t dir) const;
   std::optional<std::string> get_xattr(std::uint64_t ino, std::string_view name) const;
   std::vector<std::string> list_xattrs(std::uint64_t ino) const;
   std::optional<chunk_record> get_chunk(const chunk_hash& hash) const;

@@ -288,6 +288,12 @@ void store::has_no_extents_yet(std::uint64_t ino) const {
   extent_cache_.insert_or_assign(ino, cached_extents{});
 }
 
+void store::has_no_entries_yet(std::uint64_t dir) const {
+  // Exact: nothing can have committed entries under a number nobody was
+  // given yet; the commit that makes the directory says the same again.
+  if (entry_cache_) entry_cache_->committed({}, std::span(&dir, 1));
+}
+
 void store::forget_extents(std::uint64_t ino) const {
   drop_cached_extents(std::span(&ino, 1), false);
 }

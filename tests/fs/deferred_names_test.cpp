@@ -41,6 +41,26 @@ TEST(deferred_names, answers_for_the_names_it_holds_and_nothing_else) {
   EXPECT_FALSE(d.holds(7));
 }
 
+// A directory whose mkdir is put off: made (the store does not have it
+// yet) until the commit; one only changed is held, not made.
+TEST(deferred_names, knows_which_inodes_the_next_commit_makes) {
+  deferred_names d;
+  const auto dir = file_node(9, 0755);
+  dir->record.mode = S_IFDIR | 0755;
+  const auto parent = file_node(1, 0755);
+  parent->record.mode = S_IFDIR | 0755;
+  d.store_record(dir, true);
+  d.store_record(parent);
+  EXPECT_TRUE(d.made(9));
+  EXPECT_FALSE(d.made(1));
+  EXPECT_TRUE(d.holds(1));
+  d.store_record(dir);  // changed again (a utimes): still made
+  EXPECT_TRUE(d.made(9));
+  EXPECT_EQ(d.committed().size(), 2u);
+  EXPECT_FALSE(d.made(9));
+  EXPECT_FALSE(d.holds(9));
+}
+
 TEST(deferred_names, the_commit_stores_entries_records_and_rows_of_files_still_new) {
   test::temp_dir tmp;
   store::store::create(tmp / "s");

@@ -174,6 +174,7 @@ TEST_F(export_files, control_socket_is_private_and_removed_at_unmount) {
 TEST_F(export_files, errors_are_one_line_and_leave_no_output) {
   write_file(path("file"), "x");
   ASSERT_EQ(::mkdir(path("dir").c_str(), 0755), 0);
+  sync_mount();  // the create and the mkdir are put off; --store reads the store
   const stdfs::path plain = scratch_ / "plain-file";
   write_file(plain, "not on densefs");
   const stdfs::path out = scratch_ / "out";

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -176,9 +177,9 @@ TEST_F(write_behind, a_crash_before_the_commit_leaves_new_files_absent_never_emp
   write_file(path("big"), data);
   const std::string small = compressible_bytes(3000, 7);
   write_file(path("small"), small);
-  // A mkdir commits the creates put off (fs/deferred_names.h), not the
+  // An xattr commits the creates put off (fs/deferred_names.h), not the
   // data: the new-file rows are what removes the files.
-  ASSERT_EQ(::mkdir(path("later").c_str(), 0755), 0);
+  ASSERT_EQ(::setxattr(path("").c_str(), "user.commit", "1", 1, 0), 0) << std::strerror(errno);
   kill_daemon();
   mount();
   if (stdfs::exists(path("big"))) {
@@ -227,7 +228,8 @@ TEST_F(write_behind, new_files_are_whole_or_absent_after_a_crash) {
   ASSERT_TRUE(pwrite_all(fd, more, first.size()));
   ASSERT_EQ(::close(fd), 0);
   // Moved twice, into a directory made after the last commit (after the
-  // fsync above and the link, which commit everything staged).
+  // fsync above and the link, which commit everything staged): its mkdir
+  // is put off too, so a crash may take the directory with the file.
   ASSERT_EQ(::mkdir(path("later").c_str(), 0755), 0);
   const std::string moved = compressible_bytes(33 * k_kib, 39);
   write_file(path("moved.tmp"), moved);
@@ -283,9 +285,10 @@ TEST_F(write_behind, a_new_file_renamed_to_a_free_name_waits_for_nothing_and_is_
   write_file(path(".data.tmp"), data);
   ASSERT_EQ(::rename(path(".data.tmp").c_str(), path("to/data").c_str()), 0);
   EXPECT_TRUE(same_bytes(data, read_file(path("to/data"))));
-  // A mkdir commits the create and rename put off (fs/deferred_names.h),
-  // not the data: the new-file row, at the new name, removes the file.
-  ASSERT_EQ(::mkdir(path("later").c_str(), 0755), 0);
+  // An xattr commits the mkdir, create and rename put off
+  // (fs/deferred_names.h), not the data: the new-file row, at the new name,
+  // removes the file.
+  ASSERT_EQ(::setxattr(path("").c_str(), "user.commit", "1", 1, 0), 0) << std::strerror(errno);
   kill_daemon();
   mount();
   EXPECT_FALSE(stdfs::exists(path(".data.tmp")));
@@ -311,7 +314,8 @@ TEST_F(write_behind, a_new_file_renamed_to_a_free_name_waits_for_nothing_and_is_
   EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
 }
 
-// Creates, renames and attribute changes of new files are put off until
+// Creates, renames and attribute changes of new files, and mkdirs and the
+// attribute changes of directories not committed yet, are put off until
 // the next commit of any kind (fs/deferred_names.h): every request sees
 // them at once (no kernel caching here, so each one asks the daemon), the
 // requests that read the store commit them first, and a crash before any
@@ -354,6 +358,23 @@ TEST_F(put_off_names, every_request_sees_them_and_a_crash_before_a_commit_leaves
   std::set<std::string> names;
   for (const auto& e : stdfs::directory_iterator(path("d"))) names.insert(e.path().filename());
   EXPECT_EQ(names, (std::set<std::string>{"a", "b", "link2", "linked", "listed"}));
+  // A directory made, and made in, with nothing committed: its listing
+  // commits what is put off in it, and shows it.
+  ASSERT_EQ(::mkdir(path("d/tree").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(path("d/tree/sub").c_str(), 0755), 0);
+  write_file(path("d/tree/sub/f"), "f");
+  std::set<std::string> made;
+  for (const auto& e : stdfs::recursive_directory_iterator(path("d/tree")))
+    made.insert(stdfs::relative(e.path(), path("d/tree")));
+  EXPECT_EQ(made, (std::set<std::string>{"sub", "sub/f"}));
+  errno = 0;
+  EXPECT_EQ(::rmdir(path("d/tree/sub").c_str()), -1);
+  EXPECT_EQ(errno, ENOTEMPTY);
+  ASSERT_EQ(::unlink(path("d/tree/sub/f").c_str()), 0) << std::strerror(errno);
+  ASSERT_EQ(::mkdir(path("d/tree/sub/empty").c_str(), 0755), 0);
+  ASSERT_EQ(::rmdir(path("d/tree/sub/empty").c_str()), 0) << std::strerror(errno);
+  // A chmod that takes a permission away commits at once, put off or not.
+  ASSERT_EQ(::chmod(path("d/tree").c_str(), 0700), 0);
 
   // Put off, then a crash before any commit: absent, never empty.
   const std::string data = compressible_bytes(50 * k_kib, 41);
@@ -361,15 +382,43 @@ TEST_F(put_off_names, every_request_sees_them_and_a_crash_before_a_commit_leaves
   ASSERT_EQ(::rename(path("d/.c.tmp").c_str(), path("d/c").c_str()), 0);
   write_file(path("empty"), "");
   EXPECT_EQ(read_file(path("d/c")), data);
+  // A directory tree made anew (rsync: mkdir, chmod, utimes, then its
+  // files): seen whole, stored with the next commit, or not at all.
+  ASSERT_EQ(::mkdir(path("new").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(path("new/sub").c_str(), 0755), 0);
+  write_file(path("new/sub/f"), "f");
+  ASSERT_EQ(::chmod(path("new").c_str(), 0750), 0);
+  const struct timespec times[2] = {{1000000000, 0}, {1000000000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path("new/sub").c_str(), times, 0), 0);
+  ASSERT_EQ(::stat(path("new").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  EXPECT_EQ(st.st_nlink, 3u);
+  ASSERT_EQ(::stat(path("new/sub").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mtim.tv_sec, 1000000000);
+  EXPECT_EQ(read_file(path("new/sub/f")), "f");
+  EXPECT_FALSE(stdfs::exists(path("new/none")));
+  // A stored directory's times, and a chmod that only adds permissions,
+  // are put off too: a crash loses them, leaving the stricter mode.
+  ASSERT_EQ(::utimensat(AT_FDCWD, path("d/tree/sub").c_str(), times, 0), 0);
+  ASSERT_EQ(::chmod(path("d/tree/sub").c_str(), 0777), 0);
+  ASSERT_EQ(::stat(path("d/tree/sub").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0777u);
+  EXPECT_EQ(st.st_mtim.tv_sec, 1000000000);
   kill_daemon();
   mount();
   EXPECT_FALSE(stdfs::exists(path("d/.c.tmp")));
   if (!mounts_shared()) {
     EXPECT_FALSE(stdfs::exists(path("d/c"))) << "its create and rename were put off";
     EXPECT_FALSE(stdfs::exists(path("empty"))) << "its create was put off";
+    EXPECT_FALSE(stdfs::exists(path("new"))) << "its mkdir was put off";
+    ASSERT_EQ(::stat(path("d/tree/sub").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0755u) << "its chmod was put off";
+    EXPECT_NE(st.st_mtim.tv_sec, 1000000000) << "its utimes was put off";
   } else if (stdfs::exists(path("d/c"))) {
     EXPECT_TRUE(same_bytes(data, read_file(path("d/c"))));
   }
+  ASSERT_EQ(::stat(path("d/tree").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u) << "a chmod taking a permission away commits";
   // What the link committed (it lands the file's data first) stays.
   EXPECT_EQ(read_file(path("d/linked")), "l");
   EXPECT_EQ(read_file(path("d/link2")), "l");
