@@ -708,7 +708,9 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
     //    directory's times and mode again once it filled it). A crash
     //    before the next commit leaves the old times or the stricter mode,
     //    as ext4 does within its commit interval. A chown, or a chmod that
-    //    takes a permission away, commits at once: it must not come undone.
+    //    takes a permission away or adds the sticky bit, commits at once:
+    //    it must not come undone. (An inode loaded from the store has its
+    //    xattr names unknown: a chmod of it commits, as it may have an ACL.)
     // Either way until the next commit of any kind (deferred_names.h),
     // within -o commit.
     const bool may_have_acl =
@@ -718,8 +720,12 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
       edit_attributes(req, edited, attr, to_set, t, false);
       const bool staged = n->has_staged();
       const bool unmade = n->new_file || deferred_.made(n->ino);
+      // The sticky bit restricts (who may delete in a directory): adding it
+      // must not come undone either.
+      const mode_t taken = n->record.mode & ~edited.mode & 07777;
+      const mode_t added = edited.mode & ~n->record.mode & 07777;
       const bool harmless_to_lose = edited.uid == n->record.uid && edited.gid == n->record.gid &&
-                                    (n->record.mode & ~edited.mode & 07777) == 0;
+                                    taken == 0 && (added & S_ISVTX) == 0;
       const bool put_off = unmade ? (staged ? !shares_volume() : defers_names())
                                   : (!staged && harmless_to_lose && defers_names());
       if (put_off) {

@@ -51,6 +51,9 @@ void filesystem::register_control_handlers(control_server& server) {
                           "recompress: background re-encoding is off on this mount "
                           "(-o recompress_threads=0)");
     const auto root = request["ino"].get<std::uint64_t>();
+    // The walk reads the store: what is put off goes to it first (a
+    // directory just made, deferred_names.h).
+    commit_deferred();
     if (!store_->get_inode(root))
       throw control_error(ENOENT, "recompress: inode " + std::to_string(root) + " does not exist");
 

@@ -218,6 +218,30 @@ std::string bytea_array(const Items& items) {
   return out;
 }
 
+// The statements a connection's server process has parsed and planned
+// once, by text: named prepared statements, which last for the session
+// whatever becomes of the transaction that made them. The engine's
+// statements are few and their text is fixed (values go as parameters),
+// so each is parsed once per connection rather than at every use: a
+// commit's five to eight statements cost the server a parse, analysis and
+// plan each otherwise, a large part of a commit's time on a nearby server
+// (docs/scale-out.md, "Statements prepared once"). Bounded: past k_max a
+// new text goes unnamed, as every statement did before.
+struct prepared_statements {
+  static constexpr std::size_t k_max = 64;
+  std::unordered_map<std::string, std::string> names;  // text -> statement name
+  std::uint64_t made = 0;                              // names given, for the next one
+
+  // Worth a name: a statement with parameters (its text does not change
+  // with the values) or a fixed query. Not BEGIN, COMMIT, DO blocks (whose
+  // text carries values: expectation_sql), nor a scan's page, whose LIMIT
+  // is in its text and follows the sizes of the rows it read.
+  static bool worth_preparing(const statement& s) {
+    return (!s.values.empty() || s.sql.starts_with("SELECT ")) &&
+           s.sql.find(" LIMIT ") == std::string::npos;
+  }
+};
+
 // The connection was lost (or its protocol state is unknown); the lease
 // drops it, and a read may be retried once on a new one.
 class connection_lost : public store_error {
@@ -252,6 +276,8 @@ struct postgres_engine::connection {
   // Its number among the engine's connections (postgres_engine::slots_):
   // names its commit outcome row.
   std::size_t slot = 0;
+  // What its session has prepared; a new session has nothing.
+  prepared_statements prepared;
 
   connection() = default;
   connection(const connection&) = delete;
@@ -263,6 +289,7 @@ struct postgres_engine::connection {
     unread_syncs = 0;
     backend_pid = 0;
     backend_start.clear();
+    prepared.names.clear();
   }
 };
 
@@ -360,27 +387,62 @@ PGconn* connect(const std::string& conninfo, bool read_only, const std::string& 
 // Sends `statements` and a Sync in one round trip and reads every result up
 // to the Sync. Statements up to a Sync run in one implicit transaction
 // (libpq's pipeline mode, "Using Pipeline Mode"): the first error rolls
-// back what ran before it and skips the rest. Throws connection_lost when
-// the connection breaks; returns the results, errors included, otherwise.
-std::vector<result_ptr> run_pipeline(PGconn* pg, const std::vector<statement>& statements) {
+// back what ran before it and skips the rest. A statement `prepared` has a
+// name for runs by it; one worth a name that has none yet is prepared in
+// the same pipeline, just before it runs. Throws connection_lost when the
+// connection breaks; returns the results, errors included, otherwise.
+std::vector<result_ptr> run_pipeline(PGconn* pg, const std::vector<statement>& statements,
+                                     prepared_statements& prepared) {
   const auto lost = [&]() -> connection_lost {
     return connection_lost(one_line(PQerrorMessage(pg)));
   };
-  for (const statement& s : statements) {
-    if (!PQsendQueryParams(pg, s.sql.c_str(), static_cast<int>(s.values.size()), s.types.data(),
-                           s.values.data(), s.lengths.data(),
-                           std::vector<int>(s.values.size(), 1).data(), 1))
-      throw lost();
+  // The name each statement is prepared under in this pipeline, if any.
+  std::vector<std::string> preparing(statements.size());
+  std::unordered_map<std::string_view, std::string> named_here;  // prepared in this pipeline
+  for (std::size_t i = 0; i < statements.size(); ++i) {
+    const statement& s = statements[i];
+    const int count = static_cast<int>(s.values.size());
+    const std::vector<int> binary(s.values.size(), 1);
+    std::string name;
+    if (const auto known = prepared.names.find(s.sql); known != prepared.names.end())
+      name = known->second;
+    else if (const auto here = named_here.find(s.sql); here != named_here.end())
+      name = here->second;
+    if (name.empty() && prepared_statements::worth_preparing(s) &&
+        prepared.names.size() + named_here.size() < prepared_statements::k_max) {
+      name = "densefs_" + std::to_string(prepared.made++);
+      if (!PQsendPrepare(pg, name.c_str(), s.sql.c_str(), count, s.types.data())) throw lost();
+      preparing[i] = name;
+      named_here.emplace(s.sql, name);
+    }
+    const bool sent = name.empty()
+                          ? PQsendQueryParams(pg, s.sql.c_str(), count, s.types.data(),
+                                              s.values.data(), s.lengths.data(), binary.data(), 1)
+                          : PQsendQueryPrepared(pg, name.c_str(), count, s.values.data(),
+                                                s.lengths.data(), binary.data(), 1);
+    if (!sent) throw lost();
   }
   if (!PQpipelineSync(pg)) throw lost();
+  // Each result, the Prepare's before its statement's, ends with a null.
+  const auto next_result = [&] {
+    result_ptr r(PQgetResult(pg));
+    if (!r || PQstatus(pg) == CONNECTION_BAD) throw lost();
+    if (result_ptr extra{PQgetResult(pg)}) throw connection_lost("unexpected extra result");
+    return r;
+  };
   std::vector<result_ptr> results;
   results.reserve(statements.size());
   for (std::size_t i = 0; i < statements.size(); ++i) {
-    result_ptr r(PQgetResult(pg));
-    if (!r || PQstatus(pg) == CONNECTION_BAD) throw lost();
-    // Each statement's result ends with a null.
-    if (result_ptr extra{PQgetResult(pg)}) throw connection_lost("unexpected extra result");
-    results.push_back(std::move(r));
+    result_ptr prepare_failed;
+    if (!preparing[i].empty()) {
+      result_ptr p = next_result();
+      if (PQresultStatus(p.get()) == PGRES_COMMAND_OK)
+        prepared.names.emplace(statements[i].sql, preparing[i]);
+      else if (PQresultStatus(p.get()) == PGRES_FATAL_ERROR)
+        prepare_failed = std::move(p);  // the statement's own error, reported as its result
+    }
+    result_ptr r = next_result();
+    results.push_back(prepare_failed ? std::move(prepare_failed) : std::move(r));
   }
   result_ptr sync(PQgetResult(pg));
   if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
@@ -542,7 +604,7 @@ class postgres_engine::lease {
   std::vector<result_ptr> run(const std::vector<statement>& statements) {
     PGconn* c = pg();
     clean_ = false;
-    auto results = run_pipeline(c, statements);
+    auto results = run_pipeline(c, statements, conn_->prepared);
     clean_ = true;
     return results;
   }

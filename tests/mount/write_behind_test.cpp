@@ -328,6 +328,11 @@ class put_off_names : public write_behind {
 };
 
 TEST_F(put_off_names, every_request_sees_them_and_a_crash_before_a_commit_leaves_names_absent) {
+  // The modes below are as asked, whatever the caller's umask.
+  struct umask_kept {
+    mode_t before = ::umask(022);
+    ~umask_kept() { ::umask(before); }
+  } umask_022;
   ASSERT_EQ(::mkdir(path("d").c_str(), 0755), 0);
   write_file(path("d/.a.tmp"), "");
   ASSERT_EQ(::rename(path("d/.a.tmp").c_str(), path("d/a").c_str()), 0);
@@ -373,8 +378,11 @@ TEST_F(put_off_names, every_request_sees_them_and_a_crash_before_a_commit_leaves
   ASSERT_EQ(::unlink(path("d/tree/sub/f").c_str()), 0) << std::strerror(errno);
   ASSERT_EQ(::mkdir(path("d/tree/sub/empty").c_str(), 0755), 0);
   ASSERT_EQ(::rmdir(path("d/tree/sub/empty").c_str()), 0) << std::strerror(errno);
-  // A chmod that takes a permission away commits at once, put off or not.
+  // Of a stored inode, a chmod that takes a permission away or adds the
+  // sticky bit, and a chown, commit at once.
   ASSERT_EQ(::chmod(path("d/tree").c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(path("d/tree/sub").c_str(), 01755), 0);
+  ASSERT_EQ(::chown(path("d/linked").c_str(), 1234, 5678), 0);
 
   // Put off, then a crash before any commit: absent, never empty.
   const std::string data = compressible_bytes(50 * k_kib, 41);
@@ -398,11 +406,15 @@ TEST_F(put_off_names, every_request_sees_them_and_a_crash_before_a_commit_leaves
   EXPECT_EQ(read_file(path("new/sub/f")), "f");
   EXPECT_FALSE(stdfs::exists(path("new/none")));
   // A stored directory's times, and a chmod that only adds permissions,
-  // are put off too: a crash loses them, leaving the stricter mode.
+  // are put off too, as is a symlink made in it: a crash loses them,
+  // leaving the stricter mode.
+  ASSERT_EQ(::symlink("f", path("d/tree/sub/ln").c_str()), 0);
   ASSERT_EQ(::utimensat(AT_FDCWD, path("d/tree/sub").c_str(), times, 0), 0);
-  ASSERT_EQ(::chmod(path("d/tree/sub").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(path("d/tree/sub").c_str(), 01777), 0);
   ASSERT_EQ(::stat(path("d/tree/sub").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0777u);
+  EXPECT_EQ(st.st_mode & 07777, 01777u);
+  char link[16] = {};
+  EXPECT_EQ(::readlink(path("d/tree/sub/ln").c_str(), link, sizeof link), 1);
   EXPECT_EQ(st.st_mtim.tv_sec, 1000000000);
   kill_daemon();
   mount();
@@ -412,13 +424,16 @@ TEST_F(put_off_names, every_request_sees_them_and_a_crash_before_a_commit_leaves
     EXPECT_FALSE(stdfs::exists(path("empty"))) << "its create was put off";
     EXPECT_FALSE(stdfs::exists(path("new"))) << "its mkdir was put off";
     ASSERT_EQ(::stat(path("d/tree/sub").c_str(), &st), 0);
-    EXPECT_EQ(st.st_mode & 07777, 0755u) << "its chmod was put off";
+    EXPECT_EQ(st.st_mode & 07777, 01755u) << "its chmod was put off";
+    EXPECT_FALSE(stdfs::is_symlink(path("d/tree/sub/ln"))) << "its symlink was put off";
     EXPECT_NE(st.st_mtim.tv_sec, 1000000000) << "its utimes was put off";
   } else if (stdfs::exists(path("d/c"))) {
     EXPECT_TRUE(same_bytes(data, read_file(path("d/c"))));
   }
   ASSERT_EQ(::stat(path("d/tree").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0700u) << "a chmod taking a permission away commits";
+  ASSERT_EQ(::stat(path("d/linked").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 1234u) << "a chown commits";
   // What the link committed (it lands the file's data first) stays.
   EXPECT_EQ(read_file(path("d/linked")), "l");
   EXPECT_EQ(read_file(path("d/link2")), "l");

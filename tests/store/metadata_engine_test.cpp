@@ -919,6 +919,32 @@ TEST_F(metadata_engine_postgres, a_failing_batch_leaves_nothing) {
   EXPECT_EQ(e->get(table::inodes, "new", "test"), "2");
 }
 
+// A connection prepares each statement at its first use, in the same
+// pipeline (run_pipeline): one that a failed statement before it skipped
+// was never made, and must be made at its next use.
+TEST_F(metadata_engine_postgres, statements_a_failed_batch_skipped_run_later) {
+  options_.connections = 1;  // every call on the one connection
+  auto e = make();
+  put(*e, table::inodes, "a", "1");  // the usual statements, prepared
+  sql("CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN "
+      "IF NEW.k = '\\x626f6f6d'::bytea THEN RAISE EXCEPTION 'refused by the test'; END IF; "
+      "RETURN NEW; END $$ LANGUAGE plpgsql; "
+      "CREATE TRIGGER refuse BEFORE INSERT ON densefs_inodes "
+      "FOR EACH ROW EXECUTE FUNCTION refuse()");
+  auto failing = e->new_batch();
+  failing->put(table::inodes, "boom", "x");  // fails
+  failing->put(table::payloads, "p", "1");   // skipped, with the two below
+  failing->erase(table::xattrs, "x");
+  EXPECT_THROW(e->write(*failing, false), store_error);
+  auto ok = e->new_batch();
+  ok->put(table::inodes, "b", "1");
+  ok->put(table::payloads, "p", "2");
+  ok->erase(table::xattrs, "x");
+  EXPECT_NO_THROW(e->write(*ok, false));
+  EXPECT_EQ(e->get(table::payloads, "p", "test"), "2");
+  EXPECT_EQ(e->get(table::inodes, "boom", "test"), std::nullopt);
+}
+
 // The server ends the engine's sessions (a restart, an idle timeout): the
 // next calls connect anew.
 TEST_F(metadata_engine_postgres, lost_connections_are_made_again) {
