@@ -533,11 +533,22 @@ void data_path::submit_dirty_slots(node& n) {
 }
 
 void data_path::store_record_if_settled(node& n) {
+  {
+    // Most closes have nothing to store: they need not wait as a writer
+    // for a commit on its way (a reader only looks).
+    std::lock_guard meta(host_.meta_mutex().reading());
+    if (!record_unsettled(n)) return;
+  }
   std::lock_guard meta(host_.meta_mutex());
-  store_record_if_settled_locked(n);
+  store_record_if_settled_locked(n, while_committing::readers_pass);
 }
 
-void data_path::store_record_if_settled_locked(node& n) {
+bool data_path::record_unsettled(const node& n) const {
+  if (n.write_error != 0 || n.has_staged() || n.purged) return false;
+  return n.persisted_size != n.size || n.record_dirty || host_.new_file_ends(n, true);
+}
+
+void data_path::store_record_if_settled_locked(node& n, while_committing others) {
   if (n.write_error != 0 || n.has_staged() || n.purged) return;
   const bool record = n.persisted_size != n.size || n.record_dirty;
   // A new file whose last versions were obsolete here (a newer one landed
@@ -546,6 +557,9 @@ void data_path::store_record_if_settled_locked(node& n) {
   if (!record && !ends_new_file) return;
   store::transaction txn;
   if (ends_new_file) txn.clear_new_file(n.ino);
+  // An open file stays in the table (no reader loads its record from the
+  // store meanwhile): readers may pass the round trip.
+  if (n.opens == 0) others = while_committing::all_wait;
   host_.commit(
       txn, false,
       [&](store::transaction& txn) {
@@ -556,7 +570,7 @@ void data_path::store_record_if_settled_locked(node& n) {
         r.size = n.size;
         txn.put_inode(r);
       },
-      nullptr);
+      nullptr, others);
   if (record) {
     n.persisted_size = n.size;
     n.record_dirty = false;

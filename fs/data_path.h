@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "fs/inode_table.h"
+#include "fs/meta_lock.h"
 #include "fs/mount.h"
 #include "fs/worker_pool.h"
 #include "fs/write_back.h"
@@ -51,13 +52,14 @@ class data_path {
    public:
     virtual ~host() = default;
     // Guards every node's record; taken after a file's data_mutex.
-    virtual std::mutex& meta_mutex() = 0;
+    virtual meta_lock& meta_mutex() = 0;
     // Commits `txn` with the file system's own pending rows; `fill` runs
     // inside the store's commit lock beside other writers (store::commit).
-    // Caller holds meta_mutex().
+    // Caller holds meta_mutex() as a writer; `others`: whether readers may
+    // take it during the store's round trip (filesystem::commit).
     virtual void commit(store::transaction& txn, bool sync,
                         const std::function<void(store::transaction&)>& fill,
-                        store::payloads_ahead* ahead) = 0;
+                        store::payloads_ahead* ahead, while_committing others) = 0;
     // Inside a commit's fill, meta_mutex() held: the record of `n` to
     // change and store (fs_error(ENOENT) when another writer removed it).
     virtual store::inode_record record_to_edit(node& n) = 0;
@@ -181,7 +183,12 @@ class data_path {
   // With nothing staged: stores the record if the size or attributes in
   // memory are ahead of the store. Takes the metadata mutex.
   void store_record_if_settled(node& n);
-  void store_record_if_settled_locked(node& n);  // caller holds the metadata mutex
+  // Caller holds the metadata mutex; `others`: readers_pass lets readers
+  // in during the store call while `n` is open (then it stays in the table).
+  void store_record_if_settled_locked(node& n, while_committing others);
+  // Whether there is such a record (or a new file's end) to store; caller
+  // holds the metadata mutex, as a reader at least.
+  bool record_unsettled(const node& n) const;
   // Bytes in flight are handed back by a group commit (after its locks).
   void release_in_flight(std::size_t bytes);
 

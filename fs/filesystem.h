@@ -32,6 +32,7 @@
 #include "fs/idle_spinner.h"
 #include "fs/inode_table.h"
 #include "fs/lock_waiters.h"
+#include "fs/meta_lock.h"
 #include "fs/mount.h"
 #include "fs/posix_acl.h"
 #include "fs/read_ahead.h"
@@ -228,9 +229,16 @@ class filesystem final : private data_path::host {
   // last one (end_new_file_locked), and stores first the names and
   // records put off (deferred_names.h).
   // `ahead`: its payloads, written before the caller took meta_mutex_.
+  // `others`: readers_pass lets readers take meta_mutex_ during the store
+  // call (alone only; writers wait). Only for a commit whose every inode
+  // record is of a node that stays in the table and whose every entry is
+  // one put off (deferred_ answers for it until meta_gen_ moves), which
+  // changes no memory before the call returns: a reader then sees the
+  // store before or after it, and the same answer.
   void commit(store::transaction& txn, bool sync = false,
               const std::function<void(store::transaction&)>& fill = {},
-              store::payloads_ahead* ahead = nullptr) override;
+              store::payloads_ahead* ahead = nullptr,
+              while_committing others = while_committing::all_wait) override;
   // Inside a rename's fill beside other writers: EINVAL when `moved_dir`
   // is `new_parent` or one of its ancestors, as the store has them now.
   void refuse_loop(std::uint64_t moved_dir, std::uint64_t new_parent);
@@ -283,7 +291,8 @@ class filesystem final : private data_path::host {
   std::optional<store::dirent_record> entry_at(std::uint64_t parent, std::string_view name);
   // Before a request reads the store by name or lists a directory: commits
   // what is put off, if anything (throws what the commit throws). Caller
-  // holds meta_mutex_, or not (the unlocked form takes it).
+  // holds meta_mutex_ as a writer, or not (the unlocked form takes it).
+  // Readers pass its round trip (meta_lock.h).
   void commit_deferred_locked();
   void commit_deferred();
   // Put off: the committer's settle commits it within -o commit=SEC.
@@ -402,9 +411,10 @@ class filesystem final : private data_path::host {
   // The committer's settle: commits the rows put off above and the names
   // put off (deferred_), if no commit took them first. Logs a failure (the
   // next commit or settle tries again). Takes meta_mutex_; the _locked
-  // form is for a caller that holds it.
+  // form is for a caller that holds it; `others`: whether readers may pass
+  // its round trip (filesystem::commit).
   void commit_put_off();
-  void commit_put_off_locked();
+  void commit_put_off_locked(while_committing others);
   std::mutex ended_new_files_mutex_;  // a leaf: held only to take or add
   std::vector<std::uint64_t> ended_new_files_;
   // The data path's committer while it takes settle_soon(); null from the
@@ -464,12 +474,21 @@ class filesystem final : private data_path::host {
   fuse_session* session_ = nullptr;
   std::unique_ptr<store::store> store_;
   std::unique_ptr<worker_pool> workers_;
+  // fsync and fsyncdir run here, off the FUSE thread: over io_uring a
+  // ring's thread runs each request's handler itself, so a stat or a read
+  // from the same core would wait for the fsync's commits (a round trip
+  // each on PostgreSQL). Not the encoders' pool: an fsync waits for them.
+  std::unique_ptr<worker_pool> syncs_;
+  static constexpr unsigned k_sync_threads = 4;  // more fsyncs queue: one commit serves them
+  // Runs `sync` (which replies to req) on syncs_, or here before start().
+  void run_sync_request(std::function<void()> sync);
+  void reply_sync(fuse_req_t req, int error);  // unless the session is over
   // Regular files' data: staging, encoding, group commits (data_path.h).
   std::unique_ptr<data_path> data_;
   // `.snapshots` (after store_: it reads through it).
   std::unique_ptr<snapshot_tree> snapshots_;
   // data_path::host, beyond the methods above of the same names.
-  std::mutex& meta_mutex() override { return meta_mutex_; }
+  meta_lock& meta_mutex() override { return meta_mutex_; }
   void data_committed(bool queued_recompress) override;
   std::unique_ptr<recompressor> recompressor_;
   // Automatic garbage collection (not on a read-only mount).
@@ -485,10 +504,23 @@ class filesystem final : private data_path::host {
   std::unique_ptr<worker_pool> decoders_;
   // Sequential read detection and prefetch (none without a chunk cache).
   std::unique_ptr<read_ahead> read_ahead_;
-  std::mutex meta_mutex_;
+  // Writers take it whole; readers (getattr, lookup, open, ...) may pass
+  // a commit's store call (fs/meta_lock.h, filesystem::commit).
+  meta_lock meta_mutex_;
+  // Nodes forgotten or closed while a commit let readers in: released
+  // once it has applied (maybe_release may commit). Guarded by
+  // meta_mutex_.
+  std::vector<std::shared_ptr<node>> release_after_commit_;
+  // maybe_release(n) now, or after the commit that let readers in; caller
+  // holds meta_mutex_ (as a reader at least).
+  void release_when_unused(const std::shared_ptr<node>& n);
+  void release_forgotten_during_commit() noexcept;
   // Bumped after every commit (all of which change inodes or entries under
   // meta_mutex_): lookup and readdirplus read the store without the mutex,
-  // then take it and check this did not move, or read again under it.
+  // then take it and check this did not move, or read again under it. A
+  // commit that lets readers in bumps it once it has the mutex back; what
+  // such a reader read meanwhile is the same before and after the commit
+  // (filesystem::commit).
   std::atomic<std::uint64_t> meta_gen_{0};
   // The kernel opens directories without asking (FUSE_CAP_NO_OPENDIR_SUPPORT):
   // opendir answers ENOSYS once.

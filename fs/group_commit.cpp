@@ -105,10 +105,15 @@ void group_commit::commit() {
             for (const slot_chunk& c : group_[i].chunks)
               if (c.prepared) txn.ref_chunk(*c.prepared);
         data_.host_.commit(
-            txn, false, [this](store::transaction& t) { fill(t); }, &ahead_);
+            txn, false, [this](store::transaction& t) { fill(t); }, &ahead_,
+            while_committing::all_wait);
       } else {
+        // Readers (a stat, an open of a cached file) need not wait for the
+        // round trip: every record this writes is of a file the group
+        // pins in the table (staged data), and nothing of memory changes
+        // until apply_records, after it.
         fill(txn);
-        data_.host_.commit(txn, false, {}, &ahead_);
+        data_.host_.commit(txn, false, {}, &ahead_, while_committing::readers_pass);
       }
       // Nobody can read these bytes again: dropped like a deleted file's,
       // and the node's late commits with them.
@@ -329,7 +334,9 @@ void group_commit::store_settled_sizes() {
   for (std::size_t i = 0; i < group_.size(); ++i) {
     if (i > 0 && group_[i].n == group_[i - 1].n) continue;
     try {
-      data_.store_record_if_settled_locked(*group_[i].n);
+      // Nothing passes: with the group's files settled, a node released
+      // after an earlier window could be loaded again, short, meanwhile.
+      data_.store_record_if_settled_locked(*group_[i].n, while_committing::all_wait);
     } catch (const std::exception& ex) {
       log_error("inode " + std::to_string(group_[i].n->ino) + ": storing its size: " + ex.what());
     }

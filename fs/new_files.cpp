@@ -31,7 +31,7 @@ bool filesystem::new_file_ends(const node& n, bool settled) const {
 
 void filesystem::settle_new_file(node& n) {
   {
-    std::lock_guard meta(meta_mutex_);
+    std::lock_guard meta(meta_mutex_.reading());
     if (!n.new_file) return;
   }
   std::unique_lock data(n.data_mutex);
@@ -76,7 +76,9 @@ void filesystem::settle_new_files(const node* own, bool unmounting) {
     return;
   }
   std::lock_guard meta(meta_mutex_);
-  commit(txn);  // also clears those
+  // Rows and names readers do not read, of nodes the table keeps: readers
+  // may pass the round trip.
+  commit(txn, false, {}, nullptr, while_committing::readers_pass);  // also clears those
   for (const auto& n : ended) n->new_file = false;
 }
 
@@ -90,23 +92,25 @@ void filesystem::end_new_file_locked(node& n) {
   if (write_back* committer = settle_committer_.load()) {
     committer->settle_soon();
   } else {
-    commit_put_off_locked();  // unmounting: the committer is gone
+    // Unmounting: the committer is gone. Inside maybe_release, whose
+    // caller goes on from the state it read: nothing may pass.
+    commit_put_off_locked(while_committing::all_wait);
   }
 }
 
 void filesystem::commit_put_off() {
   std::lock_guard meta(meta_mutex_);
-  commit_put_off_locked();
+  commit_put_off_locked(while_committing::readers_pass);
 }
 
-void filesystem::commit_put_off_locked() {
+void filesystem::commit_put_off_locked(while_committing others) {
   {
     std::lock_guard lock(ended_new_files_mutex_);
     if (ended_new_files_.empty() && deferred_.empty()) return;
   }
   try {
     store::transaction txn;
-    commit(txn);  // adds them
+    commit(txn, false, {}, nullptr, others);  // adds them
   } catch (const std::exception& e) {
     // Kept for the next commit, or the committer's next try; the next sync
     // or unmount ends them too (from the store's list); a crash before that

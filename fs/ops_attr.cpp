@@ -102,6 +102,7 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   unsigned threads = options_.encode_threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   workers_ = std::make_unique<worker_pool>(threads);
+  syncs_ = std::make_unique<worker_pool>(k_sync_threads);
   data_path::host& host = *this;  // a private base: converted here, where it is visible
   data_ =
       std::make_unique<data_path>(options_, *store_, *workers_, host, [this] { commit_put_off(); });
@@ -168,7 +169,8 @@ void filesystem::shutdown() {
   // No collection at unmount: it costs I/O in proportion to the live
   // payloads, and unmount must be prompt. The next mount estimates what is
   // left (garbage_collector), or `densefs gc STORE` collects it.
-  gc_.reset();  // cancels a collection in progress
+  gc_.reset();     // cancels a collection in progress
+  syncs_.reset();  // the fsyncs under way end (and reply) first
   // Staged data first, while everything a group commit calls on (the
   // re-encoder's notify, the worker pool for big orphans) still exists.
   for (const auto& n : table_.all()) {
@@ -233,7 +235,7 @@ void filesystem::cancel_gc() {
 
 void filesystem::commit(store::transaction& txn, bool sync,
                         const std::function<void(store::transaction&)>& fill,
-                        store::payloads_ahead* ahead) {
+                        store::payloads_ahead* ahead, while_committing others) {
   std::vector<std::uint64_t> ended;
   {
     std::lock_guard lock(ended_new_files_mutex_);
@@ -248,16 +250,36 @@ void filesystem::commit(store::transaction& txn, bool sync,
     deferred_.add_to(earlier, [this](const node& n) { return persistable(n, n.record); });
     txn.prepend(std::move(earlier));
   }
+  // Readers may pass the store call (a round trip on PostgreSQL) when the
+  // caller says they cannot see this commit half done, and only alone:
+  // beside other writers `fill` runs inside the store's lock and changes
+  // records readers copy (shared_writers.cpp). Alone `fill` reads nothing
+  // another writer could change, so it runs first, under the lock, and
+  // the store call touches no memory a reader reads.
+  const bool readers_pass = others == while_committing::readers_pass && !shares_volume();
   try {
-    store_->commit(txn, sync, fill, ahead);
+    if (readers_pass) {
+      if (fill) fill(txn);
+      const meta_lock::window window(meta_mutex_);
+      store_->commit(txn, sync, {}, ahead);
+    } else {
+      store_->commit(txn, sync, fill, ahead);
+    }
   } catch (...) {
     // Not cleared: the next commit tries again.
-    std::lock_guard lock(ended_new_files_mutex_);
-    ended_new_files_.insert(ended_new_files_.end(), ended.begin(), ended.end());
+    {
+      std::lock_guard lock(ended_new_files_mutex_);
+      ended_new_files_.insert(ended_new_files_.end(), ended.begin(), ended.end());
+    }
+    // An unknown outcome may have landed: readers that began meanwhile
+    // read again.
+    meta_gen_.fetch_add(1, std::memory_order_release);
+    release_forgotten_during_commit();
     throw;
   }
-  // After the commit is visible, before meta_mutex_ is released (every
-  // commit of inodes or entries holds it): see meta_gen_.
+  // After the commit is visible, before meta_mutex_ is given to a writer,
+  // and before the names put off (which readers saw instead of the store's
+  // while the commit was on its way) are dropped: see meta_gen_.
   meta_gen_.fetch_add(1, std::memory_order_release);
   if (with_deferred) {
     // Their nodes stayed in the table for this (maybe_release). The commit
@@ -268,6 +290,27 @@ void filesystem::commit(store::transaction& txn, bool sync,
       } catch (const std::exception& e) {
         log_error("inode " + std::to_string(n->ino) + ": release failed: " + e.what());
       }
+    }
+  }
+  release_forgotten_during_commit();
+}
+
+void filesystem::release_when_unused(const std::shared_ptr<node>& n) {
+  // A reader during a commit's window must not release (that may commit,
+  // or erase a node the commit applies to): the committer does it after.
+  if (!meta_mutex_.window_open())
+    maybe_release(n);
+  else if (std::find(release_after_commit_.begin(), release_after_commit_.end(), n) ==
+           release_after_commit_.end())
+    release_after_commit_.push_back(n);
+}
+
+void filesystem::release_forgotten_during_commit() noexcept {
+  for (const std::shared_ptr<node>& n : std::exchange(release_after_commit_, {})) {
+    try {
+      maybe_release(n);
+    } catch (const std::exception& e) {
+      log_error("inode " + std::to_string(n->ino) + ": release failed: " + e.what());
     }
   }
 }
@@ -530,7 +573,10 @@ void filesystem::park_idle_nodes() noexcept {
   // (follower.cpp, shared_writers.cpp): every node stays.
   if (shares_volume() || store_->follows()) return;
   try {
-    std::lock_guard meta(meta_mutex_);
+    // After every request: a reader, which leaves the table alone while a
+    // commit is on its way (its nodes must stay).
+    std::lock_guard meta(meta_mutex_.reading());
+    if (meta_mutex_.window_open()) return;
     const std::size_t left =
         table_.park(resident_limit_ * 3 / 4, [this](node& n) { return parkable(n); });
     park_above_.store(std::max(resident_limit_, left + left / 4), std::memory_order_relaxed);
@@ -563,7 +609,7 @@ void filesystem::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     std::shared_ptr<node> n;
     fuse_entry_param e{};
     if (dot || dotdot) {
-      std::lock_guard meta(meta_mutex_);
+      std::lock_guard meta(meta_mutex_.reading());
       const auto live_node = [&](std::uint64_t ino) {
         if (auto found = table_.find(ino)) {
           if (found->record.nlink == 0 && found->opens == 0) throw fs_error(ENOENT);
@@ -585,7 +631,10 @@ void filesystem::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       auto d = store_->get_dirent(parent, name);
       std::optional<store::inode_record> fetched;
       if (d && !table_.find(d->ino)) fetched = store_->get_inode(d->ino);
-      std::lock_guard meta(meta_mutex_);
+      // A reader: a commit that lets readers in writes only records of
+      // nodes in the table and names put off (deferred_ answers for those
+      // until meta_gen_ has moved).
+      std::lock_guard meta(meta_mutex_.reading());
       if (meta_gen_.load(std::memory_order_acquire) != gen) {
         d = store_->get_dirent(parent, name);
         fetched.reset();
@@ -622,14 +671,16 @@ void filesystem::lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void filesystem::forget(fuse_ino_t ino, std::uint64_t nlookup) {
-  std::lock_guard meta(meta_mutex_);
+  // A reader, so that a FORGET does not hold a FUSE thread (or a ring)
+  // through a commit's round trip; the release waits for the commit.
+  std::lock_guard meta(meta_mutex_.reading());
   auto n = table_.find(ino);
   if (!n) {
     table_.forget_parked(ino, nlookup);
     return;
   }
   n->lookups -= std::min<std::uint64_t>(n->lookups, nlookup);
-  maybe_release(n);
+  release_when_unused(n);
 }
 
 void filesystem::getattr(fuse_req_t req, fuse_ino_t ino) {
@@ -639,7 +690,7 @@ void filesystem::getattr(fuse_req_t req, fuse_ino_t ino) {
     const auto n = get_node(ino);
     struct stat st;
     {
-      std::lock_guard meta(meta_mutex_);
+      std::lock_guard meta(meta_mutex_.reading());
       st = to_stat(n->record);
     }
     fuse_reply_attr(req, &st, options_.attr_timeout);

@@ -15,26 +15,36 @@
 
 namespace densefs::fs {
 
+// Inside a catch block: the errno of the exception being handled, logged
+// unless it is one an operation answers with on purpose (fs_error).
+inline int error_of_current_exception(const char* op) {
+  try {
+    throw;
+  } catch (const fs_error& e) {
+    return e.error_number();
+  } catch (const store::store_error& e) {
+    log_error(std::string(op) + ": " + e.what());
+    return e.error_number();
+  } catch (const codec::codec_error& e) {
+    log_error(std::string(op) + ": " + e.what());
+    return EIO;
+  } catch (const std::bad_alloc&) {
+    log_error(std::string(op) + ": out of memory");
+    return ENOMEM;
+  } catch (const std::exception& e) {
+    log_error(std::string(op) + ": " + e.what());
+    return EIO;
+  }
+}
+
 template <typename Body>
 void run_op(fuse_req_t req, const char* op, Body&& body) {
   int error = 0;
   try {
     body();
     return;
-  } catch (const fs_error& e) {
-    error = e.error_number();
-  } catch (const store::store_error& e) {
-    error = e.error_number();
-    log_error(std::string(op) + ": " + e.what());
-  } catch (const codec::codec_error& e) {
-    error = EIO;
-    log_error(std::string(op) + ": " + e.what());
-  } catch (const std::bad_alloc&) {
-    error = ENOMEM;
-    log_error(std::string(op) + ": out of memory");
-  } catch (const std::exception& e) {
-    error = EIO;
-    log_error(std::string(op) + ": " + e.what());
+  } catch (...) {
+    error = error_of_current_exception(op);
   }
   fuse_reply_err(req, error);
 }

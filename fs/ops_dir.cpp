@@ -38,7 +38,10 @@ std::optional<store::dirent_record> filesystem::entry_at(std::uint64_t parent,
 void filesystem::commit_deferred_locked() {
   if (deferred_.empty()) return;
   store::transaction txn;
-  commit(txn);  // adds them
+  // Readers see the names put off until this has applied (lookup,
+  // entry_at), and their nodes stay in the table: they may pass the round
+  // trip. Every caller calls this before it reads anything.
+  commit(txn, false, {}, nullptr, while_committing::readers_pass);  // adds them
 }
 
 void filesystem::commit_deferred() {
@@ -113,26 +116,37 @@ std::shared_ptr<node> filesystem::make_node(fuse_req_t req, node& parent, const 
     if (S_ISDIR(mode)) ++p.nlink;
   } else {
     store::transaction txn;
-    commit(txn, false, [&](store::transaction& txn) {
-      if (shares_volume()) {
-        if (store_->get_dirent(parent.ino, name)) throw fs_error(EEXIST);
-        p = record_to_edit(parent);
-        if (p.nlink == 0) throw fs_error(ENOENT);
-      } else {
-        p = parent.record;
-      }
-      p.mtime = p.ctime = t;
-      if (S_ISDIR(mode)) ++p.nlink;
-      txn.put_inode(r);
-      txn.made_inode(r.ino, S_ISDIR(mode));
-      if (acls.access) txn.put_xattr(r.ino, posix_acl::k_access_name, *acls.access);
-      if (acls.default_acl) txn.put_xattr(r.ino, posix_acl::k_default_name, *acls.default_acl);
-      txn.put_dirent(parent.ino, name, {r.ino, r.mode & S_IFMT});
-      txn.put_inode(persistable(parent, p));
-      if (new_file)
-        txn.mark_new_file(r.ino, parent.ino, name,
-                          shares_volume() ? store_->membership().session_id() : "");
-    });
+    // Readers may pass its round trip (alone; filesystem::commit): what it
+    // writes is a name in `parent`, which the kernel keeps every other
+    // request from reading until this replies (it holds the directory's
+    // lock), an inode no one knows the number of yet, and the parent's
+    // record, which readers take from its node in the table (none is
+    // loaded from the store meanwhile), changed after.
+    const auto others =
+        held_parent.get() == &parent ? while_committing::readers_pass : while_committing::all_wait;
+    commit(
+        txn, false,
+        [&](store::transaction& txn) {
+          if (shares_volume()) {
+            if (store_->get_dirent(parent.ino, name)) throw fs_error(EEXIST);
+            p = record_to_edit(parent);
+            if (p.nlink == 0) throw fs_error(ENOENT);
+          } else {
+            p = parent.record;
+          }
+          p.mtime = p.ctime = t;
+          if (S_ISDIR(mode)) ++p.nlink;
+          txn.put_inode(r);
+          txn.made_inode(r.ino, S_ISDIR(mode));
+          if (acls.access) txn.put_xattr(r.ino, posix_acl::k_access_name, *acls.access);
+          if (acls.default_acl) txn.put_xattr(r.ino, posix_acl::k_default_name, *acls.default_acl);
+          txn.put_dirent(parent.ino, name, {r.ino, r.mode & S_IFMT});
+          txn.put_inode(persistable(parent, p));
+          if (new_file)
+            txn.mark_new_file(r.ino, parent.ino, name,
+                              shares_volume() ? store_->membership().session_id() : "");
+        },
+        nullptr, others);
   }
   entries_changed(parent);
   keep_record(parent, p);
@@ -196,7 +210,7 @@ void filesystem::symlink(fuse_req_t req, const char* target, fuse_ino_t parent, 
 
 void filesystem::readlink(fuse_req_t req, fuse_ino_t ino) {
   run_op(req, "readlink", [&] {
-    std::lock_guard meta(meta_mutex_);
+    std::lock_guard meta(meta_mutex_.reading());
     auto n = get_node(ino);
     if (!S_ISLNK(n->record.mode)) throw fs_error(EINVAL);
     fuse_reply_readlink(req, n->record.symlink_target.c_str());
@@ -672,8 +686,14 @@ bool is_dot_or_dotdot(const char* name) {
 std::shared_ptr<const dir_listing> filesystem::listing_of(node& dir) {
   {
     // The store lists what it has: names put off here go to it first.
-    std::lock_guard meta(meta_mutex_);
-    if (deferred_.touches(dir.ino)) commit_deferred_locked();
+    // Looked at as a reader: most listings need no commit, and need not
+    // wait for one on its way.
+    bool touches = false;
+    {
+      std::lock_guard meta(meta_mutex_.reading());
+      touches = deferred_.touches(dir.ino);
+    }
+    if (touches) commit_deferred();
   }
   std::lock_guard lock(dir.listing_mutex);
   // Read before the scan: a change that commits during the scan bumps the
@@ -729,7 +749,7 @@ std::size_t filesystem::fill_plus(fuse_req_t req, std::uint64_t dir,
     fetched.emplace(missing[i], records[i] ? &*records[i] : nullptr);
 
   std::size_t used = 0;
-  std::lock_guard meta(meta_mutex_);
+  std::lock_guard meta(meta_mutex_.reading());  // as lookup (ops_attr.cpp)
   const bool current = meta_gen_.load(std::memory_order_acquire) == gen;
   for (const auto& p : batch) {
     fuse_entry_param e{};
@@ -789,7 +809,7 @@ void filesystem::readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t
     if (start < k_dotdot_cookie) {
       std::uint64_t dotdot;
       {
-        std::lock_guard meta(meta_mutex_);
+        std::lock_guard meta(meta_mutex_.reading());
         dotdot = dir->ino == store::k_root_ino ? dir->ino : dir->record.parent;
       }
       if (start < k_dot_cookie) batch.push_back({k_dot_cookie, ".", dir->ino, S_IFDIR});

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -44,7 +45,15 @@ void filesystem::open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // so the kernel truncates with a setattr after its ETXTBSY check.
     bool atime_changed = false;
     {
-      std::lock_guard meta(meta_mutex_);
+      // A reader (an open of a cached file need not wait for a commit on
+      // its way), unless it may change the atime, which a commit stores.
+      const bool may_touch_atime = options_.updates_atime() && (fi->flags & O_ACCMODE) != O_WRONLY;
+      std::unique_lock<meta_lock> as_writer(meta_mutex_, std::defer_lock);
+      std::unique_lock<meta_lock::reader> as_reader(meta_mutex_.reading(), std::defer_lock);
+      if (may_touch_atime)
+        as_writer.lock();
+      else
+        as_reader.lock();
       // Unlinked and purged since get_node (the kernel does not order an
       // OPEN after an UNLINK of the same inode): the open must not succeed
       // on a file whose records are gone (filesystem::purgeable_now).
@@ -131,7 +140,7 @@ void filesystem::vouch_for_cache(node& n, const fuse_file_info* fi) {
   if (fi == nullptr) return;
   const std::uint64_t version = fi->fh & ~k_read_only_handle;
   if (version == 0) return;
-  std::lock_guard meta(meta_mutex_);
+  std::lock_guard meta(meta_mutex_.reading());
   n.cached_version = std::max(n.cached_version, version - 1);
 }
 
@@ -379,7 +388,7 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (serves_locks_) {
       bool last_here = false;
       {
-        std::lock_guard meta(meta_mutex_);
+        std::lock_guard meta(meta_mutex_.reading());
         last_here = n->opens == 0;
       }
       release_locks(ino, *fi, true, last_here);
@@ -394,11 +403,41 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 // commit, so this costs no more disk flushes than one file would, and
 // "close, then fsync another file" orders the two as users expect
 // (docs/design.md, "Durability").
+void filesystem::run_sync_request(std::function<void()> sync) {
+  if (syncs_)
+    syncs_->submit(std::move(sync));
+  else
+    sync();
+}
+
+namespace {
+std::uint64_t nanoseconds_since(std::chrono::steady_clock::time_point start) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+}
+}  // namespace
+
+void filesystem::reply_sync(fuse_req_t req, int error) {
+  // An fsync still waiting when SIGTERM ended the session (a cut-off
+  // link) has no one to answer: over io_uring the request lived in the
+  // ring, which the session's loop frees as it ends. (A reply that began
+  // just before the loop saw the end can still race its teardown, which
+  // first joins the loop's threads; so can the decoders' replies.)
+  if (session_ != nullptr && fuse_session_exited(session_)) return;
+  fuse_reply_err(req, error);
+}
+
 void filesystem::fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
-  run_op(req, "fsync", [&] {
-    auto n = get_node(ino);
-    const int error = sync_everything(n.get());
-    fuse_reply_err(req, error);
+  run_sync_request([this, req, ino, start = std::chrono::steady_clock::now()] {
+    int error = 0;
+    try {
+      error = sync_everything(get_node(ino).get());
+    } catch (...) {
+      error = error_of_current_exception("fsync");
+    }
+    reply_sync(req, error);
+    requests_.add_time(fuse_request::fsync, nanoseconds_since(start));
   });
 }
 
@@ -441,9 +480,15 @@ int filesystem::sync_everything(const node* own) {
 }
 
 void filesystem::fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
-  run_op(req, "fsyncdir", [&] {
-    sync_everything(nullptr);
-    fuse_reply_err(req, 0);
+  run_sync_request([this, req, start = std::chrono::steady_clock::now()] {
+    int error = 0;
+    try {
+      sync_everything(nullptr);
+    } catch (...) {
+      error = error_of_current_exception("fsyncdir");
+    }
+    reply_sync(req, error);
+    requests_.add_time(fuse_request::fsyncdir, nanoseconds_since(start));
   });
 }
 

@@ -3,7 +3,8 @@
 // "Requests per file"), and how long the daemon spent on each kind (from the
 // callback's start to its return, reply included; not the kernel's side of
 // the round trip). Counted once per request where the callback table hands
-// it to the file system (fs/mount.cpp), and shown in the stats xattr
+// it to the file system (fs/mount.cpp); an fsync, answered from a pool of
+// its own, adds the time it spent there (add_time). Shown in the stats xattr
 // (`densefs stats MNT --json`, "requests" and "request_seconds").
 #pragma once
 
@@ -81,6 +82,10 @@ class request_counts {
   // it once per request, next to a syscall round trip.
   void add(fuse_request r, std::uint64_t nanoseconds) {
     counts_[index(r)].fetch_add(1, std::memory_order_relaxed);
+    nanos_[index(r)].fetch_add(nanoseconds, std::memory_order_relaxed);
+  }
+  // Time spent on a request after its callback returned (counted by add).
+  void add_time(fuse_request r, std::uint64_t nanoseconds) {
     nanos_[index(r)].fetch_add(nanoseconds, std::memory_order_relaxed);
   }
   std::uint64_t get(fuse_request r) const {

@@ -174,12 +174,14 @@ void filesystem::hold_if_unlinked(node& n) {
 void filesystem::close_handle(const std::shared_ptr<node>& n, bool writer) {
   bool drop = false;
   {
-    std::lock_guard meta(meta_mutex_);
+    // A reader: a close does not wait for a commit on its way (held is
+    // only set beside other clients, where no commit lets readers in).
+    std::lock_guard meta(meta_mutex_.reading());
     if (n->opens > 0) --n->opens;
     if (writer && n->writers > 0) --n->writers;
     drop = n->held && n->opens == 0;
     if (drop) n->held = false;
-    maybe_release(n);
+    release_when_unused(n);
   }
   if (!drop) return;
   std::lock_guard holds(holds_mutex_);

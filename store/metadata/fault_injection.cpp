@@ -3,13 +3,17 @@
 #include <rocksdb/env.h>
 #include <rocksdb/file_system.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "store/error.h"
@@ -54,8 +58,13 @@ class fault_state {
     return false;
   }
 
-  // True when this call is to fail.
+  // True when this call is to fail. A write under write_stall waits here
+  // while the flag file exists, and then goes on.
   bool fail(fault_spec::kind k) {
+    if (k == fault_spec::kind::write_eio && spec_.what == fault_spec::kind::write_stall) {
+      stall_while_flagged();
+      return false;
+    }
     if (k != spec_.what) return false;
     std::lock_guard lock(mutex_);
     if (seen_ < spec_.after) {
@@ -70,6 +79,14 @@ class fault_state {
   }
 
  private:
+  void stall_while_flagged() {
+    if (::access(spec_.while_exists.c_str(), F_OK) != 0) return;
+    // The test waits for this line to know a commit is held.
+    log_warning("fault injection: a write waits while " + spec_.while_exists + " exists");
+    while (::access(spec_.while_exists.c_str(), F_OK) == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+
   const fault_spec spec_;
   std::mutex mutex_;
   std::mt19937_64 rng_;
@@ -242,8 +259,11 @@ fault_spec parse_fault_spec(std::string_view text) {
     spec.what = fault_spec::kind::read_eio;
   } else if (kind == "write_eio") {
     spec.what = fault_spec::kind::write_eio;
+  } else if (kind == "write_stall") {
+    spec.what = fault_spec::kind::write_stall;
   } else {
-    bad_spec(text, "unknown fault \"" + std::string(kind) + "\" (read_eio, write_eio)");
+    bad_spec(text,
+             "unknown fault \"" + std::string(kind) + "\" (read_eio, write_eio, write_stall)");
   }
   std::set<std::string_view> seen;
   for (std::size_t i = 1; i < parts.size(); ++i) {
@@ -280,10 +300,16 @@ fault_spec parse_fault_spec(std::string_view text) {
       } else {
         bad_spec(text, "files=" + std::string(value) + " is not one of all, blob, sst, wal");
       }
+    } else if (key == "while") {
+      if (value.empty() || value[0] != '/') bad_spec(text, "while= needs an absolute path");
+      spec.while_exists = value;
     } else {
-      bad_spec(text, "unknown key \"" + std::string(key) + "\" (after, count, p, seed, files)");
+      bad_spec(text,
+               "unknown key \"" + std::string(key) + "\" (after, count, p, seed, files, while)");
     }
   }
+  if ((spec.what == fault_spec::kind::write_stall) != !spec.while_exists.empty())
+    bad_spec(text, "write_stall takes while=FLAG_FILE, and only it does");
   return spec;
 }
 

@@ -17,19 +17,23 @@ class Env;
 namespace densefs::store {
 
 // DENSEFS_FAULT_INJECTION=KIND[:key=value]...
-//   KIND   read_eio (reads of open files) or write_eio (appends and syncs)
+//   KIND   read_eio (reads of open files), write_eio (appends and syncs
+//          fail) or write_stall (appends and syncs wait while the file
+//          `while=` names exists: a commit stalls, reads go on)
 //   files= all (default), blob (*.blob), sst (*.sst), wal (*.log)
 //   after= matching calls that succeed before the first failure (default 0)
 //   count= failures, then the fault clears (default: never clears)
 //   p=     probability that a matching call fails, (0, 1] (default 1)
 //   seed=  seed of that choice (default 1)
+//   while= write_stall's flag file (an absolute path without colons)
 struct fault_spec {
-  enum class kind { read_eio, write_eio } what = kind::read_eio;
+  enum class kind { read_eio, write_eio, write_stall } what = kind::read_eio;
   enum class files { all, blob, sst, wal } which = files::all;
   std::uint64_t after = 0;
   std::uint64_t count = std::numeric_limits<std::uint64_t>::max();
   double probability = 1.0;
   std::uint64_t seed = 1;
+  std::string while_exists;
 };
 
 // Strict: an unknown kind or key, a repeated key or a bad number throws

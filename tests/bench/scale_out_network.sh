@@ -161,6 +161,14 @@ mount_densefs "postgresql://postgres@127.0.0.1:$pg_port/part" "$work/follower.mn
 stop=$work/stop
 fsync_writer "$work/p" "$w/p" "$work/fsyncs" "$stop" &
 writer=$!
+# On core 0 (its dd and head inherit it), so that the writer's own reads
+# below can be made from the same core and from another: over FUSE's
+# io_uring each core's requests share one ring thread.
+core0=() core1=()
+if (($(nproc) > 1)); then
+  taskset -pc 0 "$writer" >/dev/null
+  core0=(taskset -c 0) core1=(taskset -c 1)
+fi
 sleep 5
 cut_at=$(now)
 netns_cut
@@ -181,7 +189,11 @@ probe follower_ls ls -R "$work/follower.mnt/p" &
 probes=$!
 probe follower_read cat "$work/follower.mnt/cached.bin" &
 probes+=" $!"
-probe cached_read cat "$w/cached.bin" &
+probe cached_stat "${core1[@]}" stat "$w/cached.bin" &
+probes+=" $!"
+probe cached_read "${core1[@]}" cat "$w/cached.bin" &
+probes+=" $!"
+probe cached_read_same_core "${core0[@]}" cat "$w/cached.bin" &
 probes+=" $!"
 sleep "$((partition_s - 2))"
 netns_heal
@@ -203,7 +215,8 @@ awk -v c="$cut_at" -v h="$healed_at" '
 # shellcheck disable=SC2086 # PIDs
 wait $probes
 echo "during it, 2 s in: the follower's ls -R $(cat "$work/follower_ls"); its read of a file $(cat "$work/follower_read");" \
-  "a read of a file read before, on the partitioned client: $(cat "$work/cached_read")"
+  "on the partitioned client, of a file read before: a stat $(cat "$work/cached_stat"), a read $(cat "$work/cached_read")," \
+  "a read from the core its writer runs on $(cat "$work/cached_read_same_core")"
 umount_densefs "$work/follower.mnt"
 umount_densefs "$w"
 start=$(now)

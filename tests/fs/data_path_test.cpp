@@ -80,10 +80,10 @@ class data_path_test : public ::testing::Test, public data_path::host {
   }
 
   // data_path::host
-  std::mutex& meta_mutex() override { return meta_; }
+  fs::meta_lock& meta_mutex() override { return meta_; }
   void commit(store::transaction& txn, bool sync,
-              const std::function<void(store::transaction&)>& fill,
-              store::payloads_ahead* ahead) override {
+              const std::function<void(store::transaction&)>& fill, store::payloads_ahead* ahead,
+              fs::while_committing) override {
     // Every metadata commit is made under the metadata mutex (a second
     // lock of it from this thread would deadlock; another thread's
     // try_lock tells).
@@ -107,7 +107,7 @@ class data_path_test : public ::testing::Test, public data_path::host {
   std::unique_ptr<store::store> store_;
   std::unique_ptr<worker_pool> encoders_;
   std::unique_ptr<data_path> data_;
-  std::mutex meta_;
+  fs::meta_lock meta_;
   std::atomic<int> commits_{0};
   std::atomic<int> groups_{0};
 };
@@ -169,7 +169,7 @@ TEST_F(data_path_test, a_truncate_drops_the_extents_past_the_end_in_one_commit_w
     txn.put_inode(r);
     {
       std::lock_guard meta(meta_);
-      commit(txn, false, {}, nullptr);
+      commit(txn, false, {}, nullptr, fs::while_committing::all_wait);
       n->record = r;
       n->persisted_size = new_size;
     }

@@ -11,6 +11,12 @@
 # where densefs's defaults take 25-30 s), so the cut drops its connections,
 # as a longer one would with the defaults. Checked:
 #  - during the cut the follower, which reaches the servers, lists and reads;
+#  - during the cut the writer itself answers a stat and a read of a file
+#    it has cached within 3 s, while its fsyncs wait for the link (the
+#    metadata lock lets readers pass a commit's round trip, fs/meta_lock.h).
+#    The fsync loop runs on core 0 and the reads on core 1: over FUSE's
+#    io_uring a core's requests share one ring thread, which a create or a
+#    write waiting for the link holds (docs/scale-out.md, "Over a network");
 #  - after it the writer goes on by itself: fsyncs succeed again within
 #    15 s of the heal;
 #  - nothing fsync'd is lost: after the writer's unmount and a remount
@@ -54,6 +60,10 @@ mkdir "$w/p"
 head -c 3000000 /dev/urandom >"$work/sent/before.bin"
 cp "$work/sent/before.bin" "$w/before.bin"
 "$densefs" sync "$w" >/dev/null || fail "densefs sync of the writer failed"
+cmp -s "$work/sent/before.bin" "$w/before.bin" || fail "before.bin differs on the writer"
+# The writer's loop and the reads on cores of their own (see above).
+core1=()
+(($(nproc) > 1)) && core1=(taskset -c 1)
 # By the database's address, from a client directory of its own: another
 # machine's view (the store directory would bind the writer's mount here).
 mount_densefs "postgresql://postgres@127.0.0.1:$pg_port/part" "$f" -o ro,cache_dir="$work/follower.client"
@@ -61,9 +71,19 @@ mount_densefs "postgresql://postgres@127.0.0.1:$pg_port/part" "$f" -o ro,cache_d
 stop=$work/stop
 fsync_writer "$work/sent" "$w/p" "$work/fsyncs" "$stop" &
 writer=$!
+# Its dd and head inherit the core.
+if (($(nproc) > 1)); then taskset -pc 0 "$writer" >/dev/null || fail "taskset failed"; fi
 sleep 2
 netns_cut
 sleep 1
+# The writer's own reads of what it has: its fsyncs meanwhile wait for the
+# link, and for 4 s hold a commit on its way (the connection's timeout).
+start=$(now)
+"${core1[@]}" timeout 3 stat "$w/before.bin" >/dev/null ||
+  fail "the writer's stat of a stored file waited for the link during the partition"
+"${core1[@]}" timeout 3 cmp -s "$work/sent/before.bin" "$w/before.bin" ||
+  fail "the writer's read of a file it has cached waited for the link, or differs, during the partition"
+echo "during the cut the writer's stat and read of a cached file took $(elapsed "$start" "$(now)") s"
 # The follower reaches the servers: it answers during the cut.
 timeout 20 ls -R "$f" >/dev/null || fail "the follower's ls -R failed during the partition"
 cmp -s "$work/sent/before.bin" "$f/before.bin" || fail "the follower's read of before.bin failed or differs during the partition"

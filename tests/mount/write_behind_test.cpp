@@ -540,6 +540,130 @@ TEST_F(write_behind_flood, memory_stays_bounded_under_a_writer_flood) {
 // commit interval and a small max_staged, so writers wait for commits):
 // every file the writer had started is found whole or absent after the
 // remount, file by file, and fsck is clean.
+// A commit's round trip to the store (a network one on PostgreSQL, which
+// a cut-off link stretches to half a minute) does not hold up requests
+// that only read: a stat, an open and read of a cached file, a lookup of a
+// name put off, a listing. The store's WAL writes wait while a flag file
+// exists (DENSEFS_FAULT_INJECTION=write_stall), so an fsync's group commit
+// stalls inside its store call; changes made meanwhile wait for it, and
+// all of it is stored after (fs/meta_lock.h).
+class commit_stall : public write_behind {
+ protected:
+  std::string mount_options() const override {
+    return "commit=300,entry_timeout=0,attr_timeout=0,negative_timeout=0";
+  }
+  void TearDown() override {
+    stdfs::remove(flag());
+    write_behind::TearDown();
+  }
+  stdfs::path flag() const { return work_ / "stall"; }
+};
+
+TEST_F(commit_stall, reads_pass_a_commit_on_its_way_and_every_change_is_stored_after) {
+  if (mounts_shared()) GTEST_SKIP() << "beside other writers every request waits for a commit";
+  struct umask_kept {
+    mode_t before = ::umask(022);
+    ~umask_kept() { ::umask(before); }
+  } umask_022;
+  unmount();
+  const stdfs::path flag_ = flag();
+  const std::string spec = "write_stall:files=wal:while=" + flag_.string();
+  ASSERT_EQ(::setenv("DENSEFS_FAULT_INJECTION", spec.c_str(), 1), 0);
+  mount();
+  ::unsetenv("DENSEFS_FAULT_INJECTION");
+
+  const std::string stored = compressible_bytes(200 * k_kib, 61);
+  ASSERT_EQ(::mkdir(path("s").c_str(), 0755), 0);
+  write_file(path("s/in"), "in");
+  write_file(path("r"), stored);
+  {
+    const int fd = ::open(path("r").c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fsync(fd), 0);
+    ::close(fd);
+  }
+  // Cached by the kernel: the next opens keep its pages.
+  EXPECT_EQ(read_file(path("r")), stored);
+  EXPECT_EQ(read_file(path("r")), stored);
+  // Put off until the next commit: a directory and an empty new file.
+  ASSERT_EQ(::mkdir(path("d").c_str(), 0755), 0);
+  write_file(path("n"), "");
+
+  write_file(flag_, "");
+  const std::string data = compressible_bytes(1 * k_mib, 62);
+  std::atomic<int> fsync_result{-2};
+  std::thread writer([&] {
+    const int fd = ::open(path("w").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || !pwrite_all(fd, data, 0)) {
+      fsync_result = -3;
+      if (fd >= 0) ::close(fd);
+      return;
+    }
+    fsync_result = ::fsync(fd) == 0 ? 0 : errno;
+    ::close(fd);
+  });
+  ASSERT_TRUE(eventually([&] { return log_lines_containing("a write waits while") > 0; },
+                         std::chrono::seconds(30)))
+      << "the fsync's commit never reached the store";
+
+  // Each answers while the commit waits (they waited for it before).
+  std::atomic<bool> probed{false};
+  std::string probe_failures;
+  std::thread prober([&] {
+    struct stat st {};
+    if (::stat(path("r").c_str(), &st) != 0 || st.st_size != static_cast<off_t>(stored.size()))
+      probe_failures += "stat of a stored file; ";
+    if (read_file(path("r")) != stored) probe_failures += "read of a cached file; ";
+    if (::stat(path("d").c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      probe_failures += "stat of a directory put off; ";
+    if (::stat(path("n").c_str(), &st) != 0 || st.st_size != 0)
+      probe_failures += "stat of a file put off; ";
+    if (::stat(path("none").c_str(), &st) == 0 || errno != ENOENT)
+      probe_failures += "lookup of a missing name; ";
+    std::set<std::string> listed;
+    for (const auto& e : stdfs::directory_iterator(path("s"))) listed.insert(e.path().filename());
+    if (listed != std::set<std::string>{"in"}) probe_failures += "listing; ";
+    probed = true;
+  });
+  const bool answered = eventually([&] { return probed.load(); }, std::chrono::seconds(10));
+  EXPECT_TRUE(answered) << "a request that only reads waited for the commit";
+  EXPECT_EQ(fsync_result.load(), -2) << "the commit did not wait";
+  // Changes wait for the commit, and are stored after it.
+  std::atomic<int> changes{-1};
+  std::thread changer([&] {
+    const bool renamed = ::rename(path("n").c_str(), path("n2").c_str()) == 0;
+    const bool narrowed = ::chmod(path("r").c_str(), 0600) == 0;
+    changes = renamed && narrowed ? 0 : errno;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stdfs::remove(flag_);
+  prober.join();
+  changer.join();
+  writer.join();
+  EXPECT_TRUE(probe_failures.empty()) << probe_failures;
+  EXPECT_EQ(fsync_result.load(), 0) << std::strerror(fsync_result.load());
+  EXPECT_EQ(changes.load(), 0) << std::strerror(changes.load());
+  EXPECT_TRUE(stdfs::exists(path("n2")));
+  EXPECT_FALSE(stdfs::exists(path("n")));
+
+  // All of it is in the store: the fsync's commit took the names put off
+  // before it, and `densefs sync` the rest.
+  sync_mount();
+  kill_daemon();
+  mount();
+  EXPECT_TRUE(same_bytes(data, read_file(path("w"))));
+  EXPECT_TRUE(same_bytes(stored, read_file(path("r"))));
+  struct stat st {};
+  ASSERT_EQ(::stat(path("r").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_TRUE(stdfs::is_directory(path("d")));
+  EXPECT_TRUE(stdfs::exists(path("n2")));
+  EXPECT_FALSE(stdfs::exists(path("n")));
+  unmount();
+  const auto checked = run_command({densefs_binary(), "fsck", store_.string()});
+  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+}
+
 class write_behind_kill : public write_behind {
  protected:
   std::string mount_options() const override { return "max_staged=8M"; }

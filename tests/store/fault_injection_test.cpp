@@ -27,14 +27,33 @@ TEST(fault_spec, parses_every_key) {
   EXPECT_DOUBLE_EQ(d.probability, 1.0);
   EXPECT_EQ(parse_fault_spec("read_eio:files=blob").which, fault_spec::files::blob);
   EXPECT_EQ(parse_fault_spec("read_eio:files=sst").which, fault_spec::files::sst);
+
+  const fault_spec stall = parse_fault_spec("write_stall:files=wal:while=/tmp/flag");
+  EXPECT_EQ(stall.what, fault_spec::kind::write_stall);
+  EXPECT_EQ(stall.while_exists, "/tmp/flag");
 }
 
 TEST(fault_spec, rejects_anything_else) {
-  for (const char* bad :
-       {"", "eio", "read_eio:", "read_eio:after", "read_eio:after=", "read_eio:after=-1",
-        "read_eio:after=1x", "read_eio:count=1:count=2", "read_eio:files=blobs", "read_eio:p=0",
-        "read_eio:p=1.01", "read_eio:p=abc", "read_eio:seed=", "read_eio:what=1", "READ_EIO",
-        "read_eio:files=blob:"}) {
+  for (const char* bad : {"",
+                          "eio",
+                          "read_eio:",
+                          "read_eio:after",
+                          "read_eio:after=",
+                          "read_eio:after=-1",
+                          "read_eio:after=1x",
+                          "read_eio:count=1:count=2",
+                          "read_eio:files=blobs",
+                          "read_eio:p=0",
+                          "read_eio:p=1.01",
+                          "read_eio:p=abc",
+                          "read_eio:seed=",
+                          "read_eio:what=1",
+                          "READ_EIO",
+                          "read_eio:files=blob:",
+                          "write_stall",
+                          "write_stall:while=",
+                          "write_stall:while=flag",
+                          "write_eio:while=/tmp/flag"}) {
     try {
       parse_fault_spec(bad);
       ADD_FAILURE() << "\"" << bad << "\" was accepted";
