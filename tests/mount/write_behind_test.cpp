@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -561,6 +562,10 @@ class commit_stall : public write_behind {
 
 TEST_F(commit_stall, reads_pass_a_commit_on_its_way_and_every_change_is_stored_after) {
   if (mounts_shared()) GTEST_SKIP() << "beside other writers every request waits for a commit";
+  // The stall is injected under RocksDB's files; on PostgreSQL,
+  // partition_test.sh cuts the link instead.
+  if (const char* pg = std::getenv("DENSEFS_TEST_POSTGRES"); pg && *pg)
+    GTEST_SKIP() << "the store's records are in PostgreSQL";
   struct umask_kept {
     mode_t before = ::umask(022);
     ~umask_kept() { ::umask(before); }
@@ -602,9 +607,14 @@ TEST_F(commit_stall, reads_pass_a_commit_on_its_way_and_every_change_is_stored_a
     fsync_result = ::fsync(fd) == 0 ? 0 : errno;
     ::close(fd);
   });
-  ASSERT_TRUE(eventually([&] { return log_lines_containing("a write waits while") > 0; },
-                         std::chrono::seconds(30)))
-      << "the fsync's commit never reached the store";
+  const bool stalled = eventually([&] { return log_lines_containing("a write waits while") > 0; },
+                                  std::chrono::seconds(30));
+  EXPECT_TRUE(stalled) << "the fsync's commit never reached the store";
+  if (!stalled) {
+    stdfs::remove(flag_);
+    writer.join();
+    return;
+  }
 
   // Each answers while the commit waits (they waited for it before).
   std::atomic<bool> probed{false};
