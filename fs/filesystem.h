@@ -480,9 +480,10 @@ class filesystem final : private data_path::host {
   // each on PostgreSQL). Not the encoders' pool: an fsync waits for them.
   std::unique_ptr<worker_pool> syncs_;
   static constexpr unsigned k_sync_threads = 4;  // more fsyncs queue: one commit serves them
-  // Runs `sync` (which replies to req) on syncs_, or here before start().
-  void run_sync_request(std::function<void()> sync);
-  void reply_sync(fuse_req_t req, int error);  // unless the session is over
+  // Runs `sync` on syncs_ (or here before start()), answers req with the
+  // errno it returns or throws, and counts its time as `kind`'s.
+  void run_sync_request(fuse_req_t req, fuse_request kind, const char* op,
+                        std::function<int()> sync);
   // Regular files' data: staging, encoding, group commits (data_path.h).
   std::unique_ptr<data_path> data_;
   // `.snapshots` (after store_: it reads through it).
@@ -514,7 +515,10 @@ class filesystem final : private data_path::host {
   // maybe_release(n) now, or after the commit that let readers in; caller
   // holds meta_mutex_ (as a reader at least).
   void release_when_unused(const std::shared_ptr<node>& n);
-  void release_forgotten_during_commit() noexcept;
+  // Queues n for the release at the end of the current commit; the
+  // overload without a node makes those releases (logging failures).
+  void release_after_commit(const std::shared_ptr<node>& n);
+  void release_after_commit() noexcept;
   // Bumped after every commit (all of which change inodes or entries under
   // meta_mutex_): lookup and readdirplus read the store without the mutex,
   // then take it and check this did not move, or read again under it. A

@@ -274,38 +274,36 @@ void filesystem::commit(store::transaction& txn, bool sync,
     // An unknown outcome may have landed: readers that began meanwhile
     // read again.
     meta_gen_.fetch_add(1, std::memory_order_release);
-    release_forgotten_during_commit();
+    release_after_commit();
     throw;
   }
   // After the commit is visible, before meta_mutex_ is given to a writer,
   // and before the names put off (which readers saw instead of the store's
   // while the commit was on its way) are dropped: see meta_gen_.
   meta_gen_.fetch_add(1, std::memory_order_release);
-  if (with_deferred) {
-    // Their nodes stayed in the table for this (maybe_release). The commit
-    // landed: nothing here may make it look failed to the caller.
-    for (const std::shared_ptr<node>& n : deferred_.committed()) {
-      try {
-        maybe_release(n);
-      } catch (const std::exception& e) {
-        log_error("inode " + std::to_string(n->ino) + ": release failed: " + e.what());
-      }
-    }
-  }
-  release_forgotten_during_commit();
+  // The nodes of names put off stayed in the table for this. The commit
+  // landed: nothing here may make it look failed to the caller.
+  if (with_deferred)
+    for (const std::shared_ptr<node>& n : deferred_.committed()) release_after_commit(n);
+  release_after_commit();
 }
 
 void filesystem::release_when_unused(const std::shared_ptr<node>& n) {
   // A reader during a commit's window must not release (that may commit,
   // or erase a node the commit applies to): the committer does it after.
-  if (!meta_mutex_.window_open())
+  if (meta_mutex_.window_open())
+    release_after_commit(n);
+  else
     maybe_release(n);
-  else if (std::find(release_after_commit_.begin(), release_after_commit_.end(), n) ==
-           release_after_commit_.end())
+}
+
+void filesystem::release_after_commit(const std::shared_ptr<node>& n) {
+  if (std::find(release_after_commit_.begin(), release_after_commit_.end(), n) ==
+      release_after_commit_.end())
     release_after_commit_.push_back(n);
 }
 
-void filesystem::release_forgotten_during_commit() noexcept {
+void filesystem::release_after_commit() noexcept {
   for (const std::shared_ptr<node>& n : std::exchange(release_after_commit_, {})) {
     try {
       maybe_release(n);

@@ -403,13 +403,6 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 // commit, so this costs no more disk flushes than one file would, and
 // "close, then fsync another file" orders the two as users expect
 // (docs/design.md, "Durability").
-void filesystem::run_sync_request(std::function<void()> sync) {
-  if (syncs_)
-    syncs_->submit(std::move(sync));
-  else
-    sync();
-}
-
 namespace {
 std::uint64_t nanoseconds_since(std::chrono::steady_clock::time_point start) {
   return static_cast<std::uint64_t>(
@@ -418,27 +411,33 @@ std::uint64_t nanoseconds_since(std::chrono::steady_clock::time_point start) {
 }
 }  // namespace
 
-void filesystem::reply_sync(fuse_req_t req, int error) {
-  // An fsync still waiting when SIGTERM ended the session (a cut-off
-  // link) has no one to answer: over io_uring the request lived in the
-  // ring, which the session's loop frees as it ends. (A reply that began
-  // just before the loop saw the end can still race its teardown, which
-  // first joins the loop's threads; so can the decoders' replies.)
-  if (session_ != nullptr && fuse_session_exited(session_)) return;
-  fuse_reply_err(req, error);
+void filesystem::run_sync_request(fuse_req_t req, fuse_request kind, const char* op,
+                                  std::function<int()> sync) {
+  auto job = [this, req, kind, op, sync = std::move(sync),
+              start = std::chrono::steady_clock::now()] {
+    int error = 0;
+    try {
+      error = sync();
+    } catch (...) {
+      error = error_of_current_exception(op);
+    }
+    // An fsync still waiting when SIGTERM ended the session (a cut-off
+    // link) has no one to answer: over io_uring the request lived in the
+    // ring, which the session's loop frees as it ends. (A reply that began
+    // just before the loop saw the end can still race its teardown, which
+    // first joins the loop's threads; so can the decoders' replies.)
+    if (session_ == nullptr || !fuse_session_exited(session_)) fuse_reply_err(req, error);
+    requests_.add_time(kind, nanoseconds_since(start));
+  };
+  if (syncs_)
+    syncs_->submit(std::move(job));
+  else
+    job();
 }
 
 void filesystem::fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
-  run_sync_request([this, req, ino, start = std::chrono::steady_clock::now()] {
-    int error = 0;
-    try {
-      error = sync_everything(get_node(ino).get());
-    } catch (...) {
-      error = error_of_current_exception("fsync");
-    }
-    reply_sync(req, error);
-    requests_.add_time(fuse_request::fsync, nanoseconds_since(start));
-  });
+  run_sync_request(req, fuse_request::fsync, "fsync",
+                   [this, ino] { return sync_everything(get_node(ino).get()); });
 }
 
 int filesystem::sync_all(const node* own) {
@@ -480,15 +479,9 @@ int filesystem::sync_everything(const node* own) {
 }
 
 void filesystem::fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
-  run_sync_request([this, req, start = std::chrono::steady_clock::now()] {
-    int error = 0;
-    try {
-      sync_everything(nullptr);
-    } catch (...) {
-      error = error_of_current_exception("fsyncdir");
-    }
-    reply_sync(req, error);
-    requests_.add_time(fuse_request::fsyncdir, nanoseconds_since(start));
+  run_sync_request(req, fuse_request::fsyncdir, "fsyncdir", [this] {
+    sync_everything(nullptr);
+    return 0;
   });
 }
 
