@@ -73,6 +73,18 @@ class filesystem final : private data_path::host {
   snapshot_tree* snapshots() { return snapshots_.get(); }
   stall_watchdog& watchdog() { return watchdog_; }
 
+  // Whether a request that changes something (fs/mount.cpp,
+  // serve_changing) is handed to the ring helpers rather than handled on
+  // this thread: only a request that came through an io_uring ring, whose
+  // thread serves every request from its core, and only where a change may
+  // wait for the network (records in PostgreSQL, packs in object storage;
+  // DENSEFS_RING_OFFLOAD=always|never overrides for tests). Over /dev/fuse
+  // each request has a thread of its own already, and libfuse reuses the
+  // buffer its arguments are in as soon as the handler returns.
+  bool hands_off(fuse_req_t req) const;
+  // Runs `job` on the ring helpers (or here before start()).
+  void run_off_ring(std::function<void()> job);
+
   // Parks idle nodes once more than the resident limit are in memory
   // (inode_table::park; docs/design.md, "Inodes in memory"). After every
   // request, with no lock held and no node of the request's still held.
@@ -480,6 +492,11 @@ class filesystem final : private data_path::host {
   // each on PostgreSQL). Not the encoders' pool: an fsync waits for them.
   std::unique_ptr<worker_pool> syncs_;
   static constexpr unsigned k_sync_threads = 4;  // more fsyncs queue: one commit serves them
+  // Requests handed off the io_uring rings (hands_off). As many threads as
+  // the rings have entries by default, so a job never queues behind another
+  // that waits: a ring entry stays taken until its request is answered.
+  std::unique_ptr<worker_pool> ring_jobs_;
+  bool hands_off_ = false;
   // Runs `sync` on syncs_ (or here before start()), answers req with the
   // errno it returns or throws, and counts its time as `kind`'s.
   void run_sync_request(fuse_req_t req, fuse_request kind, const char* op,

@@ -67,12 +67,14 @@ std::chrono::milliseconds stall_probe_period() {
 filesystem* fs_of(fuse_req_t req) {
   return static_cast<filesystem*>(fuse_req_userdata(req));
 }
-// Counts one request and the daemon's time on it, until the callback
+// Counts one request and the daemon's time on it, until the handler
 // returns. Keeps the file system, not the request: a reply frees `req`.
 class counted_request {
  public:
-  counted_request(fuse_req_t req, fuse_request kind)
-      : fs_(fs_of(req)), kind_(kind), start_(std::chrono::steady_clock::now()) {
+  counted_request(filesystem* fs, fuse_request kind,
+                  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now())
+      : fs_(fs), kind_(kind), start_(start) {}
+  counted_request(fuse_req_t req, fuse_request kind) : counted_request(fs_of(req), kind) {
     fs_->spinner().note_request();
   }
   ~counted_request() {
@@ -91,6 +93,29 @@ class counted_request {
   fuse_request kind_;
   std::chrono::steady_clock::time_point start_;
 };
+
+// Runs the handler of a request that may wait for the network (a commit,
+// an upload) here, or, when this thread is an io_uring ring's, on the ring
+// helpers (filesystem::hands_off): the ring's thread serves every request
+// from its core, and a stat or a cached read from that core would wait
+// behind the round trip. `handle` owns copies of what libfuse passed on its
+// stack (a fuse_file_info, a struct stat, a struct flock); names and
+// payloads stay in the ring entry until the reply.
+template <class Handler>
+void serve_changing(fuse_req_t req, fuse_request kind, Handler handle) {
+  filesystem* fs = fs_of(req);
+  fs->spinner().note_request();
+  if (!fs->hands_off(req)) {
+    const counted_request counted(fs, kind);
+    handle();
+    return;
+  }
+  fs->run_off_ring(
+      [fs, kind, start = std::chrono::steady_clock::now(), handle = std::move(handle)]() mutable {
+        const counted_request counted(fs, kind, start);
+        handle();
+      });
+}
 
 // `.snapshots` and what is in it are the snapshot tree's (fs/snapshot_tree.h):
 // its requests go there, and every change in it is refused.
@@ -146,9 +171,12 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   fs_of(req)->getattr(req, ino);
 }
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
-  const counted_request counted(req, fuse_request::setattr);
-  if (refused_in_snapshots(req, ino)) return;
-  fs_of(req)->setattr(req, ino, attr, to_set, fi);
+  std::optional<fuse_file_info> file;
+  if (fi) file = *fi;
+  serve_changing(req, fuse_request::setattr, [=, attr = *attr]() mutable {
+    if (refused_in_snapshots(req, ino)) return;
+    fs_of(req)->setattr(req, ino, &attr, to_set, file ? &*file : nullptr);
+  });
 }
 void op_readlink(fuse_req_t req, fuse_ino_t ino) {
   const counted_request counted(req, fuse_request::readlink);
@@ -156,44 +184,51 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {
   fs_of(req)->readlink(req, ino);
 }
 void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
-  const counted_request counted(req, fuse_request::mknod);
-  if (refused_in_snapshots(req, parent) || refused_name(req, parent, name)) return;
-  fs_of(req)->mknod(req, parent, name, mode, rdev);
+  serve_changing(req, fuse_request::mknod, [=] {
+    if (refused_in_snapshots(req, parent) || refused_name(req, parent, name)) return;
+    fs_of(req)->mknod(req, parent, name, mode, rdev);
+  });
 }
 void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-  const counted_request counted(req, fuse_request::mkdir);
-  if (refused_in_snapshots(req, parent) || refused_name(req, parent, name)) return;
-  fs_of(req)->mkdir(req, parent, name, mode);
+  serve_changing(req, fuse_request::mkdir, [=] {
+    if (refused_in_snapshots(req, parent) || refused_name(req, parent, name)) return;
+    fs_of(req)->mkdir(req, parent, name, mode);
+  });
 }
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  const counted_request counted(req, fuse_request::unlink);
-  if (refused_in_snapshots(req, parent)) return;
-  fs_of(req)->unlink(req, parent, name);
+  serve_changing(req, fuse_request::unlink, [=] {
+    if (refused_in_snapshots(req, parent)) return;
+    fs_of(req)->unlink(req, parent, name);
+  });
 }
 void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  const counted_request counted(req, fuse_request::rmdir);
-  if (refused_in_snapshots(req, parent)) return;
-  fs_of(req)->rmdir(req, parent, name);
+  serve_changing(req, fuse_request::rmdir, [=] {
+    if (refused_in_snapshots(req, parent)) return;
+    fs_of(req)->rmdir(req, parent, name);
+  });
 }
 void op_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
-  const counted_request counted(req, fuse_request::symlink);
-  if (refused_in_snapshots(req, parent) || refused_name(req, parent, name)) return;
-  fs_of(req)->symlink(req, target, parent, name);
+  serve_changing(req, fuse_request::symlink, [=] {
+    if (refused_in_snapshots(req, parent) || refused_name(req, parent, name)) return;
+    fs_of(req)->symlink(req, target, parent, name);
+  });
 }
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
                const char* newname, unsigned int flags) {
-  const counted_request counted(req, fuse_request::rename);
-  if (refused_in_snapshots(req, parent) || refused_in_snapshots(req, newparent) ||
-      refused_name(req, newparent, newname))
-    return;
-  fs_of(req)->rename(req, parent, name, newparent, newname, flags);
+  serve_changing(req, fuse_request::rename, [=] {
+    if (refused_in_snapshots(req, parent) || refused_in_snapshots(req, newparent) ||
+        refused_name(req, newparent, newname))
+      return;
+    fs_of(req)->rename(req, parent, name, newparent, newname, flags);
+  });
 }
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
-  const counted_request counted(req, fuse_request::link);
-  if (refused_in_snapshots(req, ino) || refused_in_snapshots(req, newparent) ||
-      refused_name(req, newparent, newname))
-    return;
-  fs_of(req)->link(req, ino, newparent, newname);
+  serve_changing(req, fuse_request::link, [=] {
+    if (refused_in_snapshots(req, ino) || refused_in_snapshots(req, newparent) ||
+        refused_name(req, newparent, newname))
+      return;
+    fs_of(req)->link(req, ino, newparent, newname);
+  });
 }
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::open);
@@ -202,9 +237,10 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                fuse_file_info* fi) {
-  const counted_request counted(req, fuse_request::create);
-  if (refused_in_snapshots(req, parent) || refused_name(req, parent, name)) return;
-  fs_of(req)->create(req, parent, name, mode, fi);
+  serve_changing(req, fuse_request::create, [=, fi = *fi]() mutable {
+    if (refused_in_snapshots(req, parent) || refused_name(req, parent, name)) return;
+    fs_of(req)->create(req, parent, name, mode, &fi);
+  });
 }
 void op_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::read);
@@ -213,19 +249,22 @@ void op_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_f
 }
 void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off,
               fuse_file_info* fi) {
-  const counted_request counted(req, fuse_request::write);
-  if (refused_in_snapshots(req, ino)) return;
-  fs_of(req)->write(req, ino, buf, size, off, fi);
+  serve_changing(req, fuse_request::write, [=, fi = *fi]() mutable {
+    if (refused_in_snapshots(req, ino)) return;
+    fs_of(req)->write(req, ino, buf, size, off, &fi);
+  });
 }
 void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  const counted_request counted(req, fuse_request::flush);
-  if (done_in_snapshots(req, ino)) return;
-  fs_of(req)->flush(req, ino, fi);
+  serve_changing(req, fuse_request::flush, [=, fi = *fi]() mutable {
+    if (done_in_snapshots(req, ino)) return;
+    fs_of(req)->flush(req, ino, &fi);
+  });
 }
 void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  const counted_request counted(req, fuse_request::release);
-  if (done_in_snapshots(req, ino)) return;
-  fs_of(req)->release(req, ino, fi);
+  serve_changing(req, fuse_request::release, [=, fi = *fi]() mutable {
+    if (done_in_snapshots(req, ino)) return;
+    fs_of(req)->release(req, ino, &fi);
+  });
 }
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::fsync);
@@ -269,9 +308,10 @@ void op_statfs(fuse_req_t req, fuse_ino_t ino) {
 }
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value,
                  std::size_t size, int flags) {
-  const counted_request counted(req, fuse_request::setxattr);
-  if (refused_in_snapshots(req, ino)) return;
-  fs_of(req)->setxattr(req, ino, name, value, size, flags);
+  serve_changing(req, fuse_request::setxattr, [=] {
+    if (refused_in_snapshots(req, ino)) return;
+    fs_of(req)->setxattr(req, ino, name, value, size, flags);
+  });
 }
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, std::size_t size) {
   const counted_request counted(req, fuse_request::getxattr);
@@ -284,40 +324,48 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, std::size_t size) {
   fs_of(req)->listxattr(req, ino, size);
 }
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  const counted_request counted(req, fuse_request::removexattr);
-  if (refused_in_snapshots(req, ino)) return;
-  fs_of(req)->removexattr(req, ino, name);
+  serve_changing(req, fuse_request::removexattr, [=] {
+    if (refused_in_snapshots(req, ino)) return;
+    fs_of(req)->removexattr(req, ino, name);
+  });
 }
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                   fuse_file_info* fi) {
-  const counted_request counted(req, fuse_request::fallocate);
-  if (refused_in_snapshots(req, ino)) return;
-  fs_of(req)->fallocate(req, ino, mode, offset, length, fi);
+  serve_changing(req, fuse_request::fallocate, [=, fi = *fi]() mutable {
+    if (refused_in_snapshots(req, ino)) return;
+    fs_of(req)->fallocate(req, ino, mode, offset, length, &fi);
+  });
 }
 void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info* fi_in,
                         fuse_ino_t ino_out, off_t off_out, fuse_file_info* fi_out, std::size_t len,
                         int flags) {
-  const counted_request counted(req, fuse_request::copy_file_range);
-  if (refused_in_snapshots(req, ino_out)) return;
-  // From a snapshot: the kernel copies through reads and writes instead.
-  if (snapshot_tree::owns(ino_in)) {
-    fuse_reply_err(req, EXDEV);
-    return;
-  }
-  fs_of(req)->copy_file_range(req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len, flags);
+  serve_changing(req, fuse_request::copy_file_range,
+                 [=, fi_in = *fi_in, fi_out = *fi_out]() mutable {
+                   if (refused_in_snapshots(req, ino_out)) return;
+                   // From a snapshot: the kernel copies through reads and
+                   // writes instead.
+                   if (snapshot_tree::owns(ino_in)) {
+                     fuse_reply_err(req, EXDEV);
+                     return;
+                   }
+                   fs_of(req)->copy_file_range(req, ino_in, off_in, &fi_in, ino_out, off_out,
+                                               &fi_out, len, flags);
+                 });
 }
 
 void op_getlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
-  const counted_request counted(req, fuse_request::getlk);
-  fs_of(req)->getlk(req, ino, fi, lock);
+  serve_changing(req, fuse_request::getlk, [=, fi = *fi, lock = *lock]() mutable {
+    fs_of(req)->getlk(req, ino, &fi, &lock);
+  });
 }
 void op_setlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
-  const counted_request counted(req, fuse_request::setlk);
-  fs_of(req)->setlk(req, ino, fi, lock, sleep != 0);
+  serve_changing(req, fuse_request::setlk, [=, fi = *fi, lock = *lock]() mutable {
+    fs_of(req)->setlk(req, ino, &fi, &lock, sleep != 0);
+  });
 }
 void op_flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int op) {
-  const counted_request counted(req, fuse_request::flock);
-  fs_of(req)->flock(req, ino, fi, op);
+  serve_changing(req, fuse_request::flock,
+                 [=, fi = *fi]() mutable { fs_of(req)->flock(req, ino, &fi, op); });
 }
 
 // The lock operations are always in the table; init() tells the kernel
@@ -645,7 +693,9 @@ void filesystem::init(fuse_conn_info* conn) {
   // reply, or stays on /dev/fuse when the kernel does not offer them.
   if (options_.transport == fuse_transport::uring) {
     if (conn->capable_ext & FUSE_CAP_OVER_IO_URING) {
-      log_info("FUSE requests over io_uring");
+      log_info(hands_off_ ? "FUSE requests over io_uring; changes are handled off the rings' "
+                            "threads (they may wait for the network)"
+                          : "FUSE requests over io_uring");
     } else {
       log_warning("the kernel does not offer FUSE over io_uring; requests go through /dev/fuse");
     }

@@ -1,5 +1,6 @@
 // Inode lifecycle and attributes: lookup, forget, getattr, setattr, statfs.
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <string_view>
 
 #include "fs/file_info.h"
 #include "fs/filesystem.h"
@@ -87,6 +89,30 @@ std::size_t resident_node_limit() {
   return 16384;
 }
 
+// Where changes may wait for the network, requests that change something
+// leave the io_uring rings' threads (filesystem::hands_off).
+bool hands_off_ring_requests(const store::store& s) {
+  if (const char* env = std::getenv("DENSEFS_RING_OFFLOAD"); env && *env) {
+    const std::string_view policy(env);
+    if (policy == "always") return true;
+    if (policy == "never") return false;
+    if (policy != "auto")
+      log_warning("DENSEFS_RING_OFFLOAD=" + std::string(policy) +
+                  " is not one of auto, always, never: auto is used");
+  }
+  return s.reads_are_round_trips() || !s.payload_location().empty();
+}
+
+// The rings' entries: one ring per configured CPU (libfuse's
+// fuse_create_ring), of 8 entries unless -o io_uring_q_depth says more.
+unsigned ring_entries(const mount_options& options) {
+  unsigned depth = 8;
+  for (const auto& o : options.fuse_options)
+    if (o.starts_with("io_uring_q_depth="))
+      depth = static_cast<unsigned>(std::strtoul(o.c_str() + 17, nullptr, 10));
+  return std::max(1u, static_cast<unsigned>(get_nprocs_conf())) * std::max(1u, depth);
+}
+
 }  // namespace
 
 filesystem::filesystem(const mount_options& options)
@@ -103,6 +129,8 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   workers_ = std::make_unique<worker_pool>(threads);
   syncs_ = std::make_unique<worker_pool>(k_sync_threads);
+  hands_off_ = options_.transport == fuse_transport::uring && hands_off_ring_requests(*store_);
+  if (hands_off_) ring_jobs_ = std::make_unique<worker_pool>(std::min(64u, ring_entries(options_)));
   data_path::host& host = *this;  // a private base: converted here, where it is visible
   data_ =
       std::make_unique<data_path>(options_, *store_, *workers_, host, [this] { commit_put_off(); });
@@ -169,8 +197,11 @@ void filesystem::shutdown() {
   // No collection at unmount: it costs I/O in proportion to the live
   // payloads, and unmount must be prompt. The next mount estimates what is
   // left (garbage_collector), or `densefs gc STORE` collects it.
-  gc_.reset();     // cancels a collection in progress
-  syncs_.reset();  // the fsyncs under way end (and reply) first
+  gc_.reset();  // cancels a collection in progress
+  // The fsyncs and the changes handed off the rings under way end (and
+  // reply) first.
+  syncs_.reset();
+  ring_jobs_.reset();
   // Staged data first, while everything a group commit calls on (the
   // re-encoder's notify, the worker pool for big orphans) still exists.
   for (const auto& n : table_.all()) {

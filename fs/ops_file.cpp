@@ -421,16 +421,31 @@ void filesystem::run_sync_request(fuse_req_t req, fuse_request kind, const char*
     } catch (...) {
       error = error_of_current_exception(op);
     }
-    // An fsync still waiting when SIGTERM ended the session (a cut-off
-    // link) has no one to answer: over io_uring the request lived in the
-    // ring, which the session's loop frees as it ends. (A reply that began
-    // just before the loop saw the end can still race its teardown, which
-    // first joins the loop's threads; so can the decoders' replies.)
-    if (session_ == nullptr || !fuse_session_exited(session_)) fuse_reply_err(req, error);
+    // Answered even when SIGTERM ended the session meanwhile (a cut-off
+    // link): the mount is still there until shutdown() returns, and the
+    // ring entry the request lives in stays mapped while it is unanswered
+    // (third_party/libfuse, patch 0003).
+    fuse_reply_err(req, error);
     requests_.add_time(kind, nanoseconds_since(start));
   };
   if (syncs_)
     syncs_->submit(std::move(job));
+  else
+    job();
+}
+
+bool filesystem::hands_off(fuse_req_t req) const {
+#ifdef FUSE_CAP_OVER_IO_URING
+  return hands_off_ && ring_jobs_ && fuse_req_is_uring(req);
+#else
+  (void)req;
+  return false;
+#endif
+}
+
+void filesystem::run_off_ring(std::function<void()> job) {
+  if (ring_jobs_)
+    ring_jobs_->submit(std::move(job));
   else
     job();
 }

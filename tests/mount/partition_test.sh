@@ -84,6 +84,15 @@ start=$(now)
 "${core1[@]}" timeout 3 cmp -s "$work/sent/before.bin" "$w/before.bin" ||
   fail "the writer's read of a file it has cached waited for the link, or differs, during the partition"
 echo "during the cut the writer's stat and read of a cached file took $(elapsed "$start" "$(now)") s"
+# From the writer loop's own core too: over io_uring that core's ring
+# thread serves both, and the loop's changes that wait for the link are
+# handled off it (filesystem::hands_off).
+start=$(now)
+taskset -c 0 timeout 3 stat "$w/before.bin" >/dev/null ||
+  fail "the writer's stat of a stored file, from the core of a change waiting for the link, waited with it"
+taskset -c 0 timeout 3 cmp -s "$work/sent/before.bin" "$w/before.bin" ||
+  fail "the writer's read of a cached file, from the core of a change waiting for the link, waited with it or differs"
+echo "from the waiting writer's core: $(elapsed "$start" "$(now)") s"
 # The follower reaches the servers: it answers during the cut.
 timeout 20 ls -R "$f" >/dev/null || fail "the follower's ls -R failed during the partition"
 cmp -s "$work/sent/before.bin" "$f/before.bin" || fail "the follower's read of before.bin failed or differs during the partition"

@@ -5,6 +5,7 @@
 // these tests find stored after a kill -9 was stored by the rule under test,
 // not by the interval running out.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -672,6 +673,98 @@ TEST_F(commit_stall, reads_pass_a_commit_on_its_way_and_every_change_is_stored_a
   unmount();
   const auto checked = run_command({densefs_binary(), "fsck", store_.string()});
   EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+}
+
+// Over io_uring one thread serves all the requests of its core's ring. A
+// change that waits for a commit (on PostgreSQL: a round trip, or a whole
+// partition) is handed to other threads, so a stat and a cached read from
+// the same core still answer (partition_test.sh does this on PostgreSQL).
+TEST_F(commit_stall, a_change_waiting_for_a_commit_leaves_its_cores_ring_free) {
+  if (mounts_shared()) GTEST_SKIP() << "beside other writers every request waits for a commit";
+  if (const char* pg = std::getenv("DENSEFS_TEST_POSTGRES"); pg && *pg)
+    GTEST_SKIP() << "the store's records are in PostgreSQL";
+  unmount();
+  const stdfs::path flag_ = flag();
+  const std::string spec = "write_stall:files=wal:while=" + flag_.string();
+  ASSERT_EQ(::setenv("DENSEFS_FAULT_INJECTION", spec.c_str(), 1), 0);
+  // The embedded store's changes wait for no network: handed off for the test.
+  ASSERT_EQ(::setenv("DENSEFS_RING_OFFLOAD", "always", 1), 0);
+  mount();
+  ::unsetenv("DENSEFS_FAULT_INJECTION");
+  ::unsetenv("DENSEFS_RING_OFFLOAD");
+  if (log_lines_containing("changes are handled off the rings") == 0)
+    GTEST_SKIP() << "requests come through /dev/fuse, a thread each (no io_uring here)";
+  // Every request below comes from core 0, so through one ring.
+  const auto on_core_0 = [] {
+    cpu_set_t cores;
+    CPU_ZERO(&cores);
+    CPU_SET(0, &cores);
+    return ::sched_setaffinity(0, sizeof cores, &cores) == 0;
+  };
+
+  const std::string stored = compressible_bytes(200 * k_kib, 63);
+  ASSERT_EQ(::mkdir(path("s").c_str(), 0755), 0);
+  write_file(path("s/in"), "in");
+  write_file(path("r"), stored);
+  {
+    const int fd = ::open(path("r").c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fsync(fd), 0);
+    ::close(fd);
+  }
+  EXPECT_EQ(read_file(path("r")), stored);  // cached by the kernel from now on
+
+  write_file(flag_, "");
+  std::atomic<int> fsync_result{-2};
+  std::thread writer([&] {
+    on_core_0();
+    const int fd = ::open(path("w").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || !pwrite_all(fd, compressible_bytes(256 * k_kib, 64), 0)) {
+      fsync_result = -3;
+      if (fd >= 0) ::close(fd);
+      return;
+    }
+    fsync_result = ::fsync(fd) == 0 ? 0 : errno;
+    ::close(fd);
+  });
+  const bool stalled = eventually([&] { return log_lines_containing("a write waits while") > 0; },
+                                  std::chrono::seconds(30));
+  EXPECT_TRUE(stalled) << "the fsync's commit never reached the store";
+  // A chmod that takes a permission away commits at once: it waits for
+  // the commit under way, on core 0 (only s/in's inode is locked by it).
+  std::atomic<int> narrowed{-1};
+  std::thread changer(
+      [&] { narrowed = on_core_0() && ::chmod(path("s/in").c_str(), 0600) == 0 ? 0 : errno; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(narrowed.load(), -1) << "the chmod did not wait for the commit";
+
+  std::atomic<bool> probed{false};
+  std::string probe_failures;
+  std::thread prober([&] {
+    if (!on_core_0()) probe_failures += "cannot run on core 0; ";
+    struct stat st {};
+    if (::stat(path("r").c_str(), &st) != 0 || st.st_size != static_cast<off_t>(stored.size()))
+      probe_failures += "stat of a stored file; ";
+    if (read_file(path("r")) != stored) probe_failures += "read of a cached file; ";
+    probed = true;
+  });
+  const bool answered = eventually([&] { return probed.load(); }, std::chrono::seconds(10));
+  EXPECT_TRUE(answered) << "a stat or read from the core of a waiting change waited with it";
+  EXPECT_EQ(fsync_result.load(), -2) << "the commit did not wait";
+  stdfs::remove(flag_);
+  prober.join();
+  changer.join();
+  writer.join();
+  EXPECT_TRUE(probe_failures.empty()) << probe_failures;
+  EXPECT_EQ(fsync_result.load(), 0) << std::strerror(fsync_result.load());
+  EXPECT_EQ(narrowed.load(), 0) << std::strerror(narrowed.load());
+
+  unmount();
+  mount();
+  struct stat st {};
+  ASSERT_EQ(::stat(path("s/in").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(read_file(path("w")).size(), 256 * k_kib);
 }
 
 class write_behind_kill : public write_behind {

@@ -323,6 +323,15 @@ static int send_reply_iov(fuse_req_t req, int error, struct iovec *iov,
 {
 	int res;
 
+	/*
+	 * densefs: a request in a ring entry is let go before its reply is
+	 * committed, as in send_reply_uring (fuse_uring.c): after the commit
+	 * the ring thread may already be resetting it for the next request.
+	 */
+	if (req->flags.is_uring) {
+		fuse_free_req(req);
+		return fuse_send_reply_iov_nofree(req, error, iov, count);
+	}
 	res = fuse_send_reply_iov_nofree(req, error, iov, count);
 	fuse_free_req(req);
 	return res;

@@ -65,6 +65,14 @@ struct fuse_ring_queue {
 	/* densefs: completions the kernel failed (logged, rate-limited) */
 	uint64_t failed_cqes;
 
+	/*
+	 * densefs: entries whose request the daemon has not answered yet.
+	 * A daemon that answers from its own threads may still hold some when
+	 * the session ends; their memory must outlive it (see
+	 * fuse_session_destruct_uring).
+	 */
+	atomic_size_t held;
+
 	/* size depends on queue depth */
 	struct fuse_ring_ent ent[];
 };
@@ -199,8 +207,14 @@ static int fuse_uring_commit_sqe(struct fuse_ring_pool *ring_pool,
 			 out->unique, ent_in_out->payload_sz);
 	}
 
-	if (!queue->cqe_processing)
+	/*
+	 * densefs: the ring thread submits its own replies once its batch is
+	 * done; a reply from another thread goes at once, or it would wait
+	 * for whatever request the ring thread is still handling.
+	 */
+	if (!queue->cqe_processing || !pthread_equal(pthread_self(), queue->tid))
 		io_uring_submit(&queue->ring);
+	atomic_fetch_sub_explicit(&queue->held, 1, memory_order_release);
 
 	pthread_mutex_unlock(&queue->ring_lock);
 
@@ -258,9 +272,15 @@ int send_reply_uring(fuse_req_t req, int error, const void *arg, size_t argsize)
 	out->error  = error;
 	out->unique = req->unique;
 
-	res = fuse_uring_commit_sqe(ring_pool, queue, ring_ent);
-
+	/*
+	 * densefs: the request is let go before the commit. Once committed,
+	 * the kernel may hand the entry its next request, and the ring thread
+	 * then resets this same struct fuse_req while a reply from another
+	 * thread would still be decrementing its count.
+	 */
 	fuse_free_req(req);
+
+	res = fuse_uring_commit_sqe(ring_pool, queue, ring_ent);
 
 	return res;
 }
@@ -291,9 +311,9 @@ int fuse_reply_data_uring(fuse_req_t req, struct fuse_bufvec *bufv,
 
 	ent_in_out->payload_sz = res > 0 ? res : 0;
 
-	res = fuse_uring_commit_sqe(ring_pool, queue, ring_ent);
+	fuse_free_req(req); /* densefs: before the commit, see send_reply_uring */
 
-	fuse_free_req(req);
+	res = fuse_uring_commit_sqe(ring_pool, queue, ring_ent);
 
 	return res;
 }
@@ -396,6 +416,8 @@ static int fuse_queue_setup_io_uring(struct io_uring *ring, size_t qid,
 
 static void fuse_session_destruct_uring(struct fuse_ring_pool *fuse_ring)
 {
+	bool leaked = false;
+
 	for (size_t qid = 0; qid < fuse_ring->nr_queues; qid++) {
 		struct fuse_ring_queue *queue =
 			fuse_uring_get_queue(fuse_ring, qid);
@@ -419,6 +441,24 @@ static void fuse_session_destruct_uring(struct fuse_ring_pool *fuse_ring)
 			queue->eventfd = -1;
 		}
 
+		/*
+		 * densefs: a request the daemon is still answering from another
+		 * thread (one waiting for the network when SIGTERM came) will
+		 * write its reply into its entry and commit it through this ring.
+		 * Freeing them now would have it write into freed memory; the
+		 * process is ending, so they are left mapped instead.
+		 */
+		size_t held = atomic_load_explicit(&queue->held,
+						   memory_order_acquire);
+		if (held != 0) {
+			fuse_log(FUSE_LOG_INFO,
+				 "fuse: qid=%d: %zu requests still being answered; "
+				 "their ring stays until the process ends\n",
+				 queue->qid, held);
+			leaked = true;
+			continue;
+		}
+
 		if (queue->ring.ring_fd != -1)
 			io_uring_queue_exit(&queue->ring);
 
@@ -432,6 +472,8 @@ static void fuse_session_destruct_uring(struct fuse_ring_pool *fuse_ring)
 		pthread_mutex_destroy(&queue->ring_lock);
 	}
 
+	if (leaked)
+		return;
 	free(fuse_ring->queues);
 	pthread_cond_destroy(&fuse_ring->thread_start_cond);
 	pthread_mutex_destroy(&fuse_ring->thread_start_mutex);
@@ -652,6 +694,7 @@ static void fuse_uring_handle_cqe(struct fuse_ring_queue *queue,
 	req->ch = NULL; /* not needed for uring */
 	req->interrupted = 0;
 	list_init_req(req);
+	atomic_fetch_add_explicit(&queue->held, 1, memory_order_relaxed);
 
 	fuse_session_process_uring_cqe(fuse_ring->se, req, in, &rrh->op_in,
 				       ent->op_payload, ent_in_out->payload_sz);
