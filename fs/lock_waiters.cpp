@@ -23,7 +23,7 @@ std::chrono::milliseconds lock_waiters::poll_interval() {
   return std::chrono::milliseconds(100);
 }
 
-lock_waiters::lock_waiters(fuse_session* session) : session_(session), thread_([this] { run(); }) {}
+lock_waiters::lock_waiters() : thread_([this] { run(); }) {}
 
 lock_waiters::~lock_waiters() {
   stop();
@@ -110,22 +110,11 @@ bool lock_waiters::caller_signalled(fuse_req_t req) {
   return (pending & ~blocked) != 0;
 }
 
-bool lock_waiters::answerable(const waiter& w) const {
-#ifdef FUSE_CAP_OVER_IO_URING
-  if (fuse_req_is_uring(w.req) && (session_ == nullptr || fuse_session_exited(session_)))
-    return false;
-#else
-  (void)w;
-#endif
-  return true;
-}
-
 void lock_waiters::finish(const std::shared_ptr<waiter>& w, int error) {
   {
     std::lock_guard lock(mutex_);
     waiters_.remove(w);
   }
-  if (!answerable(*w)) return;
   // No interrupt callback may run with `w` once this returns (libfuse runs
   // them under the request's lock, which this takes).
   fuse_req_interrupt_func(w->req, nullptr, nullptr);

@@ -50,8 +50,7 @@ class lock_waiters {
   // DENSEFS_LOCK_POLL_MS (10..60000; tests) or 100 ms.
   static std::chrono::milliseconds poll_interval();
 
-  // `session`: the mount's FUSE session (its requests' home).
-  explicit lock_waiters(fuse_session* session);
+  lock_waiters();
   ~lock_waiters();  // stop()
   lock_waiters(const lock_waiters&) = delete;
   lock_waiters& operator=(const lock_waiters&) = delete;
@@ -68,9 +67,8 @@ class lock_waiters {
   void retry_now();
   // Answers every waiter EINTR and joins the thread (at unmount: the
   // kernel restarts the callers' calls, which then fail on the dead mount).
-  // Requests that came over io_uring are left alone once the session
-  // loop has ended: libfuse frees the ring, and their memory with it, as
-  // the loop ends (the kernel ends them with the connection).
+  // Requests that came over io_uring are answered too: their ring entries
+  // stay mapped while unanswered (third_party/libfuse, patch 0003).
   void stop();
   // Requests waiting now (densefs stats).
   std::size_t waiting() const;
@@ -92,11 +90,6 @@ class lock_waiters {
   // Answers `w` with `error` (0: granted) and forgets it.
   void finish(const std::shared_ptr<waiter>& w, int error);
 
-  // Whether `w`'s request may still be answered (not a ring request of a
-  // session that ended).
-  bool answerable(const waiter& w) const;
-
-  fuse_session* const session_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool wake_now_ = false;

@@ -728,7 +728,7 @@ void filesystem::init(fuse_conn_info* conn) {
                   (conn->capable & FUSE_CAP_POSIX_LOCKS) && (conn->capable & FUSE_CAP_FLOCK_LOCKS);
   if (serves_locks_) {
     conn->want |= FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS;
-    lock_waiters_ = std::make_unique<lock_waiters>(session_);
+    lock_waiters_ = std::make_unique<lock_waiters>();
   } else {
     conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
   }

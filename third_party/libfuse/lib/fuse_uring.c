@@ -28,6 +28,7 @@
 #include <linux/sched.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 
 /* Size of command data area in SQE when IORING_SETUP_SQE128 is used */
 #define FUSE_URING_MAX_SQE128_CMD_DATA 80
@@ -73,9 +74,24 @@ struct fuse_ring_queue {
 	 */
 	atomic_size_t held;
 
+	/*
+	 * densefs: replies from other threads are submitted by the ring's
+	 * thread, woken through wake_fd (a multishot poll on it is always
+	 * armed). The kernel delivers an entry's next request as task work of
+	 * whichever thread submitted the entry's COMMIT_AND_FETCH: submitted by
+	 * a helper thread, every later request of that entry would wait for
+	 * that thread to be scheduled (or for its network wait to be
+	 * interrupted) before the ring's thread even sees it.
+	 */
+	int wake_fd;
+	bool wake_sent; /* under ring_lock: a wake is on its way */
+
 	/* size depends on queue depth */
 	struct fuse_ring_ent ent[];
 };
+
+/* densefs: the user data of the wake poll's completions (see wake_fd) */
+static char wake_tag;
 
 /**
  * Main fuse_ring structure, holds all fuse-ring data
@@ -209,14 +225,29 @@ static int fuse_uring_commit_sqe(struct fuse_ring_pool *ring_pool,
 
 	/*
 	 * densefs: the ring thread submits its own replies once its batch is
-	 * done; a reply from another thread goes at once, or it would wait
-	 * for whatever request the ring thread is still handling.
+	 * done. A reply from another thread wakes it, unless it is in a batch
+	 * (it submits at the end of it) or a wake is already on its way; once
+	 * the ring thread is gone (teardown), the replier submits itself.
 	 */
-	if (!queue->cqe_processing || !pthread_equal(pthread_self(), queue->tid))
+	if (pthread_equal(pthread_self(), queue->tid)) {
+		if (!queue->cqe_processing)
+			io_uring_submit(&queue->ring);
+	} else if (queue->tid == 0) {
 		io_uring_submit(&queue->ring);
-	atomic_fetch_sub_explicit(&queue->held, 1, memory_order_release);
+	} else if (!queue->cqe_processing && !queue->wake_sent) {
+		uint64_t one = 1;
+
+		queue->wake_sent = true;
+		if (write(queue->wake_fd, &one, sizeof(one)) != sizeof(one)) {
+			/* never expected (the count cannot overflow): go at once */
+			queue->wake_sent = false;
+			io_uring_submit(&queue->ring);
+		}
+	}
 
 	pthread_mutex_unlock(&queue->ring_lock);
+	/* densefs: the last touch of the queue (see fuse_session_destruct_uring) */
+	atomic_fetch_sub_explicit(&queue->held, 1, memory_order_release);
 
 	return 0;
 }
@@ -368,7 +399,7 @@ static int fuse_queue_setup_io_uring(struct io_uring *ring, size_t qid,
 	struct io_uring_params params = {0};
 	int files[2] = { fd, evfd };
 
-	depth += 1; /* for the eventfd poll SQE */
+	depth += 2; /* for the eventfd poll SQE and the wake poll (densefs) */
 
 	params.flags = IORING_SETUP_SQE128;
 
@@ -433,7 +464,23 @@ static void fuse_session_destruct_uring(struct fuse_ring_pool *fuse_ring)
 					queue->eventfd, strerror(errno), rc);
 			pthread_cancel(queue->tid);
 			pthread_join(queue->tid, NULL);
+		}
+
+		/*
+		 * densefs: replies queued for the ring thread that just ended
+		 * go now; later ones submit themselves (tid is 0).
+		 */
+		struct timespec give_up;
+
+		clock_gettime(CLOCK_REALTIME, &give_up);
+		give_up.tv_sec += 2; /* held only briefly, unless its holder was cancelled */
+		bool locked = pthread_mutex_timedlock(&queue->ring_lock, &give_up) == 0;
+
+		if (locked) {
 			queue->tid = 0;
+			if (queue->ring.ring_fd != -1)
+				io_uring_submit(&queue->ring);
+			pthread_mutex_unlock(&queue->ring_lock);
 		}
 
 		if (queue->eventfd >= 0) {
@@ -450,7 +497,8 @@ static void fuse_session_destruct_uring(struct fuse_ring_pool *fuse_ring)
 		 */
 		size_t held = atomic_load_explicit(&queue->held,
 						   memory_order_acquire);
-		if (held != 0) {
+		/* (a ring thread cancelled while it held the lock: kept too) */
+		if (held != 0 || !locked) {
 			fuse_log(FUSE_LOG_INFO,
 				 "fuse: qid=%d: %zu requests still being answered; "
 				 "their ring stays until the process ends\n",
@@ -459,6 +507,10 @@ static void fuse_session_destruct_uring(struct fuse_ring_pool *fuse_ring)
 			continue;
 		}
 
+		if (queue->wake_fd >= 0) {
+			close(queue->wake_fd);
+			queue->wake_fd = -1;
+		}
 		if (queue->ring.ring_fd != -1)
 			io_uring_queue_exit(&queue->ring);
 
@@ -548,6 +600,15 @@ static int fuse_uring_register_queue(struct fuse_ring_queue *queue)
 	io_uring_prep_poll_add(sqe, queue->eventfd, POLLIN);
 	io_uring_sqe_set_data(sqe, (void *)(uintptr_t)queue->eventfd);
 
+	/* densefs: the wake of replies from other threads (see wake_fd) */
+	sqe = io_uring_get_sqe(&queue->ring);
+	if (sqe == NULL) {
+		fuse_log(FUSE_LOG_ERR, "Failed to get the wake poll SQE");
+		return -EIO;
+	}
+	io_uring_prep_poll_multishot(sqe, queue->wake_fd, POLLIN);
+	io_uring_sqe_set_data(sqe, &wake_tag);
+
 	/* Only preparation until here, no submission yet */
 
 	return 0;
@@ -597,6 +658,7 @@ static struct fuse_ring_pool *fuse_create_ring(struct fuse_session *se)
 		queue->qid = qid;
 		queue->ring_pool = fuse_ring;
 		queue->eventfd = -1;
+		queue->wake_fd = -1;
 		pthread_mutex_init(&queue->ring_lock, NULL);
 	}
 
@@ -700,6 +762,34 @@ static void fuse_uring_handle_cqe(struct fuse_ring_queue *queue,
 				       ent->op_payload, ent_in_out->payload_sz);
 }
 
+/*
+ * densefs: a wake (see wake_fd) arrived: reset the eventfd and, if the
+ * kernel ended the multishot poll (no IORING_CQE_F_MORE), arm it again.
+ */
+static void fuse_uring_rearm_wake(struct fuse_ring_queue *queue,
+				  struct io_uring_cqe *cqe)
+{
+	uint64_t count;
+
+	if (read(queue->wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+		fuse_log(FUSE_LOG_ERR, "fuse-ring-%d: reading the wake eventfd: %s\n",
+			 queue->qid, strerror(errno));
+	if (cqe->flags & IORING_CQE_F_MORE)
+		return;
+
+	pthread_mutex_lock(&queue->ring_lock);
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&queue->ring);
+
+	if (sqe == NULL) {
+		fuse_log(FUSE_LOG_ERR, "fuse-ring-%d: no SQE to arm the wake poll again\n",
+			 queue->qid);
+	} else {
+		io_uring_prep_poll_multishot(sqe, queue->wake_fd, POLLIN);
+		io_uring_sqe_set_data(sqe, &wake_tag);
+	}
+	pthread_mutex_unlock(&queue->ring_lock);
+}
+
 static int fuse_uring_queue_handle_cqes(struct fuse_ring_queue *queue)
 {
 	struct fuse_ring_pool *ring_pool = queue->ring_pool;
@@ -714,6 +804,13 @@ static int fuse_uring_queue_handle_cqes(struct fuse_ring_queue *queue)
 		int err = 0;
 
 		num_completed++;
+
+		if (io_uring_cqe_get_data(cqe) == &wake_tag) {
+			/* densefs: a reply from another thread is queued; the
+			 * loop submits it after this batch */
+			fuse_uring_rearm_wake(queue, cqe);
+			continue;
+		}
 
 		err = cqe->res;
 		if (unlikely(err != 0)) {
@@ -814,6 +911,15 @@ static int fuse_uring_init_queue(struct fuse_ring_queue *queue)
 		res = -errno;
 		fuse_log(FUSE_LOG_ERR,
 			 "Failed to create eventfd for qid %d: %s\n",
+			 queue->qid, strerror(errno));
+		return res;
+	}
+
+	queue->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (queue->wake_fd < 0) {
+		res = -errno;
+		fuse_log(FUSE_LOG_ERR,
+			 "Failed to create the wake eventfd for qid %d: %s\n",
 			 queue->qid, strerror(errno));
 		return res;
 	}
@@ -933,6 +1039,7 @@ static void *fuse_uring_thread(void *arg)
 		err = fuse_uring_queue_handle_cqes(queue);
 		pthread_mutex_lock(&queue->ring_lock);
 		queue->cqe_processing = false;
+		queue->wake_sent = false; /* densefs: what it asked for goes now */
 		io_uring_submit(&queue->ring);
 		pthread_mutex_unlock(&queue->ring_lock);
 		if (err < 0)
