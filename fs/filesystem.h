@@ -78,9 +78,15 @@ class filesystem final : private data_path::host {
   // this thread: only a request that came through an io_uring ring, whose
   // thread serves every request from its core, and only where a change may
   // wait for the network (records in PostgreSQL, packs in object storage;
-  // DENSEFS_RING_OFFLOAD=always|never overrides for tests). Over /dev/fuse
-  // each request has a thread of its own already, and libfuse reuses the
-  // buffer its arguments are in as soon as the handler returns.
+  // DENSEFS_RING_OFFLOAD=always|never overrides for tests). Every such
+  // change, not only those that look as if they would wait: almost any of
+  // them may start or join a commit, and one left on the ring during a
+  // partition holds its core's reads for the whole cut (tried: handing off
+  // only while a commit was under way left a create on the ring, and a
+  // read from its core waited 28.8 s). A hand-off costs two thread
+  // wake-ups, about 35 us on the development VM (docs/scale-out.md). Over
+  // /dev/fuse each request has a thread of its own already, and libfuse
+  // reuses the buffer its arguments are in once the handler returns.
   bool hands_off(fuse_req_t req) const;
   // Runs `job` on the ring helpers (or here before start()).
   void run_off_ring(std::function<void()> job);
@@ -497,6 +503,7 @@ class filesystem final : private data_path::host {
   // that waits: a ring entry stays taken until its request is answered.
   std::unique_ptr<worker_pool> ring_jobs_;
   bool hands_off_ = false;
+  std::atomic<std::uint64_t> requests_off_ring_{0};  // densefs stats
   // Runs `sync` on syncs_ (or here before start()), answers req with the
   // errno it returns or throws, and counts its time as `kind`'s.
   void run_sync_request(fuse_req_t req, fuse_request kind, const char* op,

@@ -444,6 +444,7 @@ bool filesystem::hands_off(fuse_req_t req) const {
 }
 
 void filesystem::run_off_ring(std::function<void()> job) {
+  requests_off_ring_.fetch_add(1, std::memory_order_relaxed);
   if (ring_jobs_)
     ring_jobs_->submit(std::move(job));
   else

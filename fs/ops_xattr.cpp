@@ -91,6 +91,8 @@ std::string filesystem::stats_json() const {
   // Probes of the mount left unanswered past their bound (fs/stall_watchdog.h).
   j["transport_stalls"] = watchdog_.stalls();
   j["transport_stalled"] = watchdog_.stalled();
+  // Requests handled off the io_uring rings' threads (filesystem::hands_off).
+  j["requests_off_ring"] = requests_off_ring_.load(std::memory_order_relaxed);
   // Inodes with a node in memory, and those the kernel remembers that are
   // parked (fs/inode_table.h).
   j["inodes"] = {{"in_memory", table_.resident()}, {"parked", table_.parked()}};

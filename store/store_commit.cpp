@@ -242,6 +242,15 @@ std::vector<std::uint64_t> inodes_with_new_extents(const std::vector<txn_op>& op
   return out;
 }
 
+// The entries (parent, name) a transaction's `ops` put or remove.
+std::vector<std::pair<std::uint64_t, std::string>> entries_of(const std::vector<txn_op>& ops) {
+  std::vector<std::pair<std::uint64_t, std::string>> entries;
+  for (const txn_op& op : ops)
+    if (op.cf == table::dirents && op.key.size() >= 8)
+      entries.emplace_back(key_ino(op), op.key.substr(8));
+  return entries;
+}
+
 // What a transaction's `ops` change, as the notice other clients hear (""
 // when they change no inode, entry or xattr). `writer`: a shared writer's
 // session, so that it can skip its own commits' notices.
@@ -751,10 +760,13 @@ void store::commit(transaction& txn, bool sync, const std::function<void(transac
       }
     } catch (...) {
       // Applied or not (a lost connection leaves it unknown): nothing cached
-      // of these inodes may stay.
+      // of these inodes and names may stay. Only of these: the entry cache
+      // is kept only where this client's commits are the only changes
+      // (entry_cache.h), so the others are still exact, and a lookup of a
+      // name the kernel had cached still answers while the link is cut.
       ++chunk_record_changes_;
       drop_cached_extents(extents_changed, false);
-      if (entry_cache_) entry_cache_->forget_all();
+      if (entry_cache_) entry_cache_->forget(entries_of(t.ops));
       forget_cached_records_if_lock_retaken();
       throw;
     }
