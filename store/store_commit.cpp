@@ -22,6 +22,7 @@
 #include "store/metadata/metadata_engine.h"
 #include "store/payload/pack_store.h"
 #include "store/payload/payload_store.h"
+#include "store/record_reads.h"
 #include "store/records_detail.h"
 #include "store/snapshot/pre_image.h"
 #include "store/store_internal.h"
@@ -796,7 +797,75 @@ void store::forget_cached_records_if_lock_retaken() {
 
 void store::after_commit(const transaction::impl& t, const commit_outcome& done,
                          std::span<const std::uint64_t> extents_changed) {
-  drop_cached_extents(extents_changed, false);
+  // The extent lists this commit changed, as they now are, where they are
+  // known: a list in the cache gets the commit's puts and deletes (commits are
+  // applied one at a time, so it stays the stored list), and a file the
+  // commit made gets the extents it gave it (none were ever stored under a
+  // number given out now; a file made empty gets an empty list). Not dropped
+  // and read again: a file written and committed is then read back without
+  // asking the engine (on PostgreSQL a round trip, and during a partition an
+  // EIO once the kernel has dropped its pages), also when its data came in
+  // several group commits. A big file's list is kept as one window from
+  // its start to its end (up to k_window_extents); its other windows go.
+  if (caches_extents()) {
+    std::lock_guard lock(extent_cache_mutex_);
+    ++extents_gen_;  // a scan that raced this commit is not cached
+    // Where each list being kept is, by offset, while the ops are applied.
+    std::unordered_map<std::uint64_t, std::map<std::uint64_t, extent_record>> kept;
+    for (const std::uint64_t ino : extents_changed) {
+      const auto it = extent_cache_.find(ino);
+      const auto windows = extent_windows_.find(ino);
+      // A window from the start to the end: the whole list of a big file.
+      const extent_window* whole = nullptr;
+      if (windows != extent_windows_.end())
+        for (const extent_window& w : windows->second)
+          if (w.first == 0 && w.to_end) whole = &w;
+      if (it != extent_cache_.end() && !it->second.too_many)
+        kept[ino].insert(it->second.list.begin(), it->second.list.end());
+      else if (whole != nullptr)
+        kept[ino].insert(whole->list.begin(), whole->list.end());
+      else if (std::find(t.new_inodes.begin(), t.new_inodes.end(), ino) != t.new_inodes.end())
+        kept[ino];
+      if (windows != extent_windows_.end()) extent_windows_.erase(windows);
+      if (it != extent_cache_.end()) extent_cache_.erase(it);
+    }
+    for (const txn_op& op : t.ops) {
+      if (op.cf != table::extents || op.key.size() < 8) continue;
+      const auto it = kept.find(key_ino(op));
+      if (it == kept.end()) continue;
+      const std::uint64_t offset = record_reads::extent_offset(it->first, op.key);
+      if (op.erase)
+        it->second.erase(offset);
+      else if (const auto* record = std::get_if<extent_record>(&op.value))
+        it->second.insert_or_assign(offset, *record);
+      else
+        it->second.insert_or_assign(
+            offset, detail::decode_extent(std::get<std::string>(op.value),
+                                          record_reads::extent_what(it->first, offset)));
+    }
+    // New files the commit gave no extents: empty lists.
+    for (const std::uint64_t ino : t.new_inodes) kept.try_emplace(ino);
+    if (extent_cache_.size() + kept.size() > k_extent_cache_files) extent_cache_.clear();
+    for (auto& [ino, extents] : kept) {
+      cached_extents& c = extent_cache_[ino];
+      if (extents.size() <= k_cached_extents) {
+        c.list.assign(extents.begin(), extents.end());
+        continue;
+      }
+      // More: a marker, and the whole list as one window (as a read's scan
+      // from the start would have kept it), up to a window's size.
+      c.too_many = true;
+      if (extents.size() > k_window_extents) continue;
+      if (extent_windows_.size() >= k_extent_windows)
+        extent_windows_.erase(extent_windows_.begin());  // another file's, any
+      extent_window w;
+      w.list.assign(extents.begin(), extents.end());
+      w.first = 0;
+      w.last = w.list.back().first;
+      w.to_end = true;
+      extent_windows_[ino].push_back(std::move(w));
+    }
+  }
   forget_cached_records_if_lock_retaken();
   if (entry_cache_) {
     std::vector<entry_cache::change> changes;
@@ -808,21 +877,6 @@ void store::after_commit(const transaction::impl& t, const commit_outcome& done,
       if (!op.erase) c.entry = std::get<dirent_record>(op.value);
     }
     entry_cache_->committed(changes, t.new_directories);
-  }
-  // A new file has no extents: known without a scan (its unlink purges it
-  // in one commit). Unless this commit gave it some: a create put off
-  // until its data's group commit (fs/deferred_names.h).
-  if (caches_extents() && !t.new_inodes.empty()) {
-    std::unordered_map<std::uint64_t, cached_extents> none;
-    for (const std::uint64_t ino : t.new_inodes)
-      if (std::find(extents_changed.begin(), extents_changed.end(), ino) == extents_changed.end())
-        none[ino];
-    std::uint64_t gen = 0;
-    {
-      std::lock_guard lock(extent_cache_mutex_);
-      gen = extents_gen_;
-    }
-    cache_extents(gen, std::move(none));
   }
   pre_images_.remember(done.kept);
   garbage_bytes_ += done.garbage;
