@@ -596,6 +596,37 @@ class commit_stall : public write_behind {
     write_behind::TearDown();
   }
   stdfs::path flag() const { return work_ / "stall"; }
+  // Writes `data` to a new file `p` and fsyncs it: 0, the fsync's errno,
+  // or -3 when the open or the write failed.
+  static int write_and_fsync(const stdfs::path& p, const std::string& data) {
+    const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || !pwrite_all(fd, data, 0)) {
+      if (fd >= 0) ::close(fd);
+      return -3;
+    }
+    const int result = ::fsync(fd) == 0 ? 0 : errno;
+    ::close(fd);
+    return result;
+  }
+  // s/in, and r holding `stored`: in the store, and cached by the kernel
+  // (the next opens keep its pages).
+  void store_and_cache(const std::string& stored) {
+    ASSERT_EQ(::mkdir(path("s").c_str(), 0755), 0);
+    write_file(path("s/in"), "in");
+    write_file(path("r"), stored);
+    const int fd = ::open(path("r").c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fsync(fd), 0);
+    ::close(fd);
+    EXPECT_EQ(read_file(path("r")), stored);
+  }
+  // Whether a commit reached the stalled store within 30 s.
+  bool commit_stalled() {
+    const bool stalled = eventually([&] { return log_lines_containing("a write waits while") > 0; },
+                                    std::chrono::seconds(30));
+    EXPECT_TRUE(stalled) << "the fsync's commit never reached the store";
+    return stalled;
+  }
 };
 
 TEST_F(commit_stall, reads_pass_a_commit_on_its_way_and_every_change_is_stored_after) {
@@ -616,17 +647,7 @@ TEST_F(commit_stall, reads_pass_a_commit_on_its_way_and_every_change_is_stored_a
   ::unsetenv("DENSEFS_FAULT_INJECTION");
 
   const std::string stored = compressible_bytes(200 * k_kib, 61);
-  ASSERT_EQ(::mkdir(path("s").c_str(), 0755), 0);
-  write_file(path("s/in"), "in");
-  write_file(path("r"), stored);
-  {
-    const int fd = ::open(path("r").c_str(), O_RDONLY);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::fsync(fd), 0);
-    ::close(fd);
-  }
-  // Cached by the kernel: the next opens keep its pages.
-  EXPECT_EQ(read_file(path("r")), stored);
+  store_and_cache(stored);
   EXPECT_EQ(read_file(path("r")), stored);
   // Put off until the next commit: a directory and an empty new file.
   ASSERT_EQ(::mkdir(path("d").c_str(), 0755), 0);
@@ -635,20 +656,8 @@ TEST_F(commit_stall, reads_pass_a_commit_on_its_way_and_every_change_is_stored_a
   write_file(flag_, "");
   const std::string data = compressible_bytes(1 * k_mib, 62);
   std::atomic<int> fsync_result{-2};
-  std::thread writer([&] {
-    const int fd = ::open(path("w").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || !pwrite_all(fd, data, 0)) {
-      fsync_result = -3;
-      if (fd >= 0) ::close(fd);
-      return;
-    }
-    fsync_result = ::fsync(fd) == 0 ? 0 : errno;
-    ::close(fd);
-  });
-  const bool stalled = eventually([&] { return log_lines_containing("a write waits while") > 0; },
-                                  std::chrono::seconds(30));
-  EXPECT_TRUE(stalled) << "the fsync's commit never reached the store";
-  if (!stalled) {
+  std::thread writer([&] { fsync_result = write_and_fsync(path("w"), data); });
+  if (!commit_stalled()) {
     stdfs::remove(flag_);
     writer.join();
     return;
@@ -740,33 +749,15 @@ TEST_F(commit_stall, a_change_waiting_for_a_commit_leaves_its_cores_ring_free) {
   };
 
   const std::string stored = compressible_bytes(200 * k_kib, 63);
-  ASSERT_EQ(::mkdir(path("s").c_str(), 0755), 0);
-  write_file(path("s/in"), "in");
-  write_file(path("r"), stored);
-  {
-    const int fd = ::open(path("r").c_str(), O_RDONLY);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::fsync(fd), 0);
-    ::close(fd);
-  }
-  EXPECT_EQ(read_file(path("r")), stored);  // cached by the kernel from now on
+  store_and_cache(stored);
 
   write_file(flag_, "");
   std::atomic<int> fsync_result{-2};
   std::thread writer([&] {
     on_core_0();
-    const int fd = ::open(path("w").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || !pwrite_all(fd, compressible_bytes(256 * k_kib, 64), 0)) {
-      fsync_result = -3;
-      if (fd >= 0) ::close(fd);
-      return;
-    }
-    fsync_result = ::fsync(fd) == 0 ? 0 : errno;
-    ::close(fd);
+    fsync_result = write_and_fsync(path("w"), compressible_bytes(256 * k_kib, 64));
   });
-  const bool stalled = eventually([&] { return log_lines_containing("a write waits while") > 0; },
-                                  std::chrono::seconds(30));
-  EXPECT_TRUE(stalled) << "the fsync's commit never reached the store";
+  commit_stalled();
   // A chmod that takes a permission away commits at once: it waits for
   // the commit under way, on core 0 (only s/in's inode is locked by it).
   std::atomic<int> narrowed{-1};
