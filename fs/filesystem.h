@@ -501,8 +501,8 @@ class filesystem final : private data_path::host {
   // Requests handed off the io_uring rings (hands_off). As many threads as
   // the rings have entries by default, so a job never queues behind another
   // that waits: a ring entry stays taken until its request is answered.
+  // Null where nothing is handed off.
   std::unique_ptr<worker_pool> ring_jobs_;
-  bool hands_off_ = false;
   std::atomic<std::uint64_t> requests_off_ring_{0};  // densefs stats
   // Runs `sync` on syncs_ (or here before start()), answers req with the
   // errno it returns or throws, and counts its time as `kind`'s.

@@ -693,7 +693,7 @@ void filesystem::init(fuse_conn_info* conn) {
   // reply, or stays on /dev/fuse when the kernel does not offer them.
   if (options_.transport == fuse_transport::uring) {
     if (conn->capable_ext & FUSE_CAP_OVER_IO_URING) {
-      log_info(hands_off_ ? "FUSE requests over io_uring; changes are handled off the rings' "
+      log_info(ring_jobs_ ? "FUSE requests over io_uring; changes are handled off the rings' "
                             "threads (they may wait for the network)"
                           : "FUSE requests over io_uring");
     } else {

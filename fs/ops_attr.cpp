@@ -129,8 +129,8 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   workers_ = std::make_unique<worker_pool>(threads);
   syncs_ = std::make_unique<worker_pool>(k_sync_threads);
-  hands_off_ = options_.transport == fuse_transport::uring && hands_off_ring_requests(*store_);
-  if (hands_off_) ring_jobs_ = std::make_unique<worker_pool>(std::min(64u, ring_entries(options_)));
+  if (options_.transport == fuse_transport::uring && hands_off_ring_requests(*store_))
+    ring_jobs_ = std::make_unique<worker_pool>(std::min(64u, ring_entries(options_)));
   data_path::host& host = *this;  // a private base: converted here, where it is visible
   data_ =
       std::make_unique<data_path>(options_, *store_, *workers_, host, [this] { commit_put_off(); });

@@ -436,7 +436,7 @@ void filesystem::run_sync_request(fuse_req_t req, fuse_request kind, const char*
 
 bool filesystem::hands_off(fuse_req_t req) const {
 #ifdef FUSE_CAP_OVER_IO_URING
-  return hands_off_ && ring_jobs_ && fuse_req_is_uring(req);
+  return ring_jobs_ && fuse_req_is_uring(req);
 #else
   (void)req;
   return false;
