@@ -344,9 +344,37 @@ void group_commit::store_settled_sizes() {
 }
 
 void group_commit::after_the_locks() {
+  remember_committed_chunks();
   data_.release_in_flight(released_bytes_);
   for (const std::uint64_t ino : attributes_changed_) data_.host_.invalidate_attributes(ino);
   data_.host_.data_committed(queued_any_);
+}
+
+void group_commit::remember_committed_chunks() {
+  // Where reading a chunk back means asking the server for its record and
+  // its payload's place (PostgreSQL), the bytes just committed go into the
+  // decoded-chunk cache: a file read back after its pages left the kernel
+  // then costs no round trip, and answers during a partition. A chunk that
+  // is the whole slot shares the slot's string; others are copied (here,
+  // after the locks), as is a whole slot whose buffer has much more room
+  // than bytes (a short last slot of a streamed write, given 4 MiB): the
+  // cache counts sizes, not capacities. The embedded store reads its own
+  // disk: left as it was.
+  if (error_ != 0 || !data_.store_.caches_chunks() || !data_.store_.reads_are_round_trips()) return;
+  for (std::size_t i = 0; i < group_.size(); ++i) {
+    if (fates_[i] != fate::commit) continue;
+    const encoded_slot& e = group_[i];
+    for (const slot_chunk& c : e.chunks) {
+      if (!c.prepared || std::size_t{c.offset} + c.length > e.data->size()) continue;
+      const bool whole = c.offset == 0 && c.length == e.data->size() &&
+                         e.data->capacity() <= e.data->size() + e.data->size() / 4;
+      if (whole)
+        data_.store_.remember_chunk(c.prepared->hash, e.data);
+      else
+        data_.store_.remember_chunk(c.prepared->hash, std::make_shared<const std::string>(
+                                                          e.data->substr(c.offset, c.length)));
+    }
+  }
 }
 
 void group_commit::release_unreachable_files() {

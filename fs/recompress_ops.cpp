@@ -106,7 +106,11 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
   if (!type) {
     type = codec::file_type::other;
     try {
-      const auto chunk = store_->read_chunk(item.hash);
+      const auto chunk = store_->read_chunk_unless_gone(item.hash);
+      if (!chunk) {  // deleted since get_chunk above, by a rewrite of its file
+        commit_on_worker(item, std::move(txn), 0, false, false);
+        return;
+      }
       const std::string_view head =
           std::string_view(*chunk).substr(0, codec::k_classify_head_bytes);
       const codec::file_type t = codec::classify(head, {});
@@ -129,6 +133,10 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
   // zstd too (a higher level); re-encoding keeps only a smaller result.
   store::store::reencoding r =
       store_->reencode_chunk(item.hash, *rec, target, /*same_codec_too=*/true);
+  if (r.gone) {  // deleted since get_chunk above, by a rewrite of its file
+    commit_on_worker(item, std::move(txn), 0, false, false);
+    return;
+  }
   const bool fell_back = r.fell_back_from.has_value();
   if (fell_back) {
     // Refusals are common and harmless (odd JPEGs, gzip streams preflate

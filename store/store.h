@@ -545,6 +545,10 @@ class store {
   // size checked; served from the decoded-chunk cache when present. Throws
   // store_error(EIO) naming the chunk on any mismatch (and logs it).
   std::shared_ptr<const std::string> read_chunk(const chunk_hash& hash) const;
+  // The same, but nullptr for a chunk deleted since the caller learned its
+  // name (the re-encoder's queue entry racing a rewrite of the file): not
+  // an error, and not logged. Every other failure is read_chunk's.
+  std::shared_ptr<const std::string> read_chunk_unless_gone(const chunk_hash& hash) const;
   // Loads into the decoded-chunk cache those of `hashes` that are neither
   // cached nor being loaded by another thread: their records in one
   // MultiGet, their payloads in one payload_store::get_many, then each
@@ -558,6 +562,13 @@ class store {
                           const std::function<bool()>& keep_going = {}) const;
   // The decoded chunk if it is in the decoded-chunk cache, else nullptr.
   std::shared_ptr<const std::string> cached_chunk(const chunk_hash& hash) const;
+  // Puts the content of a chunk the caller has in hand (the data a commit
+  // just stored) in the decoded-chunk cache, so that reading it back asks
+  // the engine and the payloads nothing: on a remote volume that is two
+  // round trips saved, and during a partition it is an answer at all. The
+  // caller vouches that `plain` is the content `hash` names (the commit
+  // named the chunk by it).
+  void remember_chunk(const chunk_hash& hash, std::shared_ptr<const std::string> plain) const;
   bool caches_chunks() const { return options_.chunk_cache_bytes > 0; }
   // Empties the decoded-chunk cache and RocksDB's block cache, so that the
   // next reads are cold as far as this process goes (with the kernel's
@@ -576,6 +587,7 @@ class store {
     // The target codec refused the chunk (or failed verification).
     std::optional<codec::codec_id> fell_back_from;
     std::string fallback_reason;
+    bool gone = false;  // deleted meanwhile (read_chunk_unless_gone): nothing to do
   };
   reencoding reencode_chunk(const chunk_hash& hash, const chunk_record& current,
                             const codec::codec_options& target, bool same_codec_too = false) const;

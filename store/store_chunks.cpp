@@ -70,7 +70,11 @@ store::reencoding store::reencode_chunk(const chunk_hash& hash, const chunk_reco
   // A Lepton file's chunks are re-encoded per file, never one by one: its
   // members depend on the first chunk's payload.
   if (codec::is_lepton_file_codec(current.codec)) return out;
-  const std::shared_ptr<const std::string> plain = read_chunk(hash);
+  const std::shared_ptr<const std::string> plain = read_chunk_unless_gone(hash);
+  if (!plain) {
+    out.gone = true;
+    return out;
+  }
   codec::encoded_chunk encoded = codec::encode_chunk(*plain, target);
   out.fell_back_from = encoded.fell_back_from;
   out.fallback_reason = std::move(encoded.fallback_reason);
@@ -172,6 +176,10 @@ void store::drop_caches() const {
 
 std::shared_ptr<const std::string> store::cached_chunk(const chunk_hash& hash) const {
   return cache_->find(hash);
+}
+
+void store::remember_chunk(const chunk_hash& hash, std::shared_ptr<const std::string> plain) const {
+  if (caches_chunks()) cache_->insert(hash, std::move(plain));
 }
 
 store::stored_chunk store::read_stored_chunk(const chunk_hash& hash) const {
@@ -362,6 +370,16 @@ std::shared_ptr<const std::string> store::read_chunk(const chunk_hash& hash) con
   return cache_->get_or_load(hash, [&]() -> std::shared_ptr<const std::string> {
     return decode_stored_chunk(hash, read_stored_chunk(hash));
   });
+}
+
+std::shared_ptr<const std::string> store::read_chunk_unless_gone(const chunk_hash& hash) const {
+  try {
+    return cache_->get_or_load(hash, [&]() -> std::shared_ptr<const std::string> {
+      return decode_stored_chunk(hash, read_stored_chunk_once(hash, true, false));
+    });
+  } catch (const chunk_cache::load_abandoned&) {
+    return nullptr;  // gone between the caller's lookup and this read
+  }
 }
 
 std::size_t store::load_chunks(std::span<const chunk_hash> hashes,

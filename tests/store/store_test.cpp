@@ -639,6 +639,38 @@ TEST_F(store_test, releasing_the_last_reference_deletes_chunk_and_payload) {
   EXPECT_EQ(db.count(k_cf_payloads), 0u);
 }
 
+// The re-encoder reads a queued chunk after looking its record up; a rewrite
+// of the file may delete the chunk in between. That is no error: nothing is
+// logged (a daemon log line "error" is what users and the mount tests see),
+// and the re-encoding says the chunk is gone.
+TEST_F(store_test, a_chunk_deleted_before_its_re_encoding_is_skipped_quietly) {
+  const std::string data = random_bytes(100000, 2);
+  auto s = open();
+  const prepared_chunk p = s->prepare_chunk(data);
+  transaction t;
+  t.ref_chunk(p);
+  s->commit(t);
+  const std::optional<chunk_record> rec = s->get_chunk(p.hash);
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(*s->read_chunk_unless_gone(p.hash), data);
+  s->drop_caches();  // the read below goes to the store
+
+  transaction last;
+  last.unref_chunk(p.hash);
+  s->commit(last);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(s->read_chunk_unless_gone(p.hash), nullptr);
+  codec::codec_options target;
+  target.preferred = codec::codec_id::zstd;
+  const auto r = s->reencode_chunk(p.hash, *rec, target, true);
+  const std::string logged = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(r.gone);
+  EXPECT_FALSE(r.smaller);
+  EXPECT_EQ(logged, "");
+  // read_chunk still calls it an error.
+  EXPECT_EQ(error_of([&] { s->read_chunk(p.hash); }), EIO);
+}
+
 // A deleted chunk's re-encoding queue entry goes with it; a chunk that was
 // never queued leaves no deletion in the queue's key range (a big rm would
 // otherwise fill it with tombstones the re-encoder steps over on every look).
