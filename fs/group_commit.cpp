@@ -344,10 +344,10 @@ void group_commit::store_settled_sizes() {
 }
 
 void group_commit::after_the_locks() {
-  remember_committed_chunks();
   data_.release_in_flight(released_bytes_);
   for (const std::uint64_t ino : attributes_changed_) data_.host_.invalidate_attributes(ino);
   data_.host_.data_committed(queued_any_);
+  remember_committed_chunks();
 }
 
 void group_commit::remember_committed_chunks() {
@@ -360,7 +360,16 @@ void group_commit::remember_committed_chunks() {
   // than bytes (a short last slot of a streamed write, given 4 MiB): the
   // cache counts sizes, not capacities. The embedded store reads its own
   // disk: left as it was.
+  // Last of the steps, and never throwing (a group commit must not): a
+  // chunk it could not keep (no memory) is read from the store later.
   if (error_ != 0 || !data_.store_.caches_chunks() || !data_.store_.reads_are_round_trips()) return;
+  try {
+    remember_chunks_of_committed_versions();
+  } catch (const std::exception&) {
+  }
+}
+
+void group_commit::remember_chunks_of_committed_versions() {
   for (std::size_t i = 0; i < group_.size(); ++i) {
     if (fates_[i] != fate::commit) continue;
     const encoded_slot& e = group_[i];

@@ -13,10 +13,10 @@
 //                            to share was released meanwhile)
 //   4. apply_records         the nodes take the records just stored
 //   5. settle_slots          each slot's staged versions, kept on failure
-//   6. after the locks       the committed chunks into the decoded-chunk
-//                            cache (remote volumes), staging room, the
-//                            kernel's attributes, the re-encoder, and files
-//                            nobody can reach any more
+//   6. after the locks       staging room, the kernel's attributes, the
+//                            re-encoder, the committed chunks into the
+//                            decoded-chunk cache (remote volumes), and
+//                            files nobody can reach any more
 // Built and run by data_path::commit_group on the committer thread.
 #pragma once
 
@@ -72,6 +72,7 @@ class group_commit {
   void store_settled_sizes();
   void after_the_locks();
   void remember_committed_chunks();
+  void remember_chunks_of_committed_versions();
   void release_unreachable_files();
 
   data_path& data_;
