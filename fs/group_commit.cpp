@@ -364,25 +364,20 @@ void group_commit::remember_committed_chunks() {
   // chunk it could not keep (no memory) is read from the store later.
   if (error_ != 0 || !data_.store_.caches_chunks() || !data_.store_.reads_are_round_trips()) return;
   try {
-    remember_chunks_of_committed_versions();
-  } catch (const std::exception&) {
-  }
-}
-
-void group_commit::remember_chunks_of_committed_versions() {
-  for (std::size_t i = 0; i < group_.size(); ++i) {
-    if (fates_[i] != fate::commit) continue;
-    const encoded_slot& e = group_[i];
-    for (const slot_chunk& c : e.chunks) {
-      if (!c.prepared || std::size_t{c.offset} + c.length > e.data->size()) continue;
-      const bool whole = c.offset == 0 && c.length == e.data->size() &&
-                         e.data->capacity() <= e.data->size() + e.data->size() / 4;
-      if (whole)
-        data_.store_.remember_chunk(c.prepared->hash, e.data);
-      else
-        data_.store_.remember_chunk(c.prepared->hash, std::make_shared<const std::string>(
-                                                          e.data->substr(c.offset, c.length)));
+    for (std::size_t i = 0; i < group_.size(); ++i) {
+      if (fates_[i] != fate::commit) continue;
+      const encoded_slot& e = group_[i];
+      for (const slot_chunk& c : e.chunks) {
+        if (!c.prepared || std::size_t{c.offset} + c.length > e.data->size()) continue;
+        const bool whole = c.offset == 0 && c.length == e.data->size() &&
+                           e.data->capacity() <= e.data->size() + e.data->size() / 4;
+        data_.store_.remember_chunk(
+            c.prepared->hash,
+            whole ? e.data
+                  : std::make_shared<const std::string>(e.data->substr(c.offset, c.length)));
+      }
     }
+  } catch (const std::exception&) {
   }
 }
 

@@ -72,7 +72,6 @@ class group_commit {
   void store_settled_sizes();
   void after_the_locks();
   void remember_committed_chunks();
-  void remember_chunks_of_committed_versions();
   void release_unreachable_files();
 
   data_path& data_;

@@ -92,10 +92,10 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
   const std::optional<store::chunk_record> rec = store_->get_chunk(item.hash);
   store::transaction txn;
   txn.drop_recompress(item.hash);
-  if (!rec) {  // deleted meanwhile (its queue entry normally goes with it)
-    commit_on_worker(item, std::move(txn), 0, false, false);
-    return;
-  }
+  // A chunk deleted meanwhile (its queue entry normally goes with it), also
+  // by a rewrite of its file after the lookup here: only the entry goes.
+  const auto drop_the_entry = [&] { commit_on_worker(item, std::move(txn), 0, false, false); };
+  if (!rec) return drop_the_entry();
 
   // The target is the policy codec of the file that queued the chunk. When
   // that file is gone: JPEG, gzip or zip if the chunk looks like one (Lepton
@@ -107,10 +107,7 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
     type = codec::file_type::other;
     try {
       const auto chunk = store_->read_chunk_unless_gone(item.hash);
-      if (!chunk) {  // deleted since get_chunk above, by a rewrite of its file
-        commit_on_worker(item, std::move(txn), 0, false, false);
-        return;
-      }
+      if (!chunk) return drop_the_entry();
       const std::string_view head =
           std::string_view(*chunk).substr(0, codec::k_classify_head_bytes);
       const codec::file_type t = codec::classify(head, {});
@@ -133,10 +130,7 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
   // zstd too (a higher level); re-encoding keeps only a smaller result.
   store::store::reencoding r =
       store_->reencode_chunk(item.hash, *rec, target, /*same_codec_too=*/true);
-  if (r.gone) {  // deleted since get_chunk above, by a rewrite of its file
-    commit_on_worker(item, std::move(txn), 0, false, false);
-    return;
-  }
+  if (r.gone) return drop_the_entry();
   const bool fell_back = r.fell_back_from.has_value();
   if (fell_back) {
     // Refusals are common and harmless (odd JPEGs, gzip streams preflate

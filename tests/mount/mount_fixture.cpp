@@ -350,6 +350,11 @@ bool mounts_shared() {
   return extra && option_listed(extra, "shared");
 }
 
+bool mounts_on_postgres() {
+  const char* pg = std::getenv("DENSEFS_TEST_POSTGRES");
+  return pg && *pg;
+}
+
 void mount_test::SetUp() {
   if (access("/dev/fuse", F_OK) != 0)
     DENSEFS_SKIP_UNLESS_REQUIRED(

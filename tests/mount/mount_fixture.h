@@ -94,6 +94,10 @@ std::optional<std::string> mounted_fs_type(const stdfs::path& dir);
 // second pass). Such mounts refuse -o writeback_cache (fs/mount.cpp).
 bool mounts_shared();
 
+// Whether the stores of this run keep their records in PostgreSQL
+// (DENSEFS_TEST_POSTGRES: scale_out_suite_test.sh).
+bool mounts_on_postgres();
+
 class mount_test : public ::testing::Test {
  protected:
   void SetUp() override;

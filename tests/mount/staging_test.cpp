@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <thread>
 
 #include "tests/mount/mount_fixture.h"
@@ -75,9 +74,9 @@ TEST_F(staging, copy_file_range_from_a_file_being_written_does_not_hang) {
   // coming: 200 rounds took over 300 s there (36 s with them on the rings),
   // 20 take about 25 s. (The sanitizer trees serve /dev/fuse.)
   ::alarm(300);
-  const char* postgres = std::getenv("DENSEFS_TEST_POSTGRES");
-  const bool remote = postgres != nullptr && *postgres != '\0';
-  const int rounds = k_sanitized_build ? (mounts_shared() ? 12 : 60) : remote ? 20 : 200;
+  const int rounds = k_sanitized_build      ? (mounts_shared() ? 12 : 60)
+                     : mounts_on_postgres() ? 20
+                                            : 200;
   const int b = ::open(path("b").c_str(), O_CREAT | O_RDWR, 0644);
   const int a = ::open(path("a").c_str(), O_RDONLY);
   ASSERT_GE(a, 0);

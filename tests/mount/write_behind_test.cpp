@@ -633,8 +633,7 @@ TEST_F(commit_stall, reads_pass_a_commit_on_its_way_and_every_change_is_stored_a
   if (mounts_shared()) GTEST_SKIP() << "beside other writers every request waits for a commit";
   // The stall is injected under RocksDB's files; on PostgreSQL,
   // partition_test.sh cuts the link instead.
-  if (const char* pg = std::getenv("DENSEFS_TEST_POSTGRES"); pg && *pg)
-    GTEST_SKIP() << "the store's records are in PostgreSQL";
+  if (mounts_on_postgres()) GTEST_SKIP() << "the store's records are in PostgreSQL";
   struct umask_kept {
     mode_t before = ::umask(022);
     ~umask_kept() { ::umask(before); }
@@ -727,8 +726,7 @@ TEST_F(commit_stall, reads_pass_a_commit_on_its_way_and_every_change_is_stored_a
 // the same core still answer (partition_test.sh does this on PostgreSQL).
 TEST_F(commit_stall, a_change_waiting_for_a_commit_leaves_its_cores_ring_free) {
   if (mounts_shared()) GTEST_SKIP() << "beside other writers every request waits for a commit";
-  if (const char* pg = std::getenv("DENSEFS_TEST_POSTGRES"); pg && *pg)
-    GTEST_SKIP() << "the store's records are in PostgreSQL";
+  if (mounts_on_postgres()) GTEST_SKIP() << "the store's records are in PostgreSQL";
   unmount();
   const stdfs::path flag_ = flag();
   const std::string spec = "write_stall:files=wal:while=" + flag_.string();
