@@ -527,6 +527,12 @@ int data_path::write_behind(node& n, bool take_error) {
   return take_error ? std::exchange(n.write_error, 0) : n.write_error;
 }
 
+std::optional<int> data_path::write_behind_here(node& n, bool take_error) {
+  if (store_.membership().others_mounted() || record_unsettled(n)) return std::nullopt;
+  submit_dirty_slots(n);
+  return take_error ? std::exchange(n.write_error, 0) : n.write_error;
+}
+
 void data_path::submit_dirty_slots(node& n) {
   for (auto& [index, s] : n.slots)
     if (s.dirty) submit_slot(n, index);

@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -108,6 +109,12 @@ class data_path {
   // close(2) returns it; a RELEASE without one leaves it for the file's
   // next write, fsync or rename). Takes n.data_mutex.
   int write_behind(node& n, bool take_error = true);
+  // The same where it would not wait (filesystem::flush_here and
+  // release_here, on a ring's thread): nullopt, having done nothing, where
+  // close commits (another client has the volume) or the file's record is
+  // to be stored. Caller holds n.data_mutex and the metadata mutex (as a
+  // reader at least).
+  std::optional<int> write_behind_here(node& n, bool take_error);
 
   // --- reads (n.data_mutex held) ---
   // [offset, offset + length) of `n` as pieces to reply with

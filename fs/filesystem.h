@@ -38,6 +38,7 @@
 #include "fs/read_ahead.h"
 #include "fs/recompressor.h"
 #include "fs/request_counts.h"
+#include "fs/ring_helpers.h"
 #include "fs/snapshot_tree.h"
 #include "fs/stall_watchdog.h"
 #include "fs/worker_pool.h"
@@ -90,6 +91,18 @@ class filesystem final : private data_path::host {
   bool hands_off(fuse_req_t req) const;
   // Runs `job` on the ring helpers (or here before start()).
   void run_off_ring(std::function<void()> job);
+  // The changes a ring's thread answers itself before it hands one off
+  // (serve_changing), sparing the hand-off's two wake-ups: rsync's chmod
+  // and utimes put off until the next commit, and closes with nothing to
+  // store. Each answers and returns true only where nothing would wait:
+  // the locks a commit may hold across its round trip are tried, never
+  // waited for, and any path to the store, to another client or to a
+  // lock table is left to the full handler. On false nothing is answered,
+  // and nothing is changed that the full handler would not do the same
+  // (flush_here may have handed the dirty slots to the encoders).
+  bool setattr_here(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set);
+  bool flush_here(fuse_req_t req, fuse_ino_t ino, const fuse_file_info& fi);
+  bool release_here(fuse_req_t req, fuse_ino_t ino, const fuse_file_info& fi);
 
   // Parks idle nodes once more than the resident limit are in memory
   // (inode_table::park; docs/design.md, "Inodes in memory"). After every
@@ -161,6 +174,11 @@ class filesystem final : private data_path::host {
   // modes, owners, times, and the bits the kernel leaves to us to drop.
   void edit_attributes(fuse_req_t req, store::inode_record& r, const struct stat* attr, int to_set,
                        store::timestamp t, bool truncating) const;
+  // A SETATTR that is no truncate, put off until the next commit and
+  // answered where that is safe (setattr says when); false where it must
+  // commit now. Caller holds meta_mutex_ as a writer.
+  bool put_off_attributes(fuse_req_t req, const std::shared_ptr<node>& n, const struct stat* attr,
+                          int to_set, store::timestamp t);
   // A copy of n's record safe to persist: size never ahead of committed data.
   store::inode_record persistable(const node& n, store::inode_record r) const;
   // Drops the node from memory once the kernel and open files are done
@@ -226,6 +244,9 @@ class filesystem final : private data_path::host {
   // less (and one writer less for a handle open for writing), and the node
   // released when nothing uses it.
   void close_handle(const std::shared_ptr<node>& n, bool writer);
+  // The same with meta_mutex_ held (as a reader at least): true when the
+  // hold is to be let go of (erase_hold, a round trip, without the mutex).
+  bool close_handle_locked(const std::shared_ptr<node>& n, bool writer);
   void erase_hold(std::uint64_t ino);  // caller holds holds_mutex_
   std::mutex deferred_mutex_;
   std::map<std::uint64_t, std::chrono::steady_clock::time_point> deferred_orphans_;
@@ -416,6 +437,8 @@ class filesystem final : private data_path::host {
   bool new_file_ends(const node& n, bool settled) const override;
   // After the last release of `n`: ends its being new if nothing is staged.
   void settle_new_file(node& n);
+  // The same with n.data_mutex and meta_mutex_ (as a writer) held.
+  void settle_new_file_locked(node& n);
   // Ends the being new of `n`, whose data is all committed (its last
   // release, or leaving the node table with nothing staged): its row is
   // cleared by the next commit of any kind (commit() adds it), or by the
@@ -476,8 +499,10 @@ class filesystem final : private data_path::host {
     if ((fi->flags & O_ACCMODE) == O_RDONLY) fi->fh |= k_read_only_handle;
   }
   // Flush and release of a handle from choose_page_cache: records the
-  // version it vouches for. Takes meta_mutex_.
+  // version it vouches for. Takes meta_mutex_ (the _locked one: caller
+  // holds it, as a reader at least).
   void vouch_for_cache(node& n, const fuse_file_info* fi);
+  void vouch_for_cache_locked(node& n, const fuse_file_info* fi);
   // -o relatime: sets n's atime to now when it is not newer than mtime or
   // ctime or is a day old (-o strictatime: always); true if it did (the caller then invalidates the
   // kernel's attributes, outside the mutex). Caller holds meta_mutex_.
@@ -498,11 +523,11 @@ class filesystem final : private data_path::host {
   // each on PostgreSQL). Not the encoders' pool: an fsync waits for them.
   std::unique_ptr<worker_pool> syncs_;
   static constexpr unsigned k_sync_threads = 4;  // more fsyncs queue: one commit serves them
-  // Requests handed off the io_uring rings (hands_off). As many threads as
-  // the rings have entries by default, so a job never queues behind another
-  // that waits: a ring entry stays taken until its request is answered.
-  // Null where nothing is handed off.
-  std::unique_ptr<worker_pool> ring_jobs_;
+  // Requests handed off the io_uring rings (hands_off). As many threads per
+  // CPU as its ring has entries, so a job never queues behind another that
+  // waits: a ring entry stays taken until its request is answered. Null
+  // where nothing is handed off.
+  std::unique_ptr<ring_helpers> ring_jobs_;
   std::atomic<std::uint64_t> requests_off_ring_{0};  // densefs stats
   // Runs `sync` on syncs_ (or here before start()), answers req with the
   // errno it returns or throws, and counts its time as `kind`'s.
@@ -568,6 +593,9 @@ class filesystem final : private data_path::host {
   bool serves_locks_ = false;
   std::unique_ptr<lock_waiters> lock_waiters_;  // with serves_locks_
   void set_lock(fuse_req_t req, const store::lock_request& r, bool wait);
+  // Whether a close of `ino` may let go of a lock kept in the volume's
+  // database (release_locks then costs a round trip).
+  bool close_may_unlock(fuse_ino_t ino);
   // At a FLUSH (`last_of_handle` false) or a RELEASE: the locks that go
   // with that close; `last_here`: the file's last close on this client.
   void release_locks(fuse_ino_t ino, const fuse_file_info& fi, bool last_of_handle,

@@ -51,6 +51,7 @@ class meta_lock {
    public:
     explicit reader(meta_lock& l) : lock_(l) {}
     void lock() { lock_.mutex_.lock(); }
+    bool try_lock() { return lock_.mutex_.try_lock(); }
     void unlock() { lock_.mutex_.unlock(); }
 
    private:

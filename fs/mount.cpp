@@ -101,8 +101,11 @@ class counted_request {
 // behind the round trip. `handle` owns copies of what libfuse passed on its
 // stack (a fuse_file_info, a struct stat, a struct flock); names and
 // payloads stay in the ring entry until the reply.
-template <class Handler>
-void serve_changing(fuse_req_t req, fuse_request kind, Handler handle) {
+// `answered_here` runs first on a ring's thread, and only there: it answers
+// the request itself where nothing would wait (filesystem::setattr_here
+// and the like) and says whether it did; else the request is handed off.
+template <class Handler, class Here>
+void serve_changing(fuse_req_t req, fuse_request kind, Handler handle, Here answered_here) {
   filesystem* fs = fs_of(req);
   fs->spinner().note_request();
   if (!fs->hands_off(req)) {
@@ -110,11 +113,19 @@ void serve_changing(fuse_req_t req, fuse_request kind, Handler handle) {
     handle();
     return;
   }
-  fs->run_off_ring(
-      [fs, kind, start = std::chrono::steady_clock::now(), handle = std::move(handle)]() mutable {
-        const counted_request counted(fs, kind, start);
-        handle();
-      });
+  const auto start = std::chrono::steady_clock::now();
+  if (answered_here()) {
+    const counted_request counted(fs, kind, start);
+    return;
+  }
+  fs->run_off_ring([fs, kind, start, handle = std::move(handle)]() mutable {
+    const counted_request counted(fs, kind, start);
+    handle();
+  });
+}
+template <class Handler>
+void serve_changing(fuse_req_t req, fuse_request kind, Handler handle) {
+  serve_changing(req, kind, std::move(handle), [] { return false; });
 }
 
 // `.snapshots` and what is in it are the snapshot tree's (fs/snapshot_tree.h):
@@ -173,10 +184,15 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
   std::optional<fuse_file_info> file;
   if (fi) file = *fi;
-  serve_changing(req, fuse_request::setattr, [=, attr = *attr]() mutable {
-    if (refused_in_snapshots(req, ino)) return;
-    fs_of(req)->setattr(req, ino, &attr, to_set, file ? &*file : nullptr);
-  });
+  serve_changing(
+      req, fuse_request::setattr,
+      [=, attr = *attr]() mutable {
+        if (refused_in_snapshots(req, ino)) return;
+        fs_of(req)->setattr(req, ino, &attr, to_set, file ? &*file : nullptr);
+      },
+      [=] {
+        return !snapshot_tree::owns(ino) && fs_of(req)->setattr_here(req, ino, attr, to_set);
+      });
 }
 void op_readlink(fuse_req_t req, fuse_ino_t ino) {
   const counted_request counted(req, fuse_request::readlink);
@@ -255,16 +271,22 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size,
   });
 }
 void op_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  serve_changing(req, fuse_request::flush, [=, fi = *fi]() mutable {
-    if (done_in_snapshots(req, ino)) return;
-    fs_of(req)->flush(req, ino, &fi);
-  });
+  serve_changing(
+      req, fuse_request::flush,
+      [=, fi = *fi]() mutable {
+        if (done_in_snapshots(req, ino)) return;
+        fs_of(req)->flush(req, ino, &fi);
+      },
+      [=] { return !snapshot_tree::owns(ino) && fs_of(req)->flush_here(req, ino, *fi); });
 }
 void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  serve_changing(req, fuse_request::release, [=, fi = *fi]() mutable {
-    if (done_in_snapshots(req, ino)) return;
-    fs_of(req)->release(req, ino, &fi);
-  });
+  serve_changing(
+      req, fuse_request::release,
+      [=, fi = *fi]() mutable {
+        if (done_in_snapshots(req, ino)) return;
+        fs_of(req)->release(req, ino, &fi);
+      },
+      [=] { return !snapshot_tree::owns(ino) && fs_of(req)->release_here(req, ino, *fi); });
 }
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   const counted_request counted(req, fuse_request::fsync);

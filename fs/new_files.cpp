@@ -36,6 +36,10 @@ void filesystem::settle_new_file(node& n) {
   }
   std::unique_lock data(n.data_mutex);
   std::lock_guard meta(meta_mutex_);
+  settle_new_file_locked(n);
+}
+
+void filesystem::settle_new_file_locked(node& n) {
   if (n.purged || n.has_staged() || !new_file_ends(n, true)) return;
   end_new_file_locked(n);
 }

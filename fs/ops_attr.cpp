@@ -103,14 +103,17 @@ bool hands_off_ring_requests(const store::store& s) {
   return s.reads_are_round_trips() || !s.payload_location().empty();
 }
 
-// The rings' entries: one ring per configured CPU (libfuse's
-// fuse_create_ring), of 8 entries unless -o io_uring_q_depth says more.
-unsigned ring_entries(const mount_options& options) {
+// The rings: one per configured CPU (libfuse's fuse_create_ring), of 8
+// entries unless -o io_uring_q_depth says more.
+unsigned ring_count() {
+  return std::max(1u, static_cast<unsigned>(get_nprocs_conf()));
+}
+unsigned ring_depth(const mount_options& options) {
   unsigned depth = 8;
   for (const auto& o : options.fuse_options)
     if (o.starts_with("io_uring_q_depth="))
       depth = static_cast<unsigned>(std::strtoul(o.c_str() + 17, nullptr, 10));
-  return std::max(1u, static_cast<unsigned>(get_nprocs_conf())) * std::max(1u, depth);
+  return std::max(1u, depth);
 }
 
 }  // namespace
@@ -130,7 +133,7 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   workers_ = std::make_unique<worker_pool>(threads);
   syncs_ = std::make_unique<worker_pool>(k_sync_threads);
   if (options_.transport == fuse_transport::uring && hands_off_ring_requests(*store_))
-    ring_jobs_ = std::make_unique<worker_pool>(std::min(64u, ring_entries(options_)));
+    ring_jobs_ = std::make_unique<ring_helpers>(ring_count(), std::min(64u, ring_depth(options_)));
   data_path::host& host = *this;  // a private base: converted here, where it is visible
   data_ =
       std::make_unique<data_path>(options_, *store_, *workers_, host, [this] { commit_put_off(); });
@@ -746,6 +749,72 @@ void filesystem::edit_attributes(fuse_req_t req, store::inode_record& r, const s
   r.ctime = (to_set & FUSE_SET_ATTR_CTIME) ? from_timespec(attr->st_ctim) : t;
 }
 
+// A SETATTR put off rather than a commit of its own (on PostgreSQL a round trip
+// each, docs/scale-out.md "Round trips"), never a truncate, nor a
+// chmod that rewrites an access ACL:
+//  - A new file's change (rsync's chown, chmod and utimes after its
+//    close), or that of a directory or symlink whose making is put off
+//    still (rsync sets a directory's attributes as it makes it): a
+//    crash before the next commit removes it whole, so nothing of the
+//    crash rules waits on it. With its data still staged it rides with
+//    that data's group commit, which stores the record as it then is
+//    (group_commit::put_file_record runs under meta_mutex_, so it
+//    cannot miss this one); not beside other writers.
+//  - Any other inode's change whose loss to a crash takes no protection
+//    away: times, and a chmod that only adds permissions (rsync sets a
+//    directory's times and mode again once it filled it). A crash
+//    before the next commit leaves the old times or the stricter mode,
+//    as ext4 does within its commit interval. A chown, or a chmod that
+//    takes a permission away or adds the sticky bit, commits at once:
+//    it must not come undone. (An inode loaded from the store has its
+//    xattr names unknown: a chmod of it commits, as it may have an ACL.)
+// Either way until the next commit of any kind (deferred_names.h),
+// within -o commit.
+bool filesystem::put_off_attributes(fuse_req_t req, const std::shared_ptr<node>& n,
+                                    const struct stat* attr, int to_set, store::timestamp t) {
+  const bool may_have_acl =
+      !n->xattr_names || n->xattr_names->contains(std::string(posix_acl::k_access_name));
+  if (n->record.nlink == 0 || ((to_set & FUSE_SET_ATTR_MODE) && may_have_acl)) return false;
+  store::inode_record edited = n->record;
+  edit_attributes(req, edited, attr, to_set, t, false);
+  const bool staged = n->has_staged();
+  const bool unmade = n->new_file || deferred_.made(n->ino);
+  // The sticky bit restricts (who may delete in a directory): adding it
+  // must not come undone either.
+  const mode_t taken = n->record.mode & ~edited.mode & 07777;
+  const mode_t added = edited.mode & ~n->record.mode & 07777;
+  const bool harmless_to_lose = edited.uid == n->record.uid && edited.gid == n->record.gid &&
+                                taken == 0 && (added & S_ISVTX) == 0;
+  const bool put_off = unmade ? (staged ? !shares_volume() : defers_names())
+                              : (!staged && harmless_to_lose && defers_names());
+  if (!put_off) return false;
+  n->record = edited;
+  if (staged) {
+    n->record_dirty = true;
+  } else {
+    deferred_.store_record(n);
+    settle_deferred_soon();
+  }
+  struct stat st = to_stat(n->record);
+  fuse_reply_attr(req, &st, options_.attr_timeout);
+  return true;
+}
+
+// On a ring's thread (serve_changing): only a change that is put off, and
+// only while no commit holds the mutex; a parked inode is a store read.
+bool filesystem::setattr_here(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set) {
+  if (options_.read_only || (to_set & FUSE_SET_ATTR_SIZE)) return false;
+  const std::shared_ptr<node> n = table_.find(ino);
+  if (!n) return false;
+  std::unique_lock meta(meta_mutex_, std::try_to_lock);
+  if (!meta.owns_lock() || n->gone_for_good()) return false;
+  try {
+    return put_off_attributes(req, n, attr, to_set, now());
+  } catch (const std::exception&) {
+    return false;  // answered by the full handler, which meets it again
+  }
+}
+
 void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set,
                          fuse_file_info* fi) {
   run_op(req, "setattr", [&] {
@@ -768,59 +837,11 @@ void filesystem::setattr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr
     // inode's lock): its record must not be written back.
     if (n->gone_for_good()) throw fs_error(ESTALE);
     const store::timestamp t = now();
+    if (!truncating && put_off_attributes(req, n, attr, to_set, t)) return;
     const std::optional<std::uint64_t> new_size =
         truncating ? std::optional(static_cast<std::uint64_t>(attr->st_size)) : std::nullopt;
     store::inode_record r;
     store::inode_record persisted;
-    // Put off rather than a commit of its own (on PostgreSQL a round trip
-    // each, docs/scale-out.md "Round trips"), never a truncate, nor a
-    // chmod that rewrites an access ACL:
-    //  - A new file's change (rsync's chown, chmod and utimes after its
-    //    close), or that of a directory or symlink whose making is put off
-    //    still (rsync sets a directory's attributes as it makes it): a
-    //    crash before the next commit removes it whole, so nothing of the
-    //    crash rules waits on it. With its data still staged it rides with
-    //    that data's group commit, which stores the record as it then is
-    //    (group_commit::put_file_record runs under meta_mutex_, so it
-    //    cannot miss this one); not beside other writers.
-    //  - Any other inode's change whose loss to a crash takes no protection
-    //    away: times, and a chmod that only adds permissions (rsync sets a
-    //    directory's times and mode again once it filled it). A crash
-    //    before the next commit leaves the old times or the stricter mode,
-    //    as ext4 does within its commit interval. A chown, or a chmod that
-    //    takes a permission away or adds the sticky bit, commits at once:
-    //    it must not come undone. (An inode loaded from the store has its
-    //    xattr names unknown: a chmod of it commits, as it may have an ACL.)
-    // Either way until the next commit of any kind (deferred_names.h),
-    // within -o commit.
-    const bool may_have_acl =
-        !n->xattr_names || n->xattr_names->contains(std::string(posix_acl::k_access_name));
-    if (!truncating && n->record.nlink > 0 && !((to_set & FUSE_SET_ATTR_MODE) && may_have_acl)) {
-      store::inode_record edited = n->record;
-      edit_attributes(req, edited, attr, to_set, t, false);
-      const bool staged = n->has_staged();
-      const bool unmade = n->new_file || deferred_.made(n->ino);
-      // The sticky bit restricts (who may delete in a directory): adding it
-      // must not come undone either.
-      const mode_t taken = n->record.mode & ~edited.mode & 07777;
-      const mode_t added = edited.mode & ~n->record.mode & 07777;
-      const bool harmless_to_lose = edited.uid == n->record.uid && edited.gid == n->record.gid &&
-                                    taken == 0 && (added & S_ISVTX) == 0;
-      const bool put_off = unmade ? (staged ? !shares_volume() : defers_names())
-                                  : (!staged && harmless_to_lose && defers_names());
-      if (put_off) {
-        n->record = edited;
-        if (staged) {
-          n->record_dirty = true;
-        } else {
-          deferred_.store_record(n);
-          settle_deferred_soon();
-        }
-        struct stat st = to_stat(n->record);
-        fuse_reply_attr(req, &st, options_.attr_timeout);
-        return;
-      }
-    }
     store::transaction txn;
     commit(txn, false, [&](store::transaction& txn) {
       r = record_to_edit(*n);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -137,10 +138,14 @@ void filesystem::choose_page_cache(node& n, fuse_file_info* fi) const {
 }
 
 void filesystem::vouch_for_cache(node& n, const fuse_file_info* fi) {
+  std::lock_guard meta(meta_mutex_.reading());
+  vouch_for_cache_locked(n, fi);
+}
+
+void filesystem::vouch_for_cache_locked(node& n, const fuse_file_info* fi) {
   if (fi == nullptr) return;
   const std::uint64_t version = fi->fh & ~k_read_only_handle;
   if (version == 0) return;
-  std::lock_guard meta(meta_mutex_.reading());
   n.cached_version = std::max(n.cached_version, version - 1);
 }
 
@@ -396,6 +401,65 @@ void filesystem::release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (n->regular) settle_new_file(*n);
     fuse_reply_err(req, 0);
   });
+}
+
+bool filesystem::close_may_unlock(fuse_ino_t ino) {
+  return serves_locks_ && store_->membership().locks().granted_any(ino);
+}
+
+// On a ring's thread (serve_changing): a close that stores nothing and
+// lets go of no lock, with the file's locks free.
+bool filesystem::flush_here(fuse_req_t req, fuse_ino_t ino, const fuse_file_info& fi) {
+  if (kernel_opens_) {
+    fuse_reply_err(req, ENOSYS);  // as flush
+    return true;
+  }
+  if (close_may_unlock(ino)) return false;
+  const std::shared_ptr<node> n = table_.find(ino);
+  if (!n) return false;
+  const bool writer = n->regular && (fi.fh & k_read_only_handle) == 0;
+  std::unique_lock data(n->data_mutex, std::defer_lock);
+  if (writer && !data.try_lock()) return false;
+  std::unique_lock meta(meta_mutex_.reading(), std::try_to_lock);
+  if (!meta.owns_lock()) return false;
+  int error = 0;
+  if (writer) {
+    const std::optional<int> stored = data_->write_behind_here(*n, true);
+    if (!stored) return false;
+    error = *stored;
+  }
+  vouch_for_cache_locked(*n, &fi);
+  fuse_reply_err(req, error);
+  return true;
+}
+
+// On a ring's thread: the last steps of release with both locks held, each
+// checked first for a way to the store: a record to store, a hold to let
+// go of, an inode to release (an unlinked file's purge is a commit), a new
+// file ended while the committer is gone (unmounting).
+bool filesystem::release_here(fuse_req_t req, fuse_ino_t ino, const fuse_file_info& fi) {
+  if (close_may_unlock(ino)) return false;
+  const std::shared_ptr<node> n = table_.find(ino);
+  if (!n || !n->regular) return false;
+  std::unique_lock data(n->data_mutex, std::try_to_lock);
+  if (!data.owns_lock()) return false;
+  std::unique_lock meta(meta_mutex_, std::try_to_lock);  // a writer: no commit's window open
+  if (!meta.owns_lock()) return false;
+  const bool last_open = n->opens <= 1;
+  if (last_open && (n->held || n->lookups == 0)) return false;
+  if (n->new_file && settle_committer_.load() == nullptr) return false;
+  const bool writer = (fi.flags & O_ACCMODE) != O_RDONLY;
+  const std::optional<int> error = data_->write_behind_here(*n, fi.noflush == 0 && writer);
+  if (!error) return false;
+  if (*error != 0) {
+    log_error("inode " + std::to_string(n->ino) +
+              ": data not stored at close: " + std::strerror(*error));
+  }
+  vouch_for_cache_locked(*n, &fi);
+  close_handle_locked(n, writer);
+  settle_new_file_locked(*n);
+  fuse_reply_err(req, 0);
+  return true;
 }
 
 // fsync and fdatasync make everything written through the mount before

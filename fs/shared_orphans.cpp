@@ -177,11 +177,7 @@ void filesystem::close_handle(const std::shared_ptr<node>& n, bool writer) {
     // A reader: a close does not wait for a commit on its way (held is
     // only set beside other clients, where no commit lets readers in).
     std::lock_guard meta(meta_mutex_.reading());
-    if (n->opens > 0) --n->opens;
-    if (writer && n->writers > 0) --n->writers;
-    drop = n->held && n->opens == 0;
-    if (drop) n->held = false;
-    release_when_unused(n);
+    drop = close_handle_locked(n, writer);
   }
   if (!drop) return;
   std::lock_guard holds(holds_mutex_);
@@ -191,6 +187,15 @@ void filesystem::close_handle(const std::shared_ptr<node>& n, bool writer) {
     if (n->held) return;
   }
   erase_hold(n->ino);
+}
+
+bool filesystem::close_handle_locked(const std::shared_ptr<node>& n, bool writer) {
+  if (n->opens > 0) --n->opens;
+  if (writer && n->writers > 0) --n->writers;
+  const bool drop = n->held && n->opens == 0;
+  if (drop) n->held = false;
+  release_when_unused(n);
+  return drop;
 }
 
 void filesystem::erase_hold(std::uint64_t ino) {

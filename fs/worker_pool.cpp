@@ -1,5 +1,9 @@
 #include "fs/worker_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstring>
 #include <exception>
 #include <iterator>
 #include <string>
@@ -8,10 +12,21 @@
 
 namespace densefs::fs {
 
-worker_pool::worker_pool(unsigned threads) {
+worker_pool::worker_pool(unsigned threads, int cpu) {
   if (threads == 0) threads = 1;
   threads_.reserve(threads);
-  for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+  for (unsigned i = 0; i < threads; ++i) {
+    threads_.emplace_back([this] { run(); });
+    if (cpu < 0) continue;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    // Unbound is slower, not wrong (a CPU taken offline, say).
+    if (const int error = pthread_setaffinity_np(threads_.back().native_handle(), sizeof set, &set);
+        error != 0 && i == 0)
+      log_warning("binding helper threads to CPU " + std::to_string(cpu) + ": " +
+                  std::strerror(error));
+  }
 }
 
 worker_pool::~worker_pool() {

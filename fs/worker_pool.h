@@ -14,7 +14,8 @@ namespace densefs::fs {
 
 class worker_pool {
  public:
-  explicit worker_pool(unsigned threads);
+  // `cpu` >= 0: the threads run on that CPU alone (fs/ring_helpers.h).
+  explicit worker_pool(unsigned threads, int cpu = -1);
   ~worker_pool();  // runs what is queued, then joins
   worker_pool(const worker_pool&) = delete;
   worker_pool& operator=(const worker_pool&) = delete;

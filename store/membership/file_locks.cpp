@@ -307,6 +307,12 @@ bool file_locks::release_all(std::uint64_t ino, lock_kind kind) {
   return !owners.empty();
 }
 
+bool file_locks::granted_any(std::uint64_t ino) const {
+  std::lock_guard lock(mutex_);
+  const auto it = granted_.lower_bound({ino, lock_kind{}, 0});
+  return it != granted_.end() && it->ino == ino;
+}
+
 void file_locks::erase_rows_of(const metadata_engine& engine, const std::set<std::string>& sessions,
                                metadata_batch& batch) {
   if (sessions.empty()) return;

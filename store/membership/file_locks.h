@@ -103,6 +103,9 @@ class file_locks {
   // client's owners still hold there (OFD locks, whose close the kernel
   // names no owner for). Returns whether it looked.
   bool release_all(std::uint64_t ino, lock_kind kind);
+  // Whether a close of `ino` may let go of a lock (a round trip): an owner
+  // of this client was granted one of it and has not been released since.
+  bool granted_any(std::uint64_t ino) const;
 
   // Into `batch`: erases every lock row of `sessions` (ended or dead).
   // Scans the volume's lock rows (few: one per lock held).

@@ -793,6 +793,74 @@ TEST_F(commit_stall, a_change_waiting_for_a_commit_leaves_its_cores_ring_free) {
   EXPECT_EQ(read_file(path("w")).size(), 256 * k_kib);
 }
 
+// What rsync does to each file after writing it, and a close with nothing
+// to store, are answered by the ring's thread itself where nothing has to
+// wait (filesystem::setattr_here, flush_here, release_here): no hand-off
+// to another thread and back. What they change is stored all the same.
+TEST_F(write_behind, rsyncs_closes_and_attribute_changes_are_answered_on_the_ring) {
+  if (mounts_shared()) GTEST_SKIP() << "beside other writers a close commits";
+  unmount();
+  // The embedded store's changes wait for no network: handed off for the test.
+  ASSERT_EQ(::setenv("DENSEFS_RING_OFFLOAD", "always", 1), 0);
+  mount();
+  ::unsetenv("DENSEFS_RING_OFFLOAD");
+  if (log_lines_containing("changes are handled off the rings") == 0)
+    GTEST_SKIP() << "requests come through /dev/fuse, a thread each (no io_uring here)";
+
+  constexpr int k_files = 20;
+  const auto content = [](int f) { return compressible_bytes(3000 + 100 * f, 70 + f); };
+  const timespec mtime{1600000000, 123456789};
+  const std::uint64_t handed_off_before = stats_u64("requests_off_ring");
+  std::string failures;
+  // As rsync -a: a temporary file made private, written, closed, given its
+  // times, opened again to get its mode, then renamed. All from one core,
+  // so through one ring.
+  std::thread copier([&] {
+    cpu_set_t cores;
+    CPU_ZERO(&cores);
+    CPU_SET(0, &cores);
+    if (::sched_setaffinity(0, sizeof cores, &cores) != 0) failures += "cannot run on core 0; ";
+    for (int f = 0; f < k_files && failures.empty(); ++f) {
+      const std::string temp = path(".f" + std::to_string(f) + ".tmp");
+      int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+      if (fd < 0 || !pwrite_all(fd, content(f), 0) || ::fchmod(fd, 0600) != 0 || ::close(fd) != 0)
+        failures += "writing " + temp + "; ";
+      const timespec times[2] = {mtime, mtime};
+      if (::utimensat(AT_FDCWD, temp.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0)
+        failures += "utimensat; ";
+      fd = ::open(temp.c_str(), O_RDONLY | O_NOFOLLOW);
+      if (fd < 0 || ::fchmod(fd, 0644) != 0 || ::close(fd) != 0) failures += "fchmod; ";
+      if (::rename(temp.c_str(), path("f" + std::to_string(f)).c_str()) != 0)
+        failures += "rename; ";
+    }
+  });
+  copier.join();
+  ASSERT_TRUE(failures.empty()) << failures;
+  // Per file: a create, a write, three SETATTRs, two FLUSHes, two RELEASEs,
+  // a rename. The create, the write and the rename are handed off; the
+  // rest is answered on the ring unless a group commit had the file's lock
+  // at that moment.
+  const std::uint64_t handed_off = stats_u64("requests_off_ring") - handed_off_before;
+  EXPECT_LT(handed_off, 6u * k_files) << "the ring's thread answered few changes itself";
+
+  sync_mount();
+  kill_daemon();
+  mount();
+  for (int f = 0; f < k_files; ++f) {
+    const std::string name = path("f" + std::to_string(f));
+    EXPECT_TRUE(same_bytes(content(f), read_file(name))) << name;
+    struct stat st {};
+    ASSERT_EQ(::stat(name.c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_mode & 07777, 0644u) << name;
+    EXPECT_EQ(st.st_mtim.tv_sec, mtime.tv_sec) << name;
+    EXPECT_EQ(st.st_mtim.tv_nsec, mtime.tv_nsec) << name;
+    EXPECT_FALSE(stdfs::exists(path(".f" + std::to_string(f) + ".tmp")));
+  }
+  unmount();
+  const auto checked = run_command({densefs_binary(), "fsck", store_.string()});
+  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+}
+
 class write_behind_kill : public write_behind {
  protected:
   std::string mount_options() const override { return "max_staged=8M"; }
