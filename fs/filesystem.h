@@ -84,10 +84,13 @@ class filesystem final : private data_path::host {
   // them may start or join a commit, and one left on the ring during a
   // partition holds its core's reads for the whole cut (tried: handing off
   // only while a commit was under way left a create on the ring, and a
-  // read from its core waited 28.8 s). A hand-off costs two thread
-  // wake-ups, about 35 us on the development VM (docs/scale-out.md). Over
-  // /dev/fuse each request has a thread of its own already, and libfuse
-  // reuses the buffer its arguments are in once the handler returns.
+  // read from its core waited 28.8 s). The exceptions are the *_here
+  // functions below, which decide with try-locks and what is in memory,
+  // never a store call. A hand-off costs two thread wake-ups, 30-70 us on
+  // the development VM (docs/scale-out.md, "Changes answered on the
+  // ring"). Over /dev/fuse each request has a thread of its own already,
+  // and libfuse reuses the buffer its arguments are in once the handler
+  // returns.
   bool hands_off(fuse_req_t req) const;
   // Runs `job` on the ring helpers (or here before start()).
   void run_off_ring(std::function<void()> job);
@@ -99,7 +102,8 @@ class filesystem final : private data_path::host {
   // waited for, and any path to the store, to another client or to a
   // lock table is left to the full handler. On false nothing is answered,
   // and nothing is changed that the full handler would not do the same
-  // (flush_here may have handed the dirty slots to the encoders).
+  // (an exception in flush_here may leave dirty slots handed to the
+  // encoders, which the full flush would have done first).
   bool setattr_here(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set);
   bool flush_here(fuse_req_t req, fuse_ino_t ino, const fuse_file_info& fi);
   bool release_here(fuse_req_t req, fuse_ino_t ino, const fuse_file_info& fi);

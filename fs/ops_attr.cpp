@@ -1,6 +1,5 @@
 // Inode lifecycle and attributes: lookup, forget, getattr, setattr, statfs.
 #include <sys/stat.h>
-#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <chrono>
@@ -103,11 +102,8 @@ bool hands_off_ring_requests(const store::store& s) {
   return s.reads_are_round_trips() || !s.payload_location().empty();
 }
 
-// The rings: one per configured CPU (libfuse's fuse_create_ring), of 8
-// entries unless -o io_uring_q_depth says more.
-unsigned ring_count() {
-  return std::max(1u, static_cast<unsigned>(get_nprocs_conf()));
-}
+// The entries of each ring (one per configured CPU, libfuse's
+// fuse_create_ring): 8 unless -o io_uring_q_depth says more.
 unsigned ring_depth(const mount_options& options) {
   unsigned depth = 8;
   for (const auto& o : options.fuse_options)
@@ -133,7 +129,7 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   workers_ = std::make_unique<worker_pool>(threads);
   syncs_ = std::make_unique<worker_pool>(k_sync_threads);
   if (options_.transport == fuse_transport::uring && hands_off_ring_requests(*store_))
-    ring_jobs_ = std::make_unique<ring_helpers>(ring_count(), std::min(64u, ring_depth(options_)));
+    ring_jobs_ = std::make_unique<ring_helpers>(std::min(64u, ring_depth(options_)));
   data_path::host& host = *this;  // a private base: converted here, where it is visible
   data_ =
       std::make_unique<data_path>(options_, *store_, *workers_, host, [this] { commit_put_off(); });

@@ -408,57 +408,80 @@ bool filesystem::close_may_unlock(fuse_ino_t ino) {
 }
 
 // On a ring's thread (serve_changing): a close that stores nothing and
-// lets go of no lock, with the file's locks free.
+// lets go of no file lock, while no commit holds the file's data lock.
+// Anything thrown before the reply leaves what the full flush redoes the
+// same way: slots handed to the encoders, the file's error not yet taken.
 bool filesystem::flush_here(fuse_req_t req, fuse_ino_t ino, const fuse_file_info& fi) {
   if (kernel_opens_) {
     fuse_reply_err(req, ENOSYS);  // as flush
     return true;
   }
-  if (close_may_unlock(ino)) return false;
-  const std::shared_ptr<node> n = table_.find(ino);
-  if (!n) return false;
-  const bool writer = n->regular && (fi.fh & k_read_only_handle) == 0;
-  std::unique_lock data(n->data_mutex, std::defer_lock);
-  if (writer && !data.try_lock()) return false;
-  std::unique_lock meta(meta_mutex_.reading(), std::try_to_lock);
-  if (!meta.owns_lock()) return false;
   int error = 0;
-  if (writer) {
-    const std::optional<int> stored = data_->write_behind_here(*n, true);
-    if (!stored) return false;
-    error = *stored;
+  try {
+    if (close_may_unlock(ino)) return false;
+    const std::shared_ptr<node> n = table_.find(ino);
+    if (!n) return false;
+    const bool writer = n->regular && (fi.fh & k_read_only_handle) == 0;
+    std::unique_lock data(n->data_mutex, std::defer_lock);
+    if (writer && !data.try_lock()) return false;
+    std::unique_lock meta(meta_mutex_.reading(), std::try_to_lock);
+    if (!meta.owns_lock() || n->gone_for_good()) return false;
+    vouch_for_cache_locked(*n, &fi);
+    if (writer) {
+      const std::optional<int> stored = data_->write_behind_here(*n, true);
+      if (!stored) return false;
+      error = *stored;
+    }
+  } catch (const std::exception&) {
+    return false;
   }
-  vouch_for_cache_locked(*n, &fi);
   fuse_reply_err(req, error);
   return true;
 }
 
-// On a ring's thread: the last steps of release with both locks held, each
-// checked first for a way to the store: a record to store, a hold to let
-// go of, an inode to release (an unlinked file's purge is a commit), a new
-// file ended while the committer is gone (unmounting).
+// On a ring's thread: release with the file's data lock and the metadata
+// lock (as a writer: no commit's window open) held throughout, each way to
+// the store ruled out first: a record to store, a hold to let go of, an
+// inode to release (an unlinked file's purge is a commit), a new file
+// ended while the committer is gone (unmounting).
 bool filesystem::release_here(fuse_req_t req, fuse_ino_t ino, const fuse_file_info& fi) {
-  if (close_may_unlock(ino)) return false;
-  const std::shared_ptr<node> n = table_.find(ino);
-  if (!n || !n->regular) return false;
-  std::unique_lock data(n->data_mutex, std::try_to_lock);
-  if (!data.owns_lock()) return false;
-  std::unique_lock meta(meta_mutex_, std::try_to_lock);  // a writer: no commit's window open
-  if (!meta.owns_lock()) return false;
-  const bool last_open = n->opens <= 1;
-  if (last_open && (n->held || n->lookups == 0)) return false;
-  if (n->new_file && settle_committer_.load() == nullptr) return false;
-  const bool writer = (fi.flags & O_ACCMODE) != O_RDONLY;
-  const std::optional<int> error = data_->write_behind_here(*n, fi.noflush == 0 && writer);
-  if (!error) return false;
-  if (*error != 0) {
-    log_error("inode " + std::to_string(n->ino) +
-              ": data not stored at close: " + std::strerror(*error));
+  std::shared_ptr<node> n;
+  std::optional<int> data_error;
+  int error = 0;
+  {
+    std::unique_lock<std::mutex> data;
+    std::unique_lock<meta_lock> meta;
+    try {
+      if (close_may_unlock(ino)) return false;
+      n = table_.find(ino);
+      if (!n || !n->regular) return false;
+      data = std::unique_lock(n->data_mutex, std::try_to_lock);
+      if (!data.owns_lock()) return false;
+      meta = std::unique_lock(meta_mutex_, std::try_to_lock);
+      if (!meta.owns_lock()) return false;
+      const bool last_open = n->opens <= 1;
+      if (n->gone_for_good() || (last_open && (n->held || n->lookups == 0))) return false;
+      if (n->new_file && settle_committer_.load() == nullptr) return false;
+      // The last step that may say no: it takes the file's error.
+      const bool writer = (fi.flags & O_ACCMODE) != O_RDONLY;
+      data_error = data_->write_behind_here(*n, fi.noflush == 0 && writer);
+      if (!data_error) return false;
+    } catch (const std::exception&) {
+      return false;  // nothing changed yet that the full release does not redo
+    }
+    try {
+      vouch_for_cache_locked(*n, &fi);
+      close_handle_locked(n, (fi.flags & O_ACCMODE) != O_RDONLY);
+      settle_new_file_locked(*n);
+    } catch (...) {
+      error = error_of_current_exception("release");  // as run_op
+    }
   }
-  vouch_for_cache_locked(*n, &fi);
-  close_handle_locked(n, writer);
-  settle_new_file_locked(*n);
-  fuse_reply_err(req, 0);
+  if (*data_error != 0) {
+    log_error("inode " + std::to_string(n->ino) +
+              ": data not stored at close: " + std::strerror(*data_error));
+  }
+  fuse_reply_err(req, error);
   return true;
 }
 

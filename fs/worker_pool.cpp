@@ -1,7 +1,6 @@
 #include "fs/worker_pool.h"
 
 #include <pthread.h>
-#include <sched.h>
 
 #include <cstring>
 #include <exception>
@@ -12,24 +11,31 @@
 
 namespace densefs::fs {
 
-worker_pool::worker_pool(unsigned threads, int cpu) {
+worker_pool::worker_pool(unsigned threads, const cpu_set_t* cpus) {
   if (threads == 0) threads = 1;
   threads_.reserve(threads);
   for (unsigned i = 0; i < threads; ++i) {
-    threads_.emplace_back([this] { run(); });
-    if (cpu < 0) continue;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    // Unbound is slower, not wrong (a CPU taken offline, say).
-    if (const int error = pthread_setaffinity_np(threads_.back().native_handle(), sizeof set, &set);
+    try {
+      threads_.emplace_back([this] { run(); });
+    } catch (...) {
+      stop_and_join();  // a joinable std::thread must not be destroyed
+      throw;
+    }
+    if (cpus == nullptr) continue;
+    // Unbound is slower, not wrong.
+    if (const int error =
+            pthread_setaffinity_np(threads_.back().native_handle(), sizeof *cpus, cpus);
         error != 0 && i == 0)
-      log_warning("binding helper threads to CPU " + std::to_string(cpu) + ": " +
+      log_warning(std::string("binding helper threads to their ring's CPUs: ") +
                   std::strerror(error));
   }
 }
 
 worker_pool::~worker_pool() {
+  stop_and_join();
+}
+
+void worker_pool::stop_and_join() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;

@@ -3,6 +3,8 @@
 // do not survive fork().
 #pragma once
 
+#include <sched.h>
+
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -14,8 +16,8 @@ namespace densefs::fs {
 
 class worker_pool {
  public:
-  // `cpu` >= 0: the threads run on that CPU alone (fs/ring_helpers.h).
-  explicit worker_pool(unsigned threads, int cpu = -1);
+  // `cpus`: the threads run on those CPUs alone (fs/ring_helpers.h).
+  explicit worker_pool(unsigned threads, const cpu_set_t* cpus = nullptr);
   ~worker_pool();  // runs what is queued, then joins
   worker_pool(const worker_pool&) = delete;
   worker_pool& operator=(const worker_pool&) = delete;
@@ -37,6 +39,7 @@ class worker_pool {
     const void* owner = nullptr;
   };
   void run();
+  void stop_and_join();
   static void run_guarded(const std::function<void()>& job);
 
   std::mutex mutex_;

@@ -816,10 +816,15 @@ TEST_F(write_behind, rsyncs_closes_and_attribute_changes_are_answered_on_the_rin
   // times, opened again to get its mode, then renamed. All from one core,
   // so through one ring.
   std::thread copier([&] {
+    // The first CPU this test may use.
     cpu_set_t cores;
     CPU_ZERO(&cores);
-    CPU_SET(0, &cores);
-    if (::sched_setaffinity(0, sizeof cores, &cores) != 0) failures += "cannot run on core 0; ";
+    if (::sched_getaffinity(0, sizeof cores, &cores) != 0) failures += "sched_getaffinity; ";
+    int first = 0;
+    while (first < CPU_SETSIZE - 1 && !CPU_ISSET(first, &cores)) ++first;
+    CPU_ZERO(&cores);
+    CPU_SET(first, &cores);
+    if (::sched_setaffinity(0, sizeof cores, &cores) != 0) failures += "cannot run on one core; ";
     for (int f = 0; f < k_files && failures.empty(); ++f) {
       const std::string temp = path(".f" + std::to_string(f) + ".tmp");
       int fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -836,12 +841,13 @@ TEST_F(write_behind, rsyncs_closes_and_attribute_changes_are_answered_on_the_rin
   });
   copier.join();
   ASSERT_TRUE(failures.empty()) << failures;
-  // Per file: a create, a write, three SETATTRs, two FLUSHes, two RELEASEs,
-  // a rename. The create, the write and the rename are handed off; the
-  // rest is answered on the ring unless a group commit had the file's lock
-  // at that moment.
+  // Per file: a create, a write, three SETATTRs, two RELEASEs (and two
+  // FLUSHes where other clients have the volume), a rename. The create, the
+  // write and the rename are handed off; the rest is answered on the ring
+  // unless a commit had the file's lock at that moment (rarely: 3 per file
+  // on the development VM, every run).
   const std::uint64_t handed_off = stats_u64("requests_off_ring") - handed_off_before;
-  EXPECT_LT(handed_off, 6u * k_files) << "the ring's thread answered few changes itself";
+  EXPECT_LT(handed_off, 4u * k_files) << "the ring's thread answered few changes itself";
 
   sync_mount();
   kill_daemon();
