@@ -527,10 +527,10 @@ class filesystem final : private data_path::host {
   // each on PostgreSQL). Not the encoders' pool: an fsync waits for them.
   std::unique_ptr<worker_pool> syncs_;
   static constexpr unsigned k_sync_threads = 4;  // more fsyncs queue: one commit serves them
-  // Requests handed off the io_uring rings (hands_off). As many threads per
-  // CPU as its ring has entries, so a job never queues behind another that
-  // waits: a ring entry stays taken until its request is answered. Null
-  // where nothing is handed off.
+  // Requests handed off the io_uring rings (hands_off): a pool per ring
+  // thread, as many threads as the ring has entries, so a job never queues
+  // behind another that waits (a ring entry stays taken until its request
+  // is answered). Null where nothing is handed off.
   std::unique_ptr<ring_helpers> ring_jobs_;
   std::atomic<std::uint64_t> requests_off_ring_{0};  // densefs stats
   // Runs `sync` on syncs_ (or here before start()), answers req with the

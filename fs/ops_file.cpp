@@ -445,6 +445,7 @@ bool filesystem::flush_here(fuse_req_t req, fuse_ino_t ino, const fuse_file_info
 // inode to release (an unlinked file's purge is a commit), a new file
 // ended while the committer is gone (unmounting).
 bool filesystem::release_here(fuse_req_t req, fuse_ino_t ino, const fuse_file_info& fi) {
+  const bool writer = (fi.flags & O_ACCMODE) != O_RDONLY;
   std::shared_ptr<node> n;
   std::optional<int> data_error;
   int error = 0;
@@ -463,7 +464,6 @@ bool filesystem::release_here(fuse_req_t req, fuse_ino_t ino, const fuse_file_in
       if (n->gone_for_good() || (last_open && (n->held || n->lookups == 0))) return false;
       if (n->new_file && settle_committer_.load() == nullptr) return false;
       // The last step that may say no: it takes the file's error.
-      const bool writer = (fi.flags & O_ACCMODE) != O_RDONLY;
       data_error = data_->write_behind_here(*n, fi.noflush == 0 && writer);
       if (!data_error) return false;
     } catch (const std::exception&) {
@@ -471,7 +471,7 @@ bool filesystem::release_here(fuse_req_t req, fuse_ino_t ino, const fuse_file_in
     }
     try {
       vouch_for_cache_locked(*n, &fi);
-      close_handle_locked(n, (fi.flags & O_ACCMODE) != O_RDONLY);
+      close_handle_locked(n, writer);
       settle_new_file_locked(*n);
     } catch (...) {
       error = error_of_current_exception("release");  // as run_op
