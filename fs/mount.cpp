@@ -652,11 +652,26 @@ int lock_store(const std::filesystem::path& store_dir) {
 int mount_second_mount_point(const store_already_mounted& mounted, const mount_options& options) {
   const std::string first = mounted.mountpoint();
   const std::string second = options.mountpoint.string();
+  // A volume mounted by its URI: this machine's client directory of it is
+  // what is mounted; a second client here needs a directory of its own.
+  const std::string second_client =
+      options.volume_uri.empty()
+          ? std::string()
+          : "; for a second client of " + options.volume_uri +
+                " on this machine, give it a client directory of its own: densefs mount " +
+                options.volume_uri + " " + second + " -o cache_dir=DIR" +
+                (options.shared_writer ? ",shared"
+                 : options.read_only   ? ",ro"
+                                       : "");
   const auto refuse = [&](const std::string& why) {
     return std::runtime_error(std::string(mounted.what()) + "; to see it on " + second +
                               " as well, run `mount --bind " + first + " " + second +
-                              "` as root (" + why + ")");
+                              "` as root (" + why + ")" + second_client);
   };
+  // A bind mount shares the first client's session: it cannot be a second
+  // writer beside it.
+  if (options.shared_writer && !options.volume_uri.empty())
+    throw std::runtime_error(std::string(mounted.what()) + second_client);
   struct stat st {};
   if (::stat(second.c_str(), &st) != 0)
     throw std::runtime_error("mountpoint " + second + ": " + std::strerror(errno));
@@ -671,7 +686,7 @@ int mount_second_mount_point(const store_already_mounted& mounted, const mount_o
     throw refuse(std::string("read-only: ") + std::strerror(error));
   }
   log_info("store " + options.store_dir.string() + " is mounted on " + first + "; " + second +
-           " now shows the same mount (a bind mount, served by the same daemon)");
+           " now shows the same mount (a bind mount, served by the same daemon)" + second_client);
   return 0;
 }
 
@@ -956,6 +971,12 @@ int mount(const mount_options& requested) {
     open_options.follower = options.read_only && options.snapshot.empty();
     if (!options.snapshot.empty()) open_options.snapshot = options.snapshot;
     open_options.shared_writer = options.shared_writer;
+    open_options.in_use_hint =
+        options.shared_writer
+            ? "that client writes alone: remount it -o shared to write beside it, or mount this "
+              "one -o ro (a read-only follower)"
+            : "mount this client -o ro (a read-only follower), or mount every writer -o shared "
+              "(docs/scale-out.md, \"Several writers\")";
     // -o io=uring on a kernel that refuses io_uring: one line, no mount.
     if (options.io == store::io_mode::uring) store::make_batched_reader(store::io_mode::uring);
     auto s = store::store::open(options.store_dir, open_options);

@@ -29,6 +29,9 @@ enum class fuse_transport {
 
 struct mount_options {
   std::filesystem::path store_dir;
+  // A scale-out volume mounted by its URI (postgresql://...): the URI, for
+  // errors; store_dir is then this machine's client directory of it.
+  std::string volume_uri;
   // An encrypted volume (docs/encryption.md): -o key_file=, and the secret
   // the CLI got from it, the environment or the terminal before mounting.
   std::string key_file;

@@ -111,6 +111,10 @@ struct store_open_options {
   // -o shared`, docs/scale-out.md, "Several writers"). Ignored for the
   // embedded store, whose lock admits one process.
   bool shared_writer = false;
+  // On a volume whose records are in PostgreSQL: what to do when another
+  // client holds the volume's lock, for the one-line error that names who
+  // holds it (a mount says -o shared or -o ro; empty: a tool's hint).
+  std::string in_use_hint{};
   // Decoded-chunk cache shared by all files (bytes of plain data).
   std::size_t chunk_cache_bytes = 256u << 20;
   // RocksDB block cache for metadata.
@@ -668,7 +672,9 @@ class store {
   // Makes every committed change durable (syncs the WAL).
   void sync();
 
-  // Space of the file system holding the store (for statfs/df).
+  // Space for statfs/df: of the file system holding the store; for a
+  // volume whose packs are in object storage, the volume's own stored bytes
+  // and no limit (docs/scale-out.md, "df").
   struct statvfs statvfs() const;
   // Throws store_error(ENOSPC) unless `bytes` more file data fit on the
   // store's disk now, less the space reserve (check_space_for): fallocate's

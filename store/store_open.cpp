@@ -123,6 +123,35 @@ std::optional<master_key> check_key_read_only(const fs::path& dir, const format_
   return unlock_volume_key(*wrapped, secret, dir);
 }
 
+// What follows a scale-out volume's "is in use" error: who has it (the
+// writers' sessions, read without the lock), and what to do about it
+// (`hint`, the caller's; a tool's when empty). Best effort: a database that
+// cannot be read now leaves the error as it was.
+std::string in_use_by(const std::string& conninfo, const std::string& hint) {
+  std::string holders;
+  try {
+    const auto engine = open_volume_database(conninfo).first;
+    const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+    std::size_t writers = 0;
+    for (const session_record& r : volume_membership::sessions_in(*engine)) {
+      if (r.read_only || volume_membership::session_expired(r, now)) continue;
+      holders += (writers++ == 0 ? "" : ", ") + r.host + " pid " + std::to_string(r.pid) + " on " +
+                 r.mountpoint;
+    }
+    if (writers == 0)
+      holders = "no mount has a live session, so a densefs tool (fsck, gc, " +
+                std::string("recompress, migrate) or a client cut off holds it");
+  } catch (const store_error&) {
+    return "; " + (hint.empty() ? "run densefs status on its URI to see its clients" : hint);
+  }
+  return " (" + holders + "); " +
+         (hint.empty() ? "this needs the volume unmounted on every client (densefs umount "
+                         "MOUNTPOINT on each; densefs status on its URI lists them)"
+                       : hint);
+}
+
 }  // namespace
 
 namespace internal {
@@ -689,7 +718,12 @@ std::unique_ptr<store> store::open(const std::filesystem::path& dir,
     // FUSE threads and encoders commit and read at once; each statement
     // holds a connection for one round trip.
     po.connections = 8;
-    self->engine_ = postgres_engine::open(po);
+    try {
+      self->engine_ = postgres_engine::open(po);
+    } catch (const store_error& e) {
+      if (e.error_number() != EBUSY) throw;
+      throw store_error(EBUSY, e.what() + in_use_by(marker.postgres, options.in_use_hint));
+    }
     self->postgres_ = marker.postgres;
   }
   // An encrypted volume's key, checked before this open writes anything

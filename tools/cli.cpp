@@ -93,21 +93,56 @@ bool progress_wanted(const tool_io& io) {
   return &io.err == &std::cerr && ::isatty(STDERR_FILENO) == 1;
 }
 
-store_lock::store_lock(const std::filesystem::path& store_dir)
-    : fd_(store::store::lock(store_dir)) {}
+namespace {
+
+// Who holds a store's lock, and what to do: one line for a command that
+// needs the store unmounted. A scale-out volume's client directory is named
+// as the volume (what the user asked about), with the other clients.
+std::string in_use_message(const std::filesystem::path& dir) {
+  std::string what = "store " + dir.string();
+  std::string others;
+  try {
+    if (const auto volume = store::store::read_volume_status(dir.string(), false)) {
+      what = volume->metadata_location + " (this machine's client directory " + dir.string() + ")";
+      others = "; densefs status " + dir.string() + " lists its other clients";
+    }
+  } catch (const store::store_error&) {
+    // The database cannot be reached now: the directory names it well enough.
+  }
+  const auto holder = store::store::read_lock_holder(dir);
+  if (!holder) return what + " is in use by another process (already mounted?)";
+  const std::string pid = std::to_string(holder->pid);
+  if (holder->mountpoint.empty())
+    return what + " is in use by pid " + pid +
+           " (densefs fsck, gc or another tool): wait for it to finish";
+  return what + " is mounted on " + holder->mountpoint + " (densefs daemon pid " + pid +
+         "); unmount it first: densefs umount " + holder->mountpoint + others;
+}
+
+}  // namespace
+
+store_lock::store_lock(const std::filesystem::path& store_dir) {
+  try {
+    fd_ = store::store::lock(store_dir);
+  } catch (const store::store_error& e) {
+    if (e.error_number() != EBUSY) throw;
+    throw store::store_error(EBUSY, in_use_message(store_dir));
+  }
+}
 
 store_lock::~store_lock() {
   if (fd_ >= 0) ::close(fd_);
 }
 
 std::optional<store_lock> lock_unless_mounted(const std::filesystem::path& store_dir) {
-  std::optional<store_lock> lock;
+  // Without store_lock's description of the holder: mounted is the
+  // expected answer here, not an error.
   try {
-    lock.emplace(store_dir);
+    return store_lock(store_lock::taken{store::store::lock(store_dir)});
   } catch (const store::store_error& e) {
     if (e.error_number() != EBUSY) throw;
   }
-  return lock;
+  return std::nullopt;
 }
 
 std::filesystem::path absolute_path(const std::string& text) {

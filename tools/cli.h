@@ -80,7 +80,12 @@ class store_lock {
   store_lock& operator=(const store_lock&) = delete;
 
  private:
-  int fd_;
+  friend std::optional<store_lock> lock_unless_mounted(const std::filesystem::path& store_dir);
+  struct taken {
+    int fd;
+  };
+  explicit store_lock(taken t) : fd_(t.fd) {}
+  int fd_ = -1;
 };
 
 // For commands that work on a store mounted or not (gc, scrub): its lock

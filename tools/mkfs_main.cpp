@@ -9,6 +9,32 @@
 
 namespace densefs::tools {
 
+namespace {
+
+// How to mount what was just made, in the form its kind takes: a volume
+// whose packs are in object storage mounts by its URI on any machine
+// (docs/scale-out.md), and its credentials never go on the command line.
+std::string mount_hint(const std::filesystem::path& dir, const std::string& meta,
+                       const std::string& data, bool encrypted) {
+  const std::string key = encrypted ? " (the key: -o key_file=FILE or DENSEFS_PASSPHRASE)" : "";
+  if (meta.empty())
+    return "mount it with: densefs mount " + dir.string() + " MOUNTPOINT" + key + "\n";
+  const std::string here =
+      "mount it on this machine with: densefs mount " + dir.string() + " MOUNTPOINT" + key + "\n";
+  const std::string password = "the database password from PGPASSWORD or ~/.pgpass (mode 0600)";
+  if (data.empty())
+    return here + "its packs are in " + dir.string() + ", so only this machine mounts it; " +
+           password + "\n";
+  // A connection string (host=... dbname=...) has no URI form to quote.
+  const std::string uri = is_volume_uri(meta) ? meta : "postgresql://USER@HOST:PORT/DATABASE";
+  return here + "or on any machine, as one more client: densefs mount " + uri +
+         " MOUNTPOINT [-o shared (several writers) | -o ro (a read-only follower)]" + key +
+         "\nwith " + password +
+         " and the S3 keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (docs/scale-out.md)\n";
+}
+
+}  // namespace
+
 int mkfs_main(const std::vector<std::string>& args, const tool_io& io) {
   CLI::App app{"Create a densefs store in STORE (created if missing; must be empty).",
                "densefs mkfs"};
@@ -106,7 +132,7 @@ int mkfs_main(const std::vector<std::string>& args, const tool_io& io) {
          << " payloads" << (data.empty() ? "" : " in object storage")
          << (meta.empty() ? "" : ", records in PostgreSQL")
          << (encrypt ? ", encrypted: keep the key safe, without it the data is lost" : "") << ")\n"
-         << "mount it with: densefs mount " << path.string() << " MOUNTPOINT\n";
+         << mount_hint(path, meta, data, encrypt);
   return k_exit_ok;
 }
 

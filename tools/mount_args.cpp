@@ -19,8 +19,8 @@ const char* const k_mount_usage =
   STORE                 a store directory, or a scale-out volume's
                         postgresql:// URI (docs/scale-out.md)
 
-  -f                    stay in the foreground, log to stderr
-  -d                    trace FUSE requests (implies -f)
+  -f, --foreground      stay in the foreground, log to stderr
+  -d, --debug           trace FUSE requests (implies -f)
   -s                    single-threaded FUSE loop
   -o OPTIONS            comma-separated, may be repeated:
      ro / rw            read-only / read-write (default rw)

@@ -30,6 +30,7 @@ int mount_main(const std::vector<std::string>& args, const tool_io& io) {
   // A scale-out volume by its database: its directory (FORMAT, lock,
   // cache) under cache_dir, made on first use.
   if (is_volume_uri(options.store_dir.string())) {
+    options.volume_uri = options.store_dir.string();
     options.store_dir = store_path(options.store_dir.string(), options.cache_dir);
     options.cache_dir.clear();  // the cache is in that directory
   }

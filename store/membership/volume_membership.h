@@ -100,6 +100,13 @@ class volume_membership {
   // session's expiry.
   static std::chrono::seconds other_clients_grace() { return 4 * heartbeat_interval(); }
   static bool session_expired(const session_record& r, std::int64_t now_unix);
+  // For `densefs status`: two heartbeats missed. Shown as not alive before
+  // the others take the session for gone and erase its row (expired, and
+  // then still for one of their own heartbeats), so that a killed client
+  // is seen as such for a while instead of only ageing and vanishing.
+  static bool session_late(const session_record& r, std::int64_t now_unix) {
+    return now_unix - r.heartbeat > 2 * heartbeat_interval().count();
+  }
   // Whether another client's session counts as alive, for what is taken
   // from the dead (their orphans, their unfinished new files). By the
   // clock alone a session expires three intervals after its last

@@ -22,7 +22,7 @@ fi
 cd "$src"
 scripts=(.ci/run)
 while IFS= read -r -d '' f; do scripts+=("$f"); done < <(
-  find tools docker tests -name '*.sh' -print0 | sort -z)
+  find tools docker tests packaging -name '*.sh' -print0 | sort -z)
 echo "shellcheck ${scripts[*]}"
 "$shellcheck" --external-sources --source-path=SCRIPTDIR "${scripts[@]}"
 # CI's driver runs under pipefail: a `| head` (or `grep -q`, `grep -m`) that

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -423,6 +424,26 @@ TEST_F(attrs, statfs_reports_the_store_file_system) {
   EXPECT_LE(m.f_bfree, m.f_blocks);
   EXPECT_LE(m.f_bavail, m.f_bfree);
   EXPECT_EQ(m.f_namemax, 255u);
+
+  // A volume whose packs are in object storage (scale_out_suite_test.sh):
+  // df shows the volume's stored bytes as used, a petabyte free and no
+  // fixed number of inodes (docs/scale-out.md, "df").
+  if (const char* s3 = std::getenv("DENSEFS_TEST_S3_ENDPOINT"); s3 && *s3 && mounts_on_postgres()) {
+    EXPECT_EQ(static_cast<double>(m.f_bavail) * m.f_frsize, 0x1p50);
+    EXPECT_EQ(m.f_files, 0u);
+    const std::uint64_t used_before = (m.f_blocks - m.f_bfree) * m.f_frsize;
+    const std::string data = random_bytes(3 << 20, 417);  // incompressible: stored as is
+    const int fd = ::open((mnt_ / "stored.bin").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    ASSERT_EQ(::fsync(fd), 0) << strerror(errno);  // committed: its pack uploaded
+    ::close(fd);
+    ASSERT_EQ(statvfs(mnt_.c_str(), &m), 0) << strerror(errno);
+    const std::uint64_t used_after = (m.f_blocks - m.f_bfree) * m.f_frsize;
+    EXPECT_GE(used_after, used_before + data.size())
+        << "df's used bytes before " << used_before << ", after " << used_after;
+    return;
+  }
 
   // df on the mount shows the physical space of the store's file system.
   struct statvfs s {};

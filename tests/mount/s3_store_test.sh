@@ -112,7 +112,12 @@ refused "an s3:// URL without an endpoint" endpoint --meta "$(pg_conninfo refuse
 # --- mkfs: the bucket is made, FORMAT names the location, no credential is
 # kept anywhere (the store directory, the database).
 step "mkfs"
-"$densefs" mkfs --meta "$meta" --data "$location" "$store" >/dev/null || fail "densefs mkfs --data failed"
+"$densefs" mkfs --meta "$meta" --data "$location" "$store" >"$work/mkfs.out" || fail "densefs mkfs --data failed"
+# Its closing lines say how to mount it on any machine and where the
+# credentials go.
+for hint in "densefs mount postgresql://" "-o shared" "-o ro" PGPASSWORD AWS_ACCESS_KEY_ID; do
+  grep -qF -- "$hint" "$work/mkfs.out" || fail "mkfs's closing hint lacks '$hint': $(cat "$work/mkfs.out")"
+done
 grep -q "^data=s3://$bucket/$prefix" "$store/FORMAT" || fail "FORMAT has no data=s3://$bucket/$prefix line: $(cat "$store/FORMAT")"
 grep -qF "${S3_ENDPOINT#http://}" "$store/FORMAT" || fail "FORMAT does not name the endpoint: $(cat "$store/FORMAT")"
 s3_curl -f -o /dev/null -I "$S3_ENDPOINT/$bucket" || fail "mkfs did not make the bucket $bucket"
@@ -214,13 +219,14 @@ status=$("$densefs" status "$store" --json) || fail "densefs status --json faile
   fail "densefs status does not list the mount as one live session: $status"
 kill_daemon "$pid" "$mnt"
 check_fsck "after kill -9"
-# The killed mount's session stays until its heartbeat expires (three
-# intervals: 3 s with DENSEFS_HEARTBEAT_SECONDS=1), then shows as not alive.
+# The killed mount's session stays, and shows as not alive once two
+# heartbeats are missed (2 s with DENSEFS_HEARTBEAT_SECONDS=1).
 sleep 4
 status=$("$densefs" status "$store" --json) || fail "densefs status --json failed"
 [[ $(jq -r '[.sessions[] | select(.pid == '"$pid"')][0].alive' <<<"$status") == false ]] ||
   fail "densefs status does not show the killed mount as not alive: $status"
-"$densefs" status "$store" | grep -q "not alive" || fail "densefs status (text) does not say so"
+"$densefs" status "$store" | grep -q "not alive: no heartbeat for" ||
+  fail "densefs status (text) does not say so: $("$densefs" status "$store")"
 mount_densefs "$store" "$mnt"
 # The next mount removed the expired row: one session, the new one.
 status=$("$densefs" status "$store" --json) || fail "densefs status --json failed"
@@ -386,12 +392,21 @@ status=$(env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY DENSEFS_CACHE_HOME="$
 [[ ! -e $work/client3 ]] || fail "densefs status URI made a client directory"
 [[ $(jq -r '.sessions | length' <<<"$status") == 1 && $(jq -r '.payload_location' <<<"$status") == "s3://"* ]] ||
   fail "densefs status URI without S3 credentials: $status"
-# The volume's other directory cannot take it meanwhile: one writer.
+# The volume's other directory cannot take it meanwhile: one writer. The
+# error names the mount that has it and the options that would do.
 mkdir -p "$work/mnt2"
 if out=$("$densefs" mount "$store" "$work/mnt2" 2>&1); then
   fail "a second mount of the volume from its first directory succeeded"
 fi
-[[ $out == *"in use"* ]] || fail "a second mount of the volume: expected \"in use\": $out"
+[[ $out == *"in use"* && $out == *"$(realpath "$mnt")"* && $out == *"-o ro"* && $out == *"-o shared"* ]] ||
+  fail "a second mount of the volume: expected \"in use\", the mount point and the options: $out"
+# fsck by the URI while this machine has it mounted names the volume and
+# the mount to unmount.
+if out=$("$densefs" fsck "$uri" 2>&1); then
+  fail "densefs fsck of a mounted volume succeeded"
+fi
+[[ $out == *"postgresql://"* && $out == *"densefs umount $(realpath "$mnt")"* ]] ||
+  fail "densefs fsck of a mounted volume: expected the volume and the mount to unmount: $out"
 umount_densefs "$mnt"
 if out=$("$densefs" mount "postgresql:///vol1?host=$pg_socket_dir&password=x" "$mnt" 2>&1); then
   fail "a mount by a URI with a password succeeded"

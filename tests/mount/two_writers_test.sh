@@ -59,6 +59,13 @@ if "$densefs" mount "$uri" "$work/c" -o "cache_dir=$work/client3" 2>"$work/alone
   fail "a writer alone mounted a volume two shared writers have"
 fi
 echo "a writer alone: $(tail -n 1 "$work/alone.err")"
+# The error names who has it and both ways on.
+for hint in "-o ro" "-o shared" "pid "; do
+  grep -qF -- "$hint" "$work/alone.err" || fail "a writer alone refused without naming '$hint'"
+done
+# A second client on this machine in B's client directory: it needs one of
+# its own, and the error names the option.
+expect_mount_refused "cache_dir=DIR" "$uri" "$work/c" -o "shared,cache_dir=$work/client2"
 "$densefs" mkfs "$work/embedded" >/dev/null || fail "densefs mkfs of an embedded store failed"
 mkdir -p "$work/e"
 if "$densefs" mount "$work/embedded" "$work/e" -o shared 2>"$work/embedded.err"; then
@@ -274,6 +281,10 @@ rsync -aHAX "$data/" "$a/data/" &
 rsync_pid=$!
 sleep 0.5
 kill_daemon "$(daemon_pid "$(b_client)")" "$b"
+# densefs status says B is not alive (two heartbeats missed) before A takes
+# it for gone and drops its session (three, and one of A's own).
+b_not_alive() { "$densefs" status "$uri" | grep -q "not alive: no heartbeat for"; }
+eventually 4 "densefs status shows B not alive" b_not_alive
 wait "$rsync_pid" || fail "rsync to A failed while B died"
 check_tree "on A after B died" "$data" "$a/data"
 [[ $(cat "$a/durable.txt") == "durable on B" ]] || fail "A lost a file B synced before it died"

@@ -65,13 +65,20 @@ TEST(fsck_cli, a_store_in_use_is_refused_with_one_line) {
   temp_dir tmp;
   const std::string dir = tmp / "store";
   ASSERT_EQ(run_cli({"mkfs", dir}).status, 0);
-  const int fd = store::store::lock(dir);  // as a mount holds it
-  const auto r = run_cli({"fsck", dir, "--repair"});
-  ::close(fd);
+  const int fd = store::store::lock(dir);  // as a tool holds it
+  auto r = run_cli({"fsck", dir, "--repair"});
   EXPECT_EQ(r.status, 1);
   EXPECT_TRUE(r.out.empty()) << r.out;
   EXPECT_TRUE(is_one_error_line(r.err));
-  EXPECT_NE(r.err.find("in use"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("in use by pid " + std::to_string(::getpid())), std::string::npos) << r.err;
+  // As a mount holds it: the error names the mount point and the fix.
+  store::store::record_lock_holder(fd, {::getpid(), "/mnt/somewhere", false, ""});
+  r = run_cli({"fsck", dir});
+  ::close(fd);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(is_one_error_line(r.err));
+  EXPECT_NE(r.err.find("is mounted on /mnt/somewhere"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("densefs umount /mnt/somewhere"), std::string::npos) << r.err;
 }
 
 TEST(fsck_cli, not_a_store_or_no_store_fails) {
