@@ -68,6 +68,11 @@ class filesystem final : private data_path::host {
   void cancel_gc();
   // Requests received since mount, by kind (counted in fs/mount.cpp).
   request_counts& requests() { return requests_; }
+  // -o metrics=: this mount's metrics in the Prometheus text format
+  // (docs/metrics.md), and the walk of the store's totals they serve as
+  // of its last run (the metrics server's refresher calls it each minute).
+  std::string metrics_text() const;
+  void refresh_metrics_totals();
   idle_spinner& spinner() { return spinner_; }
   // The hidden `.snapshots` directory (null on a snapshot's mount): the
   // requests for its inodes go there (fs/mount.cpp).
@@ -387,6 +392,12 @@ class filesystem final : private data_path::host {
   std::mutex stats_snapshot_mutex_;
   std::optional<std::string> stats_snapshot_;
   std::chrono::steady_clock::time_point stats_snapshot_time_;
+  // -o metrics=: the store's statistics, a walk of its records taken apart
+  // from the scrapes (refresh_metrics_totals). The mutex guards the copy
+  // in and out, never the walk.
+  mutable std::mutex metrics_totals_mutex_;
+  std::optional<store::store_stats> metrics_totals_;
+  std::chrono::steady_clock::time_point metrics_totals_time_;
 
   // --- POSIX ACLs (ops_xattr.cpp; the rules are in posix_acl.h) ---
   // A stored xattr of `n`, through its cached name set (caller holds

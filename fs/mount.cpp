@@ -27,6 +27,7 @@
 
 #include "fs/control_server.h"
 #include "fs/filesystem.h"
+#include "fs/metrics_server.h"
 #include "store/log.h"
 
 namespace densefs::fs {
@@ -925,6 +926,10 @@ int mount(const mount_options& requested) {
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
 
   filesystem fs(options);
+  // Bound here, before the mount and the fork: a port that is taken is a
+  // one-line error and no mount. Answered from a thread started after.
+  std::optional<metrics_server> metrics;
+  if (!options.metrics_address.empty()) metrics.emplace(options.metrics_address);
   const fuse_lowlevel_ops ops = make_ops();
   session_guard session;
   session.se = fuse_session_new(&args, &ops, sizeof ops, &fs);
@@ -1014,6 +1019,12 @@ int mount(const mount_options& requested) {
   }
   daemon.report(true);
   log_info("mounted " + options.store_dir.string() + " on " + options.mountpoint.string());
+  if (metrics) {
+    metrics->serve([&fs] { return fs.metrics_text(); }, [&fs] { fs.refresh_metrics_totals(); },
+                   std::chrono::seconds(60));
+    log_info("metrics for Prometheus on " + options.metrics_address + " (port " +
+             std::to_string(metrics->port()) + "), at /metrics");
+  }
   fs.watchdog().start(options.mountpoint, stall_probe_period(), k_stall_bound);
 
   int result;
@@ -1030,8 +1041,9 @@ int mount(const mount_options& requested) {
   holder.exiting = true;
   record_holder();
   fs.watchdog().stop();
-  fs.cancel_gc();  // a running `densefs gc` must not hold up the unmount
-  control.stop();  // control socket: before the store closes
+  fs.cancel_gc();                // a running `densefs gc` must not hold up the unmount
+  control.stop();                // control socket: before the store closes
+  if (metrics) metrics->stop();  // it reads the store too
   fs.shutdown();
   log_info("unmounted " + options.mountpoint.string());
   // Off the mount point (when SIGTERM ended the session it is still

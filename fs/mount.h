@@ -32,6 +32,8 @@ struct mount_options {
   // A scale-out volume mounted by its URI (postgresql://...): the URI, for
   // errors; store_dir is then this machine's client directory of it.
   std::string volume_uri;
+  // -o metrics=ADDR:PORT: serve Prometheus metrics there (docs/metrics.md).
+  std::string metrics_address;
   // An encrypted volume (docs/encryption.md): -o key_file=, and the secret
   // the CLI got from it, the environment or the terminal before mounting.
   std::string key_file;

@@ -278,6 +278,7 @@ bool filesystem::reply_read(fuse_req_t req, node& n, std::size_t size, off_t off
   read_gather pieces;
   if (!data_->gather_data(n, offset, length, pieces, cached_only)) return false;
   lock.unlock();
+  requests_.add_read_bytes(length);
   if (pieces.iov.size() <= k_max_reply_pieces) {
     fuse_reply_iov(req, pieces.iov.data(), static_cast<int>(pieces.iov.size()));
     return true;
@@ -316,6 +317,7 @@ void filesystem::write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::siz
       n->record_dirty = true;
     }
     lock.unlock();
+    requests_.add_written_bytes(size);
     fuse_reply_write(req, size);
   });
 }

@@ -60,6 +60,8 @@ const char* const k_mount_usage =
                         where libfuse and the kernel offer it (default auto:
                         /sys/module/fuse/parameters/enable_uring is Y), or
                         one of them (uring fails the mount without it)
+     metrics=ADDR:PORT  serve Prometheus metrics at http://ADDR:PORT/metrics
+                        (e.g. 127.0.0.1:9567; docs/metrics.md)
      shared             a volume in PostgreSQL: write beside its other shared
                         writers, each mount on its own machine or client
                         directory (default: write alone; docs/scale-out.md,
@@ -264,6 +266,10 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
   } else if (key == "cache_dir" && has_value) {
     if (value.empty() || value.front() != '/') bad_value(key, value, "an absolute path");
     o.cache_dir = std::string(value);
+  } else if (key == "metrics" && has_value) {
+    if (value.find(':') == std::string_view::npos)
+      bad_value(key, value, "ADDR:PORT, e.g. 127.0.0.1:9567 (docs/metrics.md)");
+    o.metrics_address = std::string(value);
   } else if (key == "io" && has_value) {
     const auto mode = store::parse_io_mode(value);
     if (!mode) bad_value(key, value, "auto, uring or pread");
@@ -282,7 +288,7 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
              key == "encode_threads" || key == "max_staged" || key == "chunk_cache" ||
              key == "io" || key == "lepton" || key == "ingest" || key == "recompress_threads" ||
              key == "idle_spin" || key == "commit" || key == "cache_size" || key == "cache_dir" ||
-             key == "transport" || key == "key_file" || key == "snapshot") {
+             key == "transport" || key == "key_file" || key == "snapshot" || key == "metrics") {
     throw usage_error("-o " + std::string(key) + " needs a value (" + std::string(key) + "=...)");
   } else {
     // libfuse and the kernel know the rest (noatime, nosuid, max_read=, ...)

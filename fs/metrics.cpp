@@ -1,0 +1,151 @@
+// -o metrics=: what the mount serves to Prometheus (docs/metrics.md lists
+// every family). Counters kept as the mount runs are read at each scrape;
+// the store's totals (bytes by codec, dedup, the re-encoder's backlog) are
+// a walk of its records, so the metrics server's second thread takes them
+// once a minute and scrapes serve them as of then
+// (densefs_store_stats_age_seconds says how old): a scrape never waits
+// for the walk.
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "codec/codec.h"
+#include "fs/filesystem.h"
+#include "fs/prometheus_text.h"
+#include "store/object/object_store.h"
+#include "store/payload/pack_store.h"
+#include "store/store.h"
+
+namespace densefs::fs {
+
+void filesystem::refresh_metrics_totals() {
+  store::store_stats totals = store_->stats();
+  std::lock_guard lock(metrics_totals_mutex_);
+  metrics_totals_ = std::move(totals);
+  metrics_totals_time_ = std::chrono::steady_clock::now();
+}
+
+std::string filesystem::metrics_text() const {
+  prometheus_text out;
+
+  // FUSE requests by kind: how many, and how long the daemon took.
+  out.family("densefs_fuse_requests_total", "counter",
+             "FUSE requests this mount received, by kind (FUSE's own names)");
+  for (std::size_t i = 0; i < static_cast<std::size_t>(fuse_request::count_); ++i) {
+    const auto kind = static_cast<fuse_request>(i);
+    out.sample("densefs_fuse_requests_total", requests_.get(kind), {{"kind", request_name(kind)}});
+  }
+  out.family("densefs_fuse_request_duration_seconds", "histogram",
+             "Time the daemon spent on a FUSE request, from its callback's start to its reply "
+             "(fsync's time in its own pool is in _sum only)");
+  for (std::size_t i = 0; i < static_cast<std::size_t>(fuse_request::count_); ++i) {
+    const auto kind = static_cast<fuse_request>(i);
+    const std::uint64_t count = requests_.get(kind);
+    if (count == 0) continue;
+    const std::string_view name = request_name(kind);
+    std::uint64_t cumulative = 0;
+    for (std::size_t b = 0; b < k_latency_buckets; ++b) {
+      cumulative += requests_.in_bucket(kind, b);
+      const std::string le = prometheus_text::bound(k_latency_bounds[b]);
+      out.sample("densefs_fuse_request_duration_seconds_bucket", cumulative,
+                 {{"kind", name}, {"le", le}});
+    }
+    // Read apart from the buckets: +Inf is at least the last bucket.
+    out.sample("densefs_fuse_request_duration_seconds_bucket", std::max(count, cumulative),
+               {{"kind", name}, {"le", "+Inf"}});
+    out.sample("densefs_fuse_request_duration_seconds_sum",
+               static_cast<double>(requests_.nanoseconds(kind)) / 1e9, {{"kind", name}});
+    out.sample("densefs_fuse_request_duration_seconds_count", std::max(count, cumulative),
+               {{"kind", name}});
+  }
+  out.family("densefs_read_bytes_total", "counter", "Bytes read through the mount");
+  out.sample("densefs_read_bytes_total", requests_.read_bytes());
+  out.family("densefs_written_bytes_total", "counter", "Bytes written through the mount");
+  out.sample("densefs_written_bytes_total", requests_.written_bytes());
+  out.family("densefs_requests_off_ring_total", "counter",
+             "Requests handed off an io_uring ring's thread to a helper");
+  out.sample("densefs_requests_off_ring_total", requests_off_ring_.load(std::memory_order_relaxed));
+  out.family("densefs_transport_stalls_total", "counter",
+             "Probes of the mount left unanswered past their bound");
+  out.sample("densefs_transport_stalls_total", watchdog_.stalls());
+  out.family("densefs_inodes_in_memory", "gauge", "Inodes with a node in the daemon's memory");
+  out.sample("densefs_inodes_in_memory", static_cast<std::uint64_t>(table_.resident()));
+  out.family("densefs_inodes_parked", "gauge",
+             "Inodes the kernel remembers whose node the daemon has parked");
+  out.sample("densefs_inodes_parked", static_cast<std::uint64_t>(table_.parked()));
+
+  // This client's requests to the object store: counters, read now.
+  if (const store::pack_store* packs = store_->packs(); packs && packs->remote()) {
+    const store::object_store::request_counts r = packs->remote()->requests();
+    out.family("densefs_object_requests_total", "counter",
+               "Requests this client sent to the object store (each try once), by kind");
+    out.sample("densefs_object_requests_total", r.puts, {{"kind", "put"}});
+    out.sample("densefs_object_requests_total", r.gets, {{"kind", "get"}});
+    out.sample("densefs_object_requests_total", r.heads, {{"kind", "head"}});
+    out.sample("densefs_object_requests_total", r.lists, {{"kind", "list"}});
+    out.sample("densefs_object_requests_total", r.deletes, {{"kind", "delete"}});
+    out.family("densefs_object_sent_bytes_total", "counter", "Bytes sent to the object store");
+    out.sample("densefs_object_sent_bytes_total", r.bytes_sent);
+    out.family("densefs_object_received_bytes_total", "counter",
+               "Bytes received from the object store");
+    out.sample("densefs_object_received_bytes_total", r.bytes_received);
+  }
+
+  // The store's totals, as of the last walk (none yet: not served).
+  std::optional<store::store_stats> totals;
+  std::chrono::steady_clock::time_point taken;
+  {
+    std::lock_guard lock(metrics_totals_mutex_);
+    totals = metrics_totals_;
+    taken = metrics_totals_time_;
+  }
+  if (!totals) return out.text();
+  const store::store_stats& s = *totals;
+  out.family("densefs_store_stats_age_seconds", "gauge",
+             "How old the store totals below are (a walk of the records, once a minute)");
+  out.sample("densefs_store_stats_age_seconds",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - taken).count());
+  out.family("densefs_files", "gauge", "Regular files in the volume");
+  out.sample("densefs_files", s.files);
+  out.family("densefs_directories", "gauge", "Directories in the volume");
+  out.sample("densefs_directories", s.directories);
+  out.family("densefs_logical_bytes", "gauge", "Sum of the regular files' sizes");
+  out.sample("densefs_logical_bytes", s.logical_bytes);
+  out.family("densefs_stored_bytes", "gauge", "Stored bytes of the volume's unique chunks");
+  out.sample("densefs_stored_bytes", s.stored_bytes);
+  out.family("densefs_dedup_saved_bytes", "gauge",
+             "Plain bytes not stored again because a chunk was already there");
+  out.sample("densefs_dedup_saved_bytes", s.dedup_saved_bytes);
+  out.family("densefs_codec_chunks", "gauge", "Unique chunks by the codec that stores them");
+  for (std::size_t c = 0; c < codec::k_codec_count; ++c)
+    if (s.chunks_by_codec[c] != 0)
+      out.sample("densefs_codec_chunks", s.chunks_by_codec[c],
+                 {{"codec", codec::codec_name(static_cast<codec::codec_id>(c))}});
+  out.family("densefs_codec_plain_bytes", "gauge",
+             "Plain bytes of the unique chunks, by the codec that stores them");
+  for (std::size_t c = 0; c < codec::k_codec_count; ++c)
+    if (s.chunks_by_codec[c] != 0)
+      out.sample("densefs_codec_plain_bytes", s.plain_by_codec[c],
+                 {{"codec", codec::codec_name(static_cast<codec::codec_id>(c))}});
+  out.family("densefs_codec_stored_bytes", "gauge",
+             "Stored bytes of the unique chunks, by the codec that stores them");
+  for (std::size_t c = 0; c < codec::k_codec_count; ++c)
+    if (s.chunks_by_codec[c] != 0)
+      out.sample("densefs_codec_stored_bytes", s.stored_by_codec[c],
+                 {{"codec", codec::codec_name(static_cast<codec::codec_id>(c))}});
+  out.family("densefs_recompress_backlog_chunks", "gauge",
+             "Chunks queued for the background re-encoder");
+  out.sample("densefs_recompress_backlog_chunks", s.pending_recompress);
+  out.family("densefs_snapshot_only_bytes", "gauge",
+             "Stored bytes only snapshots keep (what deleting them all gives back to gc)");
+  out.sample("densefs_snapshot_only_bytes", s.snapshot_only_bytes);
+  if (!s.payload_location.empty()) {
+    out.family("densefs_object_bytes", "gauge", "Bytes of the volume's pack objects");
+    out.sample("densefs_object_bytes", s.payload_object_bytes);
+    out.family("densefs_cache_bytes", "gauge", "Bytes of this client's local payload cache");
+    out.sample("densefs_cache_bytes", s.cache_bytes);
+  }
+  return out.text();
+}
+
+}  // namespace densefs::fs
