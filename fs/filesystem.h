@@ -72,7 +72,9 @@ class filesystem final : private data_path::host {
   // (docs/metrics.md), and the walk of the store's totals they serve as
   // of its last run (the metrics server's refresher calls it each minute).
   std::string metrics_text() const;
-  void refresh_metrics_totals();
+  // Returns when to walk again: a minute, or ten times the walk's own
+  // time on a volume where it is long, so it never takes the machine.
+  std::chrono::seconds refresh_metrics_totals();
   idle_spinner& spinner() { return spinner_; }
   // The hidden `.snapshots` directory (null on a snapshot's mount): the
   // requests for its inodes go there (fs/mount.cpp).

@@ -2,7 +2,8 @@
 // every family). Counters kept as the mount runs are read at each scrape;
 // the store's totals (bytes by codec, dedup, the re-encoder's backlog) are
 // a walk of its records, so the metrics server's second thread takes them
-// once a minute and scrapes serve them as of then
+// once a minute (or less often where a walk is long) and scrapes serve
+// them as of then
 // (densefs_store_stats_age_seconds says how old): a scrape never waits
 // for the walk.
 #include <algorithm>
@@ -18,11 +19,17 @@
 
 namespace densefs::fs {
 
-void filesystem::refresh_metrics_totals() {
+std::chrono::seconds filesystem::refresh_metrics_totals() {
+  const auto start = std::chrono::steady_clock::now();
   store::store_stats totals = store_->stats();
-  std::lock_guard lock(metrics_totals_mutex_);
-  metrics_totals_ = std::move(totals);
-  metrics_totals_time_ = std::chrono::steady_clock::now();
+  const auto end = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(metrics_totals_mutex_);
+    metrics_totals_ = std::move(totals);
+    metrics_totals_time_ = end;
+  }
+  return std::max<std::chrono::seconds>(
+      std::chrono::seconds(60), std::chrono::ceil<std::chrono::seconds>(10 * (end - start)));
 }
 
 std::string filesystem::metrics_text() const {
@@ -116,23 +123,21 @@ std::string filesystem::metrics_text() const {
   out.family("densefs_dedup_saved_bytes", "gauge",
              "Plain bytes not stored again because a chunk was already there");
   out.sample("densefs_dedup_saved_bytes", s.dedup_saved_bytes);
-  out.family("densefs_codec_chunks", "gauge", "Unique chunks by the codec that stores them");
-  for (std::size_t c = 0; c < codec::k_codec_count; ++c)
-    if (s.chunks_by_codec[c] != 0)
-      out.sample("densefs_codec_chunks", s.chunks_by_codec[c],
-                 {{"codec", codec::codec_name(static_cast<codec::codec_id>(c))}});
-  out.family("densefs_codec_plain_bytes", "gauge",
-             "Plain bytes of the unique chunks, by the codec that stores them");
-  for (std::size_t c = 0; c < codec::k_codec_count; ++c)
-    if (s.chunks_by_codec[c] != 0)
-      out.sample("densefs_codec_plain_bytes", s.plain_by_codec[c],
-                 {{"codec", codec::codec_name(static_cast<codec::codec_id>(c))}});
-  out.family("densefs_codec_stored_bytes", "gauge",
-             "Stored bytes of the unique chunks, by the codec that stores them");
-  for (std::size_t c = 0; c < codec::k_codec_count; ++c)
-    if (s.chunks_by_codec[c] != 0)
-      out.sample("densefs_codec_stored_bytes", s.stored_by_codec[c],
-                 {{"codec", codec::codec_name(static_cast<codec::codec_id>(c))}});
+  // One family per figure, a sample per codec that stores any chunk.
+  const auto by_codec = [&](std::string_view name, std::string_view help,
+                            const std::uint64_t(&values)[codec::k_codec_count]) {
+    out.family(name, "gauge", help);
+    for (std::size_t c = 0; c < codec::k_codec_count; ++c)
+      if (s.chunks_by_codec[c] != 0)
+        out.sample(name, values[c],
+                   {{"codec", codec::codec_name(static_cast<codec::codec_id>(c))}});
+  };
+  by_codec("densefs_codec_chunks", "Unique chunks by the codec that stores them",
+           s.chunks_by_codec);
+  by_codec("densefs_codec_plain_bytes",
+           "Plain bytes of the unique chunks, by the codec that stores them", s.plain_by_codec);
+  by_codec("densefs_codec_stored_bytes",
+           "Stored bytes of the unique chunks, by the codec that stores them", s.stored_by_codec);
   out.family("densefs_recompress_backlog_chunks", "gauge",
              "Chunks queued for the background re-encoder");
   out.sample("densefs_recompress_backlog_chunks", s.pending_recompress);

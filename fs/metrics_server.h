@@ -35,11 +35,10 @@ class metrics_server {
   const std::string& address() const { return address_; }
 
   // Starts answering from a thread of its own, with `render`'s text; and
-  // from a second thread calls `refresh` now and then every `interval`:
-  // what is too slow to take at each scrape (a walk of the store's
-  // records) is taken there, and `render` serves it as of then.
-  void serve(std::function<std::string()> render, std::function<void()> refresh,
-             std::chrono::seconds interval);
+  // from a second thread calls `refresh` now, then again after the time
+  // each call returns: what is too slow to take at each scrape (a walk of
+  // the store's records) is taken there, and `render` serves it as of then.
+  void serve(std::function<std::string()> render, std::function<std::chrono::seconds()> refresh);
   // Stops both threads (waits for a request being answered and a refresh
   // under way) and closes the socket. Idempotent.
   void stop();
@@ -47,7 +46,7 @@ class metrics_server {
  private:
   void run();
   void answer(int connection);
-  void run_refresh(std::function<void()> refresh, std::chrono::seconds interval);
+  void run_refresh(const std::function<std::chrono::seconds()>& refresh);
 
   std::string address_;
   int listen_fd_ = -1;

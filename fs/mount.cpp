@@ -891,6 +891,11 @@ int mount(const mount_options& requested) {
       throw std::runtime_error("store " + options.store_dir.string() +
                                " is mounted; -o snapshot= mounts a snapshot of a volume that is "
                                "not (unmount it first)");
+    // The first mount serves the metrics of both (its own -o metrics=).
+    if (!options.metrics_address.empty())
+      throw std::runtime_error(std::string(mounted.what()) +
+                               "; a second mount point of it shows the same mount, whose metrics "
+                               "are its own: mount it again without -o metrics=");
     if (const auto holder = store::store::read_lock_holder(options.store_dir);
         holder && !holder->snapshot.empty())
       throw std::runtime_error("store " + options.store_dir.string() + " is mounted on " +
@@ -1020,8 +1025,8 @@ int mount(const mount_options& requested) {
   daemon.report(true);
   log_info("mounted " + options.store_dir.string() + " on " + options.mountpoint.string());
   if (metrics) {
-    metrics->serve([&fs] { return fs.metrics_text(); }, [&fs] { fs.refresh_metrics_totals(); },
-                   std::chrono::seconds(60));
+    metrics->serve([&fs] { return fs.metrics_text(); },
+                   [&fs] { return fs.refresh_metrics_totals(); });
     log_info("metrics for Prometheus on " + options.metrics_address + " (port " +
              std::to_string(metrics->port()) + "), at /metrics");
   }

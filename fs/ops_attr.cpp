@@ -12,6 +12,7 @@
 #include "fs/file_info.h"
 #include "fs/filesystem.h"
 #include "fs/ops_common.h"
+#include "store/payload/pack_store.h"
 
 namespace densefs::fs {
 
@@ -185,6 +186,19 @@ void filesystem::start(std::unique_ptr<store::store> store) {
   if (!options_.read_only) gc_ = std::make_unique<garbage_collector>(*store_);
   // A request's burst keeps cores awake (fs/idle_spinner.h).
   spinner_.start(options_.idle_spin_threads, std::chrono::milliseconds(1));
+  // df shows a volume in object storage by its pack objects' bytes, which
+  // statfs reads only once listed (it never waits on the network): the
+  // listing, once, off the request path.
+  if (const store::pack_store* packs = store_->packs(); packs && packs->remote()) {
+    workers_->submit([this] {
+      try {
+        (void)store_->packs()->file_bytes();
+      } catch (const std::exception& e) {
+        log_error(std::string("listing the volume's packs for df: ") + e.what() +
+                  " (df shows 0 bytes used until densefs stats, gc or -o metrics= lists them)");
+      }
+    });
+  }
 }
 
 void filesystem::shutdown() {

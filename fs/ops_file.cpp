@@ -773,6 +773,7 @@ void filesystem::copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in
       out->record.mtime = out->record.ctime = now();
       out->record_dirty = true;
     }
+    requests_.add_written_bytes(copied);
     fuse_reply_write(req, copied);
   });
 }

@@ -913,14 +913,16 @@ struct statvfs store::statvfs() const {
   struct statvfs out {};
   if (packs_ && packs_->remote()) {
     // Object storage has no size to report: Used is what the volume's pack
-    // objects hold (as this client listed them once, plus its own uploads
-    // and deletes since), Avail a fixed petabyte, as JuiceFS reports an
+    // objects hold (as this client listed them once, at mount, plus its
+    // own uploads and deletes since; 0 until listed: statfs never waits on
+    // the network), Avail a fixed petabyte, as JuiceFS reports an
     // unlimited volume. No fixed number of inodes, as on btrfs: 0 of them
     // (df -i shows none). The local disk's own space is checked where the
     // client stages writes (check_space_for), not shown here.
     constexpr std::uint64_t k_block = 4096;
     constexpr std::uint64_t k_free_blocks = (1ull << 50) / k_block;
-    const std::uint64_t used_blocks = (packs_->file_bytes() + k_block - 1) / k_block;
+    const std::uint64_t used_blocks =
+        (packs_->known_file_bytes().value_or(0) + k_block - 1) / k_block;
     out.f_bsize = out.f_frsize = k_block;
     out.f_blocks = used_blocks + k_free_blocks;
     out.f_bfree = out.f_bavail = k_free_blocks;

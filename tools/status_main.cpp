@@ -38,15 +38,20 @@ int status_main(const std::vector<std::string>& args, const tool_io& io) {
   app.add_flag("--json", as_json, "print the sessions as JSON");
   if (auto done = parse_cli(app, args, io)) return *done;
 
-  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
+  // Read after the database answered: the time it took to connect must
+  // not make a late heartbeat look on time.
+  const auto unix_now = [] {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
   json j;
   json sessions = json::array();
   // A scale-out volume: its database alone says who has it mounted (no
   // client directory is made for a URI, no S3 credential is needed).
   const bool uri = is_volume_uri(dir);
   if (const auto volume = store::store::read_volume_status(dir, uri)) {
+    const std::int64_t now = unix_now();
     for (const store::session_record& r : volume->sessions) {
       sessions.push_back({{"id", r.id},
                           {"host", r.host},
@@ -111,7 +116,7 @@ int status_main(const std::vector<std::string>& args, const tool_io& io) {
       io.out << "\n";
     } else if (m.contains("heartbeat_age_seconds")) {
       io.out << " (not alive: no heartbeat for " << m["heartbeat_age_seconds"].get<std::int64_t>()
-             << " s, killed or cut off; the other clients drop it soon)\n";
+             << " s, killed or cut off; a writer beside it, or the next mount, drops it)\n";
     } else {
       io.out << " (not alive: its daemon is gone or exiting)\n";
     }

@@ -100,10 +100,11 @@ class volume_membership {
   // session's expiry.
   static std::chrono::seconds other_clients_grace() { return 4 * heartbeat_interval(); }
   static bool session_expired(const session_record& r, std::int64_t now_unix);
-  // For `densefs status`: two heartbeats missed. Shown as not alive before
-  // the others take the session for gone and erase its row (expired, and
-  // then still for one of their own heartbeats), so that a killed client
-  // is seen as such for a while instead of only ageing and vanishing.
+  // For `densefs status`: two heartbeats missed. Shown as not alive at
+  // least an interval before a writer beside it can take the session for
+  // gone and erase its row (expired, three intervals, and its heartbeat
+  // seen standing still that long), so that a killed client is seen as
+  // such for a while instead of only ageing and vanishing.
   static bool session_late(const session_record& r, std::int64_t now_unix) {
     return now_unix - r.heartbeat > 2 * heartbeat_interval().count();
   }

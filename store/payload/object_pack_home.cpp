@@ -116,7 +116,10 @@ void object_pack_home::upload(const pack_file& f) {
     files_.forget(f.id);
   }
   std::lock_guard lock(sizes_mutex_);
-  if (sizes_) (*sizes_)[f.id] = bytes.size();
+  if (sizes_)
+    (*sizes_)[f.id] = bytes.size();
+  else
+    changed_before_listing_[f.id] = bytes.size();
 }
 
 void object_pack_home::fail_read(const chunk_hash& hash, std::uint32_t pack,
@@ -317,18 +320,37 @@ std::vector<std::string> object_pack_home::fetch(std::span<const chunk_hash> has
 }
 
 std::vector<std::pair<std::uint32_t, std::uint64_t>> object_pack_home::sizes() const {
+  {
+    std::lock_guard lock(sizes_mutex_);
+    if (sizes_) return {sizes_->begin(), sizes_->end()};
+  }
+  std::map<std::uint32_t, std::uint64_t> sizes;
+  try {
+    for (const object_store::object_info& o : objects_->list("packs/"))
+      if (const std::optional<std::uint32_t> id = pack_id_of_object(o.name)) sizes[*id] = o.size;
+  } catch (const store_error& e) {
+    throw store_error(EIO, std::string("listing the volume's packs: ") + e.what());
+  }
   std::lock_guard lock(sizes_mutex_);
-  if (!sizes_) {
-    std::map<std::uint32_t, std::uint64_t> sizes;
-    try {
-      for (const object_store::object_info& o : objects_->list("packs/"))
-        if (const std::optional<std::uint32_t> id = pack_id_of_object(o.name)) sizes[*id] = o.size;
-    } catch (const store_error& e) {
-      throw store_error(EIO, std::string("listing the volume's packs: ") + e.what());
+  if (!sizes_) {  // else another listing finished first
+    for (const auto& [id, size] : changed_before_listing_) {
+      if (size)
+        sizes[id] = *size;
+      else
+        sizes.erase(id);
     }
+    changed_before_listing_.clear();
     sizes_ = std::move(sizes);
   }
   return {sizes_->begin(), sizes_->end()};
+}
+
+std::optional<std::uint64_t> object_pack_home::known_bytes() const {
+  std::lock_guard lock(sizes_mutex_);
+  if (!sizes_) return std::nullopt;
+  std::uint64_t bytes = 0;
+  for (const auto& [id, size] : *sizes_) bytes += size;
+  return bytes;
 }
 
 void object_pack_home::read_whole(std::uint32_t id, std::uint64_t size,
@@ -362,7 +384,10 @@ void object_pack_home::remove(std::uint32_t id) {
   cache_->forget_pack(id);
   files_.forget(id);
   std::lock_guard lock(sizes_mutex_);
-  if (sizes_) sizes_->erase(id);
+  if (sizes_)
+    sizes_->erase(id);
+  else
+    changed_before_listing_[id] = std::nullopt;
 }
 
 void object_pack_home::check_reachable(std::uint32_t id) {

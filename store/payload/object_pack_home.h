@@ -59,6 +59,7 @@ class object_pack_home final : public pack_home {
   std::vector<std::string> fetch(std::span<const chunk_hash> hashes,
                                  std::span<const pack_ref> refs) override;
   std::vector<std::pair<std::uint32_t, std::uint64_t>> sizes() const override;
+  std::optional<std::uint64_t> known_bytes() const override;
   void read_whole(std::uint32_t id, std::uint64_t size,
                   const std::function<void(std::string_view)>& use) override;
   void remove(std::uint32_t id) override;
@@ -105,9 +106,13 @@ class object_pack_home final : public pack_home {
   std::unique_ptr<payload_cache> cache_;
   open_pack_files files_;  // staged packs, and packs whole in the cache
 
+  // The pack objects' sizes, listed at the first need (without the mutex:
+  // uploads and removes must not wait for a listing), and this client's
+  // uploads (a size) and removes (nullopt) until then, which the listing
+  // may or may not have seen: applied over it.
   mutable std::mutex sizes_mutex_;
-  // The pack objects' sizes, listed at the first need.
   mutable std::optional<std::map<std::uint32_t, std::uint64_t>> sizes_;
+  mutable std::map<std::uint32_t, std::optional<std::uint64_t>> changed_before_listing_;
 
   std::mutex whole_pack_fetch_mutex_;  // one download at a time
   std::mutex reads_mutex_;

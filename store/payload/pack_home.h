@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -111,6 +112,9 @@ class pack_home {
 
   // (id, bytes) of every pack, by id.
   virtual std::vector<std::pair<std::uint32_t, std::uint64_t>> sizes() const = 0;
+  // The packs' bytes when known without I/O (object storage, once listed:
+  // what df shows), else nullopt.
+  virtual std::optional<std::uint64_t> known_bytes() const { return std::nullopt; }
   // Calls `use` with the bytes of pack `id`, which sizes() said has `size`
   // bytes (mapped or read; for fsck and index rebuilds). Throws store_error
   // saying why not, without naming the pack (the caller does).

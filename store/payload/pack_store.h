@@ -148,6 +148,8 @@ class pack_store final : public payload_store {
   std::vector<std::uint64_t> file_sizes() const;
   // Their sum.
   std::uint64_t file_bytes() const;
+  // file_bytes() when it is known without I/O (pack_home::known_bytes).
+  std::optional<std::uint64_t> known_file_bytes() const { return home_->known_bytes(); }
 
   // Rewrites every closed pack whose dead share is at least `dead_share`
   // (0..1): its live records are copied to the current pack, the pack files

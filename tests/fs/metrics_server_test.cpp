@@ -14,6 +14,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "fs/prometheus_text.h"
 
@@ -85,8 +86,11 @@ TEST(metrics_server, bad_addresses_are_refused_with_the_fix) {
 TEST(metrics_server, answers_get_metrics_and_refuses_the_rest) {
   metrics_server s("127.0.0.1:0");
   std::atomic<int> refreshed{0};
-  s.serve([] { return std::string("densefs_up 1\n"); }, [&] { ++refreshed; },
-          std::chrono::seconds(3600));
+  s.serve([] { return std::string("densefs_up 1\n"); },
+          [&] {
+            ++refreshed;
+            return std::chrono::seconds(3600);
+          });
   const std::uint16_t port = s.port();
   std::string a = exchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(a.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << a;
@@ -108,7 +112,62 @@ TEST(metrics_server, answers_get_metrics_and_refuses_the_rest) {
   ::close(silent);
   EXPECT_EQ(refreshed.load(), 1) << "refresh runs at once, then every interval";
   s.stop();
-  EXPECT_LT(connect_to(port), 0) << "the port still takes connections after stop";
+  const int after = connect_to(port);
+  EXPECT_LT(after, 0) << "the port still takes connections after stop";
+  if (after >= 0) ::close(after);
+}
+
+TEST(metrics_server, every_address_takes_ipv4_and_a_bare_lf_request) {
+  metrics_server s(":0");
+  s.serve([] { return std::string("ok 1\n"); }, [] { return std::chrono::seconds(3600); });
+  EXPECT_EQ(exchange(s.port(), "GET /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 200", 0), 0u);
+  EXPECT_EQ(exchange(s.port(), "GET /metrics HTTP/1.0\n\n").rfind("HTTP/1.1 200", 0), 0u);
+}
+
+TEST(metrics_server, a_trickling_client_is_dropped_at_the_bound) {
+  metrics_server s("127.0.0.1:0");
+  s.serve([] { return std::string("ok 1\n"); }, [] { return std::chrono::seconds(3600); });
+  // One byte every 300 ms, never a whole head: each read is quick, the
+  // whole request is not.
+  std::atomic<bool> done{false};
+  std::thread trickler([&] {
+    const int fd = connect_to(s.port());
+    for (int i = 0; i < 30 && !done; ++i) {
+      ::send(fd, "G", 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    ::close(fd);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = std::chrono::steady_clock::now();
+  const std::string a = exchange(s.port(), "GET /metrics HTTP/1.1\r\n\r\n");
+  const auto waited = std::chrono::steady_clock::now() - start;
+  done = true;
+  trickler.join();
+  EXPECT_EQ(a.rfind("HTTP/1.1 200", 0), 0u) << a;
+  EXPECT_LT(waited, std::chrono::seconds(4)) << "the trickling client held the server";
+}
+
+TEST(metrics_server, stop_returns_while_a_client_does_not_read_its_answer) {
+  metrics_server s("127.0.0.1:0");
+  const std::string big(16u << 20, 'x');
+  s.serve([&] { return big; }, [] { return std::chrono::seconds(3600); });
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(s.port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
+  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the server is sending now
+  const auto start = std::chrono::steady_clock::now();
+  s.stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2))
+      << "stop waited for a client that does not read";
+  ::close(fd);
 }
 
 TEST(metrics_server, a_failing_render_is_a_500_and_the_server_goes_on) {
@@ -119,7 +178,7 @@ TEST(metrics_server, a_failing_render_is_a_500_and_the_server_goes_on) {
         if (fail) throw std::runtime_error("the store is gone");
         return "ok 1\n";
       },
-      [] {}, std::chrono::seconds(3600));
+      [] { return std::chrono::seconds(3600); });
   const std::string a = exchange(s.port(), "GET /metrics HTTP/1.1\r\n\r\n");
   EXPECT_EQ(a.rfind("HTTP/1.1 500", 0), 0u) << a;
   EXPECT_NE(a.find("the store is gone"), std::string::npos) << a;

@@ -163,9 +163,11 @@ in_root_main() {
   }
   grep -qx mount <<<"$(complete_words densefs mo)" ||
     fail "completing 'densefs mo' does not offer mount"
-  # mount's help lists short options only (-f -d -s -o); mkfs's long ones.
+  # mount's own help (-f, --foreground, ..., -o) and a CLI11 command's.
   grep -qx -- -o <<<"$(complete_words densefs mount -)" ||
     fail "completing 'densefs mount -' does not offer -o"
+  grep -qx -- --foreground <<<"$(complete_words densefs mount --)" ||
+    fail "completing 'densefs mount --' does not offer --foreground"
   grep -qx -- --codec <<<"$(complete_words densefs mkfs --)" ||
     fail "completing 'densefs mkfs --' does not offer --codec"
   step "OK"
