@@ -84,6 +84,13 @@ inline constexpr double k_latency_bounds[] = {0.00005, 0.0001, 0.00025, 0.0005, 
                                               0.005,   0.01,   0.025,   0.05,   0.1,   0.25,
                                               0.5,     1,      2.5,     5,      10};
 inline constexpr std::size_t k_latency_buckets = std::size(k_latency_bounds);
+// The same bounds in nanoseconds: what add() compares, once per request.
+inline constexpr auto k_latency_bounds_ns = [] {
+  std::array<std::uint64_t, k_latency_buckets> ns{};
+  for (std::size_t b = 0; b < k_latency_buckets; ++b)
+    ns[b] = static_cast<std::uint64_t>(k_latency_bounds[b] * 1e9 + 0.5);
+  return ns;
+}();
 
 class request_counts {
  public:
@@ -94,9 +101,8 @@ class request_counts {
     nanos_[index(r)].fetch_add(nanoseconds, std::memory_order_relaxed);
     // The first bucket that holds it; past the last: only in the count
     // (the histogram's +Inf).
-    const double seconds = static_cast<double>(nanoseconds) / 1e9;
     std::size_t b = 0;
-    while (b < k_latency_buckets && seconds > k_latency_bounds[b]) ++b;
+    while (b < k_latency_buckets && nanoseconds > k_latency_bounds_ns[b]) ++b;
     if (b < k_latency_buckets) buckets_[index(r)][b].fetch_add(1, std::memory_order_relaxed);
   }
   // Bytes read replies carried (cut at the end of the file) and bytes the
