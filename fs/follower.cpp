@@ -28,11 +28,7 @@ void filesystem::answer_new_clients(const std::vector<std::string>& sessions) {
   if (const int error = sync_all(nullptr))
     log_error(std::string("committing staged files for a client that mounted: ") +
               std::strerror(error));
-  try {
-    store_->membership().answer_sessions(sessions);
-  } catch (const std::exception& e) {
-    log_error(std::string("answering a client that mounted: ") + e.what());
-  }
+  store_->membership().answer_sessions(sessions);
 }
 
 // The record as the writer committed it; the node's cached listing and

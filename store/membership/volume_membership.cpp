@@ -208,16 +208,33 @@ void volume_membership::begin(const std::string& mountpoint) {
 
 void volume_membership::heartbeat_loop() {
   std::unique_lock lock(session_mutex_);
-  while (!session_wake_.wait_for(lock, heartbeat_interval(), [&] { return session_stop_; })) {
+  for (;;) {
+    session_wake_.wait_for(lock, heartbeat_interval(),
+                           [&] { return session_stop_ || !answers_due_.empty(); });
+    if (session_stop_) break;
+    std::vector<std::string> answers = std::exchange(answers_due_, {});
     session_record r = *session_;
     r.heartbeat = unix_now();
     lock.unlock();
     try {
       const std::string key = session_key(r.id);
       const std::string value = encode_session(r);
-      const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
-      if (session_row_) batch->expect(table::meta, key, *session_row_);
-      batch->put(table::meta, key, value);
+      // The row, and the answer to the clients that mounted since the last
+      // write (their notice rides on it: a batch must write something).
+      const auto renewal = [&](bool expect_last) {
+        std::unique_ptr<metadata_batch> batch = engine_.new_batch();
+        if (expect_last && session_row_) batch->expect(table::meta, key, *session_row_);
+        batch->put(table::meta, key, value);
+        if (!answers.empty()) {
+          change_notice answer;
+          answer.sessions_answered = answers;
+          // Beside other writers, a new client waits for each of them by name.
+          if (writes_beside_others()) answer.writer = r.id;
+          batch->set_notice(encode_change_notice(answer));
+        }
+        return batch;
+      };
+      const std::unique_ptr<metadata_batch> batch = renewal(true);
       session_row_.reset();
       try {
         engine_.write(*batch, false);
@@ -231,7 +248,7 @@ void volume_membership::heartbeat_loop() {
             "dead; its file locks may have been taken: flock and fcntl now fail with "
             "ENOLCK until it is mounted again");
         locks_.mark_session_lost();
-        write_meta_row(key, value);
+        engine_.write(*renewal(false), false);
       }
       session_row_ = value;
       beat();
@@ -239,9 +256,14 @@ void volume_membership::heartbeat_loop() {
       // The next beat tries again; status shows the session as expired
       // meanwhile, which is the truth as others can see it. Others'
       // standing still counts again from the next beat that goes through.
+      // Answers not written go with the next beat.
       log_error(std::string("session heartbeat: ") + e.what());
-      std::lock_guard observed(observed_mutex_);
-      observed_.clear();
+      {
+        std::lock_guard observed(observed_mutex_);
+        observed_.clear();
+      }
+      std::lock_guard again(session_mutex_);
+      answers_due_.insert(answers_due_.begin(), answers.begin(), answers.end());
     }
     {
       std::lock_guard hook(heartbeat_hook_mutex_);
@@ -519,23 +541,13 @@ void volume_membership::unwatch() {
 }
 
 void volume_membership::answer_sessions(const std::vector<std::string>& ids) {
-  std::optional<session_record> own;
+  if (ids.empty()) return;
   {
     std::lock_guard lock(session_mutex_);
-    own = session_;
+    if (!session_ || session_stop_) return;
+    answers_due_.insert(answers_due_.end(), ids.begin(), ids.end());
   }
-  if (!own || ids.empty()) return;
-  // Its own session row again (a batch must write something), carrying the
-  // answer.
-  own->heartbeat = unix_now();
-  const std::unique_ptr<metadata_batch> batch = engine_.new_batch();
-  batch->put(table::meta, session_key(own->id), encode_session(*own));
-  change_notice answer;
-  answer.sessions_answered = ids;
-  // Beside other writers, a new client waits for each of them by name.
-  if (writes_beside_others()) answer.writer = own->id;
-  batch->set_notice(encode_change_notice(answer));
-  engine_.write(*batch, false);
+  session_wake_.notify_all();
 }
 
 }  // namespace densefs::store

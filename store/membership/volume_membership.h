@@ -178,7 +178,9 @@ class volume_membership {
   bool watch(std::function<void(const change_notice&)> fn);
   void unwatch();
   // The writer: tells the followers `ids` (change_notice::sessions_started)
-  // that what was closed before they mounted is committed.
+  // that what was closed before they mounted is committed. Returns at once:
+  // the answer goes with the session row's next write, which the heartbeat
+  // thread makes now.
   void answer_sessions(const std::vector<std::string>& ids);
 
  private:
@@ -193,11 +195,15 @@ class volume_membership {
   void heartbeat_loop();
   void beat();
 
-  // The session begin() announced, and its heartbeat.
+  // The session begin() announced, and its heartbeat. After begin(), the
+  // heartbeat thread is the session row's only writer: a second writer
+  // would move the row under the heartbeat's expectation, which then reads
+  // as the row erased by another client (all file locks refused).
   std::mutex session_mutex_;
   std::condition_variable session_wake_;
   std::optional<session_record> session_;
   bool session_stop_ = false;
+  std::vector<std::string> answers_due_;  // answer_sessions's, for the next write
   std::thread heartbeat_thread_;
   std::string session_id_;  // set by begin() before its thread starts
   // The session row as this client last wrote it (the heartbeat thread's;

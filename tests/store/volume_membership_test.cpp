@@ -1,8 +1,9 @@
 // Volume membership without a mount: sessions, leases, holds and the role,
 // over a real engine (RocksDB in a temporary directory; the membership sees
 // only the metadata_engine interface, so the PostgreSQL suites cover the
-// same code with a database). Two memberships on one engine stand for two
-// clients of one volume.
+// same code with a database; what only PostgreSQL checks, the session
+// row's expectation, runs on the phase's server). Two memberships on one
+// engine stand for two clients of one volume.
 #include "store/membership/volume_membership.h"
 
 #include <gtest/gtest.h>
@@ -15,9 +16,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
+#include "store/metadata/postgres_engine.h"
 #include "store/metadata/rocksdb_engine.h"
 #include "store/records.h"
+#include "tests/postgres_server.h"
 #include "tests/temp_dir.h"
 
 namespace densefs::store {
@@ -182,6 +186,45 @@ TEST_F(volume_membership_test, the_heartbeat_renews_the_row_and_runs_the_hook) {
   writer->on_heartbeat({});
   EXPECT_GT(volume_membership::sessions_in(*engine_).at(0).heartbeat, started);
   writer->end();
+  ::unsetenv("DENSEFS_HEARTBEAT_SECONDS");
+}
+
+// Found by mount.locks_test in CI: the answer to a client that mounted was
+// written as the session row with a newer heartbeat, so the next beat no
+// longer found the row it expected, took it as erased by another client,
+// and refused every file lock from then on (ENOLCK). On PostgreSQL: RocksDB
+// has one writer and checks no expectation.
+TEST(volume_membership_postgres, answering_a_client_that_mounted_keeps_the_session_and_its_locks) {
+  DENSEFS_POSTGRES_SERVER(server);
+  ::setenv("DENSEFS_HEARTBEAT_SECONDS", "2", 1);
+  test::temp_dir dir;
+  postgres_engine_options o;
+  o.conninfo = server->conninfo(server->create_database());
+  postgres_engine::create(o);
+  const std::unique_ptr<postgres_engine> engine = postgres_engine::open(o);
+  volume_membership writer(*engine, dir.path(), volume_role::alone, true, false);
+  writer.begin("/mnt/w");
+  std::mutex m;
+  std::condition_variable beaten;
+  int beats = 0;
+  writer.on_heartbeat([&] {
+    std::lock_guard lock(m);
+    ++beats;
+    beaten.notify_all();
+  });
+  // A second after the row was written, so that an answer written as a
+  // new heartbeat would differ from it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  writer.answer_sessions({"00000000000000aa"});
+  {
+    std::unique_lock lock(m);
+    ASSERT_TRUE(beaten.wait_for(lock, std::chrono::seconds(20), [&] { return beats >= 3; }));
+  }
+  writer.on_heartbeat({});
+  const lock_request flock_a{
+      .ino = 5, .kind = lock_kind::flock, .owner = 1, .type = lock_type::write, .pid = 1};
+  EXPECT_TRUE(writer.locks().set(flock_a));
+  writer.end();
   ::unsetenv("DENSEFS_HEARTBEAT_SECONDS");
 }
 
