@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -453,7 +454,18 @@ store::payloads_ahead data_path::write_payloads_ahead(const std::vector<encoded_
 }
 
 void data_path::commit_group(std::vector<encoded_slot>& group) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::size_t slots = group.size();
   group_commit(*this, group).run();
+  group_commits_.add(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count()));
+  group_slots_.fetch_add(slots, std::memory_order_relaxed);
+}
+
+std::size_t data_path::staged_bytes() const {
+  std::lock_guard staging(staging_mutex_);
+  return in_flight_bytes_;
 }
 
 void data_path::release_in_flight(std::size_t bytes) {

@@ -19,6 +19,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "fs/inode_table.h"
+#include "fs/latency_histogram.h"
 #include "fs/meta_lock.h"
 #include "fs/mount.h"
 #include "fs/worker_pool.h"
@@ -90,6 +92,15 @@ class data_path {
   // Commits what is queued and stops the committer (unmount, once every
   // file is flushed): a version encoded later commits on its own thread.
   void stop_committer() { committer_.reset(); }
+
+  // --- what -o metrics= serves (docs/metrics.md) ---
+  // Each group commit of file data, from its start to its end.
+  const latency_histogram& group_commits() const { return group_commits_; }
+  // File-data versions (slots) those groups committed: with their count,
+  // the mean size of a group.
+  std::uint64_t group_commit_slots() const { return group_slots_.load(std::memory_order_relaxed); }
+  // Bytes written and handed to the encoders, not committed yet.
+  std::size_t staged_bytes() const;
 
   // --- writes (n.data_mutex held) ---
   // Waits, with the file's lock released, until the bytes staged in flight
@@ -208,9 +219,12 @@ class data_path {
 
   // Global bound on bytes in flight (handed to the encoders, not yet
   // committed) across all files: -o max_staged.
-  std::mutex staging_mutex_;
+  mutable std::mutex staging_mutex_;
   std::condition_variable staging_cv_;
   std::size_t in_flight_bytes_ = 0;
+
+  latency_histogram group_commits_;
+  std::atomic<std::uint64_t> group_slots_{0};
 };
 
 }  // namespace densefs::fs

@@ -13,6 +13,7 @@
 #include "codec/codec.h"
 #include "fs/filesystem.h"
 #include "fs/prometheus_text.h"
+#include "store/cache/chunk_cache.h"
 #include "store/object/object_store.h"
 #include "store/payload/pack_store.h"
 #include "store/store.h"
@@ -32,6 +33,39 @@ std::chrono::seconds filesystem::refresh_metrics_totals() {
       std::chrono::seconds(60), std::chrono::ceil<std::chrono::seconds>(10 * (end - start)));
 }
 
+namespace {
+
+// A histogram's samples (its family started): cumulative buckets, +Inf,
+// sum and count; `kind`, if not empty, is the `kind` label of each.
+void write_histogram(prometheus_text& out, std::string_view name, const latency_histogram& h,
+                     std::string_view kind) {
+  const auto sample = [&](std::string_view suffix, auto value, std::string_view le) {
+    const std::string full = std::string(name) + std::string(suffix);
+    if (kind.empty() && le.empty())
+      out.sample(full, value);
+    else if (kind.empty())
+      out.sample(full, value, {{"le", le}});
+    else if (le.empty())
+      out.sample(full, value, {{"kind", kind}});
+    else
+      out.sample(full, value, {{"kind", kind}, {"le", le}});
+  };
+  // The count is read first and the buckets after: +Inf is at least the
+  // last bucket, whatever lands between the reads.
+  const std::uint64_t count = h.count();
+  std::uint64_t cumulative = 0;
+  for (std::size_t b = 0; b < k_latency_buckets; ++b) {
+    cumulative += h.in_bucket(b);
+    sample("_bucket", cumulative, prometheus_text::bound(k_latency_bounds[b]));
+  }
+  const std::uint64_t total = std::max(count, cumulative);
+  sample("_bucket", total, "+Inf");
+  sample("_sum", static_cast<double>(h.nanoseconds()) / 1e9, "");
+  sample("_count", total, "");
+}
+
+}  // namespace
+
 std::string filesystem::metrics_text() const {
   prometheus_text out;
 
@@ -47,23 +81,9 @@ std::string filesystem::metrics_text() const {
              "(fsync's time in its own pool is in _sum only)");
   for (std::size_t i = 0; i < static_cast<std::size_t>(fuse_request::count_); ++i) {
     const auto kind = static_cast<fuse_request>(i);
-    const std::uint64_t count = requests_.get(kind);
-    if (count == 0) continue;
-    const std::string_view name = request_name(kind);
-    std::uint64_t cumulative = 0;
-    for (std::size_t b = 0; b < k_latency_buckets; ++b) {
-      cumulative += requests_.in_bucket(kind, b);
-      const std::string le = prometheus_text::bound(k_latency_bounds[b]);
-      out.sample("densefs_fuse_request_duration_seconds_bucket", cumulative,
-                 {{"kind", name}, {"le", le}});
-    }
-    // Read apart from the buckets: +Inf is at least the last bucket.
-    out.sample("densefs_fuse_request_duration_seconds_bucket", std::max(count, cumulative),
-               {{"kind", name}, {"le", "+Inf"}});
-    out.sample("densefs_fuse_request_duration_seconds_sum",
-               static_cast<double>(requests_.nanoseconds(kind)) / 1e9, {{"kind", name}});
-    out.sample("densefs_fuse_request_duration_seconds_count", std::max(count, cumulative),
-               {{"kind", name}});
+    if (requests_.get(kind) == 0) continue;
+    write_histogram(out, "densefs_fuse_request_duration_seconds", requests_.latency(kind),
+                    request_name(kind));
   }
   out.family("densefs_read_bytes_total", "counter", "Bytes read through the mount");
   out.sample("densefs_read_bytes_total", requests_.read_bytes());
@@ -75,6 +95,39 @@ std::string filesystem::metrics_text() const {
   out.family("densefs_transport_stalls_total", "counter",
              "Probes of the mount left unanswered past their bound");
   out.sample("densefs_transport_stalls_total", watchdog_.stalls());
+  // File data: group commits, bytes waiting for one.
+  if (data_) {
+    out.family("densefs_group_commit_duration_seconds", "histogram",
+               "Time of each group commit of file data (encoded slots of any files, one "
+               "transaction)");
+    write_histogram(out, "densefs_group_commit_duration_seconds", data_->group_commits(), {});
+    out.family("densefs_group_commit_slots_total", "counter",
+               "File-data versions the group commits committed (over their count: the mean group)");
+    out.sample("densefs_group_commit_slots_total", data_->group_commit_slots());
+    out.family("densefs_staged_bytes", "gauge",
+               "Bytes written and handed to the encoders, not committed yet");
+    out.sample("densefs_staged_bytes", static_cast<std::uint64_t>(data_->staged_bytes()));
+  }
+  const store::chunk_cache_reads chunk_reads = store_->chunk_cache_counts();
+  out.family("densefs_chunk_cache_reads_total", "counter",
+             "Reads of decoded chunks: from the cache (hit), from another read's load (merged), "
+             "fetched and decoded (miss)");
+  out.sample("densefs_chunk_cache_reads_total", chunk_reads.hits, {{"result", "hit"}});
+  out.sample("densefs_chunk_cache_reads_total", chunk_reads.merged, {{"result", "merged"}});
+  out.sample("densefs_chunk_cache_reads_total", chunk_reads.misses, {{"result", "miss"}});
+  out.family("densefs_gc_runs_total", "counter", "Garbage collections this mount ran that ended");
+  out.sample("densefs_gc_runs_total", store_->collections());
+  out.family("densefs_gc_reclaimed_bytes_total", "counter",
+             "Disk bytes this mount's garbage collections gave back");
+  out.sample("densefs_gc_reclaimed_bytes_total", store_->collected_bytes());
+  out.family("densefs_gc_garbage_bytes", "gauge",
+             "Payload bytes made garbage by this mount's commits since its last collection");
+  out.sample("densefs_gc_garbage_bytes", store_->garbage_since_collect());
+  if (store_->reads_are_round_trips()) {
+    out.family("densefs_metadata_round_trips_total", "counter",
+               "Round trips to the metadata server (PostgreSQL: pipelines sent and answered)");
+    out.sample("densefs_metadata_round_trips_total", store_->engine_round_trips());
+  }
   out.family("densefs_inodes_in_memory", "gauge", "Inodes with a node in the daemon's memory");
   out.sample("densefs_inodes_in_memory", static_cast<std::uint64_t>(table_.resident()));
   out.family("densefs_inodes_parked", "gauge",
@@ -91,6 +144,18 @@ std::string filesystem::metrics_text() const {
     out.sample("densefs_object_requests_total", r.heads, {{"kind", "head"}});
     out.sample("densefs_object_requests_total", r.lists, {{"kind", "list"}});
     out.sample("densefs_object_requests_total", r.deletes, {{"kind", "delete"}});
+    out.family("densefs_object_retries_total", "counter",
+               "Object-store requests sent again after a transient failure");
+    out.sample("densefs_object_retries_total", r.retries);
+    out.family("densefs_object_failures_total", "counter",
+               "Object-store requests given up on (an I/O error to the reader or writer)");
+    out.sample("densefs_object_failures_total", r.failures);
+    const store::pack_home::cache_reads cached = packs->cache_counts();
+    out.family("densefs_payload_cache_reads_total", "counter",
+               "Records read through this client's payload cache (hit) or fetched from the "
+               "object store (miss)");
+    out.sample("densefs_payload_cache_reads_total", cached.hits, {{"result", "hit"}});
+    out.sample("densefs_payload_cache_reads_total", cached.misses, {{"result", "miss"}});
     out.family("densefs_object_sent_bytes_total", "counter", "Bytes sent to the object store");
     out.sample("densefs_object_sent_bytes_total", r.bytes_sent);
     out.family("densefs_object_received_bytes_total", "counter",

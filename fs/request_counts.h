@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "fs/latency_histogram.h"
+
 namespace densefs::fs {
 
 // The kernel's request kinds that reach densefs, in FUSE's own names
@@ -77,34 +79,11 @@ inline const char* request_name(fuse_request r) {
   return i < std::size(k_names) ? k_names[i] : "?";
 }
 
-// The upper bounds (seconds) of the latency histogram's buckets, as
-// `-o metrics=` serves them (docs/metrics.md): 50 us, the floor of a FUSE
-// round trip here, to 10 s, a commit waiting for a far server.
-inline constexpr double k_latency_bounds[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
-                                              0.005,   0.01,   0.025,   0.05,   0.1,   0.25,
-                                              0.5,     1,      2.5,     5,      10};
-inline constexpr std::size_t k_latency_buckets = std::size(k_latency_bounds);
-// The same bounds in nanoseconds: what add() compares, once per request.
-inline constexpr auto k_latency_bounds_ns = [] {
-  std::array<std::uint64_t, k_latency_buckets> ns{};
-  for (std::size_t b = 0; b < k_latency_buckets; ++b)
-    ns[b] = static_cast<std::uint64_t>(k_latency_bounds[b] * 1e9 + 0.5);
-  return ns;
-}();
-
 class request_counts {
  public:
   // Relaxed: a counter nobody orders anything by; the FUSE threads touch
   // it once per request, next to a syscall round trip.
-  void add(fuse_request r, std::uint64_t nanoseconds) {
-    counts_[index(r)].fetch_add(1, std::memory_order_relaxed);
-    nanos_[index(r)].fetch_add(nanoseconds, std::memory_order_relaxed);
-    // The first bucket that holds it; past the last: only in the count
-    // (the histogram's +Inf).
-    std::size_t b = 0;
-    while (b < k_latency_buckets && nanoseconds > k_latency_bounds_ns[b]) ++b;
-    if (b < k_latency_buckets) buckets_[index(r)][b].fetch_add(1, std::memory_order_relaxed);
-  }
+  void add(fuse_request r, std::uint64_t nanoseconds) { latency_[index(r)].add(nanoseconds); }
   // Bytes read replies carried (cut at the end of the file) and bytes the
   // kernel gave in writes.
   void add_read_bytes(std::uint64_t n) { read_bytes_.fetch_add(n, std::memory_order_relaxed); }
@@ -113,21 +92,14 @@ class request_counts {
   }
   std::uint64_t read_bytes() const { return read_bytes_.load(std::memory_order_relaxed); }
   std::uint64_t written_bytes() const { return written_bytes_.load(std::memory_order_relaxed); }
-  // How many requests of kind `r` took at most k_latency_bounds[b] (not
-  // cumulative: those of bucket b alone).
-  std::uint64_t in_bucket(fuse_request r, std::size_t b) const {
-    return buckets_[index(r)][b].load(std::memory_order_relaxed);
-  }
+  // The latency histogram of kind `r` (its count is the requests').
+  const latency_histogram& latency(fuse_request r) const { return latency_[index(r)]; }
   // Time spent on a request after its callback returned (counted by add).
   void add_time(fuse_request r, std::uint64_t nanoseconds) {
-    nanos_[index(r)].fetch_add(nanoseconds, std::memory_order_relaxed);
+    latency_[index(r)].add_time(nanoseconds);
   }
-  std::uint64_t get(fuse_request r) const {
-    return counts_[index(r)].load(std::memory_order_relaxed);
-  }
-  std::uint64_t nanoseconds(fuse_request r) const {
-    return nanos_[index(r)].load(std::memory_order_relaxed);
-  }
+  std::uint64_t get(fuse_request r) const { return latency_[index(r)].count(); }
+  std::uint64_t nanoseconds(fuse_request r) const { return latency_[index(r)].nanoseconds(); }
   struct seen {
     const char* name;
     std::uint64_t count;
@@ -136,11 +108,10 @@ class request_counts {
   // The kinds seen at least once, in enum order.
   std::vector<seen> nonzero() const {
     std::vector<seen> out;
-    for (std::size_t i = 0; i < counts_.size(); ++i) {
-      const std::uint64_t n = counts_[i].load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < latency_.size(); ++i) {
+      const std::uint64_t n = latency_[i].count();
       if (n != 0)
-        out.push_back({request_name(static_cast<fuse_request>(i)), n,
-                       nanos_[i].load(std::memory_order_relaxed)});
+        out.push_back({request_name(static_cast<fuse_request>(i)), n, latency_[i].nanoseconds()});
     }
     return out;
   }
@@ -148,9 +119,7 @@ class request_counts {
  private:
   static std::size_t index(fuse_request r) { return static_cast<std::size_t>(r); }
   static constexpr std::size_t k_kinds = static_cast<std::size_t>(fuse_request::count_);
-  std::array<std::atomic<std::uint64_t>, k_kinds> counts_{};
-  std::array<std::atomic<std::uint64_t>, k_kinds> nanos_{};
-  std::array<std::array<std::atomic<std::uint64_t>, k_latency_buckets>, k_kinds> buckets_{};
+  std::array<latency_histogram, k_kinds> latency_{};
   std::atomic<std::uint64_t> read_bytes_{0};
   std::atomic<std::uint64_t> written_bytes_{0};
 };

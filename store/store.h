@@ -57,6 +57,7 @@ class payload_sealer;
 struct payload_meta;
 class pack_store;
 class chunk_cache;
+struct chunk_cache_reads;
 class entry_cache;
 class rocksdb_engine;
 
@@ -525,6 +526,7 @@ class store {
   // local lookup: callers batch their reads, and skip those that save less
   // than they cost.
   bool reads_are_round_trips() const { return engine_->reads_are_round_trips(); }
+  std::uint64_t engine_round_trips() const { return engine_->round_trips(); }
   std::vector<std::uint64_t> orphans() const;
   // The new-file rows (transaction::mark_new_file): after a crash, files
   // whose data as of their last close was not all committed.
@@ -574,6 +576,8 @@ class store {
   // named the chunk by it).
   void remember_chunk(const chunk_hash& hash, std::shared_ptr<const std::string> plain) const;
   bool caches_chunks() const { return options_.chunk_cache_bytes > 0; }
+  // Reads of the decoded-chunk cache so far (chunk_cache::reads).
+  chunk_cache_reads chunk_cache_counts() const;
   // Empties the decoded-chunk cache and RocksDB's block cache, so that the
   // next reads are cold as far as this process goes (with the kernel's
   // drop_caches for the files below: densefs bench's cold rows).
@@ -785,6 +789,12 @@ class store {
   // collect_garbage() last started: stored sizes of chunks deleted at
   // refcount 0 and of payloads swapped by replace_payload.
   std::uint64_t garbage_since_collect() const { return garbage_bytes_.load(); }
+  // Collections by this store that ended, and the disk bytes they gave
+  // back (what -o metrics= serves).
+  std::uint64_t collections() const { return gc_runs_.load(std::memory_order_relaxed); }
+  std::uint64_t collected_bytes() const {
+    return gc_reclaimed_bytes_.load(std::memory_order_relaxed);
+  }
   // Makes a collect_garbage() or garbage() in progress, and every later one, stop soon
   // with store_error(ECANCELED); for a daemon that is unmounting. What was
   // compacted so far stays compacted.
@@ -905,6 +915,7 @@ class store {
   std::shared_mutex ahead_gate_;
   std::mutex gc_mutex_;  // one collect_garbage() at a time
   std::atomic<std::uint64_t> garbage_bytes_{0};
+  std::atomic<std::uint64_t> gc_runs_{0}, gc_reclaimed_bytes_{0};
   std::atomic<bool> gc_canceled_{false};
   // Bumped after every write of this store that may have changed a chunk
   // record (a commit, applied or of unknown outcome; an fsck repair), so

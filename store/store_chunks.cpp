@@ -174,6 +174,10 @@ void store::drop_caches() const {
   engine_->drop_caches();
 }
 
+chunk_cache_reads store::chunk_cache_counts() const {
+  return cache_->reads();
+}
+
 std::shared_ptr<const std::string> store::cached_chunk(const chunk_hash& hash) const {
   return cache_->find(hash);
 }

@@ -253,6 +253,8 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   result.after.packs_deferred = packs_deferred;
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  gc_runs_.fetch_add(1, std::memory_order_relaxed);
+  gc_reclaimed_bytes_.fetch_add(result.reclaimed_bytes(), std::memory_order_relaxed);
   return result;
 }
 

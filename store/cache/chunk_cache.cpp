@@ -35,12 +35,21 @@ chunk_cache::claim_result chunk_cache::claim(const chunk_hash& hash) {
   std::lock_guard lock(mutex_);
   if (const auto it = index_.find(hash); it != index_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second);
+    hits_.fetch_add(1, std::memory_order_relaxed);
     return {it->second->second, {}, false};
   }
-  if (const auto it = loading_.find(hash); it != loading_.end())
+  if (const auto it = loading_.find(hash); it != loading_.end()) {
+    merged_.fetch_add(1, std::memory_order_relaxed);
     return {nullptr, it->second->result, false};
+  }
   loading_.emplace(hash, std::make_shared<load>());
+  misses_.fetch_add(1, std::memory_order_relaxed);
   return {nullptr, {}, true};
+}
+
+chunk_cache_reads chunk_cache::reads() const {
+  return {hits_.load(std::memory_order_relaxed), merged_.load(std::memory_order_relaxed),
+          misses_.load(std::memory_order_relaxed)};
 }
 
 void chunk_cache::fulfil(const chunk_hash& hash, value v) {

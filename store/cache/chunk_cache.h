@@ -7,7 +7,9 @@
 // read tries again (and reports the error again).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <future>
@@ -21,6 +23,15 @@
 #include "store/hash.h"
 
 namespace densefs::store {
+
+// Reads of chunks (chunk_cache::claim, get_or_load) since the cache was
+// made: served from the cache, served by another reader's load under way,
+// and loaded (fetched and decoded) by the reader itself.
+struct chunk_cache_reads {
+  std::uint64_t hits = 0;
+  std::uint64_t merged = 0;
+  std::uint64_t misses = 0;
+};
 
 class chunk_cache {
  public:
@@ -63,6 +74,9 @@ class chunk_cache {
   std::size_t size_bytes() const;
   std::size_t entries() const;
 
+  // Reads of a chunk so far (what -o metrics= serves).
+  chunk_cache_reads reads() const;
+
  private:
   void insert_locked(const chunk_hash& hash, value v);
 
@@ -80,6 +94,8 @@ class chunk_cache {
     std::shared_future<value> result = promise.get_future().share();
   };
   std::unordered_map<chunk_hash, std::shared_ptr<load>, chunk_hash_hasher> loading_;
+  // Counted under mutex_; atomic for reads() without it.
+  std::atomic<std::uint64_t> hits_{0}, merged_{0}, misses_{0};
 };
 
 }  // namespace densefs::store

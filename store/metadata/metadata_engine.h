@@ -226,6 +226,10 @@ class metadata_engine {
   // this process (PostgreSQL): its callers batch reads (get_many), and
   // skip those that would save less than they cost.
   virtual bool reads_are_round_trips() const { return false; }
+  // Round trips to the server so far (PostgreSQL: each pipeline of
+  // statements sent and answered); 0 for an engine in this process. What
+  // -o metrics= serves.
+  virtual std::uint64_t round_trips() const { return 0; }
   // How many times this engine took its volume's lock again after losing
   // it (PostgreSQL: a restarted server, a dropped connection). Another
   // client may have written in between, so what its user caches of the

@@ -604,6 +604,7 @@ class postgres_engine::lease {
   std::vector<result_ptr> run(const std::vector<statement>& statements) {
     PGconn* c = pg();
     clean_ = false;
+    engine_.round_trips_.fetch_add(1, std::memory_order_relaxed);
     auto results = run_pipeline(c, statements, conn_->prepared);
     clean_ = true;
     return results;

@@ -99,6 +99,7 @@ class postgres_engine final : public metadata_engine {
   // outside the database a write names must be durable before it.
   bool writes_are_durable() const override { return true; }
   bool reads_are_round_trips() const override { return true; }
+  std::uint64_t round_trips() const override { return round_trips_.load(); }
   std::uint64_t lock_retakes() const override { return lock_retakes_.load(); }
   // LISTEN on the volume's channel, on a connection of its own; notices
   // are NOTIFYs that write() sends in the batch's transaction.
@@ -145,7 +146,8 @@ class postgres_engine final : public metadata_engine {
   void retake_volume_lock(int attempt, const std::string& what, const std::string& failed_check);
   std::mutex lock_mutex_;
   std::shared_ptr<void> volume_lock_;
-  std::atomic<std::uint64_t> lock_retakes_{0};  // lock_retakes()
+  std::atomic<std::uint64_t> lock_retakes_{0};         // lock_retakes()
+  mutable std::atomic<std::uint64_t> round_trips_{0};  // round_trips(): lease::run counts
   // The engine writes only while it holds the volume's lock (once lost and
   // not taken again, every write tries to take it first).
   bool locks_volume_ = false;

@@ -55,6 +55,10 @@ class object_store {
     std::uint64_t deletes = 0;
     std::uint64_t bytes_sent = 0;
     std::uint64_t bytes_received = 0;
+    // Tries sent again after a transient failure (a 5xx, a timeout, a
+    // broken connection), and requests given up on (EIO to the caller).
+    std::uint64_t retries = 0;
+    std::uint64_t failures = 0;
   };
   virtual request_counts requests() const { return {}; }
 };

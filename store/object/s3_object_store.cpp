@@ -393,6 +393,8 @@ object_store::request_counts s3_object_store::requests() const {
   c.deletes = deletes_.load(std::memory_order_relaxed);
   c.bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
   c.bytes_received = bytes_received_.load(std::memory_order_relaxed);
+  c.retries = retries_.load(std::memory_order_relaxed);
+  c.failures = failures_.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -412,12 +414,18 @@ s3_object_store::response s3_object_store::send(const request& r) {
     const bool again =
         failed_transport ? transient(static_cast<CURLcode>(-out.status)) : transient(out.status);
     if (!again) {
-      if (failed_transport) throw store_error(EIO, r.what + ": " + out.body);
+      if (failed_transport) {
+        failures_.fetch_add(1, std::memory_order_relaxed);
+        throw store_error(EIO, r.what + ": " + out.body);
+      }
       return out;
     }
     const std::string why = failed_transport ? out.body : describe_failure(out);
-    if (attempt >= options_.tries)
+    if (attempt >= options_.tries) {
+      failures_.fetch_add(1, std::memory_order_relaxed);
       throw store_error(EIO, r.what + ": " + why + " (" + std::to_string(attempt) + " tries)");
+    }
+    retries_.fetch_add(1, std::memory_order_relaxed);
     log_info(r.what + ": " + why + "; trying again in " + std::to_string(delay.count()) + " ms");
     std::this_thread::sleep_for(delay);
     delay *= 4;

@@ -99,6 +99,7 @@ class s3_object_store final : public object_store {
   // requests(): counted by send_once, each try.
   std::atomic<std::uint64_t> puts_{0}, gets_{0}, heads_{0}, lists_{0}, deletes_{0};
   std::atomic<std::uint64_t> bytes_sent_{0}, bytes_received_{0};
+  std::atomic<std::uint64_t> retries_{0}, failures_{0};
 };
 
 }  // namespace densefs::store

@@ -261,6 +261,8 @@ std::vector<std::string> object_pack_home::fetch(std::span<const chunk_hash> has
     }
     missing = std::move(ranged);
   }
+  cache_hits_.fetch_add(refs.size() - missing.size(), std::memory_order_relaxed);
+  cache_misses_.fetch_add(missing.size(), std::memory_order_relaxed);
   std::vector<std::vector<std::size_t>> runs;
   std::uint64_t run_bytes = 0;
   for (const std::size_t k : missing) {

@@ -55,7 +55,10 @@ class object_pack_home final : public pack_home {
   void make_durable(packs_to_make_durable& p) override;
   bool seals_when_durable() const override { return true; }
   std::shared_ptr<pack_file> local_file(std::uint32_t id) override { return files_.get(id); }
-  void read_locally(std::uint32_t id) override { cache_->touch_pack(id); }
+  void read_locally(std::uint32_t id) override {
+    cache_->touch_pack(id);
+    cache_hits_.fetch_add(1, std::memory_order_relaxed);
+  }
   std::vector<std::string> fetch(std::span<const chunk_hash> hashes,
                                  std::span<const pack_ref> refs) override;
   std::vector<std::pair<std::uint32_t, std::uint64_t>> sizes() const override;
@@ -68,6 +71,10 @@ class object_pack_home final : public pack_home {
   const object_store* objects() const override { return objects_.get(); }
   std::filesystem::path cache_dir() const override { return options_.cache_dir; }
   std::uint64_t cache_bytes() const override { return cache_->bytes(); }
+  cache_reads cache_counts() const override {
+    return {cache_hits_.load(std::memory_order_relaxed),
+            cache_misses_.load(std::memory_order_relaxed)};
+  }
 
  private:
   std::uint32_t allocate_pack_id();
@@ -104,6 +111,7 @@ class object_pack_home final : public pack_home {
   const std::shared_ptr<object_store> objects_;
   const std::filesystem::path staging_dir_;  // packs not yet uploaded
   std::unique_ptr<payload_cache> cache_;
+  std::atomic<std::uint64_t> cache_hits_{0}, cache_misses_{0};  // cache_counts()
   open_pack_files files_;  // staged packs, and packs whole in the cache
 
   // The pack objects' sizes, listed at the first need (without the mutex:

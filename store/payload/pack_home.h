@@ -132,6 +132,14 @@ class pack_home {
   virtual const object_store* objects() const { return nullptr; }
   virtual std::filesystem::path cache_dir() const { return {}; }
   virtual std::uint64_t cache_bytes() const { return 0; }
+  // Records read through the local cache (a cached record, a pack cached
+  // or still staged whole) and records fetched from the object store: what
+  // -o metrics= serves. Zero for local packs.
+  struct cache_reads {
+    std::uint64_t hits = 0;
+    std::uint64_t misses = 0;
+  };
+  virtual cache_reads cache_counts() const { return {}; }
 };
 
 // Creates directory `dir` (mode 0700: it holds file contents) unless it

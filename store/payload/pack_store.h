@@ -126,6 +126,7 @@ class pack_store final : public payload_store {
   // The local cache's directory and bytes (scale-out volumes; else empty, 0).
   std::filesystem::path cache_dir() const { return home_->cache_dir(); }
   std::uint64_t cache_bytes() const { return home_->cache_bytes(); }
+  pack_home::cache_reads cache_counts() const { return home_->cache_counts(); }
   // "/store/packs/00000001.pack", or "packs/00000001.pack in s3://b/p at ...".
   std::string pack_location(std::uint32_t id) const { return home_->location(id); }
 

@@ -106,10 +106,32 @@ fi
 }
 for family in densefs_fuse_requests_total densefs_written_bytes_total densefs_read_bytes_total \
   densefs_logical_bytes densefs_stored_bytes densefs_codec_stored_bytes densefs_dedup_saved_bytes \
-  densefs_recompress_backlog_chunks; do
+  densefs_recompress_backlog_chunks densefs_group_commit_duration_seconds \
+  densefs_group_commit_slots_total densefs_staged_bytes densefs_chunk_cache_reads_total \
+  densefs_gc_runs_total densefs_gc_reclaimed_bytes_total densefs_gc_garbage_bytes; do
   grep -q "^# TYPE $family " "$work/metrics.txt" || fail "no $family in $url"
 done
 echo "$(grep -vc '^#' "$work/metrics.txt") samples, $(grep -c '^# TYPE' "$work/metrics.txt") families"
+
+step "group commits, the chunk cache and gc counted"
+# The value of one sample (name and labels as served), 0 when absent.
+sample() { awk -v k="$1" '$1 == k { v = $2 } END { print v + 0 }' "$work/metrics.txt"; }
+(($(sample 'densefs_group_commit_duration_seconds_count') > 0)) || fail "no group commit counted"
+(($(sample 'densefs_group_commit_slots_total') >= $(sample 'densefs_group_commit_duration_seconds_count'))) ||
+  fail "fewer slots than group commits"
+# A read the kernel no longer caches reaches the daemon, whose chunk cache
+# answers it or loads the chunk.
+sync
+echo 3 >/proc/sys/vm/drop_caches
+cat "$mnt"/data/* >/dev/null 2>&1 || true
+rm -rf "$mnt/data"
+sync
+"$densefs" gc "$store" >/dev/null || fail "densefs gc of the mounted store failed"
+curl -sf "$url" >"$work/metrics.txt" || fail "GET $url failed"
+reads=$(($(sample 'densefs_chunk_cache_reads_total{result="hit"}') + $(sample 'densefs_chunk_cache_reads_total{result="miss"}')))
+((reads > 0)) || fail "no chunk cache read counted"
+(($(sample 'densefs_gc_runs_total') >= 1)) || fail "the gc run is not counted"
+echo "chunk cache reads $reads; gc gave back $(sample 'densefs_gc_reclaimed_bytes_total') bytes"
 
 umount_densefs "$mnt"
 ! curl -s --max-time 2 "$url" >/dev/null || fail "the metrics port still answers after unmount"

@@ -53,8 +53,9 @@ bucket="densefs-vol1"
 prefix=vol1
 location="s3://$bucket/$prefix?endpoint=$S3_ENDPOINT"
 
-# list_packs: $pack_keys (the keys under $prefix/packs/), $pack_count and
-# $pack_bytes (their total size), from one LIST. (The query is written
+# list_packs: $pack_keys (the keys under $prefix/packs/), $pack_key_sizes
+# (their sizes, in the same order), $pack_count and $pack_bytes (their
+# total size), from one LIST. (The query is written
 # encoded: curl signs it as written, SigV4 wants '/' as %2F.)
 list_packs() {
   local xml=$work/list.xml key
@@ -63,7 +64,8 @@ list_packs() {
   ! grep -q '<IsTruncated>true</IsTruncated>' "$xml" || fail "more than 1000 pack objects"
   mapfile -t pack_keys < <(grep -o '<Key>[^<]*</Key>' "$xml" | sed -e 's/<[^>]*>//g')
   pack_count=${#pack_keys[@]}
-  pack_bytes=$({ grep -o '<Size>[0-9]*</Size>' "$xml" || true; } | tr -dc '0-9\n' | awk '{ s += $1 } END { print s + 0 }')
+  mapfile -t pack_key_sizes < <({ grep -o '<Size>[0-9]*</Size>' "$xml" || true; } | tr -dc '0-9\n')
+  pack_bytes=$(printf '%s\n' "${pack_key_sizes[@]}" | awk '{ s += $1 } END { print s + 0 }')
   for key in "${pack_keys[@]}"; do
     [[ $key =~ ^$prefix/packs/[0-9]{8}\.pack$ ]] || fail "an object that is not a pack under $prefix/packs/: $key"
   done
@@ -196,12 +198,19 @@ done
 step "fsync, then kill -9 of the daemon"
 before_count=$pack_count
 before_bytes=$pack_bytes
+before_keys=("${pack_keys[@]}")
 head -c 6000000 /dev/urandom >"$work/durable.bin"
 dd if="$work/durable.bin" of="$mnt/durable.bin" bs=1M conv=fsync status=none ||
   fail "writing durable.bin with conv=fsync failed"
 list_packs
-((pack_count > before_count && pack_bytes >= before_bytes + 6000000)) ||
-  fail "the fsync of durable.bin did not upload it: $before_count objects ($before_bytes bytes) before, $pack_count ($pack_bytes) after"
+# Bytes of the packs that are new (gc may meanwhile have rewritten an old
+# one smaller, so the total alone does not tell).
+new_bytes=0
+for i in "${!pack_keys[@]}"; do
+  [[ " ${before_keys[*]} " == *" ${pack_keys[i]} "* ]] || new_bytes=$((new_bytes + pack_key_sizes[i]))
+done
+((new_bytes >= 6000000)) ||
+  fail "the fsync of durable.bin did not upload it: $before_count objects ($before_bytes bytes) before, $pack_count ($pack_bytes) after, $new_bytes bytes in new ones"
 # A small file fsync'd: its records gathered into a pack not uploaded yet,
 # its bytes only in PostgreSQL when the daemon dies.
 head -c 300000 /dev/urandom >"$work/gathered.bin"
@@ -267,7 +276,10 @@ echo "cache after reading the tree from S3: $cache_bytes bytes mounted, $cache_b
 # bounded time, the mount answers, an fsync fails; back up, both go through.
 step "radosgw stopped under the mount"
 rm -rf "$store/cache"
-mount_densefs "$store" "$mnt"
+# Served to Prometheus (docs/metrics.md): the object store's retries and
+# failures, the payload cache, PostgreSQL's round trips.
+metrics_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mount_densefs "$store" "$mnt" -o "metrics=127.0.0.1:$metrics_port"
 s3_stop TERM
 start=$(now)
 if err=$(timeout 90 dd if="$mnt/data/big.bin" of=/dev/null bs=4096 count=1 2>&1); then
@@ -299,6 +311,13 @@ timeout 10 ls "$mnt" >/dev/null || fail "the mount does not answer ls after a fa
 s3_start
 cmp "$data/big.bin" "$mnt/data/big.bin" || fail "big.bin differs once radosgw is back"
 "$densefs" sync "$mnt" >/dev/null || fail "densefs sync failed once radosgw is back"
+curl -sf "http://127.0.0.1:$metrics_port/metrics" >"$work/metrics.txt" || fail "GET /metrics failed"
+metric() { awk -v k="$1" '$1 == k { v = $2 } END { print v + 0 }' "$work/metrics.txt"; }
+for m in densefs_object_retries_total densefs_object_failures_total \
+  densefs_metadata_round_trips_total 'densefs_payload_cache_reads_total{result="miss"}'; do
+  (($(metric "$m") > 0)) || fail "$m is 0 after reads and an fsync with radosgw down"
+done
+echo "metrics: $(metric densefs_object_retries_total) retries, $(metric densefs_object_failures_total) failures, $(metric densefs_metadata_round_trips_total) PostgreSQL round trips"
 umount_densefs "$mnt"
 check_nothing_staged "after radosgw came back and the unmount"
 mount_densefs "$store" "$mnt"
