@@ -143,11 +143,15 @@ class filesystem final : private data_path::host {
   void link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname);
   void open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
-  void read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
+  // True when the reply is left to the decode pool, which counts the
+  // request (request_counts) once it has answered.
+  bool read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi);
   void write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off,
              fuse_file_info* fi);
   void flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  // fsync and fsyncdir answer from a pool of their own, which counts the
+  // request (run_sync_request).
   void fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi);
   void opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void readdir(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi,
@@ -547,7 +551,8 @@ class filesystem final : private data_path::host {
   std::unique_ptr<ring_helpers> ring_jobs_;
   std::atomic<std::uint64_t> requests_off_ring_{0};  // densefs stats
   // Runs `sync` on syncs_ (or here before start()), answers req with the
-  // errno it returns or throws, and counts its time as `kind`'s.
+  // errno it returns or throws, and counts the request as `kind`, with its
+  // time from now to the answer.
   void run_sync_request(fuse_req_t req, fuse_request kind, const char* op,
                         std::function<int()> sync);
   // Regular files' data: staging, encoding, group commits (data_path.h).

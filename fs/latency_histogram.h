@@ -39,10 +39,6 @@ class latency_histogram {
     while (b < k_latency_buckets && nanoseconds > k_latency_bounds_ns[b]) ++b;
     if (b < k_latency_buckets) buckets_[b].fetch_add(1, std::memory_order_relaxed);
   }
-  // Time an event spent after it was counted: in the sum, not the buckets.
-  void add_time(std::uint64_t nanoseconds) {
-    nanos_.fetch_add(nanoseconds, std::memory_order_relaxed);
-  }
   std::uint64_t count() const { return count_.load(std::memory_order_relaxed); }
   std::uint64_t nanoseconds() const { return nanos_.load(std::memory_order_relaxed); }
   // Events that took at most k_latency_bounds[b] and more than the bound

@@ -77,8 +77,7 @@ std::string filesystem::metrics_text() const {
     out.sample("densefs_fuse_requests_total", requests_.get(kind), {{"kind", request_name(kind)}});
   }
   out.family("densefs_fuse_request_duration_seconds", "histogram",
-             "Time the daemon spent on a FUSE request, from its callback's start to its reply "
-             "(fsync's time in its own pool is in _sum only)");
+             "Time the daemon spent on a FUSE request, from its callback's start to its reply");
   for (std::size_t i = 0; i < static_cast<std::size_t>(fuse_request::count_); ++i) {
     const auto kind = static_cast<fuse_request>(i);
     if (requests_.get(kind) == 0) continue;

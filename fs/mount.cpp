@@ -80,19 +80,24 @@ class counted_request {
   }
   ~counted_request() {
     const auto spent = std::chrono::steady_clock::now() - start_;
-    fs_->requests().add(kind_,
-                        static_cast<std::uint64_t>(
-                            std::chrono::duration_cast<std::chrono::nanoseconds>(spent).count()));
+    if (!answered_later_)
+      fs_->requests().add(kind_,
+                          static_cast<std::uint64_t>(
+                              std::chrono::duration_cast<std::chrono::nanoseconds>(spent).count()));
     // The request's own references to nodes are gone by now.
     fs_->park_idle_nodes();
   }
   counted_request(const counted_request&) = delete;
   counted_request& operator=(const counted_request&) = delete;
+  // The handler left the reply to another thread, which counts the
+  // request when it answers (its time is then the whole wait).
+  void answered_later() { answered_later_ = true; }
 
  private:
   filesystem* fs_;
   fuse_request kind_;
   std::chrono::steady_clock::time_point start_;
+  bool answered_later_ = false;
 };
 
 // Runs the handler of a request that may wait for the network (a commit,
@@ -260,9 +265,9 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   });
 }
 void op_read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off, fuse_file_info* fi) {
-  const counted_request counted(req, fuse_request::read);
+  counted_request counted(req, fuse_request::read);
   if (auto* tree = tree_of(req, ino)) return tree->read(req, ino, size, off);
-  fs_of(req)->read(req, ino, size, off, fi);
+  if (fs_of(req)->read(req, ino, size, off, fi)) counted.answered_later();
 }
 void op_write(fuse_req_t req, fuse_ino_t ino, const char* buf, std::size_t size, off_t off,
               fuse_file_info* fi) {
@@ -290,8 +295,9 @@ void op_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       [=] { return !snapshot_tree::owns(ino) && fs_of(req)->release_here(req, ino, *fi); });
 }
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
-  const counted_request counted(req, fuse_request::fsync);
+  counted_request counted(req, fuse_request::fsync);
   if (done_in_snapshots(req, ino)) return;
+  counted.answered_later();
   fs_of(req)->fsync(req, ino, datasync, fi);
 }
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -316,8 +322,9 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fs_of(req)->releasedir(req, ino, fi);
 }
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
-  const counted_request counted(req, fuse_request::fsyncdir);
+  counted_request counted(req, fuse_request::fsyncdir);
   if (done_in_snapshots(req, ino)) return;
+  counted.answered_later();
   fs_of(req)->fsyncdir(req, ino, datasync, fi);
 }
 void op_statfs(fuse_req_t req, fuse_ino_t ino) {

@@ -16,6 +16,14 @@
 
 namespace densefs::fs {
 
+namespace {
+std::uint64_t nanoseconds_since(std::chrono::steady_clock::time_point start) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+}
+}  // namespace
+
 // fuse_reply_iov adds its header to the vector; IOV_MAX is 1024.
 constexpr std::size_t k_max_reply_pieces = 1000;
 
@@ -190,8 +198,10 @@ void filesystem::create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
   });
 }
 
-void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off,
+bool filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t off,
                       fuse_file_info* fi) {
+  const auto start = std::chrono::steady_clock::now();
+  bool answered_later = false;
   run_op(req, "read", [&] {
     auto n = get_node(ino);
     // Served from staged data and the chunk cache when it can be. A chunk
@@ -223,13 +233,16 @@ void filesystem::read(fuse_req_t req, fuse_ino_t ino, std::size_t size, off_t of
     }
     if (replied) return;
     if (off == 0) prefetch_siblings(*n);
-    decoders_->submit([this, req, n, size, off] {
+    decoders_->submit([this, req, n, size, off, start] {
       run_op(req, "read", [&] {
         decode_chunks(n->ino, static_cast<std::uint64_t>(off), size);
         reply_read(req, *n, size, off, false);
       });
+      requests_.add(fuse_request::read, nanoseconds_since(start));
     });
+    answered_later = true;
   });
+  return answered_later;
 }
 
 void filesystem::decode_chunks(std::uint64_t ino, std::uint64_t offset, std::size_t size) const {
@@ -492,14 +505,6 @@ bool filesystem::release_here(fuse_req_t req, fuse_ino_t ino, const fuse_file_in
 // commit, so this costs no more disk flushes than one file would, and
 // "close, then fsync another file" orders the two as users expect
 // (docs/design.md, "Durability").
-namespace {
-std::uint64_t nanoseconds_since(std::chrono::steady_clock::time_point start) {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count());
-}
-}  // namespace
-
 void filesystem::run_sync_request(fuse_req_t req, fuse_request kind, const char* op,
                                   std::function<int()> sync) {
   auto job = [this, req, kind, op, sync = std::move(sync),
@@ -515,7 +520,7 @@ void filesystem::run_sync_request(fuse_req_t req, fuse_request kind, const char*
     // ring entry the request lives in stays mapped while it is unanswered
     // (third_party/libfuse, patch 0003).
     fuse_reply_err(req, error);
-    requests_.add_time(kind, nanoseconds_since(start));
+    requests_.add(kind, nanoseconds_since(start));
   };
   if (syncs_)
     syncs_->submit(std::move(job));

@@ -3,10 +3,11 @@
 // "Requests per file"), and how long the daemon spent on each kind (from the
 // callback's start to its return, reply included; not the kernel's side of
 // the round trip). Counted once per request where the callback table hands
-// it to the file system (fs/mount.cpp); an fsync, answered from a pool of
-// its own, adds the time it spent there (add_time; the latency histogram
-// counts the callback's part only). Shown in the stats xattr (`densefs
-// stats MNT --json`, "requests" and "request_seconds") and by -o metrics=.
+// it to the file system (fs/mount.cpp), or, for a request answered from
+// another thread (an fsync from its pool, a read that waits for a decode),
+// where that thread answers, with the time from the callback's start.
+// Shown in the stats xattr (`densefs stats MNT --json`, "requests" and
+// "request_seconds") and by -o metrics=.
 #pragma once
 
 #include <array>
@@ -94,10 +95,6 @@ class request_counts {
   std::uint64_t written_bytes() const { return written_bytes_.load(std::memory_order_relaxed); }
   // The latency histogram of kind `r` (its count is the requests').
   const latency_histogram& latency(fuse_request r) const { return latency_[index(r)]; }
-  // Time spent on a request after its callback returned (counted by add).
-  void add_time(fuse_request r, std::uint64_t nanoseconds) {
-    latency_[index(r)].add_time(nanoseconds);
-  }
   std::uint64_t get(fuse_request r) const { return latency_[index(r)].count(); }
   std::uint64_t nanoseconds(fuse_request r) const { return latency_[index(r)].nanoseconds(); }
   struct seen {
