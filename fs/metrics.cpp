@@ -84,28 +84,27 @@ std::string filesystem::metrics_text() const {
     write_histogram(out, "densefs_fuse_request_duration_seconds", requests_.latency(kind),
                     request_name(kind));
   }
-  out.family("densefs_read_bytes_total", "counter", "Bytes read through the mount");
-  out.sample("densefs_read_bytes_total", requests_.read_bytes());
-  out.family("densefs_written_bytes_total", "counter", "Bytes written through the mount");
-  out.sample("densefs_written_bytes_total", requests_.written_bytes());
-  out.family("densefs_requests_off_ring_total", "counter",
-             "Requests handed off an io_uring ring's thread to a helper");
-  out.sample("densefs_requests_off_ring_total", requests_off_ring_.load(std::memory_order_relaxed));
-  out.family("densefs_transport_stalls_total", "counter",
-             "Probes of the mount left unanswered past their bound");
-  out.sample("densefs_transport_stalls_total", watchdog_.stalls());
+  out.single("densefs_read_bytes_total", "counter", "Bytes read through the mount",
+             requests_.read_bytes());
+  out.single("densefs_written_bytes_total", "counter", "Bytes written through the mount",
+             requests_.written_bytes());
+  out.single("densefs_requests_off_ring_total", "counter",
+             "Requests handed off an io_uring ring's thread to a helper",
+             requests_off_ring_.load(std::memory_order_relaxed));
+  out.single("densefs_transport_stalls_total", "counter",
+             "Probes of the mount left unanswered past their bound", watchdog_.stalls());
   // File data: group commits, bytes waiting for one.
   if (data_) {
     out.family("densefs_group_commit_duration_seconds", "histogram",
                "Time of each group commit of file data (encoded slots of any files, one "
                "transaction)");
     write_histogram(out, "densefs_group_commit_duration_seconds", data_->group_commits(), {});
-    out.family("densefs_group_commit_slots_total", "counter",
-               "File-data versions the group commits committed (over their count: the mean group)");
-    out.sample("densefs_group_commit_slots_total", data_->group_commit_slots());
-    out.family("densefs_staged_bytes", "gauge",
-               "Bytes written and handed to the encoders, not committed yet");
-    out.sample("densefs_staged_bytes", static_cast<std::uint64_t>(data_->staged_bytes()));
+    out.single("densefs_group_commit_slots_total", "counter",
+               "File-data versions the group commits committed (over their count: the mean group)",
+               data_->group_commit_slots());
+    out.single("densefs_staged_bytes", "gauge",
+               "Bytes written and handed to the encoders, not committed yet",
+               static_cast<std::uint64_t>(data_->staged_bytes()));
   }
   const store::chunk_cache_reads chunk_reads = store_->chunk_cache_counts();
   out.family("densefs_chunk_cache_reads_total", "counter",
@@ -114,24 +113,23 @@ std::string filesystem::metrics_text() const {
   out.sample("densefs_chunk_cache_reads_total", chunk_reads.hits, {{"result", "hit"}});
   out.sample("densefs_chunk_cache_reads_total", chunk_reads.merged, {{"result", "merged"}});
   out.sample("densefs_chunk_cache_reads_total", chunk_reads.misses, {{"result", "miss"}});
-  out.family("densefs_gc_runs_total", "counter", "Garbage collections this mount ran that ended");
-  out.sample("densefs_gc_runs_total", store_->collections());
-  out.family("densefs_gc_reclaimed_bytes_total", "counter",
-             "Disk bytes this mount's garbage collections gave back");
-  out.sample("densefs_gc_reclaimed_bytes_total", store_->collected_bytes());
-  out.family("densefs_gc_garbage_bytes", "gauge",
-             "Payload bytes made garbage by this mount's commits since its last collection");
-  out.sample("densefs_gc_garbage_bytes", store_->garbage_since_collect());
+  out.single("densefs_gc_runs_total", "counter", "Garbage collections this mount ran that ended",
+             store_->collections());
+  out.single("densefs_gc_reclaimed_bytes_total", "counter",
+             "Disk bytes this mount's garbage collections gave back", store_->collected_bytes());
+  out.single("densefs_gc_garbage_bytes", "gauge",
+             "Payload bytes made garbage by this mount's commits since its last collection",
+             store_->garbage_since_collect());
   if (store_->reads_are_round_trips()) {
-    out.family("densefs_metadata_round_trips_total", "counter",
-               "Round trips to the metadata server (PostgreSQL: pipelines sent and answered)");
-    out.sample("densefs_metadata_round_trips_total", store_->engine_round_trips());
+    out.single("densefs_metadata_round_trips_total", "counter",
+               "Round trips to the metadata server (PostgreSQL: pipelines sent and answered)",
+               store_->engine_round_trips());
   }
-  out.family("densefs_inodes_in_memory", "gauge", "Inodes with a node in the daemon's memory");
-  out.sample("densefs_inodes_in_memory", static_cast<std::uint64_t>(table_.resident()));
-  out.family("densefs_inodes_parked", "gauge",
-             "Inodes the kernel remembers whose node the daemon has parked");
-  out.sample("densefs_inodes_parked", static_cast<std::uint64_t>(table_.parked()));
+  out.single("densefs_inodes_in_memory", "gauge", "Inodes with a node in the daemon's memory",
+             static_cast<std::uint64_t>(table_.resident()));
+  out.single("densefs_inodes_parked", "gauge",
+             "Inodes the kernel remembers whose node the daemon has parked",
+             static_cast<std::uint64_t>(table_.parked()));
 
   // This client's requests to the object store: counters, read now.
   if (const store::pack_store* packs = store_->packs(); packs && packs->remote()) {
@@ -143,23 +141,21 @@ std::string filesystem::metrics_text() const {
     out.sample("densefs_object_requests_total", r.heads, {{"kind", "head"}});
     out.sample("densefs_object_requests_total", r.lists, {{"kind", "list"}});
     out.sample("densefs_object_requests_total", r.deletes, {{"kind", "delete"}});
-    out.family("densefs_object_retries_total", "counter",
-               "Object-store requests sent again after a transient failure");
-    out.sample("densefs_object_retries_total", r.retries);
-    out.family("densefs_object_failures_total", "counter",
-               "Object-store requests given up on (an I/O error to the reader or writer)");
-    out.sample("densefs_object_failures_total", r.failures);
+    out.single("densefs_object_retries_total", "counter",
+               "Object-store requests sent again after a transient failure", r.retries);
+    out.single("densefs_object_failures_total", "counter",
+               "Object-store requests given up on (an I/O error to the reader or writer)",
+               r.failures);
     const store::pack_home::cache_reads cached = packs->cache_counts();
     out.family("densefs_payload_cache_reads_total", "counter",
                "Records read through this client's payload cache (hit) or fetched from the "
                "object store (miss)");
     out.sample("densefs_payload_cache_reads_total", cached.hits, {{"result", "hit"}});
     out.sample("densefs_payload_cache_reads_total", cached.misses, {{"result", "miss"}});
-    out.family("densefs_object_sent_bytes_total", "counter", "Bytes sent to the object store");
-    out.sample("densefs_object_sent_bytes_total", r.bytes_sent);
-    out.family("densefs_object_received_bytes_total", "counter",
-               "Bytes received from the object store");
-    out.sample("densefs_object_received_bytes_total", r.bytes_received);
+    out.single("densefs_object_sent_bytes_total", "counter", "Bytes sent to the object store",
+               r.bytes_sent);
+    out.single("densefs_object_received_bytes_total", "counter",
+               "Bytes received from the object store", r.bytes_received);
   }
 
   // The store's totals, as of the last walk (none yet: not served).
@@ -172,21 +168,16 @@ std::string filesystem::metrics_text() const {
   }
   if (!totals) return out.text();
   const store::store_stats& s = *totals;
-  out.family("densefs_store_stats_age_seconds", "gauge",
-             "How old the store totals below are (a walk of the records, once a minute)");
-  out.sample("densefs_store_stats_age_seconds",
+  out.single("densefs_store_stats_age_seconds", "gauge",
+             "How old the store totals below are (a walk of the records, once a minute)",
              std::chrono::duration<double>(std::chrono::steady_clock::now() - taken).count());
-  out.family("densefs_files", "gauge", "Regular files in the volume");
-  out.sample("densefs_files", s.files);
-  out.family("densefs_directories", "gauge", "Directories in the volume");
-  out.sample("densefs_directories", s.directories);
-  out.family("densefs_logical_bytes", "gauge", "Sum of the regular files' sizes");
-  out.sample("densefs_logical_bytes", s.logical_bytes);
-  out.family("densefs_stored_bytes", "gauge", "Stored bytes of the volume's unique chunks");
-  out.sample("densefs_stored_bytes", s.stored_bytes);
-  out.family("densefs_dedup_saved_bytes", "gauge",
-             "Plain bytes not stored again because a chunk was already there");
-  out.sample("densefs_dedup_saved_bytes", s.dedup_saved_bytes);
+  out.single("densefs_files", "gauge", "Regular files in the volume", s.files);
+  out.single("densefs_directories", "gauge", "Directories in the volume", s.directories);
+  out.single("densefs_logical_bytes", "gauge", "Sum of the regular files' sizes", s.logical_bytes);
+  out.single("densefs_stored_bytes", "gauge", "Stored bytes of the volume's unique chunks",
+             s.stored_bytes);
+  out.single("densefs_dedup_saved_bytes", "gauge",
+             "Plain bytes not stored again because a chunk was already there", s.dedup_saved_bytes);
   // One family per figure, a sample per codec that stores any chunk.
   const auto by_codec = [&](std::string_view name, std::string_view help,
                             const std::uint64_t(&values)[codec::k_codec_count]) {
@@ -202,17 +193,16 @@ std::string filesystem::metrics_text() const {
            "Plain bytes of the unique chunks, by the codec that stores them", s.plain_by_codec);
   by_codec("densefs_codec_stored_bytes",
            "Stored bytes of the unique chunks, by the codec that stores them", s.stored_by_codec);
-  out.family("densefs_recompress_backlog_chunks", "gauge",
-             "Chunks queued for the background re-encoder");
-  out.sample("densefs_recompress_backlog_chunks", s.pending_recompress);
-  out.family("densefs_snapshot_only_bytes", "gauge",
-             "Stored bytes only snapshots keep (what deleting them all gives back to gc)");
-  out.sample("densefs_snapshot_only_bytes", s.snapshot_only_bytes);
+  out.single("densefs_recompress_backlog_chunks", "gauge",
+             "Chunks queued for the background re-encoder", s.pending_recompress);
+  out.single("densefs_snapshot_only_bytes", "gauge",
+             "Stored bytes only snapshots keep (what deleting them all gives back to gc)",
+             s.snapshot_only_bytes);
   if (!s.payload_location.empty()) {
-    out.family("densefs_object_bytes", "gauge", "Bytes of the volume's pack objects");
-    out.sample("densefs_object_bytes", s.payload_object_bytes);
-    out.family("densefs_cache_bytes", "gauge", "Bytes of this client's local payload cache");
-    out.sample("densefs_cache_bytes", s.cache_bytes);
+    out.single("densefs_object_bytes", "gauge", "Bytes of the volume's pack objects",
+               s.payload_object_bytes);
+    out.single("densefs_cache_bytes", "gauge", "Bytes of this client's local payload cache",
+               s.cache_bytes);
   }
   return out.text();
 }

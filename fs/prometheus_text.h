@@ -23,6 +23,12 @@ class prometheus_text {
   // _bucket, _sum or _count suffix).
   void sample(std::string_view name, double value, std::initializer_list<label> labels = {});
   void sample(std::string_view name, std::uint64_t value, std::initializer_list<label> labels = {});
+  // A family of one sample without labels.
+  template <class Value>
+  void single(std::string_view name, std::string_view type, std::string_view help, Value value) {
+    family(name, type, help);
+    sample(name, value);
+  }
   // A histogram's `le` label holds a number: formatted as the format does.
   static std::string bound(double seconds);
 
