@@ -993,7 +993,8 @@ int mount(const mount_options& requested) {
             ? "that client writes alone: remount it -o shared to write beside it, or mount this "
               "one -o ro (a read-only follower)"
             : "mount this client -o ro (a read-only follower), or mount every writer -o shared "
-              "(docs/scale-out.md, \"Several writers\")";
+              "(shared_writer in fstab and mount units: mount(8) keeps shared for itself; "
+              "docs/scale-out.md, \"Several writers\")";
     // -o io=uring on a kernel that refuses io_uring: one line, no mount.
     if (options.io == store::io_mode::uring) store::make_batched_reader(store::io_mode::uring);
     auto s = store::store::open(options.store_dir, open_options);

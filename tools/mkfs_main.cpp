@@ -58,11 +58,13 @@ int mkfs_main(const std::vector<std::string>& args, const tool_io& io) {
                  "database, without a password (PGPASSWORD or ~/.pgpass); default: an embedded "
                  "RocksDB database in STORE");
   std::string data;
-  app.add_option("--data", data,
-                 "where the volume's pack files live (docs/scale-out.md), with --meta: "
-                 "s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&region=R] of any S3-compatible "
-                 "service, an empty prefix; credentials from AWS_ACCESS_KEY_ID and "
-                 "AWS_SECRET_ACCESS_KEY; STORE then holds this machine's cache");
+  app.add_option(
+      "--data", data,
+      "where the volume's pack files live (docs/scale-out.md), with --meta: "
+      "s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&region=R] of any S3-compatible "
+      "service, an empty prefix; credentials from AWS_ACCESS_KEY_ID and "
+      "AWS_SECRET_ACCESS_KEY (and AWS_CA_BUNDLE: the PEM file of a private CA that signed an "
+      "https endpoint's certificate); STORE then holds this machine's cache");
   bool encrypt = false;
   app.add_flag("--encrypt", encrypt,
                "encrypt every payload at rest (AES-256-GCM; docs/encryption.md) under a key "

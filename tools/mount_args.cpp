@@ -172,7 +172,9 @@ void apply_option(std::string_view opt, fs::mount_options& o) {
     flag(o.writeback_cache, true);
   } else if (key == "no_writeback_cache") {
     flag(o.writeback_cache, false);
-  } else if (key == "shared") {
+  } else if (key == "shared" || key == "shared_writer") {
+    // shared_writer: the name for fstab and mount units, where mount(8)
+    // takes "shared" for itself (a propagation flag) and never passes it on.
     flag(o.shared_writer, true);
   } else if (key == "open_requests") {
     flag(o.open_requests, true);

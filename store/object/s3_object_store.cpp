@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -245,6 +246,12 @@ s3_object_store::s3_object_store(s3_options options) : options_(std::move(option
   if (options_.secret_key.empty()) options_.secret_key = env("AWS_SECRET_ACCESS_KEY");
   if (options_.access_key.empty() || options_.secret_key.empty())
     throw store_error(EINVAL, "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+  if (options_.ca_bundle.empty()) options_.ca_bundle = env("AWS_CA_BUNDLE");
+  // Checked here, not at the first request: a path that does not open would
+  // otherwise fail every request as a TLS error after all its retries.
+  if (!options_.ca_bundle.empty() && ::access(options_.ca_bundle.c_str(), R_OK) != 0)
+    throw store_error(EINVAL, "AWS_CA_BUNDLE " + options_.ca_bundle + ": " + std::strerror(errno) +
+                                  " (name a readable PEM file of the S3 endpoint's CA)");
   if (options_.tries < 1) options_.tries = 1;
   std::string_view rest = options_.endpoint;
   rest.remove_prefix(rest.find("://") + 3);
@@ -341,6 +348,8 @@ s3_object_store::response s3_object_store::send_once(const request& r, void* han
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, options_.low_speed_timeout_s);
   curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  if (!options_.ca_bundle.empty())
+    curl_easy_setopt(curl, CURLOPT_CAINFO, options_.ca_bundle.c_str());
   if (r.method == "HEAD") {
     curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
   } else if (r.method == "PUT") {
@@ -361,6 +370,11 @@ s3_object_store::response s3_object_store::send_once(const request& r, void* han
   if (c != CURLE_OK) {
     out.status = -static_cast<long>(c);  // a transport failure, for send()
     out.body = curl_easy_strerror(c);
+    if (c == CURLE_PEER_FAILED_VERIFICATION || c == CURLE_SSL_CACERT_BADFILE)
+      out.body +=
+          " (is the endpoint's certificate issued by a CA this machine trusts? Set "
+          "AWS_CA_BUNDLE to that CA's PEM file, or add it to the system's CAs with "
+          "update-ca-certificates)";
     return out;
   }
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &out.status);

@@ -13,7 +13,9 @@
 // request may be repeated.
 //
 // Credentials come from the environment (AWS_ACCESS_KEY_ID,
-// AWS_SECRET_ACCESS_KEY) or the options; they appear in no message.
+// AWS_SECRET_ACCESS_KEY) or the options; they appear in no message. An
+// https endpoint is verified against the system's CA certificates, or
+// against AWS_CA_BUNDLE (the AWS tools' name for a private CA's file).
 //
 // Untrusted input: every answer's size is bounded before it is buffered (a
 // ranged GET takes at most the length asked for, a listing page at most
@@ -41,6 +43,9 @@ struct s3_options {
   // Empty: from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
   std::string access_key;
   std::string secret_key;
+  // PEM file of the CA certificates an https endpoint is verified against.
+  // Empty: from AWS_CA_BUNDLE, else the system's (libcurl's default).
+  std::string ca_bundle;
   int tries = 5;
   // Each request's limit: connecting, and then without any progress.
   long connect_timeout_ms = 10'000;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # docker/: the Dockerfiles pass hadolint and the compose files pass
 # `docker-compose config` (no container engine runs here, so these are the
-# checks that can run); the scale-out compose file has its four services.
+# checks that can run). A scale-out volume is set up from the servers' own
+# packages instead (docs/production.md, tested by production_setup_test.sh).
 # Both tools are first shown a broken file, so a tool that accepts anything
 # cannot make this test pass.
 # usage: docker_test.sh SOURCE_DIR
@@ -27,25 +28,11 @@ if "$compose" -f "$tmp/compose.yaml" config >/dev/null 2>&1; then
 fi
 
 status=0
-for dockerfile in Dockerfile Dockerfile.s3; do
-  echo "hadolint docker/$dockerfile"
-  "$hadolint" --no-color "$src/docker/$dockerfile" || status=1
-done
-for file in compose.yaml scale-out.compose.yaml; do
-  echo "docker-compose -f docker/$file config"
-  "$compose" -f "$src/docker/$file" config >"$tmp/config.out" || status=1
-done
-# docs/mounting.md and the entrypoints name these four.
-services=$("$compose" -f "$src/docker/scale-out.compose.yaml" config --services | sort | paste -s -d ' ') ||
-  status=1
-if [[ $services != "postgres reader s3 writer" ]]; then
-  echo "FAIL: docker/scale-out.compose.yaml has services '$services', not postgres, s3, writer, reader" >&2
-  status=1
-fi
-# The entrypoint runs under /bin/sh in the image, the scale-out ones under
-# bash.
+echo "hadolint docker/Dockerfile"
+"$hadolint" --no-color "$src/docker/Dockerfile" || status=1
+echo "docker-compose -f docker/compose.yaml config"
+"$compose" -f "$src/docker/compose.yaml" config >"$tmp/config.out" || status=1
+# The entrypoint runs under /bin/sh in the image.
 sh -n "$src/docker/entrypoint.sh" || status=1
-bash -n "$src/docker/scale-out-entrypoint.sh" || status=1
-bash -n "$src/docker/s3-entrypoint.sh" || status=1
 [[ $status -eq 0 ]] && echo "docker files OK"
 exit $status

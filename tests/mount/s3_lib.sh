@@ -60,6 +60,7 @@ else
   s3_dir=${s3_dir:-$work/s3}
 fi
 s3_conf=$s3_dir/ceph.conf
+s3_curl_tls=() # curl's TLS arguments: set below when radosgw serves https
 
 # A port nothing answers on, below Linux's ephemeral range (32768-60999, so
 # no outgoing connection takes it meanwhile) and above the OSD's own range
@@ -151,7 +152,7 @@ s3_start() {
   # radosgw forks before it creates its pools and binds its port: wait until
   # it answers, and fail at once if it died.
   for ((i = 0; i < 1200; i++)); do
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$S3_ENDPOINT/") || code=000
+    code=$(curl -s "${s3_curl_tls[@]}" -o /dev/null -w '%{http_code}' --max-time 5 "$S3_ENDPOINT/") || code=000
     [[ $code == 200 ]] && break
     if ((i > 20)) && ! s3_pid >/dev/null; then
       s3_fail "radosgw exited during startup"
@@ -185,11 +186,11 @@ s3_curl() {
   local a
   for a in "$@"; do
     if [[ ${a,,} == x-amz-content-sha256:* ]]; then
-      curl -sS --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "$@"
+      curl -sS "${s3_curl_tls[@]}" --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "$@"
       return
     fi
   done
-  curl -sS --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+  curl -sS "${s3_curl_tls[@]}" --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
     -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"
 }
 
@@ -215,16 +216,18 @@ fi
 
 mkdir -p "$s3_dir"/{mon,osd.0,run,log,crash,rgw}
 s3_mon_port=$(s3_free_port)
-s3_port=$(s3_free_port)
-while [[ $s3_port == "$s3_mon_port" ]]; do s3_port=$(s3_free_port); done
+# radosgw's port: what the script set in s3_port before sourcing this file
+# (443: tests/mount/production_setup_test.sh, in a network namespace of
+# its own), else a free one.
+s3_port=${s3_port:-$(s3_free_port)}
+while [[ $s3_port == "$s3_mon_port" ]]; do s3_mon_port=$(s3_free_port); done
 
-# The cluster's configuration, the same as the compose file's S3 server's
-# but for its logs (files here).
+# The cluster's configuration (its logs in files here).
 s3_fsid=$(cat /proc/sys/kernel/random/uuid)
 # Found from this file: tests/services/s3_service.sh sources it without
 # mount_lib.sh (no $src).
-# shellcheck source=../../docker/ceph-one-node.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../../docker/ceph-one-node.sh"
+# shellcheck source=../services/ceph_one_node.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../services/ceph_one_node.sh"
 # The OSD's disk: a sparse file (it takes what is written, not 30 GiB).
 # radosgw frees deleted objects' space hours later (its gc), so the phase's
 # server holds every byte its scale-out tests write: a 10 GiB disk filled
@@ -232,7 +235,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../docker/ceph-one-node.sh"
 # radosgw's address: 127.0.0.1, or what the script set in s3_bind before
 # sourcing this file (0.0.0.0: a client in another network namespace,
 # tests/bench/scale_out_netem.sh).
-ceph_one_node_conf "$s3_dir" "$s3_fsid" "$s3_mon_port" "${s3_bind:-127.0.0.1}:$s3_port" $((30 << 30)) files \
+# https: when the script set s3_tls_cert and s3_tls_key (PEM files) and
+# s3_tls_host (the name the certificate is for, which must resolve to
+# 127.0.0.1) before sourcing this file; curl then checks the certificate
+# against s3_tls_ca.
+ceph_one_node_conf "$s3_dir" "$s3_fsid" "$s3_mon_port" "${s3_bind:-127.0.0.1}:$s3_port" $((30 << 30)) \
+  "${s3_tls_cert:-}" "${s3_tls_key:-}" \
   >"$s3_conf" || s3_fail "writing $s3_conf failed"
 
 # The daemons go before $work; then whatever cleanup was installed before
@@ -298,7 +306,13 @@ s3_start_osd
 } | s3_ceph >>"$s3_dir/log/mkfs.log" 2>&1 || s3_fail "creating radosgw's pools failed"
 unset s3_pool
 
-S3_ENDPOINT=http://127.0.0.1:$s3_port
+if [[ -n ${s3_tls_cert:-} ]]; then
+  S3_ENDPOINT=https://${s3_tls_host:?s3_lib: s3_tls_cert needs s3_tls_host}:$s3_port
+  s3_curl_tls=(--cacert "${s3_tls_ca:?s3_lib: s3_tls_cert needs s3_tls_ca}")
+else
+  S3_ENDPOINT=http://127.0.0.1:$s3_port
+  s3_curl_tls=()
+fi
 DENSEFS_TEST_S3_ENDPOINT=$S3_ENDPOINT
 AWS_REGION=us-east-1
 AWS_DEFAULT_REGION=$AWS_REGION
@@ -308,7 +322,7 @@ export S3_ENDPOINT DENSEFS_TEST_S3_ENDPOINT AWS_REGION AWS_DEFAULT_REGION \
   AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
 
 s3_start
-s3_admin user create --uid=densefs --display-name="densefs test" \
+s3_admin user create --uid="${s3_uid:-densefs}" --display-name="densefs test" \
   --access-key="$AWS_ACCESS_KEY_ID" --secret-key="$AWS_SECRET_ACCESS_KEY" \
   >"$s3_dir/log/user.json" 2>>"$s3_dir/log/mkfs.log" || s3_fail "radosgw-admin user create failed"
 s3_start_seconds=$(elapsed "$s3_setup_start" "$(now)")

@@ -114,5 +114,28 @@ TEST(s3_url, refuses_what_is_not_an_s3_location) {
   }
 }
 
+// A CA file that does not open is named at once, with the fix, instead of
+// failing every request as a TLS error after its retries.
+TEST(s3_ca_bundle, a_file_that_does_not_open_is_refused_naming_it) {
+  s3_options o = parse_s3_url("s3://b?endpoint=https://s3.example.com");
+  o.access_key = "AKIDEXAMPLE";
+  o.secret_key = "secret";
+  o.ca_bundle = "/nonexistent/densefs-test-ca.crt";
+  try {
+    s3_object_store store(o);
+    FAIL() << "a missing CA file was accepted";
+  } catch (const store_error& e) {
+    EXPECT_EQ(e.error_number(), EINVAL);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/densefs-test-ca.crt"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("readable PEM file"), std::string::npos) << e.what();
+  }
+  o.ca_bundle.clear();
+  ::setenv("AWS_CA_BUNDLE", "/nonexistent/from-the-environment.crt", 1);
+  EXPECT_EQ(error_of([&] { s3_object_store from_env(o); }), EINVAL);
+  ::unsetenv("AWS_CA_BUNDLE");
+  EXPECT_NO_THROW(s3_object_store plain(o));
+}
+
 }  // namespace
 }  // namespace densefs::store

@@ -68,6 +68,10 @@ TEST(mount_args, flags) {
   EXPECT_TRUE(o.foreground);  // -d implies -f
   o = parse_mount_args({"s", "m", "-s"});
   EXPECT_TRUE(o.single_threaded);
+  // fstab's form: mount(8) would take "shared" itself.
+  EXPECT_TRUE(parse_mount_args({"s", "m", "-o", "shared_writer"}).shared_writer);
+  EXPECT_TRUE(parse_mount_args({"s", "m", "-o", "shared"}).shared_writer);
+  EXPECT_FALSE(parse_mount_args({"s", "m"}).shared_writer);
 }
 
 TEST(mount_args, options_in_every_form) {

@@ -1,61 +1,25 @@
 # shellcheck shell=bash
 # The configuration of a private one-node Ceph cluster that serves S3
 # through radosgw: one monitor on 127.0.0.1, one BlueStore OSD whose disk is
-# a sparse file (it takes what is written), radosgw's beast frontend. One
-# file for both servers that run it: docker/s3-entrypoint.sh (the compose
-# file's S3 server) and tests/mount/s3_lib.sh (the tests'); the reasons for
-# each setting are in docs/s3-test-server.md. Sourced; defines a function
-# only.
+# a sparse file (it takes what is written), radosgw's beast frontend; every
+# daemon logs to a file of its own. Used by tests/mount/s3_lib.sh (the
+# tests' S3 server); the reasons for each setting are in
+# docs/s3-test-server.md. Sourced; defines a function only.
 #
-# ceph_one_node_conf STATE FSID MON_PORT RGW_ENDPOINT DISK_BYTES LOGGING
+# ceph_one_node_conf STATE FSID MON_PORT RGW_ENDPOINT DISK_BYTES
 #   STATE         the cluster's directory: keyring, run/, crash/, mon/,
-#                 osd.0/ and its disk file, rgw/ (and log/ with `files`)
+#                 osd.0/ and its disk file, rgw/, log/
 #   FSID          the cluster's id (a UUID)
 #   MON_PORT      the monitor's port on 127.0.0.1
 #   RGW_ENDPOINT  where radosgw listens, ADDRESS:PORT
 #   DISK_BYTES    the size of the OSD's sparse disk file
-#   LOGGING       files: each daemon logs to STATE/log/NAME.log at Ceph's
-#                 levels (daemons that fork into the background)
-#                 stderr: every daemon logs to its stderr, radosgw and the
-#                 OSD's storage layers errors only (daemons run with -f,
-#                 whose stderr is a container's log)
+#   CERT KEY      optional: PEM files of radosgw's certificate and key; it
+#                 then serves https (only) on RGW_ENDPOINT
 # Prints the file.
 ceph_one_node_conf() {
-  local state=$1 fsid=$2 mon_port=$3 rgw_endpoint=$4 disk_bytes=$5 logging=$6
-  local global_logs='' mon_logs='' osd_logs='' rgw_logs=''
-  case $logging in
-    files)
-      global_logs="log file = $state/log/\$name.log
-mon cluster log file = $state/log/cluster.\$channel.log
-log to stderr = false
-err to stderr = false"
-      ;;
-    stderr)
-      mon_logs="log file =
-log to stderr = true
-debug rocksdb = 0/5
-mon cluster log to file = false"
-      # RocksDB (BlueStore's metadata), BlueStore and the placement groups
-      # log thousands of lines at start at their default levels; errors
-      # are level 0 or below.
-      osd_logs="log file =
-log to stderr = true
-debug osd = 0/5
-debug rocksdb = 0/5
-debug bluefs = 0/5
-debug bluestore = 0/5
-debug bdev = 0/5
-debug freelist = 0/5"
-      # Level 1 logs three lines per request; errors are level 0.
-      rgw_logs="log file =
-log to stderr = true
-debug rgw = 0/5"
-      ;;
-    *)
-      echo "ceph_one_node_conf: LOGGING is files or stderr, not '$logging'" >&2
-      return 1
-      ;;
-  esac
+  local state=$1 fsid=$2 mon_port=$3 rgw_endpoint=$4 disk_bytes=$5 cert=${6:-} key=${7:-}
+  local frontends="beast endpoint=$rgw_endpoint"
+  [[ -z $cert ]] || frontends="beast ssl_endpoint=$rgw_endpoint ssl_certificate=$cert ssl_private_key=$key"
   # One OSD holds every placement group, so pools have one replica; no
   # manager daemon runs (nothing needs one: pg autoscaling is off, pools
   # are created with a fixed pg count).
@@ -74,7 +38,10 @@ run dir = $state/run
 admin socket = $state/run/\$name.asok
 pid file = $state/run/\$name.pid
 crash dir = $state/crash
-$global_logs
+log file = $state/log/\$name.log
+mon cluster log file = $state/log/cluster.\$channel.log
+log to stderr = false
+err to stderr = false
 osd pool default size = 1
 osd pool default min size = 1
 osd pool default pg num = 8
@@ -103,7 +70,6 @@ objecter tick interval = 1
 
 [mon]
 mon data = $state/mon
-$mon_logs
 
 [osd]
 keyring = $state/osd.\$id/keyring
@@ -121,12 +87,10 @@ osd memory target = 939524096
 # radosgw's object names are long (filestore's old defaults are lower)
 osd max object name len = 460
 osd max object namespace len = 64
-$osd_logs
 
 [client.rgw]
-rgw frontends = beast endpoint=$rgw_endpoint
+rgw frontends = $frontends
 rgw data = $state/rgw
 rgw thread pool size = 64
-$rgw_logs
 EOF
 }
