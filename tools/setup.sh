@@ -139,8 +139,9 @@ test_packages=(
   # systemd-analyze verifies docs/examples/*.mount; shellcheck checks the
   # shell scripts
   systemd shellcheck
-  # ip: the network namespace of tests/mount/partition_test.sh
-  iproute2
+  # ip: the network namespace of tests/mount/partition_test.sh and
+  # production_setup_test.sh; openssl: that test's CA and certificates
+  iproute2 openssl
   # clang-format checks the C++ formatting (tests/lint/format_test.sh)
   clang-format git
   # stock brotli decodes concat_broccoli output (tests/codec/broccoli_test.cpp)

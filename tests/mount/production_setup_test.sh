@@ -78,7 +78,7 @@ give() { on "$1" install -m "${4:-0600}" "$2" "$3"; }
 # Everything the machines started goes at exit, before s3_lib.sh's cleanup
 # and $work: the mounts (their daemons flush and exit), then PostgreSQL.
 cleanup_machines() {
-  local machine
+  local rc=$? machine
   for machine in client1 client2; do
     if on "$machine" mountpoint -q /mnt/vol1 2>/dev/null; then
       on "$machine" umount /mnt/vol1 2>/dev/null || on "$machine" umount -l /mnt/vol1 2>/dev/null || true
@@ -91,6 +91,7 @@ cleanup_machines() {
   umount "$ns"/* 2>/dev/null || true
   umount "$ns" 2>/dev/null || true
   rmdir "$ns" 2>/dev/null || true
+  return "$rc" # the test's status, for the cleanups after this one
 }
 
 # --- The machines. ----------------------------------------------------------
@@ -144,9 +145,10 @@ on db pg_createcluster 15 main --start >"$work/pg_createcluster.log" 2>&1 ||
 source "$src/tests/mount/s3_lib.sh"
 # The page's own keys come from its block; none of the test's may leak in.
 unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
-s3_exit_trap=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT\$/\\1/")
-# shellcheck disable=SC2064 # the earlier trap, expanded now
-trap "cleanup_machines; $s3_exit_trap" EXIT
+# At exit: the machines' mounts and PostgreSQL first (while S3 still
+# answers their last flush), then the S3 cluster, then mount_lib.sh's $work.
+s3_prev_exit_trap=$work_exit_trap
+trap "cleanup_machines; cleanup_s3" EXIT
 on s3 install -m 0644 "$s3_conf" /etc/ceph/ceph.conf
 
 # --- The page, block by block. ----------------------------------------------

@@ -183,15 +183,12 @@ s3_cluster_start() {
 # (7.88) signs x-amz-content-sha256 only when the request carries it, and
 # radosgw refuses SigV4 without it: so it is always sent.
 s3_curl() {
-  local a
+  local a content_hash=(-H "x-amz-content-sha256: UNSIGNED-PAYLOAD")
   for a in "$@"; do
-    if [[ ${a,,} == x-amz-content-sha256:* ]]; then
-      curl -sS "${s3_curl_tls[@]}" --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "$@"
-      return
-    fi
+    [[ ${a,,} == x-amz-content-sha256:* ]] && content_hash=()
   done
-  curl -sS "${s3_curl_tls[@]}" --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
-    -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" "$@"
+  curl -sS "${s3_curl_tls[@]}" --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
+    --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "${content_hash[@]}" "$@"
 }
 
 # --- The phase's server: nothing to create, nothing to stop at exit. -------
