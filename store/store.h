@@ -321,8 +321,10 @@ struct gc_report {
   std::uint64_t payload_file_bytes = 0;  // *.blob or *.pack: payloads of 4 KiB and more
   std::uint64_t table_file_bytes = 0;    // *.sst: metadata and small payloads
   std::uint64_t wal_bytes = 0;           // *.log: write-ahead log
-  std::uint64_t info_log_bytes = 0;      // LOG: RocksDB's info log of this open
-  std::uint64_t old_info_log_bytes = 0;  // LOG.old.*: info logs of earlier opens
+  // RocksDB's info logs, left by densefs before 2026-12 (its lines go to
+  // densefs's log now); gc removes them.
+  std::uint64_t info_log_bytes = 0;      // LOG
+  std::uint64_t old_info_log_bytes = 0;  // LOG.old.*
   std::uint64_t other_file_bytes = 0;    // MANIFEST, OPTIONS, CURRENT, FORMAT, ...
   std::uint64_t chunks = 0;              // chunk records
   std::uint64_t live_payload_bytes = 0;  // stored sizes of all chunks

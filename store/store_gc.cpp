@@ -109,7 +109,7 @@ gc_report store::garbage() const {
     }
     r.payload_garbage_bytes =
         r.payload_file_bytes > live_and_headers ? r.payload_file_bytes - live_and_headers : 0;
-    r.reclaimable_bytes = r.payload_garbage_bytes + r.old_info_log_bytes;
+    r.reclaimable_bytes = r.payload_garbage_bytes + r.info_log_bytes + r.old_info_log_bytes;
     return r;
   }
   // Every payload is in the write-ahead log until a flush moves it to a
@@ -120,7 +120,7 @@ gc_report store::garbage() const {
   const std::uint64_t payload_bytes = r.payload_file_bytes + r.wal_bytes;
   if (payload_bytes > r.live_blob_payload_bytes)
     r.payload_garbage_bytes = payload_bytes - r.live_blob_payload_bytes;
-  r.reclaimable_bytes = r.payload_garbage_bytes + r.old_info_log_bytes;
+  r.reclaimable_bytes = r.payload_garbage_bytes + r.info_log_bytes + r.old_info_log_bytes;
   return r;
 }
 
@@ -229,12 +229,14 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
     rocksdb_->compact_all(rewrite_payloads, gc_canceled_,
                           [&](const std::string& what) { phase(what); });
 
-  // 3. Info logs of earlier opens: RocksDB keeps a few (keep_log_file_num)
-  //    for diagnostics only; nothing reads them.
+  // 3. RocksDB's info logs, which densefs before 2026-12 kept in the store
+  //    (LOG and a few LOG.old.*); nothing reads them, and nothing writes
+  //    them now (rocksdb_info_log.h).
   phase("removing old info logs");
   std::error_code ec;
   for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->path().filename().string().starts_with("LOG.old.")) continue;
+    const std::string name = it->path().filename().string();
+    if (name != "LOG" && !name.starts_with("LOG.old.")) continue;
     std::error_code rm;
     fs::remove(it->path(), rm);
     if (rm) log_error("gc: cannot remove " + it->path().string() + ": " + rm.message());

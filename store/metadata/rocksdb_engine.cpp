@@ -31,6 +31,7 @@
 #include "store/error.h"
 #include "store/log.h"
 #include "store/metadata/fault_injection.h"
+#include "store/metadata/rocksdb_info_log.h"
 
 namespace densefs::store {
 
@@ -119,9 +120,9 @@ db_config make_config(std::size_t block_cache_bytes, bool blob_files) {
   // The machine has few cores and our own encoder pool needs them; RocksDB's
   // default (2) is kept explicit.
   c.db.max_background_jobs = 2;
-  // RocksDB's info LOG files live in the store directory: keep a few only.
-  c.db.keep_log_file_num = 3;
-  c.db.max_log_file_size = 8u << 20;
+  // RocksDB's diagnostics go to densefs's log, not to LOG files beside the
+  // payloads (rocksdb_info_log.h).
+  c.db.info_log = make_rocksdb_info_log();
   // After a write error (disk full) the store recovers in write() by
   // calling Resume() itself, at the moment a writer wants to write; RocksDB's
   // own background retries (and its free-space polling, see manual_recovery)

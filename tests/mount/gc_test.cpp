@@ -36,10 +36,11 @@ std::uint64_t empty_store_bytes(const stdfs::path& work) {
   return dir_bytes(dir);
 }
 
-// After collecting, a store differs from an empty one by RocksDB's info LOG
-// of the collecting open, MANIFEST and OPTIONS files: measured 31-36 KiB
-// more than an empty store. Without gc the deleted tree leaves at least
-// ~870 KiB (table files with tombstones, info logs of earlier opens) even
+// After collecting, a store differs from an empty one by its MANIFEST and
+// OPTIONS files (and, before RocksDB's info logs left the store, the LOG of
+// the collecting open): measured 31-36 KiB more than an empty store.
+// Without gc the deleted tree leaves at least ~870 KiB (table files with
+// tombstones; then also info logs of earlier opens) even
 // in runs where RocksDB's own compactions happened to drop every blob file,
 // and ~95 MiB in the others. 512 KiB is 14 times the measured difference
 // and still fails without gc.

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -162,6 +163,45 @@ TEST_F(gc, after_deleting_everything_the_store_is_as_small_as_an_empty_one) {
   // that held data is gone.
   EXPECT_LE(dir_bytes(dir_), empty_bytes_ + k_mib)
       << dir_bytes(dir_) << " bytes vs " << empty_bytes_ << " for an empty store";
+}
+
+// What a store keeps beside its payloads stays put however often it is
+// opened (issue 39: RocksDB's info logs of every mount, `densefs stats` and
+// `densefs gc` were kept in the store, ~100 KB each).
+TEST_F(gc, opening_a_store_again_and_again_keeps_no_info_logs) {
+  add_chunks(*s_, 1, 64 << 10, 800);
+  for (int i = 0; i < 5; ++i) {
+    s_.reset();
+    s_ = store::open(dir_);
+  }
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_FALSE(name == "LOG" || name.starts_with("LOG.old.")) << name;
+  }
+  const gc_report r = s_->garbage();
+  EXPECT_EQ(r.info_log_bytes + r.old_info_log_bytes, 0u) << to_json(r);
+  // MANIFEST, OPTIONS (two, ~32 KB each), CURRENT, IDENTITY, FORMAT, the lock.
+  EXPECT_LE(r.other_file_bytes, 96u << 10) << to_json(r);
+}
+
+// A store written by an earlier densefs holds RocksDB's info logs; gc
+// counts them as reclaimable and removes them.
+TEST_F(gc, info_logs_of_an_earlier_version_are_removed) {
+  const std::string text(100 << 10, 'x');
+  for (const char* name : {"LOG", "LOG.old.1796354240671195"}) {
+    std::FILE* f = std::fopen((dir_ / name).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  const gc_report before = s_->garbage();
+  EXPECT_EQ(before.info_log_bytes, text.size());
+  EXPECT_EQ(before.old_info_log_bytes, text.size());
+  EXPECT_GE(before.reclaimable_bytes, 2 * text.size());
+  const gc_result r = s_->collect_garbage();
+  EXPECT_FALSE(fs::exists(dir_ / "LOG"));
+  EXPECT_FALSE(fs::exists(dir_ / "LOG.old.1796354240671195"));
+  EXPECT_EQ(r.after.info_log_bytes + r.after.old_info_log_bytes, 0u) << to_json(r.after);
 }
 
 TEST_F(gc, a_read_only_store_reports_but_does_not_collect) {
