@@ -31,8 +31,8 @@ std::uint64_t garbage_collector::garbage() const {
 }
 
 store::gc_result garbage_collector::collect(
-    const std::function<void(std::string_view phase)>& progress) {
-  store::gc_result r = store_.collect_garbage(progress);
+    const std::function<void(std::string_view phase)>& progress, store::store::gc_depth depth) {
+  store::gc_result r = store_.collect_garbage(progress, depth);
   // A partial collection (no room to copy live payloads) leaves the
   // garbage counted, so it is tried again later.
   if (r.rewrote_payloads) carried_ = 0;
@@ -75,7 +75,7 @@ void garbage_collector::run() {
       last_seen = g;
       const bool settled = !growing || now - growing_since >= timing_.max_wait;
       if (settled && now >= not_before && worth_collecting(g, store_.payload_file_bytes())) {
-        const store::gc_result r = collect();
+        const store::gc_result r = collect({}, store::store::gc_depth::automatic);
         last_seen = garbage();
         growing = false;
         // Short of space: wait before the next try, as after a failure.

@@ -48,9 +48,11 @@ class garbage_collector {
   garbage_collector(const garbage_collector&) = delete;
   garbage_collector& operator=(const garbage_collector&) = delete;
 
-  // A collection now, on the caller's thread (the control socket's "gc");
-  // waits for a background one in progress. Throws store_error.
-  store::gc_result collect(const std::function<void(std::string_view phase)>& progress = {});
+  // A collection now, on the caller's thread (the control socket's "gc",
+  // store::gc_depth::requested); waits for a background one in progress.
+  // Throws store_error.
+  store::gc_result collect(const std::function<void(std::string_view phase)>& progress = {},
+                           store::store::gc_depth depth = store::store::gc_depth::requested);
 
  private:
   void run();

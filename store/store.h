@@ -786,7 +786,20 @@ class store {
   // proportion to the live payloads, so callers decide when it is worth it
   // (garbage_since_collect()). `progress` gets a phase name before each
   // step. Concurrent calls run one after the other.
-  gc_result collect_garbage(const std::function<void(std::string_view phase)>& progress = {});
+  //
+  // How far it goes with pack files, where rewriting a pack copies its live
+  // records to give back its dead ones: `automatic` (the daemon's own
+  // collection, once garbage is a quarter of the payload files) rewrites
+  // the packs whose dead share is at least 20%, so each copy gives back at
+  // least a quarter of what it copies; `requested` (`densefs gc`) also
+  // rewrites packs with less, most dead first, until what stays dead is at
+  // most 5% of the pack files (restic's prune has the same rule, its
+  // --max-unused): after `densefs recompress` the replaced payloads are
+  // spread thinly over every pack, and a user who asks for the space
+  // expects it back.
+  enum class gc_depth { automatic, requested };
+  gc_result collect_garbage(const std::function<void(std::string_view phase)>& progress = {},
+                            gc_depth depth = gc_depth::requested);
   // Payload bytes made garbage by commits since this store was opened or
   // collect_garbage() last started: stored sizes of chunks deleted at
   // refcount 0 and of payloads swapped by replace_payload.

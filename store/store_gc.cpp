@@ -5,10 +5,12 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "store/log.h"
 #include "store/metadata/metadata_engine.h"
@@ -27,6 +29,39 @@ namespace fs = std::filesystem;
 // gc rewrites a pack once this share of its bytes is dead: each rewrite
 // copies at most 4x the space it gives back.
 constexpr double k_pack_dead_share = 0.2;
+// A requested collection also rewrites packs with less, until the dead
+// bytes left are at most this share of the pack files (store.h, gc_depth).
+constexpr double k_requested_dead_left = 0.05;
+
+// The dead share from which a collection rewrites a pack
+// (pack_store::compact). Requested: the packs with the least dead share
+// stay, as many as keep their dead bytes within k_requested_dead_left of
+// the pack bytes left after the collection; the rest, from the next pack's
+// share up, are rewritten (their dead bytes go).
+double pack_dead_share_to_rewrite(const std::vector<pack_store::pack_usage>& packs,
+                                  store::gc_depth depth) {
+  if (depth == store::gc_depth::automatic) return k_pack_dead_share;
+  std::vector<std::pair<double, std::uint64_t>> shares;  // (dead share, dead bytes)
+  std::uint64_t file_bytes = 0, dead_bytes = 0;
+  for (const pack_store::pack_usage& u : packs) {
+    if (u.file_bytes == 0) continue;
+    file_bytes += u.file_bytes;
+    dead_bytes += u.dead_bytes();
+    shares.emplace_back(static_cast<double>(u.dead_bytes()) / static_cast<double>(u.file_bytes),
+                        u.dead_bytes());
+  }
+  std::sort(shares.begin(), shares.end());
+  std::uint64_t kept_dead = 0;
+  for (const auto& [share, dead] : shares) {
+    kept_dead += dead;
+    const std::uint64_t left = file_bytes - (dead_bytes - kept_dead);
+    // From this pack up, every pack is rewritten. Its share is above 0: a
+    // pack without dead bytes never takes the kept ones over the limit.
+    if (static_cast<double>(kept_dead) > k_requested_dead_left * static_cast<double>(left))
+      return std::min(share, k_pack_dead_share);
+  }
+  return k_pack_dead_share;
+}
 }  // namespace
 
 namespace {
@@ -124,7 +159,8 @@ gc_report store::garbage() const {
   return r;
 }
 
-gc_result store::collect_garbage(const std::function<void(std::string_view phase)>& progress) {
+gc_result store::collect_garbage(const std::function<void(std::string_view phase)>& progress,
+                                 gc_depth depth) {
   if (options_.read_only) throw store_error(EROFS, "store " + dir_.string() + " is open read-only");
   std::lock_guard lock(gc_mutex_);
   // Beside other writers one collects at a time.
@@ -180,10 +216,12 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
   if (packs_ && writes_beside_others())
     log_info("gc: not compacting packs beside other writers of the volume");
   if (packs_ && !writes_beside_others()) {
+    const std::vector<pack_store::pack_usage> usage = packs_->usage(&gc_canceled_);
+    const double dead_share = pack_dead_share_to_rewrite(usage, depth);
     std::uint64_t to_move = 0;
-    for (const pack_store::pack_usage& u : packs_->usage(&gc_canceled_))
-      if (u.file_bytes > 0 && static_cast<double>(u.dead_bytes()) >=
-                                  k_pack_dead_share * static_cast<double>(u.file_bytes))
+    for (const pack_store::pack_usage& u : usage)
+      if (u.file_bytes > 0 &&
+          static_cast<double>(u.dead_bytes()) >= dead_share * static_cast<double>(u.file_bytes))
         to_move += u.live_bytes;
     // The copies may use the space reserve (check_space_for) but not all of
     // it: compaction is how a full pack store gets space back (each rewritten
@@ -203,7 +241,7 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
     }
     phase("compacting packs");
     // Without room, a threshold above 1 selects only packs with nothing live.
-    const pack_store::compaction c = packs_->compact(room ? k_pack_dead_share : 2.0, ahead_gate_,
+    const pack_store::compaction c = packs_->compact(room ? dead_share : 2.0, ahead_gate_,
                                                      commit_mutex_, gc_canceled_, progress);
     packs_deleted = c.packs_deleted;
     packs_deferred = c.packs_deferred;

@@ -315,6 +315,55 @@ TEST_F(pack_store_test, compaction_keeps_every_live_chunk_and_frees_the_dead_spa
   EXPECT_TRUE(pack_files(dir_).empty());
 }
 
+// The daemon's own collection rewrites a pack from 20% dead bytes; `densefs
+// gc` asks for more: packs with less, most dead first, until at most 5% of
+// the pack bytes stay dead (store.h, gc_depth). After `densefs recompress`
+// the replaced payloads are a thin share of every pack.
+TEST_F(pack_store_test, a_requested_collection_also_rewrites_packs_below_a_fifth_dead) {
+  const auto live = add_chunks(*s_, 18, 256 << 10, 6000);
+  drop_chunks(*s_, add_chunks(*s_, 2, 256 << 10, 6100));  // 10% of the one pack
+
+  const gc_result automatic = s_->collect_garbage({}, store::gc_depth::automatic);
+  EXPECT_EQ(automatic.after.packs_deleted, 0u) << to_json(automatic);
+  EXPECT_GE(automatic.after.payload_garbage_bytes, 2u * (256 << 10)) << to_json(automatic.after);
+
+  const gc_result requested = s_->collect_garbage();
+  EXPECT_EQ(requested.after.packs_deleted, 1u) << to_json(requested);
+  EXPECT_EQ(requested.after.payload_garbage_bytes, 0u) << to_json(requested.after);
+  for (std::size_t i = 0; i < live.size(); ++i)
+    EXPECT_EQ(*s_->read_chunk(live[i]),
+              random_bytes(256 << 10, 6000 + static_cast<std::uint32_t>(i)));
+}
+
+TEST_F(pack_store_test, a_requested_collection_keeps_the_least_dead_packs_within_a_twentieth) {
+  // Pack 1: 1 of 25 records dead (4%); pack 2: 5 of 25 (20%), rewritten by
+  // any collection; pack 3: 3 of 25 (12%); pack 4: 1 of 25 (4%). Keeping
+  // pack 3 would leave 5 of the 95 records left dead (5.3%), over the 5%:
+  // it goes too. Packs 1 and 4 stay: 2 of 92 (2.2%).
+  std::vector<chunk_hash> dead;
+  const auto pack = [&](int dead_records, std::uint32_t seed) {
+    const auto hashes = add_chunks(*s_, 25, 256 << 10, seed);
+    dead.insert(dead.end(), hashes.begin(), hashes.begin() + dead_records);
+    reopen();  // closes the pack
+  };
+  pack(1, 7000);
+  pack(5, 7100);
+  pack(3, 7200);
+  pack(1, 7300);
+  drop_chunks(*s_, dead);
+  ASSERT_EQ(pack_files(dir_).size(), 4u);
+
+  const gc_result r = s_->collect_garbage();
+  EXPECT_EQ(r.after.packs_deleted, 2u) << to_json(r);
+  EXPECT_TRUE(fs::exists(dir_ / "packs" / pack_file_name(1)));
+  EXPECT_FALSE(fs::exists(dir_ / "packs" / pack_file_name(2)));
+  EXPECT_FALSE(fs::exists(dir_ / "packs" / pack_file_name(3)));
+  EXPECT_TRUE(fs::exists(dir_ / "packs" / pack_file_name(4)));
+  EXPECT_EQ(r.after.payload_garbage_bytes, 2 * ((256u << 10) + k_pack_record_header_size))
+      << to_json(r.after);
+  EXPECT_EQ(fsck(*s_)[fsck_problem::bad_payload].found, 0u);
+}
+
 // Flips one byte of a pack file at `offset` from the end of the first
 // record's header (negative: inside the header).
 void flip_byte(const fs::path& pack, std::int64_t offset) {
