@@ -227,6 +227,13 @@ changelog_version=$(dpkg-parsechangelog -l "$src/packaging/changelog" -S Version
 allowed='^\./(usr/(bin/(densefs)?|share/((man|doc|bash-completion|zsh|lintian)/)?|share/(man/man1|doc/densefs|bash-completion/completions|zsh/vendor-completions|lintian/overrides)(/.*)?)?)?$'
 stray=$(dpkg-deb -c "$deb" | awk '{ print $6 }' | grep -vE "$allowed" || true)
 [[ -z $stray ]] || fail "the package holds files it should not:"$'\n'"$stray"
+# The man pages are made from `--help`: none may name the machine the
+# package was built on (its source or build tree).
+dpkg-deb -x "$deb" "$work/unpacked"
+for tree in "$(realpath "$src")" "$(realpath "$build")"; do
+  named=$(zgrep -lF -- "$tree" "$work"/unpacked/usr/share/man/man1/*.gz || true)
+  [[ -z $named ]] || fail "man pages name the build machine's $tree: $named"
+done
 
 # (b) lintian: errors and warnings fail unless packaging/lintian-overrides
 # overrides them, with its reason.
