@@ -8,7 +8,7 @@
 
 namespace densefs::store {
 
-rocksdb_info_log::rocksdb_info_log() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+rocksdb_info_log::rocksdb_info_log() : rocksdb::Logger(rocksdb::InfoLogLevel::ERROR_LEVEL) {}
 
 // The option dump of every open: OPTIONS-* holds the same.
 void rocksdb_info_log::LogHeader(const char*, va_list) {}
@@ -39,10 +39,7 @@ void rocksdb_info_log::log_line(rocksdb::InfoLogLevel level, const char* format,
   // A longer line (a stats dump) is cut: the log takes lines, not reports.
   line.append(buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buf - 1));
   while (!line.empty() && line.back() == '\n') line.pop_back();
-  if (level == rocksdb::InfoLogLevel::WARN_LEVEL)
-    log_warning(line);
-  else
-    log_error(line);
+  log_error(line);
 }
 
 std::shared_ptr<rocksdb::Logger> make_rocksdb_info_log() {

@@ -6,10 +6,13 @@
 // was more than a point of its savings, and it grew with every mount,
 // `densefs stats` and `densefs gc` (issue 39).
 //
-// Warnings and errors are kept: they are what an operator needs (a stall, a
-// failed background job, a corrupt file). The rest (flush and compaction
-// notices, periodic statistics, the option dump of every open) is not:
-// `densefs stats --json` and the metrics report what the daemon does.
+// Errors are kept: they are what an operator needs (a failed background
+// job, a corrupt file). The rest is not: flush and compaction notices,
+// periodic statistics and the option dump of every open, and warnings too,
+// which are notices here (a write stall, "SST file opened without unique
+// ID" at every open of a store made by RocksDB 6, which would be a line on
+// every `densefs fsck` of such a store). `densefs stats --json` and the
+// metrics report what the daemon does.
 #pragma once
 
 #include <rocksdb/env.h>
@@ -21,7 +24,7 @@ namespace densefs::store {
 
 class rocksdb_info_log final : public rocksdb::Logger {
  public:
-  // WARN: the level RocksDB filters with before it formats anything.
+  // ERROR: the level RocksDB filters with before it formats anything.
   rocksdb_info_log();
 
   using rocksdb::Logger::Logv;
