@@ -345,7 +345,7 @@ struct gc_report {
   // deleted and replaced payloads, and appends a crash left uncommitted).
   std::uint64_t payload_garbage_bytes = 0;
   // An estimate of what collect_garbage() would give back: payload garbage
-  // and old info logs. Tombstones in table files are not estimated (they
+  // and info logs an earlier version left. Tombstones in table files are not estimated (they
   // are usually small).
   std::uint64_t reclaimable_bytes = 0;
 };
@@ -780,7 +780,7 @@ class store {
   // compacts every column family to the bottommost level (tombstones and
   // the values they hide are dropped) and forces RocksDB's blob GC over
   // every blob file (live payloads are copied to new blob files, old files
-  // deleted), then removes RocksDB info logs of earlier opens. Safe while
+  // deleted), then removes the RocksDB info logs an earlier version left. Safe while
   // the store is in use: RocksDB compactions run beside reads and commits,
   // and a payload a chunk record names is never dropped. Costs I/O in
   // proportion to the live payloads, so callers decide when it is worth it

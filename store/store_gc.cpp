@@ -55,8 +55,10 @@ double pack_dead_share_to_rewrite(const std::vector<pack_store::pack_usage>& pac
   for (const auto& [share, dead] : shares) {
     kept_dead += dead;
     const std::uint64_t left = file_bytes - (dead_bytes - kept_dead);
-    // From this pack up, every pack is rewritten. Its share is above 0: a
-    // pack without dead bytes never takes the kept ones over the limit.
+    // From this pack up, every pack is rewritten. Its share is above 5%
+    // (every kept pack's share is at most its own, so the kept dead bytes
+    // could not pass 5% otherwise): a requested rewrite copies at most ~19
+    // bytes per byte it gives back, never a pack without dead bytes.
     if (static_cast<double>(kept_dead) > k_requested_dead_left * static_cast<double>(left))
       return std::min(share, k_pack_dead_share);
   }
@@ -217,24 +219,40 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
     log_info("gc: not compacting packs beside other writers of the volume");
   if (packs_ && !writes_beside_others()) {
     const std::vector<pack_store::pack_usage> usage = packs_->usage(&gc_canceled_);
-    const double dead_share = pack_dead_share_to_rewrite(usage, depth);
-    std::uint64_t to_move = 0;
-    for (const pack_store::pack_usage& u : usage)
-      if (u.file_bytes > 0 &&
-          static_cast<double>(u.dead_bytes()) >= dead_share * static_cast<double>(u.file_bytes))
-        to_move += u.live_bytes;
+    // The live bytes a compaction from `share` copies; the same test as
+    // pack_store::compact's, so the room asked for is the room it takes.
+    const auto live_to_move = [&](double share) {
+      std::uint64_t bytes = 0;
+      for (const pack_store::pack_usage& u : usage)
+        if (u.file_bytes > 0 &&
+            static_cast<double>(u.dead_bytes()) / static_cast<double>(u.file_bytes) >= share)
+          bytes += u.live_bytes;
+      return bytes;
+    };
     // The copies may use the space reserve (check_space_for) but not all of
     // it: compaction is how a full pack store gets space back (each rewritten
     // pack frees more than its copies take), while RocksDB still needs room
-    // for the index commit and its flushes.
+    // for the index commit and its flushes. A requested collection that
+    // does not fit falls back to the automatic one's packs before giving up
+    // copying: on a full disk that is where most space comes back per byte
+    // copied.
+    double dead_share = pack_dead_share_to_rewrite(usage, depth);
     bool room = true;
     struct ::statvfs sv {};
     if (::statvfs(dir_.c_str(), &sv) == 0) {
       const std::uint64_t block = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
       const std::uint64_t free = static_cast<std::uint64_t>(sv.f_bavail) * block;
-      if (free < to_move + k_min_space_reserve / 4) {
+      const auto fits = [&](double share) {
+        return free >= live_to_move(share) + k_min_space_reserve / 4;
+      };
+      if (!fits(dead_share) && dead_share < k_pack_dead_share && fits(k_pack_dead_share)) {
         log_info("gc: " + std::to_string(free) + " bytes free, too few to copy " +
-                 std::to_string(to_move) +
+                 std::to_string(live_to_move(dead_share)) +
+                 " live pack bytes; rewriting only packs with a fifth dead or more");
+        dead_share = k_pack_dead_share;
+      } else if (!fits(dead_share)) {
+        log_info("gc: " + std::to_string(free) + " bytes free, too few to copy " +
+                 std::to_string(live_to_move(dead_share)) +
                  " live pack bytes; deleting only packs without live records");
         room = false;
       }

@@ -123,6 +123,8 @@ db_config make_config(std::size_t block_cache_bytes, bool blob_files) {
   // RocksDB's diagnostics go to densefs's log, not to LOG files beside the
   // payloads (rocksdb_info_log.h).
   c.db.info_log = make_rocksdb_info_log();
+  // Its periodic statistics would only be dropped there.
+  c.db.stats_dump_period_sec = 0;
   // After a write error (disk full) the store recovers in write() by
   // calling Resume() itself, at the moment a writer wants to write; RocksDB's
   // own background retries (and its free-space polling, see manual_recovery)

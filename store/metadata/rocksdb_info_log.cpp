@@ -23,12 +23,12 @@ void rocksdb_info_log::Logv(rocksdb::InfoLogLevel level, const char* format, va_
   // Nothing may throw into RocksDB (rocksdb/env.h): a line that cannot be
   // logged is dropped.
   try {
-    log_line(level, format, ap);
+    log_line(format, ap);
   } catch (...) {
   }
 }
 
-void rocksdb_info_log::log_line(rocksdb::InfoLogLevel level, const char* format, va_list ap) {
+void rocksdb_info_log::log_line(const char* format, va_list ap) {
   char buf[1024];
   va_list copy;
   va_copy(copy, ap);

@@ -11,8 +11,9 @@
 // periodic statistics and the option dump of every open, and warnings too,
 // which are notices here (a write stall, "SST file opened without unique
 // ID" at every open of a store made by RocksDB 6, which would be a line on
-// every `densefs fsck` of such a store). `densefs stats --json` and the
-// metrics report what the daemon does.
+// every `densefs fsck` of such a store). What they said is not reported
+// elsewhere yet: RocksDB's stall and compaction counters are not in
+// `densefs stats --json`.
 #pragma once
 
 #include <rocksdb/env.h>
@@ -33,7 +34,8 @@ class rocksdb_info_log final : public rocksdb::Logger {
   void Logv(rocksdb::InfoLogLevel level, const char* format, va_list ap) override;
 
  private:
-  static void log_line(rocksdb::InfoLogLevel level, const char* format, va_list ap);
+  // One error line (the level filtered it already).
+  static void log_line(const char* format, va_list ap);
 };
 
 std::shared_ptr<rocksdb::Logger> make_rocksdb_info_log();

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 
+#include "store/payload/pack_format.h"
 #include "store/store.h"
 #include "tests/temp_dir.h"
 #include "tests/test_env.h"
@@ -108,6 +109,64 @@ TEST_F(small_disk, a_full_disk_gives_enospc_and_keeps_what_was_stored) {
   EXPECT_TRUE(again->get_dirent(k_root_ino, "after"));
   for (std::size_t i = 0; i < stored.size(); ++i)
     EXPECT_TRUE(*again->read_chunk(stored[i].first) == stored[i].second) << i;
+}
+
+// `densefs gc` on a nearly full disk: with no room to copy the live records
+// its own target asks for (every pack over 5% dead), it still rewrites the
+// packs a fifth dead or more, which is what the daemon's collection would
+// do, rather than only deleting packs with nothing live.
+TEST_F(small_disk, a_requested_gc_without_room_for_its_target_rewrites_the_packs_a_fifth_dead) {
+  // The store keeps a 40 MiB reserve free: the data needs room above it.
+  ASSERT_EQ(::mount("tmpfs", tmp_.path().c_str(), "tmpfs", MS_REMOUNT, "size=128m"), 0)
+      << std::strerror(errno);
+  const fs::path dir = tmp_ / "store";
+  store::create(dir, codec::parse_policy("zstd:level=3"), payload_backend::pack);
+  const auto add = [](store& s, int count, std::uint64_t seed) {
+    std::vector<chunk_hash> out;
+    for (int i = 0; i < count; ++i) {
+      transaction t;
+      const prepared_chunk p = s.prepare_chunk(noise(1 << 20, seed + i), true);
+      t.ref_chunk(p);
+      s.commit(t);
+      out.push_back(p.hash);
+    }
+    return out;
+  };
+  const auto drop = [](store& s, std::vector<chunk_hash> hashes) {
+    transaction t;
+    for (const auto& h : hashes) t.unref_chunk(h);
+    s.commit(t);
+  };
+  // Pack 1: 1 of 10 MiB dead; pack 2: 2 of 5 MiB dead. Requested, both go
+  // (12 MiB to copy); the automatic rule takes pack 2 alone (3 MiB).
+  auto s = store::open(dir);
+  const auto first = add(*s, 10, 100);
+  s.reset();  // closes pack 1
+  s = store::open(dir);
+  const auto second = add(*s, 5, 200);
+  drop(*s, {first[0], second[0], second[1]});
+  const fs::path pack1 = dir / "packs" / pack_file_name(1),
+                 pack2 = dir / "packs" / pack_file_name(2);
+  ASSERT_TRUE(fs::exists(pack1) && fs::exists(pack2));
+
+  // Room for 3 MiB of copies and the quarter reserve (10 MiB), not for 12.
+  const fs::space_info space = fs::space(tmp_.path());
+  const std::uint64_t keep_free = 17u << 20;
+  ASSERT_GT(space.available, keep_free) << "the tmpfs is too small for the test";
+  {
+    std::ofstream ballast(tmp_ / "ballast", std::ios::binary);
+    const std::string block(1 << 16, 'b');
+    for (std::uint64_t n = 0; n + block.size() <= space.available - keep_free; n += block.size())
+      ballast << block;
+  }
+
+  const gc_result r = s->collect_garbage();
+  EXPECT_TRUE(fs::exists(pack1)) << to_json(r);
+  EXPECT_FALSE(fs::exists(pack2)) << to_json(r);
+  for (std::size_t i = 1; i < first.size(); ++i)
+    EXPECT_TRUE(*s->read_chunk(first[i]) == noise(1 << 20, 100 + i)) << i;
+  for (std::size_t i = 2; i < second.size(); ++i)
+    EXPECT_TRUE(*s->read_chunk(second[i]) == noise(1 << 20, 200 + i)) << i;
 }
 
 }  // namespace

@@ -614,7 +614,7 @@ int run(const std::vector<std::string>& args, const tool_io& io) {
       // Not the corpus's path: the help becomes the packaged man page, which
       // must not name the machine the package was built on.
       "--prepare: a directory of JPEGs (default: the project's corpus, "
-      "../shared/corpus/jpeg beside the source tree densefs was built from, when it exists)");
+      "shared/corpus/jpeg beside the source tree densefs was built from, when it exists)");
   app.add_flag("--warm-only", o.warm_only, "skip the cold runs (which drop caches as root)");
   app.add_flag("--json", o.json, "print all figures as JSON instead of the table");
   app.add_option("--svg", o.svg, "also write a bar chart of the ratios to FILE");
