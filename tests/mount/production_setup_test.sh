@@ -69,7 +69,7 @@ make_cert example-ca s3.example.org
 on() {
   local machine=$1
   shift
-  nsenter --mount="$ns/$machine" -- env -i HOME=/root LANG=C.UTF-8 \
+  nsenter --target "${machine_pid[$machine]:-0}" --mount -- env -i HOME=/root LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
 }
 # give MACHINE FILE DEST: a file handed over to MACHINE (as scp would).
@@ -86,24 +86,21 @@ cleanup_machines() {
   done
   pkill -KILL -f "densefs postgresql://densefs@db.example.org/vol1" 2>/dev/null || true
   on db pg_ctlcluster 15 main stop -m immediate >/dev/null 2>&1 || true
-  # The namespaces' own mounts go with their last process; the files that
-  # keep them, here.
-  umount "$ns"/* 2>/dev/null || true
-  umount "$ns" 2>/dev/null || true
-  rmdir "$ns" 2>/dev/null || true
+  # The namespaces' own mounts go with their last process.
+  for machine in "${!machine_pid[@]}"; do kill "${machine_pid[$machine]}" 2>/dev/null || true; done
   return "$rc" # the test's status, for the cleanups after this one
 }
 
 # --- The machines. ----------------------------------------------------------
-# Each is a mount namespace kept by a bind mount of its nsfs file under
-# $ns (a private mount, as unshare --mount=FILE needs; under /var/tmp the
-# kernel refused that bind with EINVAL on this machine, under /run not).
-ns=$(mktemp -d /run/densefs-test-machines.XXXXXX)
+# Each is a mount namespace kept by a process of its own that only sleeps
+# (`on` enters it by that process). Not by a bind of its nsfs file
+# (unshare --mount=FILE): in CI on this VM the kernel refused that bind
+# with EINVAL in some runs and not in others, under /var/tmp and under a
+# private tmpfs in /run alike, cause unknown.
+declare -A machine_pid=()
 work_exit_trap=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT\$/\\1/")
 # shellcheck disable=SC2064 # mount_lib.sh's trap, expanded now
 trap "cleanup_machines; $work_exit_trap" EXIT
-mount -t tmpfs -o mode=0700 densefs-test-ns "$ns"
-mount --make-private "$ns"
 # This build's densefs, where the package puts it for mount.fuse3; the
 # systemctl stand-in ahead of systemd's on the machines' PATH.
 mount -t tmpfs -o mode=0755 densefs-test-bin /usr/local/bin
@@ -113,20 +110,13 @@ printf '#!/bin/sh\nexec bash %q "$@"\n' "$src/tests/mount/systemctl_stand_in.sh"
 chmod 0755 /usr/local/sbin/systemctl
 machines=(db s3 client1 client2)
 for machine in "${machines[@]}"; do
-  touch "$ns/$machine"
   mkdir -p "$work/etc-$machine"
   cp -a /etc/. "$work/etc-$machine/"
   # No cluster yet (this machine's own would be in the copy): db makes a
   # fresh one below, as installing postgresql does.
   rm -rf "$work/etc-$machine/postgresql/"[0-9]*
-  # Once in four CI runs on one VM the kernel refused the bind of a new
-  # namespace's nsfs file with EINVAL (unshare: "mount /proc/PID/ns/mnt on
-  # $ns/client1 failed"), the earlier machines bound and a rerun clean; the
-  # cause is not known. One more try, said aloud; a second refusal fails.
-  for try in 1 2; do
-    [[ $try -eq 1 ]] || echo "note: making machine $machine again after the kernel refused its namespace's bind"
-    # shellcheck disable=SC2016 # expanded by the machine's shell
-    unshare --mount="$ns/$machine" --propagation private bash -euc '
+  # shellcheck disable=SC2016 # expanded by the machine's shell
+  unshare --mount --propagation private bash -euc '
     mount --bind "$1" /etc
     for dir in /root /mnt /var/cache /var/lib/postgresql /var/log/postgresql /run/postgresql; do
       [[ -d $dir ]] || continue
@@ -135,10 +125,16 @@ for machine in "${machines[@]}"; do
     chmod 0700 /root
     mkdir -p /var/cache/densefs
     chown postgres:postgres /var/lib/postgresql /var/log/postgresql /run/postgresql 2>/dev/null || true
-  ' machine "$work/etc-$machine" "$machine" && break
-    [[ $try -eq 2 ]] && fail "making machine $machine failed"
-    umount "$ns/$machine" 2>/dev/null || true
+    touch "$3"
+    exec sleep infinity
+  ' machine "$work/etc-$machine" "$machine" "$work/$machine.ready" </dev/null >"$work/$machine.log" 2>&1 &
+  machine_pid[$machine]=$!
+  for _ in $(seq 100); do
+    [[ -e $work/$machine.ready ]] && break
+    kill -0 "${machine_pid[$machine]}" 2>/dev/null || break
+    sleep 0.1
   done
+  [[ -e $work/$machine.ready ]] || fail "making machine $machine failed: $(cat "$work/$machine.log")"
 done
 
 # --- The servers: a fresh Debian PostgreSQL, radosgw with TLS on 443. -------
