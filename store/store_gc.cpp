@@ -242,17 +242,23 @@ gc_result store::collect_garbage(const std::function<void(std::string_view phase
     if (::statvfs(dir_.c_str(), &sv) == 0) {
       const std::uint64_t block = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
       const std::uint64_t free = static_cast<std::uint64_t>(sv.f_bavail) * block;
-      const auto fits = [&](double share) {
-        return free >= live_to_move(share) + k_min_space_reserve / 4;
+      const auto fits = [&](std::uint64_t bytes) {
+        return free >= bytes + k_min_space_reserve / 4;
       };
-      if (!fits(dead_share) && dead_share < k_pack_dead_share && fits(k_pack_dead_share)) {
+      std::uint64_t to_move = live_to_move(dead_share);
+      if (!fits(to_move) && dead_share < k_pack_dead_share) {
+        const std::uint64_t fifth_dead = live_to_move(k_pack_dead_share);
+        if (fits(fifth_dead)) {
+          log_info("gc: " + std::to_string(free) + " bytes free, too few to copy " +
+                   std::to_string(to_move) +
+                   " live pack bytes; rewriting only packs with a fifth dead or more");
+          dead_share = k_pack_dead_share;
+          to_move = fifth_dead;
+        }
+      }
+      if (!fits(to_move)) {
         log_info("gc: " + std::to_string(free) + " bytes free, too few to copy " +
-                 std::to_string(live_to_move(dead_share)) +
-                 " live pack bytes; rewriting only packs with a fifth dead or more");
-        dead_share = k_pack_dead_share;
-      } else if (!fits(dead_share)) {
-        log_info("gc: " + std::to_string(free) + " bytes free, too few to copy " +
-                 std::to_string(live_to_move(dead_share)) +
+                 std::to_string(to_move) +
                  " live pack bytes; deleting only packs without live records");
         room = false;
       }
