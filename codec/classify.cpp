@@ -207,7 +207,7 @@ bool looks_like_pe(std::string_view head) {
 std::optional<file_type> classify_magic(std::string_view h) {
   // Images.
   if (starts_like_jpeg(h)) return file_type::jpeg;
-  if (has_prefix(h, "\x89PNG\r\n\x1a\n"sv)) return file_type::image;
+  if (has_prefix(h, "\x89PNG\r\n\x1a\n"sv)) return file_type::png;
   if (has_prefix(h, "GIF87a") || has_prefix(h, "GIF89a")) return file_type::image;
   // JPEG 2000 (signature box, or a bare codestream) and JPEG XL (the same
   // two forms).
@@ -374,7 +374,8 @@ const std::unordered_map<std::string_view, file_type>& signature_extensions() {
   static const auto* table = [] {
     auto* m = new std::unordered_map<std::string_view, file_type>;
     for (const auto ext : {"jpg"sv, "jpeg"sv, "jpe"sv, "jfif"sv}) m->emplace(ext, file_type::jpeg);
-    for (const auto ext : {"png"sv, "gif"sv, "webp"sv, "heic"sv, "heif"sv, "avif"sv, "jp2"sv,
+    m->emplace("png"sv, file_type::png);
+    for (const auto ext : {"gif"sv, "webp"sv, "heic"sv, "heif"sv, "avif"sv, "jp2"sv,
                            "j2k"sv, "jpf"sv, "jpx"sv, "jxl"sv, "cr3"sv}) {
       m->emplace(ext, file_type::image);
     }
@@ -567,7 +568,7 @@ namespace {
 
 constexpr std::array<std::string_view, k_file_type_count> k_type_names = {
     "unknown", "other",    "jpeg",     "image",      "video", "audio", "archive",
-    "text",    "document", "database", "executable", "gzip",  "zip"};
+    "text",    "document", "database", "executable", "gzip",  "zip",  "png"};
 
 }  // namespace
 

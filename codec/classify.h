@@ -16,7 +16,7 @@ enum class file_type : std::uint8_t {
   unknown = 0,      // nothing written yet, or not classified
   other = 1,        // binary data nothing below matched
   jpeg = 2,         // JPEG/JFIF/EXIF
-  image = 3,        // already-compressed images: PNG, GIF, WebP, HEIC/AVIF, JPEG 2000
+  image = 3,        // already-compressed images: GIF, WebP, HEIC/AVIF, JPEG 2000 (PNG before 13)
   video = 4,        // MP4/MOV/M4V, Matroska/WebM, AVI, MPEG-TS
   audio = 5,        // MP3, AAC/M4A, Ogg/Opus, FLAC
   archive = 6,      // xz, bzip2, zstd, 7z, rar, lz4, gzip with another method, packages
@@ -26,8 +26,9 @@ enum class file_type : std::uint8_t {
   executable = 10,  // ELF, Mach-O, PE, shared libraries, object files
   gzip = 11,        // gzip files (deflate method): recompressed losslessly by the deflate codec
   zip = 12,         // ZIP and what is built on it (OOXML, ODF, JAR, APK, EPUB, wheels): the same
+  png = 13,         // PNG: its pixels recompressed losslessly (deflate codec, codec/png_rows.h)
 };
-inline constexpr std::size_t k_file_type_count = 13;
+inline constexpr std::size_t k_file_type_count = 14;
 
 // How many leading bytes classify() looks at (more are ignored).
 inline constexpr std::size_t k_classify_head_bytes = 4096;

@@ -5,6 +5,7 @@
 #include <zstd.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -91,6 +92,29 @@ double parse_double_option(std::string_view key, std::string_view value);
 double parse_min_savings(std::string_view codec, std::string_view value);
 // ":min_savings=V" for a canonical spec, or "" when it is the default.
 std::string format_min_savings(const codec_options& options);
+
+// LEB128 lengths inside payloads (deflate's): 7 bits a byte, low first.
+inline void put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+// Takes a varint from the front of `in`; throws codec_error naming `what`
+// (the payload) when it is truncated or longer than 64 bits.
+inline std::uint64_t get_varint(std::string_view& in, std::string_view what) {
+  std::uint64_t v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (in.empty()) throw codec_error(std::string(what) + " payload is truncated (in a length)");
+    const auto byte = static_cast<std::uint8_t>(in[0]);
+    in.remove_prefix(1);
+    v |= std::uint64_t{byte & 0x7fu} << shift;
+    if ((byte & 0x80) == 0) return v;
+  }
+  throw codec_error(std::string(what) + " payload has a length longer than 64 bits");
+}
 
 // Throws codec_error unless a decoder produced exactly the expected size.
 void check_decoded_size(std::string_view codec, std::size_t got, std::size_t expected);

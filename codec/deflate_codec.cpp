@@ -1,9 +1,11 @@
-// deflate: lossless recompression of deflate streams (today: gzip files).
-// preflate-rs (Rust, codec/rust) inflates each stream and records what
-// rebuilds its exact bytes; the plain text is then stored with zstd -19,
-// optionally primed with a dictionary built into densefs, and everything
-// else of the container (gzip headers, trailers, padding) is kept as it is.
-// Payload layout: docs/format.md, "Deflate payloads".
+// deflate: lossless recompression of deflate streams (gzip files, PNG
+// files, zip files). preflate-rs (Rust, codec/rust) inflates each stream
+// and records what rebuilds its exact bytes; everything else of the
+// container (gzip headers, trailers, padding, zip headers) is kept as it
+// is. The plain text is stored by what it is: a PNG image's rows as pixels
+// in lossless JPEG XL (png_rows.h), a JPEG member of a zip with Lepton,
+// the rest (text) with zstd -19, optionally primed with a dictionary built
+// into densefs. Payload layout: docs/format.md, "Deflate payloads".
 //
 // A chunk is taken only when it is a whole gzip file (the fixed chunker
 // gives a file up to 4 MiB as one chunk); anything else is refused and
@@ -14,9 +16,12 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "codec/codec_impl.h"
+#include "codec/png_rows.h"
 #include "codec/rust/rust_result.h"
 
 namespace densefs::codec::detail {
@@ -27,7 +32,10 @@ extern const std::size_t k_deflate_dict_man_pages_v1_size;
 
 namespace {
 
-constexpr std::uint8_t k_payload_version = 1;
+// 1: the plain text is all text. 2 (this build's): a segment table says
+// how each range of the plain text is stored, and the skeleton may nest.
+constexpr std::uint8_t k_payload_version_text = 1;
+constexpr std::uint8_t k_payload_version_segments = 2;
 
 // How the plain text is stored (payload byte 1). Frozen numbers.
 enum class plain_coding : std::uint8_t {
@@ -94,39 +102,117 @@ std::string zstd_plain(std::string_view plain, const ZSTD_CDict* dict) {
   return out;
 }
 
-void put_varint(std::string& out, std::uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
+// How a range of the plain text is stored (payload version 2). Frozen numbers.
+enum class segment_coding : std::uint8_t {
+  text = 0,      // in the zstd frame of all text, in order
+  png_rows = 1,  // png_rows.h: filter types and lossless JPEG XL
+  lepton = 2,    // a whole JPEG file (a zip member) with Lepton
+};
 
-std::uint64_t get_varint(std::string_view& in) {
-  std::uint64_t v = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (in.empty()) throw codec_error("deflate payload is truncated (in a length)");
-    const auto byte = static_cast<std::uint8_t>(in[0]);
-    in.remove_prefix(1);
-    v |= std::uint64_t{byte & 0x7fu} << shift;
-    if ((byte & 0x80) == 0) return v;
-  }
-  throw codec_error("deflate payload has a length longer than 64 bits");
-}
+struct segment {
+  segment_coding coding = segment_coding::text;
+  std::size_t plain_size = 0;
+  png_image_header png;  // png_rows only
+  std::string_view packed;  // png_rows and lepton
+};
 
 // What densefs_rs_deflate_split returns: u64 LE skeleton length, skeleton,
-// plain text.
+// u64 LE segment table length, segment table, plain text. The segment
+// table (Split::segment_table in codec/rust) gives a kind per range.
 struct split_container {
   std::string_view skeleton;
+  bool nested = false;  // the skeleton has ops payload version 1 cannot hold
+  std::vector<segment> segments;  // packed empty: the kinds, to be coded
   std::string_view plain;
 };
 
-split_container parse_split(std::string_view b) {
+std::uint64_t take_u64(std::string_view& b) {
   std::uint64_t n = 0;
   if (b.size() < 8) throw codec_error("deflate: short split result");
   std::memcpy(&n, b.data(), 8);  // little-endian on every target we build for
-  if (n > b.size() - 8) throw codec_error("deflate: bad split result");
-  return {b.substr(8, n), b.substr(8 + n)};
+  b.remove_prefix(8);
+  return n;
+}
+
+split_container parse_split(std::string_view b) {
+  split_container s;
+  const std::uint64_t skeleton = take_u64(b);
+  if (skeleton > b.size()) throw codec_error("deflate: bad split result");
+  s.skeleton = b.substr(0, skeleton);
+  b.remove_prefix(skeleton);
+  const std::uint64_t table_size = take_u64(b);
+  if (table_size > b.size() || table_size == 0) throw codec_error("deflate: bad split result");
+  std::string_view table = b.substr(0, table_size);
+  s.plain = b.substr(table_size);
+  s.nested = table[0] != 0;
+  table.remove_prefix(1);
+  std::size_t covered = 0;
+  for (std::uint64_t n = get_varint(table, "deflate split"); n > 0; --n) {
+    if (table.empty()) throw codec_error("deflate: bad split result");
+    segment seg;
+    const auto kind = static_cast<std::uint8_t>(table[0]);
+    table.remove_prefix(1);
+    seg.plain_size = get_varint(table, "deflate split");
+    if (kind == 1) {
+      seg.coding = segment_coding::png_rows;
+      seg.png.width = static_cast<std::uint32_t>(get_varint(table, "deflate split"));
+      seg.png.height = static_cast<std::uint32_t>(get_varint(table, "deflate split"));
+      if (table.size() < 2) throw codec_error("deflate: bad split result");
+      seg.png.depth = static_cast<std::uint8_t>(table[0]);
+      seg.png.color = static_cast<std::uint8_t>(table[1]);
+      table.remove_prefix(2);
+    } else if (kind == 2) {
+      seg.coding = segment_coding::lepton;
+    }
+    covered += seg.plain_size;
+    s.segments.push_back(seg);
+  }
+  if (covered != s.plain.size()) throw codec_error("deflate: bad split result");
+  return s;
+}
+
+// The plain text's packing: the best zstd frame (with or without the
+// built-in dictionary) or the bytes as they are.
+struct packed_text {
+  plain_coding coding = plain_coding::zstd;
+  std::string bytes;
+};
+
+packed_text pack_text(std::string_view text) {
+  packed_text p{plain_coding::zstd, zstd_plain(text, nullptr)};
+  if (text.size() <= k_dict_max_plain) {
+    std::string with_dict = zstd_plain(text, man_pages_cdict());
+    if (with_dict.size() < p.bytes.size()) {
+      p.bytes = std::move(with_dict);
+      p.coding = plain_coding::zstd_dict_man_pages_v1;
+    }
+  }
+  if (p.bytes.size() >= text.size()) p = {plain_coding::raw, std::string(text)};
+  return p;
+}
+
+// A picture's range packed by its own coder, or nothing when the coder
+// does not take it or does not beat zstd -19 on it. Each packing is
+// decoded and compared here, so a picture the coder gets wrong costs only
+// its own range, not the whole file's recompression.
+std::optional<std::string> pack_picture(const segment& seg, std::string_view plain) {
+  if (seg.coding == segment_coding::png_rows) {
+    auto packed = png_rows_encode(plain, seg.png);
+    if (packed && packed->size() < zstd_plain(plain, nullptr).size()) return packed;
+    return std::nullopt;
+  }
+  if (seg.coding == segment_coding::lepton) {
+    const chunk_codec& lepton = find_or_throw(codec_id::lepton);
+    std::string out;
+    try {
+      if (!lepton.encode(plain, codec_options{}, plain.size(), out)) return std::nullopt;
+      if (lepton.decode(out, plain.size()) != plain) return std::nullopt;
+    } catch (const codec_error&) {
+      return std::nullopt;
+    }
+    return out;
+  }
+  return std::nullopt;
 }
 
 class deflate_codec final : public chunk_codec {
@@ -140,29 +226,57 @@ class deflate_codec final : public chunk_codec {
     // Not gzip, truncated, a bomb past the cap, a stream preflate cannot
     // predict, a panic: all "this codec does not take the chunk".
     if (!r.ok()) throw codec_rejected(r.error());
-    const split_container s = parse_split(r.bytes());
+    split_container s = parse_split(r.bytes());
 
-    plain_coding coding = plain_coding::zstd;
-    std::string packed = zstd_plain(s.plain, nullptr);
-    if (s.plain.size() <= k_dict_max_plain) {
-      std::string with_dict = zstd_plain(s.plain, man_pages_cdict());
-      if (with_dict.size() < packed.size()) {
-        packed = std::move(with_dict);
-        coding = plain_coding::zstd_dict_man_pages_v1;
+    // Pictures first; what their coders do not take joins the text.
+    std::string text;
+    std::vector<std::string> pictures;
+    std::vector<segment> coded;
+    std::size_t at = 0;
+    for (segment seg : s.segments) {
+      const std::string_view range = s.plain.substr(at, seg.plain_size);
+      at += seg.plain_size;
+      std::optional<std::string> packed = pack_picture(seg, range);
+      if (packed) {
+        pictures.push_back(std::move(*packed));
+        coded.push_back(seg);
+        continue;
+      }
+      text.append(range);
+      if (!coded.empty() && coded.back().coding == segment_coding::text) {
+        coded.back().plain_size += seg.plain_size;
+      } else {
+        coded.push_back(segment{segment_coding::text, seg.plain_size, {}, {}});
       }
     }
-    if (packed.size() >= s.plain.size()) {
-      coding = plain_coding::raw;
-      packed.assign(s.plain);
-    }
+    const packed_text packed = pack_text(text);
 
     std::string payload;
-    payload.push_back(static_cast<char>(k_payload_version));
-    payload.push_back(static_cast<char>(coding));
+    const bool segments = s.nested || !pictures.empty();
+    payload.push_back(
+        static_cast<char>(segments ? k_payload_version_segments : k_payload_version_text));
+    payload.push_back(static_cast<char>(packed.coding));
     put_varint(payload, s.skeleton.size());
     payload.append(s.skeleton);
-    put_varint(payload, s.plain.size());
-    payload.append(packed);
+    if (segments) {
+      put_varint(payload, coded.size());
+      std::size_t picture = 0;
+      for (const segment& seg : coded) {
+        payload.push_back(static_cast<char>(seg.coding));
+        put_varint(payload, seg.plain_size);
+        if (seg.coding == segment_coding::text) continue;
+        if (seg.coding == segment_coding::png_rows) {
+          put_varint(payload, seg.png.width);
+          put_varint(payload, seg.png.height);
+          payload.push_back(static_cast<char>(seg.png.depth));
+          payload.push_back(static_cast<char>(seg.png.color));
+        }
+        put_varint(payload, pictures[picture].size());
+        payload.append(pictures[picture++]);
+      }
+    }
+    put_varint(payload, text.size());
+    payload.append(packed.bytes);
     if (payload.size() > max_stored) return false;
     out = std::move(payload);
     return true;
@@ -226,7 +340,7 @@ std::string deflate_decode_any_size(std::string_view stored, std::size_t max_pla
   const auto version = static_cast<std::uint8_t>(in[0]);
   const auto coding = static_cast<plain_coding>(in[1]);
   in.remove_prefix(2);
-  if (version != k_payload_version) {
+  if (version != k_payload_version_text && version != k_payload_version_segments) {
     throw codec_error("deflate payload version " + std::to_string(version) +
                       " is not known to this build");
   }
@@ -235,20 +349,93 @@ std::string deflate_decode_any_size(std::string_view stored, std::size_t max_pla
     throw codec_error("deflate payload has unknown plain coding " +
                       std::to_string(static_cast<unsigned>(coding)));
   }
-  const std::uint64_t skeleton_size = get_varint(in);
+  const std::uint64_t skeleton_size = get_varint(in, "deflate");
   if (skeleton_size > in.size()) throw codec_error("deflate payload is truncated (skeleton)");
   const std::string_view skeleton = in.substr(0, skeleton_size);
   in.remove_prefix(skeleton_size);
-  const std::uint64_t plain_size = get_varint(in);
-  // Refused before anything is allocated: the encoder never stores more
-  // plain text than the cap for a chunk of this size.
+  // Every size is checked against the cap before anything is allocated:
+  // the encoder never stores more plain text than the cap for a chunk of
+  // this size.
   const std::size_t cap = densefs_rs_deflate_plain_cap(max_plain_size);
-  if (plain_size > cap) {
-    throw codec_error("deflate payload claims " + std::to_string(plain_size) +
-                      " plain bytes, more than the " + std::to_string(cap) +
-                      " a chunk of at most " + std::to_string(max_plain_size) + " bytes may hold");
+  const auto too_much = [&](std::uint64_t claimed) {
+    return codec_error("deflate payload claims " + std::to_string(claimed) +
+                       " plain bytes, more than the " + std::to_string(cap) +
+                       " a chunk of at most " + std::to_string(max_plain_size) + " bytes may hold");
+  };
+  std::vector<segment> segments;
+  std::uint64_t total = 0;
+  std::uint64_t text_total = 0;
+  if (version == k_payload_version_segments) {
+    const std::uint64_t count = get_varint(in, "deflate");
+    if (count > in.size()) throw codec_error("deflate payload is truncated (segments)");
+    for (std::uint64_t i = 0; i < count; ++i) {
+      if (in.empty()) throw codec_error("deflate payload is truncated (segments)");
+      segment seg;
+      seg.coding = static_cast<segment_coding>(in[0]);
+      in.remove_prefix(1);
+      const std::uint64_t size = get_varint(in, "deflate");
+      if (size > cap - total) throw too_much(total + size);
+      seg.plain_size = size;
+      total += size;
+      if (seg.coding == segment_coding::text) {
+        text_total += size;
+        segments.push_back(seg);
+        continue;
+      }
+      if (seg.coding == segment_coding::png_rows) {
+        const std::uint64_t width = get_varint(in, "deflate");
+        const std::uint64_t height = get_varint(in, "deflate");
+        if (in.size() < 2 || width > UINT32_MAX || height > UINT32_MAX) {
+          throw codec_error("deflate payload has a bad PNG image header");
+        }
+        seg.png = {static_cast<std::uint32_t>(width), static_cast<std::uint32_t>(height),
+                   static_cast<std::uint8_t>(in[0]), static_cast<std::uint8_t>(in[1])};
+        in.remove_prefix(2);
+        if (png_rows_size(seg.png, cap) != seg.plain_size) {
+          throw codec_error("deflate payload's PNG rows do not match their image header");
+        }
+      } else if (seg.coding != segment_coding::lepton) {
+        throw codec_error("deflate payload has unknown segment coding " +
+                          std::to_string(static_cast<unsigned>(seg.coding)));
+      }
+      const std::uint64_t packed = get_varint(in, "deflate");
+      if (packed > in.size()) throw codec_error("deflate payload is truncated (a picture)");
+      seg.packed = in.substr(0, packed);
+      in.remove_prefix(packed);
+      segments.push_back(seg);
+    }
   }
-  const std::string plain = unpack_plain(coding, in, plain_size);
+  const std::uint64_t text_size = get_varint(in, "deflate");
+  if (version == k_payload_version_text) {
+    if (text_size > cap) throw too_much(text_size);
+    segments.push_back(segment{segment_coding::text, text_size, {}, {}});
+    text_total = text_size;
+  } else if (text_size != text_total) {
+    throw codec_error("deflate payload's text is " + std::to_string(text_size) +
+                      " bytes, its segments say " + std::to_string(text_total));
+  }
+  const std::string text = unpack_plain(coding, in, text_size);
+  std::string plain_buffer;
+  std::string_view plain = text;
+  if (version == k_payload_version_segments) {
+    plain_buffer.reserve(total);
+    std::size_t text_at = 0;
+    for (const segment& seg : segments) {
+      switch (seg.coding) {
+        case segment_coding::text:
+          plain_buffer.append(text, text_at, seg.plain_size);
+          text_at += seg.plain_size;
+          break;
+        case segment_coding::png_rows:
+          plain_buffer.append(png_rows_decode(seg.packed, seg.png));
+          break;
+        case segment_coding::lepton:
+          plain_buffer.append(find_or_throw(codec_id::lepton).decode(seg.packed, seg.plain_size));
+          break;
+      }
+    }
+    plain = plain_buffer;
+  }
   const rust_result r(densefs_rs_deflate_join(rust_bytes(skeleton), skeleton.size(),
                                               rust_bytes(plain), plain.size(), max_plain_size));
   if (!r.ok()) throw codec_error(r.error());

@@ -100,6 +100,7 @@ policy default_policy() {
   p.for_type(file_type::jpeg) = with_codec(codec_id::lepton);
   p.for_type(file_type::gzip) = with_codec(codec_id::deflate);
   p.for_type(file_type::zip) = with_codec(codec_id::deflate);
+  p.for_type(file_type::png) = with_codec(codec_id::deflate);
   for (const auto t : {file_type::image, file_type::video, file_type::audio, file_type::archive}) {
     p.for_type(t) = with_codec(codec_id::raw);
   }
@@ -111,7 +112,7 @@ policy default_policy() {
   // own content and a whole-file codec wants all of it (docs/chunking.md).
   p.chunking.fill(chunker_spec::content_defined());
   for (const auto t : {file_type::jpeg, file_type::image, file_type::video, file_type::audio,
-                       file_type::gzip, file_type::zip}) {
+                       file_type::gzip, file_type::zip, file_type::png}) {
     p.chunker_for(t) = chunker_spec::fixed();
   }
   for (const auto t : {file_type::text, file_type::document}) p.chunker_for(t) = document_chunker();

@@ -29,7 +29,7 @@ struct policy {
 
 // The built-in table (docs/policy.md says why):
 //   jpeg                      -> lepton,        fixed (the whole file, up to 4 MiB)
-//   gzip                      -> deflate,       fixed (the whole file, up to 4 MiB)
+//   gzip, zip, png            -> deflate,       fixed (the whole file, up to 4 MiB)
 //   image, video, audio       -> raw,           fixed
 //   archive                   -> raw,           cdc (default sizes)
 //   text, document            -> broccoli,      cdc:min=256K:avg=1M:max=4M

@@ -95,9 +95,7 @@ data_path::chunk_encoding data_path::encoding_for(codec::file_type type, std::st
     // The deflate codec is slower still (preflate analyses ~3 MB/s of
     // plain text per core) and always runs in the background. A gzip
     // file's or a PNG's bytes are deflate data that zstd cannot shrink:
-    // stored raw until then, at no CPU cost. (PNG and zip: only with a
-    // policy that gives `image` or `archive` the deflate codec;
-    // docs/policy.md.)
+    // stored raw until then, at no CPU cost.
     const double min_savings = how.options.min_savings;
     how.options = codec::codec_options{};
     how.options.preferred = codec::codec_id::raw;

@@ -98,7 +98,7 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
   if (!rec) return drop_the_entry();
 
   // The target is the policy codec of the file that queued the chunk. When
-  // that file is gone: JPEG, gzip or zip if the chunk looks like one (Lepton
+  // that file is gone: JPEG, gzip, zip or PNG if the chunk looks like one (Lepton
   // or Deflate work), else `other` (fast ingest, -o ingest=fast).
   std::optional<codec::file_type> type;
   if (auto r = store_->get_inode(item.ino); r && r->type != codec::file_type::unknown)
@@ -111,7 +111,8 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
       const std::string_view head =
           std::string_view(*chunk).substr(0, codec::k_classify_head_bytes);
       const codec::file_type t = codec::classify(head, {});
-      if (t == codec::file_type::jpeg || t == codec::file_type::gzip || t == codec::file_type::zip)
+      if (t == codec::file_type::jpeg || t == codec::file_type::gzip || t == codec::file_type::zip ||
+          t == codec::file_type::png)
         type = t;
     } catch (const std::exception&) {
       type = codec::file_type::jpeg;  // the re-encode below reports the read error

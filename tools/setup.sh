@@ -121,6 +121,8 @@ build_packages=(
   libpq-dev
   # libcurl: S3-compatible object storage (store/object/s3_object_store.cpp)
   libcurl4-openssl-dev
+  # libjxl: lossless JPEG XL for PNG pictures (codec/png_rows.cpp)
+  libjxl-dev
 )
 # The Debian package (packaging/): help2man makes the man pages from the
 # CLI's help, dpkg-shlibdeps (dpkg-dev, which runs file) its Depends.

@@ -66,7 +66,8 @@ std::string ts_packets(std::size_t packets, std::size_t stride, std::size_t pref
 TEST(classify_test, images) {
   EXPECT_EQ(classify(head_with("\xFF\xD8\xFF\xE0"sv), ""), file_type::jpeg);
   EXPECT_EQ(classify(head_with("\xFF\xD8\xFF\xE1"sv), "x.bin"), file_type::jpeg);
-  EXPECT_EQ(classify(head_with("\x89PNG\r\n\x1a\n"sv), ""), file_type::image);
+  EXPECT_EQ(classify(head_with("\x89PNG\r\n\x1a\n"sv), ""), file_type::png);
+  EXPECT_EQ(classify(head_with("\x89PNG\r\n\x1a\n"sv), "icon.gif"), file_type::png);
   EXPECT_EQ(classify(head_with("GIF89a"), ""), file_type::image);
   EXPECT_EQ(classify(head_with("GIF87a"), ""), file_type::image);
   EXPECT_EQ(classify(head_with(riff("WEBP") + "VP8 "), ""), file_type::image);
@@ -219,7 +220,8 @@ TEST(classify_test, names_decide_text_source_and_markup) {
 TEST(classify_test, media_names_only_when_the_head_is_too_short) {
   EXPECT_EQ(classify("", "photo.JPG"), file_type::jpeg);
   EXPECT_EQ(classify("\xFF\xD8", "photo.jpeg"), file_type::jpeg);
-  EXPECT_EQ(classify("", "a.png"), file_type::image);
+  EXPECT_EQ(classify("", "a.png"), file_type::png);
+  EXPECT_EQ(classify("", "a.gif"), file_type::image);
   EXPECT_EQ(classify("", "movie.mkv"), file_type::video);
   EXPECT_EQ(classify("", "song.mp3"), file_type::audio);
   EXPECT_EQ(classify("", "backup.tar.gz"), file_type::gzip);
@@ -315,13 +317,15 @@ TEST(classify_test, type_names) {
   EXPECT_EQ(file_type_name(file_type::gzip), "gzip");
   EXPECT_EQ(static_cast<int>(file_type::zip), 12);
   EXPECT_EQ(file_type_name(file_type::zip), "zip");
+  EXPECT_EQ(static_cast<int>(file_type::png), 13);
+  EXPECT_EQ(file_type_name(file_type::png), "png");
   EXPECT_EQ(file_type_name(file_type::jpeg), "jpeg");
   EXPECT_EQ(file_type_name(file_type::document), "document");
-  EXPECT_EQ(file_type_name(static_cast<file_type>(13)), "unknown(13)");
+  EXPECT_EQ(file_type_name(static_cast<file_type>(14)), "unknown(14)");
   EXPECT_EQ(file_type_name(static_cast<file_type>(255)), "unknown(255)");
-  EXPECT_FALSE(is_known_file_type(13));
+  EXPECT_FALSE(is_known_file_type(14));
   EXPECT_FALSE(file_type_from_name("JPEG"));
-  EXPECT_FALSE(file_type_from_name("unknown(13)"));
+  EXPECT_FALSE(file_type_from_name("unknown(14)"));
   EXPECT_FALSE(file_type_from_name(""));
 }
 

@@ -43,14 +43,14 @@ TEST(policy_test, default_table) {
     EXPECT_EQ(p.for_type(t).preferred, codec_id::zstd) << file_type_name(t);
     EXPECT_EQ(p.for_type(t).zstd_level, 3);
   }
-  // Deflate recompression for gzip and zip files, whole (up to 4 MiB).
-  for (const auto t : {file_type::gzip, file_type::zip}) {
+  // Deflate recompression for gzip, zip and PNG files, whole (up to 4 MiB).
+  for (const auto t : {file_type::gzip, file_type::zip, file_type::png}) {
     EXPECT_EQ(p.for_type(t).preferred, codec_id::deflate) << file_type_name(t);
   }
   for (const auto& o : p.by_type) EXPECT_DOUBLE_EQ(o.min_savings, 0.03);
   // The 4 MiB grid for files that are their own content; CDC elsewhere.
   for (const auto t : {file_type::jpeg, file_type::image, file_type::video, file_type::audio,
-                       file_type::gzip, file_type::zip}) {
+                       file_type::gzip, file_type::zip, file_type::png}) {
     EXPECT_EQ(p.chunker_for(t), chunker_spec::fixed()) << file_type_name(t);
   }
   for (const auto t : {file_type::unknown, file_type::other, file_type::archive,

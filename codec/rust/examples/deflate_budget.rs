@@ -14,8 +14,7 @@ fn main() {
             continue;
         }
         let out = unsafe { std::slice::from_raw_parts(r.data, r.len) };
-        let skel_len = u64::from_le_bytes(out[..8].try_into().unwrap()) as usize;
-        let (skeleton, plain) = out[8..].split_at(skel_len);
+        let (skeleton, _, plain) = deflate_split_parts(out);
         let Some(allocated) = deflate_join_allocated(skeleton, plain, f.len()) else {
             println!("OVERRAN the budget: {path}");
             failed += 1;

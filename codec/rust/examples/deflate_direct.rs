@@ -39,17 +39,17 @@ fn main() {
             eprintln!("refused: {}", msg.to_string_lossy());
         } else {
             let out = bytes(&r);
-            let skel = u64::from_le_bytes(out[..8].try_into().unwrap()) as usize;
+            let (skeleton, _, plain) = deflate_split_parts(&out);
             total += f.len();
-            skel_total += skel;
-            plain_total += out.len() - 8 - skel;
-            splits.push((f, out, skel));
+            skel_total += skeleton.len();
+            plain_total += plain.len();
+            splits.push((f, out));
         }
         unsafe { densefs_rs_free(&mut r) };
     }
     let t1 = cpu_seconds();
-    for (f, out, skel) in &splits {
-        let (s, p) = (&out[8..8 + skel], &out[8 + skel..]);
+    for (f, out) in &splits {
+        let (s, _, p) = deflate_split_parts(out);
         let mut r = unsafe { densefs_rs_deflate_join(s.as_ptr(), s.len(), p.as_ptr(), p.len(), f.len()) };
         assert_eq!(r.status, DENSEFS_RS_OK);
         assert!(bytes(&r) == **f, "join differs");
@@ -59,8 +59,9 @@ fn main() {
     // The library alone: recreate each member's deflate stream from its
     // plain text and corrections (what the join does minus our framing).
     let mut streams = 0usize;
-    for (_, out, skel) in &splits {
-        streams += deflate_streams_recreate(&out[8..8 + skel], &out[8 + skel..]);
+    for (_, out) in &splits {
+        let (s, _, p) = deflate_split_parts(out);
+        streams += deflate_streams_recreate(s, p);
     }
     let t3 = cpu_seconds();
     println!(

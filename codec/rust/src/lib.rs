@@ -664,7 +664,119 @@ const OP_DEFLATE: u8 = b'D';
 /// are written.
 const OP_IDAT: u8 = b'I';
 
+/// A deflate stream whose plain text is itself a container (a PNG member
+/// of a zip, deflated): the ops of its own skeleton, rebuilt from the next
+/// plain text, give the stream's plain text, which preflate then deflates.
+/// One level deep: the inner skeleton has no OP_NESTED.
+const OP_NESTED: u8 = b'N';
+
 const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+const JPEG_SOI: &[u8] = b"\xff\xd8\xff";
+
+/// What a range of the plain text holds. The C++ side (deflate_codec.cpp)
+/// codes each kind with the coder that suits it; the kind is a hint, the
+/// bytes are the same either way.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum PlainKind {
+    Text,
+    /// The filtered scanlines of a non-interlaced PNG image, exactly.
+    PngRows { width: u32, height: u32, depth: u8, color: u8 },
+    /// A whole JPEG file (a zip member).
+    Jpeg,
+}
+
+/// A container split into its skeleton (the ops that rebuild it), its plain
+/// text, and the kind of each range of that plain text, in order.
+#[derive(Default)]
+struct Split {
+    skeleton: Vec<u8>,
+    plain: Vec<u8>,
+    segments: Vec<(PlainKind, usize)>,
+    /// The skeleton has an OP_NESTED (a payload format 1 cannot hold).
+    nested: bool,
+}
+
+impl Split {
+    fn push_plain(&mut self, kind: PlainKind, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        match self.segments.last_mut() {
+            Some((PlainKind::Text, len)) if kind == PlainKind::Text => *len += bytes.len(),
+            _ => self.segments.push((kind, bytes.len())),
+        }
+        self.plain.extend_from_slice(bytes);
+    }
+
+    /// Kept bytes of the container.
+    fn literal(&mut self, bytes: &[u8]) {
+        if !bytes.is_empty() {
+            self.skeleton.push(OP_LITERAL);
+            put_varint(&mut self.skeleton, bytes.len() as u64);
+            self.skeleton.extend_from_slice(bytes);
+        }
+    }
+
+    fn deflate(&mut self, plain: &[u8], corrections: &[u8], kind: PlainKind) {
+        self.skeleton.push(OP_DEFLATE);
+        put_varint(&mut self.skeleton, plain.len() as u64);
+        put_varint(&mut self.skeleton, corrections.len() as u64);
+        self.skeleton.extend_from_slice(corrections);
+        self.push_plain(kind, plain);
+    }
+
+    /// A deflate stream of `plain_len` bytes of plain text that `inner`
+    /// rebuilds.
+    fn deflate_nested(&mut self, plain_len: usize, corrections: &[u8], inner: Split) {
+        self.nested = true;
+        self.skeleton.push(OP_NESTED);
+        put_varint(&mut self.skeleton, plain_len as u64);
+        put_varint(&mut self.skeleton, corrections.len() as u64);
+        self.skeleton.extend_from_slice(corrections);
+        put_varint(&mut self.skeleton, inner.skeleton.len() as u64);
+        self.skeleton.extend_from_slice(&inner.skeleton);
+        self.append_plain(inner);
+    }
+
+    /// `inner`'s ops written here, in place (a stored member).
+    fn append(&mut self, inner: Split) {
+        self.nested |= inner.nested;
+        self.skeleton.extend_from_slice(&inner.skeleton);
+        self.append_plain(inner);
+    }
+
+    fn append_plain(&mut self, inner: Split) {
+        let mut at = 0;
+        for (kind, len) in inner.segments {
+            self.push_plain(kind, &inner.plain[at..at + len]);
+            at += len;
+        }
+    }
+
+    /// The segment table: a flags byte (1: the skeleton has OP_NESTED), a
+    /// varint count, then per segment its kind (0 text, 1 PNG rows, 2 JPEG)
+    /// and plain length; PNG rows add width, height (varints), bit depth
+    /// and colour type (a byte each).
+    fn segment_table(&self) -> Vec<u8> {
+        let mut t = vec![u8::from(self.nested)];
+        put_varint(&mut t, self.segments.len() as u64);
+        for &(kind, len) in &self.segments {
+            match kind {
+                PlainKind::Text => t.push(0),
+                PlainKind::PngRows { .. } => t.push(1),
+                PlainKind::Jpeg => t.push(2),
+            }
+            put_varint(&mut t, len as u64);
+            if let PlainKind::PngRows { width, height, depth, color } = kind {
+                put_varint(&mut t, u64::from(width));
+                put_varint(&mut t, u64::from(height));
+                t.push(depth);
+                t.push(color);
+            }
+        }
+        t
+    }
+}
 
 /// A deflate stream (or all the streams of one chunk together) may inflate
 /// to at most this many bytes: 64 times the container, at least 16 MiB,
@@ -785,14 +897,13 @@ fn preflate_stream(data: &[u8], plain_cap: usize) -> Result<(usize, Vec<u8>, Vec
 
 /// Splits a gzip file (one or more members, then optional trailing bytes)
 /// into the skeleton (ops) and the concatenated plain text of its members.
-fn split_gzip(input: &[u8], plain_cap: usize) -> Result<(Vec<u8>, Vec<u8>), Failure> {
-    let mut skeleton = Vec::new();
-    let mut plain = Vec::new();
+fn split_gzip(input: &[u8], plain_cap: usize) -> Result<Split, Failure> {
+    let mut split = Split::default();
     let mut rest = input;
     let mut members = 0usize;
     while let Some(header) = gzip_header_len(rest) {
         let (deflate_len, member_plain, corrections) =
-            preflate_stream(&rest[header..], plain_cap - plain.len())
+            preflate_stream(&rest[header..], plain_cap - split.plain.len())
                 .map_err(|mut f| {
                     f.message = format!("{} (gzip member {members})", f.message);
                     f
@@ -804,42 +915,66 @@ fn split_gzip(input: &[u8], plain_cap: usize) -> Result<(Vec<u8>, Vec<u8>), Fail
                 format!("deflate: gzip member {members} has no complete trailer"),
             );
         }
-        skeleton.push(OP_LITERAL);
-        put_varint(&mut skeleton, header as u64);
-        skeleton.extend_from_slice(&rest[..header]);
-        skeleton.push(OP_DEFLATE);
-        put_varint(&mut skeleton, member_plain.len() as u64);
-        put_varint(&mut skeleton, corrections.len() as u64);
-        skeleton.extend_from_slice(&corrections);
-        skeleton.push(OP_LITERAL);
-        put_varint(&mut skeleton, 8);
-        skeleton.extend_from_slice(&rest[header + deflate_len..member_end]);
-        plain.extend_from_slice(&member_plain);
+        split.literal(&rest[..header]);
+        split.deflate(&member_plain, &corrections, PlainKind::Text);
+        split.literal(&rest[header + deflate_len..member_end]);
         rest = &rest[member_end..];
         members += 1;
     }
     if members == 0 {
         return fail(DENSEFS_RS_REJECTED, "deflate: not a gzip file");
     }
-    if !rest.is_empty() {
-        // Zero padding (tape blocks) or other bytes after the last member.
-        skeleton.push(OP_LITERAL);
-        put_varint(&mut skeleton, rest.len() as u64);
-        skeleton.extend_from_slice(rest);
-    }
-    Ok((skeleton, plain))
+    // Zero padding (tape blocks) or other bytes after the last member.
+    split.literal(rest);
+    Ok(split)
 }
 
 fn be32(b: &[u8]) -> usize {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize
 }
 
+/// The image header of a PNG (its IHDR chunk, which must come first) when
+/// its IDAT stream inflates to the plain filtered scanlines the C++ side
+/// can turn into pixels: not interlaced, a valid depth for its colour type.
+fn png_rows_kind(input: &[u8]) -> Option<(PlainKind, usize)> {
+    let h = input.get(8..8 + 8 + 13)?;
+    if be32(h) != 13 || &h[4..8] != b"IHDR" {
+        return None;
+    }
+    let (width, height) = (be32(&h[8..]), be32(&h[12..]));
+    let (depth, color) = (h[16], h[17]);
+    let (compression, filter, interlace) = (h[18], h[19], h[20]);
+    let channels = match (color, depth) {
+        (0, 1 | 2 | 4 | 8 | 16) | (3, 1 | 2 | 4 | 8) => 1,
+        (2, 8 | 16) => 3,
+        (4, 8 | 16) => 2,
+        (6, 8 | 16) => 4,
+        _ => return None,
+    };
+    if compression != 0 || filter != 0 || interlace != 0 || width == 0 || height == 0 {
+        return None;
+    }
+    let row_bits = width.checked_mul(channels * usize::from(depth))?;
+    let rows_len = height.checked_mul(1 + row_bits.div_ceil(8))?;
+    let kind = PlainKind::PngRows {
+        width: u32::try_from(width).ok()?,
+        height: u32::try_from(height).ok()?,
+        depth,
+        color,
+    };
+    Some((kind, rows_len))
+}
+
 /// Splits a PNG file: its IDAT chunks hold one zlib stream; everything else
 /// (other chunks, the IDAT lengths and CRCs, the zlib header and Adler-32)
 /// is kept. Forged lengths, IDAT chunks that are not consecutive, a zlib
-/// header preflate cannot take: refused.
-fn split_png(input: &[u8], plain_cap: usize) -> Result<(Vec<u8>, Vec<u8>), Failure> {
+/// header preflate cannot take: refused. The plain text is marked as PNG
+/// rows when it is exactly the image's filtered scanlines.
+fn split_png(input: &[u8], plain_cap: usize) -> Result<Split, Failure> {
     let refuse = |why: &str| fail(DENSEFS_RS_REJECTED, format!("deflate: PNG refused: {why}"));
+    if !input.starts_with(PNG_SIGNATURE) {
+        return refuse("no PNG signature");
+    }
     // (offset of the chunk, data length, CRC) of every IDAT chunk.
     let mut idats: Vec<(usize, usize, [u8; 4])> = Vec::new();
     let mut at = PNG_SIGNATURE.len();
@@ -886,36 +1021,28 @@ fn split_png(input: &[u8], plain_cap: usize) -> Result<(Vec<u8>, Vec<u8>), Failu
         return refuse("not a zlib stream");
     }
     let (deflate_len, plain, corrections) = preflate_stream(&zlib[2..], plain_cap)?;
+    let kind = match png_rows_kind(input) {
+        Some((kind, rows_len)) if rows_len == plain.len() => kind,
+        _ => PlainKind::Text,
+    };
     let first = idats[0].0;
     let (last_off, last_len, _) = *idats.last().unwrap();
     let after = last_off + 12 + last_len;
-    let mut skeleton = Vec::new();
-    skeleton.push(OP_LITERAL);
-    put_varint(&mut skeleton, first as u64);
-    skeleton.extend_from_slice(&input[..first]);
-    skeleton.push(OP_IDAT);
-    put_varint(&mut skeleton, idats.len() as u64);
+    let mut split = Split::default();
+    split.literal(&input[..first]);
+    split.skeleton.push(OP_IDAT);
+    put_varint(&mut split.skeleton, idats.len() as u64);
     for &(_, len, crc) in &idats {
-        put_varint(&mut skeleton, len as u64);
-        skeleton.extend_from_slice(&crc);
+        put_varint(&mut split.skeleton, len as u64);
+        split.skeleton.extend_from_slice(&crc);
     }
-    skeleton.push(OP_LITERAL);
-    put_varint(&mut skeleton, 2);
-    skeleton.extend_from_slice(&zlib[..2]);
-    skeleton.push(OP_DEFLATE);
-    put_varint(&mut skeleton, plain.len() as u64);
-    put_varint(&mut skeleton, corrections.len() as u64);
-    skeleton.extend_from_slice(&corrections);
+    split.literal(&zlib[..2]);
+    split.deflate(&plain, &corrections, kind);
     // The Adler-32 and anything after the stream inside the IDAT data.
-    let tail = &zlib[2 + deflate_len..];
-    skeleton.push(OP_LITERAL);
-    put_varint(&mut skeleton, tail.len() as u64);
-    skeleton.extend_from_slice(tail);
+    split.literal(&zlib[2 + deflate_len..]);
     // Chunks after the IDATs, IEND, and bytes after IEND.
-    skeleton.push(OP_LITERAL);
-    put_varint(&mut skeleton, (input.len() - after) as u64);
-    skeleton.extend_from_slice(&input[after..]);
-    Ok((skeleton, plain))
+    split.literal(&input[after..]);
+    Ok(split)
 }
 
 fn le16(b: &[u8]) -> usize {
@@ -934,24 +1061,19 @@ const ZIP_MAX_ENTRIES: usize = 4096;
 /// Splits a zip file (docx, odt, jar, whl, ...): the deflate data of each
 /// entry (local header method 8) is recompressed, everything else (local
 /// headers, stored entries, data descriptors, the central directory) kept.
-/// An entry preflate refuses stays as it is; a file with no entry taken is
-/// refused. Entries are walked from the start through their local headers;
-/// where a length cannot be known (a data descriptor after an entry that is
-/// not taken), the rest of the file is kept as it is.
-fn split_zip(input: &[u8], plain_cap: usize) -> Result<(Vec<u8>, Vec<u8>), Failure> {
-    let mut skeleton = Vec::new();
-    let mut plain = Vec::new();
+/// A member that is a picture gets its own kind of plain text: a deflated
+/// PNG member is split again inside its stream (OP_NESTED), a stored one in
+/// place; a JPEG member's plain text is marked as JPEG. An entry preflate
+/// refuses stays as it is; a file with no entry taken is refused. Entries
+/// are walked from the start through their local headers; where a length
+/// cannot be known (a data descriptor after an entry that is not taken),
+/// the rest of the file is kept as it is.
+fn split_zip(input: &[u8], plain_cap: usize) -> Result<Split, Failure> {
+    let mut split = Split::default();
     let mut kept_from = 0usize; // start of the bytes not yet in the skeleton
     let mut at = 0usize;
     let mut streams = 0usize;
     let mut entries = 0usize;
-    let literal = |skeleton: &mut Vec<u8>, bytes: &[u8]| {
-        if !bytes.is_empty() {
-            skeleton.push(OP_LITERAL);
-            put_varint(skeleton, bytes.len() as u64);
-            skeleton.extend_from_slice(bytes);
-        }
-    };
     while entries < ZIP_MAX_ENTRIES && input.len() - at >= 30 && input[at..].starts_with(b"PK\x03\x04") {
         entries += 1;
         let h = &input[at..];
@@ -966,17 +1088,34 @@ fn split_zip(input: &[u8], plain_cap: usize) -> Result<(Vec<u8>, Vec<u8>), Failu
         let mut end: Option<usize> = None; // offset in h after the entry's data
         if method == 8 {
             if let Ok((dlen, p, corrections)) =
-                preflate_stream(&h[data..], plain_cap - plain.len())
+                preflate_stream(&h[data..], plain_cap - split.plain.len())
             {
-                literal(&mut skeleton, &input[kept_from..at + data]);
-                skeleton.push(OP_DEFLATE);
-                put_varint(&mut skeleton, p.len() as u64);
-                put_varint(&mut skeleton, corrections.len() as u64);
-                skeleton.extend_from_slice(&corrections);
-                plain.extend_from_slice(&p);
+                split.literal(&input[kept_from..at + data]);
+                let nested = p
+                    .starts_with(PNG_SIGNATURE)
+                    .then(|| split_png(&p, plain_cap - split.plain.len()).ok())
+                    .flatten();
+                match nested {
+                    Some(png) => split.deflate_nested(p.len(), &corrections, png),
+                    None => {
+                        let kind = if p.starts_with(JPEG_SOI) { PlainKind::Jpeg } else { PlainKind::Text };
+                        split.deflate(&p, &corrections, kind);
+                    }
+                }
                 kept_from = at + data + dlen;
                 streams += 1;
                 end = Some(if descriptor || csize < dlen { data + dlen } else { data + csize });
+            }
+        } else if method == 0 && !descriptor && csize <= h.len() - data {
+            // A stored PNG: split in place, its ops written where its bytes were.
+            let member = &h[data..data + csize];
+            if member.starts_with(PNG_SIGNATURE) {
+                if let Ok(png) = split_png(member, plain_cap - split.plain.len()) {
+                    split.literal(&input[kept_from..at + data]);
+                    split.append(png);
+                    kept_from = at + data + csize;
+                    streams += 1;
+                }
             }
         }
         let end = match end {
@@ -998,15 +1137,36 @@ fn split_zip(input: &[u8], plain_cap: usize) -> Result<(Vec<u8>, Vec<u8>), Failu
     if streams == 0 {
         return fail(DENSEFS_RS_REJECTED, "deflate: zip refused: no deflate entry preflate takes");
     }
-    literal(&mut skeleton, &input[kept_from..]);
-    Ok((skeleton, plain))
+    split.literal(&input[kept_from..]);
+    Ok(split)
 }
 
 /// Rebuilds the container from its skeleton and plain text, refusing to
 /// produce more than `max_out` bytes or to leave plain text unused.
 fn join_deflate(skeleton: &[u8], plain: &[u8], max_out: usize) -> Result<Vec<u8>, Failure> {
-    let mut ops = skeleton;
     let mut plain_rest = plain;
+    let out = join_ops(skeleton, &mut plain_rest, max_out, skeleton.len(), true)?;
+    if !plain_rest.is_empty() {
+        return fail(
+            DENSEFS_RS_CORRUPT,
+            format!("deflate: {} bytes of plain text left over", plain_rest.len()),
+        );
+    }
+    Ok(out)
+}
+
+/// Rebuilds what the ops of `skeleton` write (at most `max_out` bytes),
+/// taking plain text from the front of `plain_rest`. `budget_skeleton` is
+/// the whole payload's skeleton length, for the memory allowance; an
+/// OP_NESTED is taken only when `nested_allowed`.
+fn join_ops(
+    skeleton: &[u8],
+    plain_rest: &mut &[u8],
+    max_out: usize,
+    budget_skeleton: usize,
+    nested_allowed: bool,
+) -> Result<Vec<u8>, Failure> {
+    let mut ops = skeleton;
     let mut out: Vec<u8> = Vec::new();
     // An open IDAT region: its chunks (length, CRC), and the bytes written
     // into it so far. Every byte in it ends up in `out` too, with 12 bytes
@@ -1026,13 +1186,40 @@ fn join_deflate(skeleton: &[u8], plain: &[u8], max_out: usize) -> Result<Vec<u8>
                 let n = get_varint(&mut ops)?;
                 take(&mut ops, n, "literal")?.to_vec()
             }
-            OP_DEFLATE => {
+            OP_DEFLATE | OP_NESTED => {
                 let n = get_varint(&mut ops)?;
-                let stream_plain = take(&mut plain_rest, n, "plain text")?;
                 let c = get_varint(&mut ops)?;
                 let corrections = take(&mut ops, c, "reconstruction data")?;
+                let nested_plain;
+                let stream_plain: &[u8] = if op == OP_DEFLATE {
+                    take(plain_rest, n, "plain text")?
+                } else {
+                    if !nested_allowed {
+                        return fail(DENSEFS_RS_CORRUPT, "deflate: a nested stream inside a nested one");
+                    }
+                    let cap = deflate_plain_cap(max_out);
+                    let n = match usize::try_from(n) {
+                        Ok(n) if n <= cap => n,
+                        _ => {
+                            return fail(
+                                DENSEFS_RS_CORRUPT,
+                                format!("deflate: a nested stream of {n} bytes, more than the {cap} allowed"),
+                            )
+                        }
+                    };
+                    let s = get_varint(&mut ops)?;
+                    let inner = take(&mut ops, s, "nested skeleton")?;
+                    nested_plain = join_ops(inner, plain_rest, n, budget_skeleton, false)?;
+                    if nested_plain.len() != n {
+                        return fail(
+                            DENSEFS_RS_CORRUPT,
+                            format!("deflate: a nested stream rebuilt to {} bytes, not {n}", nested_plain.len()),
+                        );
+                    }
+                    &nested_plain
+                };
                 alloc_budget::refill(
-                    join_allowance(skeleton.len(), max_out)
+                    join_allowance(budget_skeleton, max_out)
                         .saturating_add(stream_allowance(stream_plain.len(), corrections.len())),
                 );
                 preflate_rs::recreate_whole_deflate_stream(stream_plain, corrections).map_err(
@@ -1101,18 +1288,13 @@ fn join_deflate(skeleton: &[u8], plain: &[u8], max_out: usize) -> Result<Vec<u8>
     if region.is_some() {
         return fail(DENSEFS_RS_CORRUPT, "deflate: IDAT chunks left incomplete");
     }
-    if !plain_rest.is_empty() {
-        return fail(
-            DENSEFS_RS_CORRUPT,
-            format!("deflate: {} bytes of plain text left over", plain_rest.len()),
-        );
-    }
     Ok(out)
 }
 
-/// Splits a container of deflate streams (a gzip file or a PNG) into its
-/// skeleton and plain text. Output: u64 LE skeleton length, the skeleton,
-/// then the plain text. REJECTED for anything it does not take (not gzip,
+/// Splits a container of deflate streams (a gzip file, a PNG, a zip file)
+/// into its skeleton and plain text. Output: u64 LE skeleton length, the
+/// skeleton, u64 LE segment table length, the segment table
+/// (Split::segment_table), then the plain text. REJECTED for anything it does not take (not gzip,
 /// truncated, inflating past the cap, a stream preflate cannot predict).
 ///
 /// # Safety
@@ -1123,17 +1305,21 @@ pub unsafe extern "C" fn densefs_rs_deflate_split(data: *const u8, len: usize) -
         // SAFETY: forwarded caller contract.
         let data = unsafe { input(data, len) }?;
         let cap = deflate_plain_cap(data.len());
-        let (skeleton, plain) = if data.starts_with(PNG_SIGNATURE) {
+        let split = if data.starts_with(PNG_SIGNATURE) {
             split_png(data, cap)?
         } else if data.starts_with(b"PK\x03\x04") {
             split_zip(data, cap)?
         } else {
             split_gzip(data, cap)?
         };
-        let mut out = Vec::with_capacity(8 + skeleton.len() + plain.len());
-        out.extend_from_slice(&(skeleton.len() as u64).to_le_bytes());
-        out.extend_from_slice(&skeleton);
-        out.extend_from_slice(&plain);
+        let table = split.segment_table();
+        let mut out =
+            Vec::with_capacity(16 + split.skeleton.len() + table.len() + split.plain.len());
+        out.extend_from_slice(&(split.skeleton.len() as u64).to_le_bytes());
+        out.extend_from_slice(&split.skeleton);
+        out.extend_from_slice(&(table.len() as u64).to_le_bytes());
+        out.extend_from_slice(&table);
+        out.extend_from_slice(&split.plain);
         Ok(out)
     })
 }
@@ -1247,12 +1433,28 @@ pub fn deflate_join_allocated(skeleton: &[u8], plain: &[u8], max_out: usize) -> 
     }
 }
 
+/// Example hook: the skeleton, segment table and plain text of what
+/// densefs_rs_deflate_split returned. Panics on a malformed result.
+#[doc(hidden)]
+pub fn deflate_split_parts(out: &[u8]) -> (&[u8], &[u8], &[u8]) {
+    let skel = u64::from_le_bytes(out[..8].try_into().unwrap()) as usize;
+    let (skeleton, rest) = out[8..].split_at(skel);
+    let table = u64::from_le_bytes(rest[..8].try_into().unwrap()) as usize;
+    let (table, plain) = rest[8..].split_at(table);
+    (skeleton, table, plain)
+}
+
 /// Benchmark hook (examples/deflate_direct.rs): rebuilds every deflate
 /// stream of a skeleton with preflate-rs alone, none of densefs' framing or
 /// bounds, and returns how many there were. Panics on bad input.
 #[doc(hidden)]
 pub fn deflate_streams_recreate(skeleton: &[u8], plain: &[u8]) -> usize {
-    let (mut ops, mut plain) = (skeleton, plain);
+    let mut plain = plain;
+    streams_recreate(skeleton, &mut plain)
+}
+
+fn streams_recreate(skeleton: &[u8], plain: &mut &[u8]) -> usize {
+    let mut ops = skeleton;
     let mut n = 0;
     while let Some((&op, rest)) = ops.split_first() {
         ops = rest;
@@ -1268,11 +1470,24 @@ pub fn deflate_streams_recreate(skeleton: &[u8], plain: &[u8]) -> usize {
             }
             continue;
         }
-        let (p, rest) = plain.split_at(len as usize);
-        plain = rest;
         let c = get_varint(&mut ops).ok().expect("varint") as usize;
-        preflate_rs::recreate_whole_deflate_stream(p, &ops[..c]).expect("recreate");
-        ops = &ops[c..];
+        let (corrections, rest) = ops.split_at(c);
+        ops = rest;
+        let stream_plain = if op == OP_NESTED {
+            let s = get_varint(&mut ops).ok().expect("varint") as usize;
+            let (inner, rest) = ops.split_at(s);
+            ops = rest;
+            // The outer stream needs the inner container's bytes: rebuilt
+            // with densefs's join (not timed apart from the library's).
+            let mut taken = *plain;
+            n += streams_recreate(inner, plain);
+            join_ops(inner, &mut taken, len as usize, inner.len(), false).ok().expect("join")
+        } else {
+            let (p, rest) = plain.split_at(len as usize);
+            *plain = rest;
+            p.to_vec()
+        };
+        preflate_rs::recreate_whole_deflate_stream(&stream_plain, corrections).expect("recreate");
         n += 1;
     }
     n
