@@ -375,8 +375,8 @@ const std::unordered_map<std::string_view, file_type>& signature_extensions() {
     auto* m = new std::unordered_map<std::string_view, file_type>;
     for (const auto ext : {"jpg"sv, "jpeg"sv, "jpe"sv, "jfif"sv}) m->emplace(ext, file_type::jpeg);
     m->emplace("png"sv, file_type::png);
-    for (const auto ext : {"gif"sv, "webp"sv, "heic"sv, "heif"sv, "avif"sv, "jp2"sv,
-                           "j2k"sv, "jpf"sv, "jpx"sv, "jxl"sv, "cr3"sv}) {
+    for (const auto ext : {"gif"sv, "webp"sv, "heic"sv, "heif"sv, "avif"sv, "jp2"sv, "j2k"sv,
+                           "jpf"sv, "jpx"sv, "jxl"sv, "cr3"sv}) {
       m->emplace(ext, file_type::image);
     }
     for (const auto ext : {"mp4"sv, "m4v"sv, "mov"sv, "qt"sv, "mkv"sv, "webm"sv, "avi"sv, "m2ts"sv,
@@ -568,7 +568,7 @@ namespace {
 
 constexpr std::array<std::string_view, k_file_type_count> k_type_names = {
     "unknown", "other",    "jpeg",     "image",      "video", "audio", "archive",
-    "text",    "document", "database", "executable", "gzip",  "zip",  "png"};
+    "text",    "document", "database", "executable", "gzip",  "zip",   "png"};
 
 }  // namespace
 

@@ -112,7 +112,7 @@ enum class segment_coding : std::uint8_t {
 struct segment {
   segment_coding coding = segment_coding::text;
   std::size_t plain_size = 0;
-  png_image_header png;  // png_rows only
+  png_image_header png;     // png_rows only
   std::string_view packed;  // png_rows and lepton
 };
 
@@ -121,7 +121,7 @@ struct segment {
 // table (Split::segment_table in codec/rust) gives a kind per range.
 struct split_container {
   std::string_view skeleton;
-  bool nested = false;  // the skeleton has ops payload version 1 cannot hold
+  bool nested = false;            // the skeleton has ops payload version 1 cannot hold
   std::vector<segment> segments;  // packed empty: the kinds, to be coded
   std::string_view plain;
 };
@@ -375,6 +375,12 @@ std::string deflate_decode_any_size(std::string_view stored, std::size_t max_pla
       in.remove_prefix(1);
       const std::uint64_t size = get_varint(in, "deflate");
       if (size > cap - total) throw too_much(total + size);
+      // The encoder never writes an empty segment or two text segments in a
+      // row: a forged table of them could only cost memory.
+      if (size == 0 || (seg.coding == segment_coding::text && !segments.empty() &&
+                        segments.back().coding == segment_coding::text)) {
+        throw codec_error("deflate payload has an empty segment or two text segments in a row");
+      }
       seg.plain_size = size;
       total += size;
       if (seg.coding == segment_coding::text) {

@@ -48,23 +48,32 @@ constexpr int k_filter_zstd_level = 19;
 constexpr std::chrono::seconds k_encode_cpu_limit{120};
 
 struct layout {
-  unsigned channels = 0;         // samples per pixel
-  bool alpha = false;            // the last channel is alpha
-  unsigned sample_bytes = 0;     // in the pixel buffer: 1, or 2 (16-bit, big-endian)
-  std::size_t row_bytes = 0;     // a filtered row without its filter byte
-  std::size_t filter_unit = 0;   // bytes per complete pixel, at least 1
-  std::uint64_t pixel_bytes = 0; // the whole pixel buffer
+  unsigned channels = 0;          // samples per pixel
+  bool alpha = false;             // the last channel is alpha
+  unsigned sample_bytes = 0;      // in the pixel buffer: 1, or 2 (16-bit, big-endian)
+  std::size_t row_bytes = 0;      // a filtered row without its filter byte
+  std::size_t filter_unit = 0;    // bytes per complete pixel, at least 1
+  std::uint64_t pixel_bytes = 0;  // the whole pixel buffer
 };
 
 std::optional<layout> layout_of(const png_image_header& h) {
   layout l;
   switch (h.color) {
     case 0:
-    case 3: l.channels = 1; break;
-    case 2: l.channels = 3; break;
-    case 4: l.channels = 2; break;
-    case 6: l.channels = 4; break;
-    default: return std::nullopt;
+    case 3:
+      l.channels = 1;
+      break;
+    case 2:
+      l.channels = 3;
+      break;
+    case 4:
+      l.channels = 2;
+      break;
+    case 6:
+      l.channels = 4;
+      break;
+    default:
+      return std::nullopt;
   }
   // RFC 2083 section 4.1.1: the depths each colour type allows.
   const unsigned d = h.depth;
@@ -76,6 +85,8 @@ std::optional<layout> layout_of(const png_image_header& h) {
   const std::uint64_t row_bits = std::uint64_t{h.width} * l.channels * d;
   l.row_bytes = static_cast<std::size_t>((row_bits + 7) / 8);
   l.filter_unit = std::max<std::size_t>(1, l.channels * d / 8);
+  // At most 2^64 / 2^3: width and height are 32-bit, channels times
+  // sample bytes at most 8, so this cannot wrap.
   l.pixel_bytes = std::uint64_t{h.width} * h.height * l.channels * l.sample_bytes;
   return l;
 }
@@ -89,11 +100,16 @@ std::uint8_t paeth(int a, int b, int c) {
 
 std::uint8_t predict(std::uint8_t filter, std::uint8_t a, std::uint8_t b, std::uint8_t c) {
   switch (filter) {
-    case 1: return a;
-    case 2: return b;
-    case 3: return static_cast<std::uint8_t>((unsigned{a} + b) / 2);
-    case 4: return paeth(a, b, c);
-    default: return 0;
+    case 1:
+      return a;
+    case 2:
+      return b;
+    case 3:
+      return static_cast<std::uint8_t>((unsigned{a} + b) / 2);
+    case 4:
+      return paeth(a, b, c);
+    default:
+      return 0;
   }
 }
 
@@ -193,8 +209,7 @@ std::optional<std::string> jxl_encode(std::string_view samples, const png_image_
   if (JxlEncoderSetColorEncoding(enc.get(), &colour) != JXL_ENC_SUCCESS) return std::nullopt;
   JxlEncoderFrameSettings* frame = JxlEncoderFrameSettingsCreate(enc.get(), nullptr);
   const std::uint64_t pixels = std::uint64_t{h.width} * h.height;
-  const int effort =
-      pixels >= k_min_pixels_effort_9 && pixels <= k_max_pixels_effort_9 ? 9 : 7;
+  const int effort = pixels >= k_min_pixels_effort_9 && pixels <= k_max_pixels_effort_9 ? 9 : 7;
   if (!frame || JxlEncoderSetFrameLossless(frame, JXL_TRUE) != JXL_ENC_SUCCESS ||
       JxlEncoderFrameSettingsSetOption(frame, JXL_ENC_FRAME_SETTING_EFFORT, effort) !=
           JXL_ENC_SUCCESS ||
@@ -224,9 +239,7 @@ std::optional<std::string> jxl_encode(std::string_view samples, const png_image_
 }
 
 std::string jxl_decode(std::string_view code, const png_image_header& h, const layout& l) {
-  const auto bad = [](const std::string& why) {
-    return codec_error("deflate: PNG rows: " + why);
-  };
+  const auto bad = [](const std::string& why) { return codec_error("deflate: PNG rows: " + why); };
   const std::unique_ptr<JxlDecoder, decoder_deleter> dec(JxlDecoderCreate(nullptr));
   if (!dec) throw bad("cannot create a JPEG XL decoder");
   if (JxlDecoderSubscribeEvents(dec.get(), JXL_DEC_BASIC_INFO | JXL_DEC_FULL_IMAGE) !=
@@ -346,10 +359,9 @@ std::string unpack_filters(std::string_view& in, std::uint32_t height) {
 
 std::optional<std::size_t> png_rows_size(const png_image_header& h, std::size_t max_rows) {
   const auto l = layout_of(h);
-  if (!l) return std::nullopt;
-  const std::uint64_t n = std::uint64_t{h.height} * (1 + std::uint64_t{l->row_bytes});
-  if (n > max_rows) return std::nullopt;
-  return static_cast<std::size_t>(n);
+  // Row length times height, refused before it could wrap.
+  if (!l || std::uint64_t{l->row_bytes} + 1 > max_rows / h.height) return std::nullopt;
+  return static_cast<std::size_t>(std::uint64_t{h.height} * (l->row_bytes + 1));
 }
 
 std::optional<std::string> png_rows_encode(std::string_view rows, const png_image_header& h) {
@@ -412,9 +424,11 @@ std::string png_rows_decode(std::string_view packed, const png_image_header& h) 
     raw = std::move(samples);
   }
   std::string rows(std::size_t{h.height} * (l->row_bytes + 1), '\0');
-  for (std::uint32_t y = 0; y < h.height; ++y) rows[std::size_t{y} * (l->row_bytes + 1)] = filters[y];
+  for (std::uint32_t y = 0; y < h.height; ++y)
+    rows[std::size_t{y} * (l->row_bytes + 1)] = filters[y];
   run_filters(false, reinterpret_cast<const std::uint8_t*>(filters.data()), *l, h.height,
-              reinterpret_cast<std::uint8_t*>(rows.data()), reinterpret_cast<std::uint8_t*>(raw.data()));
+              reinterpret_cast<std::uint8_t*>(rows.data()),
+              reinterpret_cast<std::uint8_t*>(raw.data()));
   return rows;
 }
 

@@ -28,8 +28,9 @@ struct png_image_header {
 };
 
 // The length of the filtered scanlines of such an image (a filter byte per
-// row), or nothing when the header is not a valid non-interlaced PNG's or
-// the rows would be longer than `max_rows`.
+// row, no interlacing: codec/rust only marks non-interlaced images' rows),
+// or nothing when the header is not a valid PNG's or the rows would be
+// longer than `max_rows`.
 std::optional<std::size_t> png_rows_size(const png_image_header& h, std::size_t max_rows);
 
 // The rows packed, or nothing when this coder does not take them (a filter

@@ -24,11 +24,21 @@ fn main() {
         n += 1;
         if std::env::var_os("VERBOSE").is_some() {
             let streams = deflate_streams_recreate(skeleton, plain);
-            println!("{allocated} {streams} {} {} {}", skeleton.len(), plain.len(), f.len());
+            println!(
+                "{allocated} {streams} {} {} {}",
+                skeleton.len(),
+                plain.len(),
+                f.len()
+            );
         }
         if ratio > worst {
             worst = ratio;
-            worst_file = format!("{path}: {allocated} bytes for {} + {} + {}", skeleton.len(), plain.len(), f.len());
+            worst_file = format!(
+                "{path}: {allocated} bytes for {} + {} + {}",
+                skeleton.len(),
+                plain.len(),
+                f.len()
+            );
         }
         let mut r = r;
         unsafe { densefs_rs_free(&mut r) };

@@ -28,7 +28,8 @@ fn main() {
         .skip(1)
         .map(|p| std::fs::read(&p).expect(&p))
         .collect();
-    let (mut total, mut plain_total, mut skel_total, mut refused) = (0usize, 0usize, 0usize, 0usize);
+    let (mut total, mut plain_total, mut skel_total, mut refused) =
+        (0usize, 0usize, 0usize, 0usize);
     let mut splits = Vec::new();
     let t0 = cpu_seconds();
     for f in &files {
@@ -50,7 +51,8 @@ fn main() {
     let t1 = cpu_seconds();
     for (f, out) in &splits {
         let (s, _, p) = deflate_split_parts(out);
-        let mut r = unsafe { densefs_rs_deflate_join(s.as_ptr(), s.len(), p.as_ptr(), p.len(), f.len()) };
+        let mut r =
+            unsafe { densefs_rs_deflate_join(s.as_ptr(), s.len(), p.as_ptr(), p.len(), f.len()) };
         assert_eq!(r.status, DENSEFS_RS_OK);
         assert!(bytes(&r) == **f, "join differs");
         unsafe { densefs_rs_free(&mut r) };

@@ -680,7 +680,12 @@ const JPEG_SOI: &[u8] = b"\xff\xd8\xff";
 enum PlainKind {
     Text,
     /// The filtered scanlines of a non-interlaced PNG image, exactly.
-    PngRows { width: u32, height: u32, depth: u8, color: u8 },
+    PngRows {
+        width: u32,
+        height: u32,
+        depth: u8,
+        color: u8,
+    },
     /// A whole JPEG file (a zip member).
     Jpeg,
 }
@@ -767,7 +772,13 @@ impl Split {
                 PlainKind::Jpeg => t.push(2),
             }
             put_varint(&mut t, len as u64);
-            if let PlainKind::PngRows { width, height, depth, color } = kind {
+            if let PlainKind::PngRows {
+                width,
+                height,
+                depth,
+                color,
+            } = kind
+            {
                 put_varint(&mut t, u64::from(width));
                 put_varint(&mut t, u64::from(height));
                 t.push(depth);
@@ -889,7 +900,10 @@ fn preflate_stream(data: &[u8], plain_cap: usize) -> Result<(usize, Vec<u8>, Vec
         } else {
             "it is truncated".to_string()
         };
-        return fail(DENSEFS_RS_REJECTED, format!("deflate: stream refused: {why}"));
+        return fail(
+            DENSEFS_RS_REJECTED,
+            format!("deflate: stream refused: {why}"),
+        );
     }
     let plain = processor.detach_plain_text().text().to_vec();
     Ok((r.compressed_size, plain, r.corrections))
@@ -903,11 +917,10 @@ fn split_gzip(input: &[u8], plain_cap: usize) -> Result<Split, Failure> {
     let mut members = 0usize;
     while let Some(header) = gzip_header_len(rest) {
         let (deflate_len, member_plain, corrections) =
-            preflate_stream(&rest[header..], plain_cap - split.plain.len())
-                .map_err(|mut f| {
-                    f.message = format!("{} (gzip member {members})", f.message);
-                    f
-                })?;
+            preflate_stream(&rest[header..], plain_cap - split.plain.len()).map_err(|mut f| {
+                f.message = format!("{} (gzip member {members})", f.message);
+                f
+            })?;
         let member_end = header + deflate_len + 8;
         if member_end > rest.len() {
             return fail(
@@ -993,7 +1006,12 @@ fn split_png(input: &[u8], plain_cap: usize) -> Result<Split, Failure> {
             if idat_done {
                 return refuse("IDAT chunks that are not consecutive");
             }
-            let crc = [input[crc_at], input[crc_at + 1], input[crc_at + 2], input[crc_at + 3]];
+            let crc = [
+                input[crc_at],
+                input[crc_at + 1],
+                input[crc_at + 2],
+                input[crc_at + 3],
+            ];
             idats.push((at, len, crc));
         } else if !idats.is_empty() {
             idat_done = true;
@@ -1074,7 +1092,10 @@ fn split_zip(input: &[u8], plain_cap: usize) -> Result<Split, Failure> {
     let mut at = 0usize;
     let mut streams = 0usize;
     let mut entries = 0usize;
-    while entries < ZIP_MAX_ENTRIES && input.len() - at >= 30 && input[at..].starts_with(b"PK\x03\x04") {
+    while entries < ZIP_MAX_ENTRIES
+        && input.len() - at >= 30
+        && input[at..].starts_with(b"PK\x03\x04")
+    {
         entries += 1;
         let h = &input[at..];
         let flags = le16(&h[6..]);
@@ -1098,13 +1119,21 @@ fn split_zip(input: &[u8], plain_cap: usize) -> Result<Split, Failure> {
                 match nested {
                     Some(png) => split.deflate_nested(p.len(), &corrections, png),
                     None => {
-                        let kind = if p.starts_with(JPEG_SOI) { PlainKind::Jpeg } else { PlainKind::Text };
+                        let kind = if p.starts_with(JPEG_SOI) {
+                            PlainKind::Jpeg
+                        } else {
+                            PlainKind::Text
+                        };
                         split.deflate(&p, &corrections, kind);
                     }
                 }
                 kept_from = at + data + dlen;
                 streams += 1;
-                end = Some(if descriptor || csize < dlen { data + dlen } else { data + csize });
+                end = Some(if descriptor || csize < dlen {
+                    data + dlen
+                } else {
+                    data + csize
+                });
             }
         } else if method == 0 && !descriptor && csize <= h.len() - data {
             // A stored PNG: split in place, its ops written where its bytes were.
@@ -1130,12 +1159,19 @@ fn split_zip(input: &[u8], plain_cap: usize) -> Result<Split, Failure> {
         if descriptor {
             // Optional signature, CRC-32, sizes (zip64 ones are not told
             // apart: then the walk just stops at the next non-header).
-            let d = if input[at..].starts_with(b"PK\x07\x08") { 16 } else { 12 };
+            let d = if input[at..].starts_with(b"PK\x07\x08") {
+                16
+            } else {
+                12
+            };
             at = (at + d).min(input.len());
         }
     }
     if streams == 0 {
-        return fail(DENSEFS_RS_REJECTED, "deflate: zip refused: no deflate entry preflate takes");
+        return fail(
+            DENSEFS_RS_REJECTED,
+            "deflate: zip refused: no deflate entry preflate takes",
+        );
     }
     split.literal(&input[kept_from..]);
     Ok(split)
@@ -1145,25 +1181,30 @@ fn split_zip(input: &[u8], plain_cap: usize) -> Result<Split, Failure> {
 /// produce more than `max_out` bytes or to leave plain text unused.
 fn join_deflate(skeleton: &[u8], plain: &[u8], max_out: usize) -> Result<Vec<u8>, Failure> {
     let mut plain_rest = plain;
-    let out = join_ops(skeleton, &mut plain_rest, max_out, skeleton.len(), true)?;
+    let allowance = join_allowance(skeleton.len(), max_out);
+    let out = join_ops(skeleton, &mut plain_rest, max_out, allowance, true)?;
     if !plain_rest.is_empty() {
         return fail(
             DENSEFS_RS_CORRUPT,
-            format!("deflate: {} bytes of plain text left over", plain_rest.len()),
+            format!(
+                "deflate: {} bytes of plain text left over",
+                plain_rest.len()
+            ),
         );
     }
     Ok(out)
 }
 
 /// Rebuilds what the ops of `skeleton` write (at most `max_out` bytes),
-/// taking plain text from the front of `plain_rest`. `budget_skeleton` is
-/// the whole payload's skeleton length, for the memory allowance; an
-/// OP_NESTED is taken only when `nested_allowed`.
+/// taking plain text from the front of `plain_rest`. `allowance` is the
+/// whole payload's join_allowance (a nested join gets the outer one, not
+/// one sized by its own output); an OP_NESTED is taken only when
+/// `nested_allowed`.
 fn join_ops(
     skeleton: &[u8],
     plain_rest: &mut &[u8],
     max_out: usize,
-    budget_skeleton: usize,
+    allowance: usize,
     nested_allowed: bool,
 ) -> Result<Vec<u8>, Failure> {
     let mut ops = skeleton;
@@ -1195,7 +1236,10 @@ fn join_ops(
                     take(plain_rest, n, "plain text")?
                 } else {
                     if !nested_allowed {
-                        return fail(DENSEFS_RS_CORRUPT, "deflate: a nested stream inside a nested one");
+                        return fail(
+                            DENSEFS_RS_CORRUPT,
+                            "deflate: a nested stream inside a nested one",
+                        );
                     }
                     let cap = deflate_plain_cap(max_out);
                     let n = match usize::try_from(n) {
@@ -1209,17 +1253,20 @@ fn join_ops(
                     };
                     let s = get_varint(&mut ops)?;
                     let inner = take(&mut ops, s, "nested skeleton")?;
-                    nested_plain = join_ops(inner, plain_rest, n, budget_skeleton, false)?;
+                    nested_plain = join_ops(inner, plain_rest, n, allowance, false)?;
                     if nested_plain.len() != n {
                         return fail(
                             DENSEFS_RS_CORRUPT,
-                            format!("deflate: a nested stream rebuilt to {} bytes, not {n}", nested_plain.len()),
+                            format!(
+                                "deflate: a nested stream rebuilt to {} bytes, not {n}",
+                                nested_plain.len()
+                            ),
                         );
                     }
                     &nested_plain
                 };
                 alloc_budget::refill(
-                    join_allowance(budget_skeleton, max_out)
+                    allowance
                         .saturating_add(stream_allowance(stream_plain.len(), corrections.len())),
                 );
                 preflate_rs::recreate_whole_deflate_stream(stream_plain, corrections).map_err(
@@ -1256,12 +1303,20 @@ fn join_ops(
                 region = Some((chunks, total, Vec::new()));
                 continue;
             }
-            _ => return fail(DENSEFS_RS_CORRUPT, format!("deflate: unknown op 0x{op:02x}")),
+            _ => {
+                return fail(
+                    DENSEFS_RS_CORRUPT,
+                    format!("deflate: unknown op 0x{op:02x}"),
+                )
+            }
         };
         match &mut region {
             Some((chunks, total, buf)) => {
                 if bytes.len() > *total - buf.len() {
-                    return fail(DENSEFS_RS_CORRUPT, "deflate: more bytes than the IDAT chunks hold");
+                    return fail(
+                        DENSEFS_RS_CORRUPT,
+                        "deflate: more bytes than the IDAT chunks hold",
+                    );
                 }
                 buf.extend_from_slice(&bytes);
                 if buf.len() == *total {
@@ -1300,7 +1355,10 @@ fn join_ops(
 /// # Safety
 /// `data` must point to `len` readable bytes (or be null with len 0).
 #[no_mangle]
-pub unsafe extern "C" fn densefs_rs_deflate_split(data: *const u8, len: usize) -> densefs_rs_result {
+pub unsafe extern "C" fn densefs_rs_deflate_split(
+    data: *const u8,
+    len: usize,
+) -> densefs_rs_result {
     guarded(|| {
         // SAFETY: forwarded caller contract.
         let data = unsafe { input(data, len) }?;
@@ -1375,7 +1433,10 @@ pub unsafe extern "C" fn densefs_rs_deflate_join(
 /// refused at read time; what a forged one can make a parked thread keep is
 /// bounded by the same figures.
 fn join_allowance(skeleton_len: usize, max_out: usize) -> usize {
-    skeleton_len.saturating_add(max_out).saturating_mul(8).saturating_add(1 << 20)
+    skeleton_len
+        .saturating_add(max_out)
+        .saturating_mul(8)
+        .saturating_add(1 << 20)
 }
 
 fn stream_allowance(plain_len: usize, corrections_len: usize) -> usize {
@@ -1481,7 +1542,10 @@ fn streams_recreate(skeleton: &[u8], plain: &mut &[u8]) -> usize {
             // with densefs's join (not timed apart from the library's).
             let mut taken = *plain;
             n += streams_recreate(inner, plain);
-            join_ops(inner, &mut taken, len as usize, inner.len(), false).ok().expect("join")
+            let allowance = join_allowance(inner.len(), len as usize);
+            join_ops(inner, &mut taken, len as usize, allowance, false)
+                .ok()
+                .expect("join")
         } else {
             let (p, rest) = plain.split_at(len as usize);
             *plain = rest;
