@@ -196,7 +196,8 @@ void codecs(const std::vector<std::string>& jpegs, const std::vector<std::string
   }
 
   // rust_deflate_decode: output bound, u16 skeleton length, the skeleton
-  // and the plain text, as densefs_rs_deflate_split makes them.
+  // and the plain text, as densefs_rs_deflate_split makes them (its
+  // segment table, between the two, left out).
   for (std::size_t i = 0; i < gzips.size(); ++i) {
     densefs_rs_result r = densefs_rs_deflate_split(
         reinterpret_cast<const std::uint8_t*>(gzips[i].data()), gzips[i].size());
@@ -204,10 +205,14 @@ void codecs(const std::vector<std::string>& jpegs, const std::vector<std::string
       const std::string_view b(reinterpret_cast<const char*>(r.data), r.len);
       std::uint64_t n = 0;
       for (int k = 7; k >= 0; --k) n = (n << 8) | static_cast<std::uint8_t>(b[k]);
-      if (n < 65536) {
+      std::uint64_t t = 0;
+      for (int k = 7; n + 16 <= b.size() && k >= 0; --k)
+        t = (t << 8) | static_cast<std::uint8_t>(b[8 + n + k]);
+      if (n < 65536 && n + 16 + t <= b.size()) {
         const std::string len16{static_cast<char>(n & 0xff), static_cast<char>(n >> 8)};
         put("rust_deflate_decode", "container" + std::to_string(i),
-            le24(gzips[i].size()) + len16 + std::string(b.substr(8)));
+            le24(gzips[i].size()) + len16 + std::string(b.substr(8, n)) +
+                std::string(b.substr(16 + n + t)));
       }
     }
     densefs_rs_free(&r);
