@@ -111,8 +111,8 @@ void filesystem::recompress_chunk(const store::recompress_item& item) {
       const std::string_view head =
           std::string_view(*chunk).substr(0, codec::k_classify_head_bytes);
       const codec::file_type t = codec::classify(head, {});
-      if (t == codec::file_type::jpeg || t == codec::file_type::gzip || t == codec::file_type::zip ||
-          t == codec::file_type::png)
+      if (t == codec::file_type::jpeg || t == codec::file_type::gzip ||
+          t == codec::file_type::zip || t == codec::file_type::png)
         type = t;
     } catch (const std::exception&) {
       type = codec::file_type::jpeg;  // the re-encode below reports the read error
