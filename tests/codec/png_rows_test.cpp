@@ -255,6 +255,53 @@ TEST(png_rows, corrupt_payloads_throw_or_keep_the_size) {
   }
 }
 
+std::string to_hex(std::string_view s) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (const char c : s) {
+    out.push_back(digits[static_cast<std::uint8_t>(c) >> 4]);
+    out.push_back(digits[static_cast<std::uint8_t>(c) & 15]);
+  }
+  return out;
+}
+
+std::string from_hex(std::string_view hex) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  }
+  return out;
+}
+
+// A version-2 payload (docs/format.md, "Deflate payloads") of a 12 x 10
+// RGBA PNG made by this build: whatever later builds write, this must keep
+// decoding to the same PNG.
+constexpr std::string_view k_golden_png_payload_hex =
+    "020085014c4289504e470d0a1a0a0000000d494844520000000c0000000a0806000000802cbffa00"
+    "00001574455874436f6d6d656e74006b65707420617320697420697393c24e974901ab0394a3e21f"
+    "4c0278da44ea031d0001040a000408010300ff010002a5010004020403040004000705d8724c0422"
+    "2989334c0c0000000049454e44ae4260820101ea030c0a0806a0020000010203040001020304ff0a"
+    "4820b0120808100024044b2834b8ec5741ba06839298672051c7781723a322898813151b114dd3a2"
+    "ee7c5018759268ea1a159dd6800194241fc08e201e8a90c6152c09e2bea0a4b4ea86ab5424f072b4"
+    "2eb5c852dd3a219918d79ff5d6c62a699444ad97e719329b3a4152c039b32432633336ccd12805bc"
+    "9f07a9a4aa3303b93424e93024954d846798e33cab8fa941e220e8d3db078a754a02277df4adbe43"
+    "097414b40c28b360664b6f52e8427283448fd5083fb556dc0b4a2db70b88950c67e0b90a01818560"
+    "e21801960e5f57e4c22b889f989aa5815d26cdabf62e789b993212062251e32cda72a9314a4a6fea"
+    "5577e2e70589bdf5cb80a15ed0e69719cd8536b5187a351ba70becaabc4fd00f40a72b00";
+
+TEST(png_rows, golden_payload_decodes) {
+  const image im = smooth_image(12, 10, 8, 6, 77);
+  const std::string png = png_file(im, filtered(im, every_filter));
+  const encoded_chunk e = encode_chunk(png, deflate_options());
+  ASSERT_EQ(payload_version(e), 2) << e.fallback_reason;
+  ASSERT_EQ(decode_chunk(e.codec, e.bytes, png.size()), png);
+  try {
+    EXPECT_EQ(decode_chunk(codec_id::deflate, from_hex(k_golden_png_payload_hex), png.size()), png);
+  } catch (const codec_error& err) {
+    ADD_FAILURE() << err.what() << "; today's payload: " << to_hex(e.bytes);
+  }
+}
+
 TEST(isolated_call, returns_what_the_child_returned_and_nothing_when_it_fails) {
   using detail::call_isolated;
   const std::chrono::seconds limit{30};
