@@ -413,9 +413,8 @@ std::string deflate_decode_any_size(std::string_view stored, std::size_t max_pla
   }
   const std::uint64_t text_size = get_varint(in, "deflate");
   if (version == k_payload_version_text) {
+    // All of the plain text is this text: no segments to assemble.
     if (text_size > cap) throw too_much(text_size);
-    segments.push_back(segment{segment_coding::text, text_size, {}, {}});
-    text_total = text_size;
   } else if (text_size != text_total) {
     throw codec_error("deflate payload's text is " + std::to_string(text_size) +
                       " bytes, its segments say " + std::to_string(text_total));
