@@ -12,7 +12,9 @@
 # (against the libfuse tools/setup.sh built, into its cache), mounts it and
 # appends --target passthrough_hp=MOUNT_DIR to peers; where it cannot, it
 # prints a note and adds nothing. It keeps a descriptor open for every inode
-# the kernel knows, so a tree of ENTRIES files needs that many: where the
+# the kernel knows, and `densefs bench` holds two copies of its input tree
+# at once (cp's copy stays for the reads while tar -x unpacks another), so
+# an input of ENTRIES entries needs twice that many: where the
 # hard limit on open files is lower (20,000 on the CI VM, which root there
 # cannot raise), it is left out with a note too. passthrough_hp_unmount
 # MOUNT_DIR undoes the mount.
@@ -47,9 +49,9 @@ passthrough_hp_binary() {
 passthrough_hp_peer() {
   local dir=$1 backing=$2 entries=$3 binary options="" limit
   limit=$(ulimit -Hn)
-  if [[ $limit != unlimited ]] && ((limit < entries + 1000)); then
-    echo "note: no passthrough_hp peer for $entries entries: it holds a descriptor per" \
-      "inode and the hard limit on open files is $limit"
+  if [[ $limit != unlimited ]] && ((limit < 2 * entries + 1000)); then
+    echo "note: no passthrough_hp peer for $entries entries: it holds a descriptor per inode, for two" \
+      "copies of them at once, and the hard limit on open files is $limit"
     return 0
   fi
   if ! binary=$(passthrough_hp_binary); then

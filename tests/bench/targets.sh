@@ -45,7 +45,8 @@ trap cleanup EXIT
 # shellcheck source=tests/bench/btrfs_peer.sh
 source "$repo/tests/bench/btrfs_peer.sh"
 btrfs_peer "$run/btrfs" "$run/btrfs.img"
-passthrough_hp_peer "$run/passthrough_hp" "$run/passthrough_hp.ext4" "$(find "$input" | wc -l)"
+# -H: the input may be a symbolic link to inputs prepared elsewhere.
+passthrough_hp_peer "$run/passthrough_hp" "$run/passthrough_hp.ext4" "$(find -H "$input" | wc -l)"
 
 # shellcheck disable=SC2086  # MKFS_OPTIONS are words
 "$densefs" mkfs $mkfs_options "$run/store" >/dev/null
@@ -63,9 +64,9 @@ if [[ " ${peers[*]} " != *" passthrough_hp="* ]]; then
   small=$work/input-small
   if [[ ! -f $small/big.bin ]]; then
     rm -rf "$small"
-    "$densefs" bench --prepare "$small" --size 120M --big-size 16M
+    "$densefs" bench --prepare "$small" --size 60M --big-size 16M
   fi
-  entries=$(find "$small" | wc -l)
+  entries=$(find -H "$small" | wc -l)
   peers=()
   passthrough_hp_peer "$run/passthrough_hp" "$run/passthrough_hp.ext4" "$entries"
   if [[ ${#peers[@]} -gt 0 ]]; then
