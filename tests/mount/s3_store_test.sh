@@ -204,12 +204,17 @@ dd if="$work/durable.bin" of="$mnt/durable.bin" bs=1M conv=fsync status=none ||
   fail "writing durable.bin with conv=fsync failed"
 list_packs
 # Bytes of the packs that are new (gc may meanwhile have rewritten an old
-# one smaller, so the total alone does not tell).
+# one smaller, so the total alone does not tell). Write-behind may commit
+# the file in more than one group commit, and the records of a commit
+# within the gather window (1 MiB per sync, pack_store.h) can stay inline
+# in PostgreSQL, durable but not yet in an object: a small last chunk did
+# (5,775,009 of 6,000,000 bytes uploaded). The remount below checks the
+# bytes themselves.
 new_bytes=0
 for i in "${!pack_keys[@]}"; do
   [[ " ${before_keys[*]} " == *" ${pack_keys[i]} "* ]] || new_bytes=$((new_bytes + pack_key_sizes[i]))
 done
-((new_bytes >= 6000000)) ||
+((new_bytes >= 6000000 - 1048576)) ||
   fail "the fsync of durable.bin did not upload it: $before_count objects ($before_bytes bytes) before, $pack_count ($pack_bytes) after, $new_bytes bytes in new ones"
 # A small file fsync'd: its records gathered into a pack not uploaded yet,
 # its bytes only in PostgreSQL when the daemon dies.
