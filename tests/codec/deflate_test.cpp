@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "tests/temp_dir.h"
 #include "tests/test_env.h"
 #include "tests/zlib_deflate.h"
 
@@ -23,7 +24,9 @@ namespace densefs::codec {
 namespace {
 
 namespace fs = std::filesystem;
+using densefs::test::from_hex;
 using densefs::test::gzip_with_zlib;
+using densefs::test::to_hex;
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -367,23 +370,6 @@ const char* const k_golden_payload_hex =
     "080000f21128b52ffd0010f50300b2471412c01b0e7045b1cb3f63494a29654abf38e706c0ffffffffbbbbbbbb3b33"
     "333333b3aaaaaaaa2a22222222a29999999919dbb66dbb6ddbb6254992247f56342e0121209203091262401423580a"
     "6249882163a811e0efff06d0537511fc9f70fcaaaa54d548277acf316f39c87b1cf186035ef186379e6b23015205";
-
-std::string from_hex(std::string_view hex) {
-  std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
-    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
-  return out;
-}
-
-std::string to_hex(std::string_view b) {
-  static const char* digits = "0123456789abcdef";
-  std::string s;
-  for (const unsigned char c : b) {
-    s += digits[c >> 4];
-    s += digits[c & 15];
-  }
-  return s;
-}
 
 TEST(deflate_codec, golden_payload_decodes) {
   std::string text;

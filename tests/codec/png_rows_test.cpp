@@ -19,6 +19,7 @@
 #include "codec/codec.h"
 #include "codec/isolated_call.h"
 #include "tests/make_jpeg.h"
+#include "tests/temp_dir.h"
 #include "tests/zlib_deflate.h"
 
 namespace densefs::codec {
@@ -255,24 +256,6 @@ TEST(png_rows, corrupt_payloads_throw_or_keep_the_size) {
   }
 }
 
-std::string to_hex(std::string_view s) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (const char c : s) {
-    out.push_back(digits[static_cast<std::uint8_t>(c) >> 4]);
-    out.push_back(digits[static_cast<std::uint8_t>(c) & 15]);
-  }
-  return out;
-}
-
-std::string from_hex(std::string_view hex) {
-  std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
-  }
-  return out;
-}
-
 // A version-2 payload (docs/format.md, "Deflate payloads") of a 12 x 10
 // RGBA PNG made by this build: whatever later builds write, this must keep
 // decoding to the same PNG.
@@ -290,6 +273,8 @@ constexpr std::string_view k_golden_png_payload_hex =
     "5577e2e70589bdf5cb80a15ed0e69719cd8536b5187a351ba70becaabc4fd00f40a72b00";
 
 TEST(png_rows, golden_payload_decodes) {
+  using test::from_hex;
+  using test::to_hex;
   const image im = smooth_image(12, 10, 8, 6, 77);
   const std::string png = png_file(im, filtered(im, every_filter));
   const encoded_chunk e = encode_chunk(png, deflate_options());

@@ -65,6 +65,27 @@ class deflate : public mount_test {
       EXPECT_TRUE(same_bytes(bytes, read_file(dir / name))) << name;
   }
 
+  // Runs a Python script that makes files in a directory of its own
+  // (argv[1]), copies them into the mount's `dir` and checks them there;
+  // the files by name, empty when the script failed.
+  std::map<std::string, std::string> copy_in_made_by_python(const std::string& script,
+                                                            const std::string& dir) {
+    const stdfs::path made = work_ / dir;
+    stdfs::create_directories(made);
+    const auto py = run_command({"python3", "-c", script, made.string()});
+    std::map<std::string, std::string> files;
+    if (py.exit_code != 0) {
+      ADD_FAILURE() << py.err;
+      return files;
+    }
+    for (const auto& e : stdfs::directory_iterator(made))
+      files[e.path().filename().string()] = read_file(e.path());
+    stdfs::create_directories(path(dir));
+    for (const auto& [name, bytes] : files) write_file(path(dir) / name, bytes);
+    expect_all_exact(files, path(dir));
+    return files;
+  }
+
   bool background_done(std::chrono::seconds limit) {
     return eventually([&] { return stats_u64("pending_recompress") == 0; }, limit);
   }
@@ -134,9 +155,7 @@ TEST_F(deflate_no_threads, densefs_recompress_applies_the_codec_offline) {
 // and a whl would be) get the deflate codec from the default policy: type
 // `zip`, stored as they came, then recompressed in the background, exact.
 TEST_F(deflate, zip_files_get_the_codec_by_default) {
-  const stdfs::path made = work_ / "zips";
-  stdfs::create_directories(made);
-  const auto py = run_command({"python3", "-c", R"(
+  const auto files = copy_in_made_by_python(R"(
 import random, sys, zipfile
 words = "the of and file system store chunk codec deflate zip entry page text".split()
 for i, ext in enumerate(["docx", "odt", "jar", "whl", "zip", "epub"]):
@@ -147,15 +166,8 @@ for i, ext in enumerate(["docx", "odt", "jar", "whl", "zip", "epub"]):
             lines = (" ".join(rng.choice(words) for _ in range(12)) for _ in range(3000))
             z.writestr(f"part/{m}.xml", "\n".join(lines), zipfile.ZIP_DEFLATED, compresslevel=6)
 )",
-                               made.string()});
-  ASSERT_EQ(py.exit_code, 0) << py.err;
-  std::map<std::string, std::string> files;
-  for (const auto& e : stdfs::directory_iterator(made))
-    files[e.path().filename().string()] = read_file(e.path());
+                                            "zip");
   ASSERT_EQ(files.size(), 6u);
-  stdfs::create_directories(path("zip"));
-  for (const auto& [name, bytes] : files) write_file(path("zip") / name, bytes);
-  expect_all_exact(files, path("zip"));
 
   ASSERT_TRUE(background_done(300s)) << stats().dump();
   for (const auto& [name, bytes] : files) {
@@ -177,9 +189,7 @@ for i, ext in enumerate(["docx", "odt", "jar", "whl", "zip", "epub"]):
 // smaller once the background pass is done, exact before and after a
 // remount.
 TEST_F(deflate, png_pictures_get_their_pixels_recompressed_by_default) {
-  const stdfs::path made = work_ / "pictures";
-  stdfs::create_directories(made);
-  const auto py = run_command({"python3", "-c", R"(
+  const auto files = copy_in_made_by_python(R"(
 import random, struct, sys, zipfile, zlib
 def chunk(t, d): return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
 def png(w, h, seed):
@@ -197,15 +207,8 @@ with zipfile.ZipFile(f"{sys.argv[1]}/slides.odp", "w") as z:
     z.writestr("Pictures/a.png", png(120, 90, 7), zipfile.ZIP_STORED)
     z.writestr("Pictures/b.png", png(100, 80, 8), zipfile.ZIP_DEFLATED)
 )",
-                               made.string()});
-  ASSERT_EQ(py.exit_code, 0) << py.err;
-  std::map<std::string, std::string> files;
-  for (const auto& e : stdfs::directory_iterator(made))
-    files[e.path().filename().string()] = read_file(e.path());
+                                            "pictures");
   ASSERT_EQ(files.size(), 4u);
-  stdfs::create_directories(path("pictures"));
-  for (const auto& [name, bytes] : files) write_file(path("pictures") / name, bytes);
-  expect_all_exact(files, path("pictures"));
 
   ASSERT_TRUE(background_done(300s)) << stats().dump();
   for (const auto& [name, bytes] : files) {
