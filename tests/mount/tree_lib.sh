@@ -109,4 +109,8 @@ eventually() {
 }
 
 absent() { [[ ! -e $1 ]]; }
+# Whether `stat -c FORMAT PATH` prints EXPECTED: stat runs again at every
+# try of `eventually`, where a "$(stat ...)" among its arguments would be
+# expanded once, before the first.
+stat_is() { [[ $(stat -c "$1" "$2" 2>/dev/null) == "$3" ]]; }
 listed() { find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' | grep -qxF "$2"; }

@@ -94,7 +94,7 @@ cmp "$work/two.bin" "$reader/one.bin" || fail "the follower read stale pages aft
 printf 'more\n' >>"$writer/small.txt"
 [[ $(cat "$reader/small.txt") == $'small text\nmore' ]] ||
   fail "the follower read a stale size after an append: $(cat "$reader/small.txt")"
-eventually 5 "the follower sees the size of the grown file" test "$(stat -c %s "$reader/small.txt")" -eq 16
+eventually 5 "the follower sees the size of the grown file" stat_is %s "$reader/small.txt" 16
 
 step "renames, unlinks, new directories, xattrs"
 mv "$writer/one.bin" "$writer/renamed.bin"
@@ -110,7 +110,7 @@ setfattr -n user.note -v first "$writer/d1/d2/f"
 [[ $(getfattr --absolute-names --only-values -n user.note "$reader/d1/d2/f" 2>/dev/null) == first ]] ||
   eventually 5 "the follower sees a new xattr" getfattr -n user.note "$reader/d1/d2/f"
 chmod 600 "$writer/d1/d2/f"
-eventually 5 "the follower sees a chmod" test "$(stat -c %a "$reader/d1/d2/f")" = 600
+eventually 5 "the follower sees a chmod" stat_is %a "$reader/d1/d2/f" 600
 
 step "refused on the follower: writes"
 if printf x 2>/dev/null >"$reader/nope"; then fail "the follower took a new file"; fi

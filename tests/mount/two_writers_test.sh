@@ -44,6 +44,8 @@ uri="postgresql:///vol1?host=$pg_socket_dir&port=$pg_port&user=postgres"
 b_client() { find "$work/client2" -mindepth 1 -maxdepth 1 -type d | head -n 1; }
 # entries DIR [PATTERN]: how many names DIR lists (matching PATTERN).
 entries() { find "$1" -mindepth 1 -maxdepth 1 -name "${2:-*}" | wc -l; }
+# entries_are N DIR [PATTERN]: counted again at every try of `eventually`.
+entries_are() { [[ $(entries "$2" "${3:-*}") -eq $1 ]]; }
 
 step "mkfs; A and B mount the volume with -o shared"
 "$densefs" mkfs --meta "$(pg_conninfo vol1)" --data "$location" "$store" >/dev/null ||
@@ -88,7 +90,7 @@ cmp "$work/two.bin" "$a/two.bin" || fail "A read a file B closed differently"
 cp "$work/one.bin" "$b/two.bin"
 cmp "$work/one.bin" "$a/two.bin" || fail "A read stale bytes of a file B rewrote"
 printf 'appended by A\n' >>"$a/two.bin"
-eventually 5 "B sees the size A's append gave" test "$(stat -c %s "$b/two.bin")" -eq 3000014
+eventually 5 "B sees the size A's append gave" stat_is %s "$b/two.bin" 3000014
 
 step "both create in one directory at once"
 mkdir "$a/shared"
@@ -108,7 +110,7 @@ pb=$!
 wait "$pa" || fail "A's creates failed"
 wait "$pb" || fail "B's creates failed"
 for root in "$a" "$b"; do
-  eventually 10 "$root lists all 600 names" test "$(entries "$root/shared")" -eq 600
+  eventually 10 "$root lists all 600 names" entries_are 600 "$root/shared"
   # 2 + one per subdirectory: no link count update was lost.
   links=$(stat -c %h "$root/shared")
   [[ $links == 302 ]] || fail "$root/shared has $links links, not 302"
@@ -130,7 +132,7 @@ for i in $(seq 1 30); do
   wait "$pb" && made=$((made + 1))
 done
 ((made == 30)) || fail "30 names raced on both writers: $made mkdirs succeeded, not 30"
-eventually 5 "B lists the raced directories" test "$(entries "$b/shared" 'race-*')" -eq 30
+eventually 5 "B lists the raced directories" entries_are 30 "$b/shared" 'race-*'
 [[ $(stat -c %h "$a/shared") == 332 ]] || fail "after the races A/shared has $(stat -c %h "$a/shared") links, not 332"
 
 step "crossed directory renames never make a loop"
@@ -168,7 +170,7 @@ eventually 5 "A no longer sees the file B unlinked" absent "$a/shared/a-2.txt"
 eventually 5 "A sees the directory B removed gone" absent "$a/shared/dir-a-2"
 [[ $(stat -c %h "$a/shared") == 331 ]] || fail "after rmdir on B, A/shared has $(stat -c %h "$a/shared") links"
 chmod 600 "$b/renamed-by-a.txt"
-eventually 5 "A sees B's chmod" test "$(stat -c %a "$a/renamed-by-a.txt")" = 600
+eventually 5 "A sees B's chmod" stat_is %a "$a/renamed-by-a.txt" 600
 
 step "a chmod on A while B's change of the file is heard stays A's"
 # A's listener re-reads the file for B's touch while A's chmod commits: the
