@@ -69,7 +69,8 @@ toxi_pid=$!
 toxi_prev_exit_trap=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT\$/\\1/")
 stop_toxiproxy() {
   local rc=$?
-  kill "$toxi_pid" 2>/dev/null || true
+  set +e # (exit "$rc") must not end the trap (postgres_lib.sh)
+  kill "$toxi_pid" 2>/dev/null
   (exit "$rc")
   eval "$toxi_prev_exit_trap"
   return "$rc"

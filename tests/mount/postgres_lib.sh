@@ -31,7 +31,9 @@ as_postgres() {
 
 # At exit, after this file's own cleanup: whatever was installed before it
 # (mount_lib.sh's cleanup_work, which unmounts and removes $work, or a
-# cleanup that ends in it).
+# cleanup that ends in it). Each cleanup turns errexit off first: it hands
+# the script's status on with `(exit "$rc")`, which under set -e would end
+# the trap there after a failed test, leaving its mounts (exit_trap_test.sh).
 pg_prev_exit_trap=$(trap -p EXIT | sed -E "s/^trap -- '(.*)' EXIT\$/\1/")
 [[ -n $pg_prev_exit_trap ]] || pg_prev_exit_trap=cleanup_work
 
@@ -50,6 +52,7 @@ if [[ -n ${DENSEFS_TEST_POSTGRES_SERVICE:-} && ${pg_private:-0} != 1 ]]; then
     -c "SELECT datname FROM pg_database") || fail "the phase's PostgreSQL server does not answer"
   cleanup_postgres() {
     local rc=$? db
+    set +e
     (exit "$rc")
     eval "$pg_prev_exit_trap"
     for db in $(as_postgres psql -X -At -h "$pg_socket_dir" -p "$pg_port" -U postgres -d postgres \
@@ -102,6 +105,7 @@ else
   # connection only sees it closed).
   cleanup_postgres() {
     local rc=$?
+    set +e
     pg_stop immediate
     (exit "$rc")
     eval "$pg_prev_exit_trap"

@@ -79,6 +79,7 @@ give() { on "$1" install -m "${4:-0600}" "$2" "$3"; }
 # and $work: the mounts (their daemons flush and exit), then PostgreSQL.
 cleanup_machines() {
   local rc=$? machine
+  set +e # its status, returned below, must not end the trap before the next cleanup
   for machine in client1 client2; do
     if on "$machine" mountpoint -q /mnt/vol1 2>/dev/null; then
       on "$machine" umount /mnt/vol1 2>/dev/null || on "$machine" umount -l /mnt/vol1 2>/dev/null || true
