@@ -16,13 +16,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/tree_lib.sh"
 
 [[ -x /usr/lib/postgresql/15/bin/initdb ]] || missing_tool "PostgreSQL 15 server (Debian postgresql-15)"
 
-# Leftovers of a case, unmounted here so that this test's own exit removes
-# nothing through them.
+# A case's leftovers: unmounted, then removed (never through a mount).
 unmount_below() {
   local m
   for m in $(findmnt -rn -o TARGET | grep -F "$1/" | sort -r); do
     umount "$m" 2>/dev/null || umount -l "$m" || true
   done
+  findmnt -rn -o TARGET | grep -qF "$1/" || rm -rf "$1"
 }
 
 # phase_database_exists NAME: whether the phase's server still has NAME.
