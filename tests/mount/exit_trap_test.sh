@@ -57,12 +57,15 @@ EOF
   fi
   grep -qx mounted "$out" || fail "$name: the script failed before it mounted: $(cat "$out")"
   ((rc == 1)) || fail "$name: the script exited $rc, not its failure's 1: $(cat "$out")"
-  [[ ! -e $child_work ]] || fail "$name: a failed script left $child_work"
-  if [[ -n $database ]] && phase_database_exists "$database"; then
-    fail "$name: a failed script left its database $database on the phase's server"
-  fi
   if pgrep -f -- "-D $child_work/" >/dev/null; then
     fail "$name: a failed script left its private PostgreSQL server running"
+  fi
+  if [[ -e $child_work ]]; then
+    unmount_below "$child_work"
+    fail "$name: a failed script left $child_work"
+  fi
+  if [[ -n $database ]] && phase_database_exists "$database"; then
+    fail "$name: a failed script left its database $database on the phase's server"
   fi
   echo "$name: exit 1, nothing left behind"
 }
