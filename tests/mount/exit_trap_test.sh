@@ -17,13 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/tree_lib.sh"
 [[ -x /usr/lib/postgresql/15/bin/initdb ]] || missing_tool "PostgreSQL 15 server (Debian postgresql-15)"
 
 # A case's leftovers: unmounted, then removed (never through a mount).
-unmount_below() {
-  local m
-  for m in $(findmnt -rn -o TARGET | grep -F "$1/" | sort -r); do
-    umount "$m" 2>/dev/null || umount -l "$m" || true
-  done
-  findmnt -rn -o TARGET | grep -qF "$1/" || rm -rf "$1"
-}
+remove_leftovers() { if unmount_below "$1"; then rm -rf "$1"; fi; }
 
 # phase_database_exists NAME: whether the phase's server still has NAME.
 phase_database_exists() {
@@ -52,7 +46,7 @@ EOF
   [[ -n $child_work ]] || fail "$name: the script printed no directory: $(cat "$out")"
   database=$(sed -n 's/^database=//p' "$out")
   if findmnt -rn -o TARGET | grep -qF "$child_work/"; then
-    unmount_below "$child_work"
+    remove_leftovers "$child_work"
     fail "$name: a failed script left mounts under $child_work: $(cat "$out")"
   fi
   grep -qx mounted "$out" || fail "$name: the script failed before it mounted: $(cat "$out")"
@@ -61,7 +55,7 @@ EOF
     fail "$name: a failed script left its private PostgreSQL server running"
   fi
   if [[ -e $child_work ]]; then
-    unmount_below "$child_work"
+    remove_leftovers "$child_work"
     fail "$name: a failed script left $child_work"
   fi
   if [[ -n $database ]] && phase_database_exists "$database"; then

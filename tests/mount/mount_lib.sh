@@ -58,19 +58,26 @@ missing_tool() {
 
 work=$(mktemp -d /var/tmp/densefs-test.XXXXXX)
 
-# Unmounts everything below $work (deepest first), then removes $work, but
-# never while anything is still mounted there: rm -rf would go through the
-# mount into the store's files.
-cleanup_work() {
-  local rc=$? m
-  cd /
-  for m in $(findmnt -rn -o TARGET | grep -F "$work/" | sort -r); do
+# unmount_below DIR: unmounts everything mounted below DIR, deepest first;
+# fails if something is still mounted there.
+unmount_below() {
+  local m
+  for m in $(findmnt -rn -o TARGET | grep -F "$1/" | sort -r); do
     "$densefs" umount "$m" >/dev/null 2>&1 || umount "$m" 2>/dev/null || umount -l "$m" || true
   done
-  if findmnt -rn -o TARGET | grep -qF "$work/"; then
-    echo "cleanup: something is still mounted under $work; leaving it in place" >&2
-  else
+  ! findmnt -rn -o TARGET | grep -qF "$1/"
+}
+
+# Unmounts everything below $work, then removes $work, but never while
+# anything is still mounted there: rm -rf would go through the mount into
+# the store's files.
+cleanup_work() {
+  local rc=$?
+  cd /
+  if unmount_below "$work"; then
     rm -rf "$work"
+  else
+    echo "cleanup: something is still mounted under $work; leaving it in place" >&2
   fi
   return $rc
 }
